@@ -1,0 +1,169 @@
+package hlc
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	// ErrSkew is returned by Update when a remote timestamp is further ahead
+	// of local wall time than the clock's MaxSkew.
+	ErrSkew = errors.New("hlc: remote timestamp too far ahead")
+	// ErrMalformed is returned when a timestamp cannot be parsed.
+	ErrMalformed = errors.New("hlc: malformed timestamp")
+	// ErrStore is returned when the high-water mark cannot be loaded or saved.
+	ErrStore = errors.New("hlc: high-water store")
+)
+
+// Store persists the clock's high-water mark (a wall time in milliseconds
+// that no issued timestamp exceeds). Save must be durable when it returns.
+type Store interface {
+	Load() (int64, error)
+	Save(wallMs int64) error
+}
+
+// Config configures a Clock. The zero value of every field except Replica
+// means its default.
+type Config struct {
+	// Replica is written into every timestamp as the final tiebreak.
+	Replica string
+	// Now returns physical time; defaults to time.Now.
+	Now func() time.Time
+	// MaxSkew bounds how far ahead of local wall time a remote timestamp
+	// may be before Update refuses it. Default 5s.
+	MaxSkew time.Duration
+	// Store, when set, persists a high-water mark so a restart resumes above
+	// every timestamp issued before it.
+	Store Store
+	// Window is how far ahead of the current wall time the persisted mark
+	// is set, so that Store.Save runs about once per Window. Default 1s.
+	Window time.Duration
+}
+
+// Clock is a hybrid logical clock. It is safe for concurrent use.
+type Clock struct {
+	replica string
+	now     func() time.Time
+	maxSkew int64
+	window  int64
+	store   Store
+
+	mu      sync.Mutex
+	last    Timestamp // wall and logical of the newest issued or observed time
+	mark    int64     // persisted high-water mark; 0 without a store
+	refused atomic.Uint64
+}
+
+// New returns a clock. With a Store, it loads the high-water mark and starts
+// above it.
+func New(cfg Config) (*Clock, error) {
+	c := &Clock{
+		replica: cfg.Replica,
+		now:     cfg.Now,
+		maxSkew: cfg.MaxSkew.Milliseconds(),
+		window:  cfg.Window.Milliseconds(),
+		store:   cfg.Store,
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.maxSkew <= 0 {
+		c.maxSkew = 5000
+	}
+	if c.window <= 0 {
+		c.window = 1000
+	}
+	if c.store != nil {
+		mark, err := c.store.Load()
+		if err != nil {
+			return nil, fmt.Errorf("%w: cannot load: %w", ErrStore, err)
+		}
+		// Everything issued before the restart had Wall < mark, so starting
+		// at mark keeps the clock monotonic.
+		c.last = Timestamp{Wall: mark}
+		c.mark = mark
+	}
+	return c, nil
+}
+
+// Replica returns the replica id the clock stamps into its timestamps.
+func (c *Clock) Replica() string { return c.replica }
+
+// Now returns a timestamp greater than every timestamp this clock returned
+// or observed before.
+func (c *Clock) Now() (Timestamp, error) {
+	phys := c.now().UnixMilli()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(phys, Timestamp{})
+	if err := c.persist(); err != nil {
+		return Timestamp{}, err
+	}
+	return Timestamp{Wall: c.last.Wall, Logical: c.last.Logical, Replica: c.replica}, nil
+}
+
+// Update folds a remote timestamp into the clock, so that later calls to Now
+// order after it. A remote timestamp more than MaxSkew ahead of local
+// physical time is refused with ErrSkew, counted, and not adopted.
+func (c *Clock) Update(remote Timestamp) error {
+	phys := c.now().UnixMilli()
+	if remote.Wall-phys > c.maxSkew {
+		c.refused.Add(1)
+		return fmt.Errorf("%w: %s is %dms ahead of local time (max %dms)",
+			ErrSkew, remote, remote.Wall-phys, c.maxSkew)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(phys, remote)
+	return c.persist()
+}
+
+// Refused returns how many remote timestamps Update refused for skew.
+func (c *Clock) Refused() uint64 { return c.refused.Load() }
+
+// Last returns the newest timestamp the clock issued or observed.
+func (c *Clock) Last() Timestamp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Timestamp{Wall: c.last.Wall, Logical: c.last.Logical, Replica: c.replica}
+}
+
+// advance is the HLC rule: the new wall time is the max of physical time,
+// the previous time and the remote time; the logical counter resets when
+// physical time alone is ahead, otherwise it counts past the largest
+// logical value at that wall time. Callers hold c.mu.
+func (c *Clock) advance(phys int64, remote Timestamp) {
+	wall := max(phys, c.last.Wall, remote.Wall)
+	var logical uint32
+	switch {
+	case wall == c.last.Wall && wall == remote.Wall:
+		logical = max(c.last.Logical, remote.Logical) + 1
+	case wall == c.last.Wall:
+		logical = c.last.Logical + 1
+	case wall == remote.Wall:
+		logical = remote.Logical + 1
+	}
+	if logical == math.MaxUint32 {
+		// Four billion events in one millisecond: step the wall instead.
+		wall, logical = wall+1, 0
+	}
+	c.last = Timestamp{Wall: wall, Logical: logical}
+}
+
+// persist saves a new high-water mark when the clock reached the old one.
+// Callers hold c.mu.
+func (c *Clock) persist() error {
+	if c.store == nil || c.last.Wall < c.mark {
+		return nil
+	}
+	mark := c.last.Wall + c.window
+	if err := c.store.Save(mark); err != nil {
+		return fmt.Errorf("%w: cannot save: %w", ErrStore, err)
+	}
+	c.mark = mark
+	return nil
+}

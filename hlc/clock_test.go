@@ -1,0 +1,176 @@
+package hlc
+
+import (
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// manualTime is a settable physical clock for tests.
+type manualTime struct{ ms atomic.Int64 }
+
+func (m *manualTime) now() time.Time { return time.UnixMilli(m.ms.Load()) }
+func (m *manualTime) set(ms int64)   { m.ms.Store(ms) }
+func newManual(ms int64) *manualTime { m := &manualTime{}; m.set(ms); return m }
+
+func mustNew(t *testing.T, cfg Config) *Clock {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustNow(t *testing.T, c *Clock) Timestamp {
+	t.Helper()
+	ts, err := c.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func TestNowFollowsPhysicalTimeAndNeverGoesBack(t *testing.T) {
+	m := newManual(1000)
+	c := mustNew(t, Config{Replica: "a", Now: m.now})
+
+	steps := []struct {
+		phys int64
+		want Timestamp
+	}{
+		{1000, Timestamp{1000, 0, "a"}},
+		{1000, Timestamp{1000, 1, "a"}},
+		{1005, Timestamp{1005, 0, "a"}},
+		{900, Timestamp{1005, 1, "a"}}, // wall clock stepped back
+		{1005, Timestamp{1005, 2, "a"}},
+		{1006, Timestamp{1006, 0, "a"}},
+	}
+	for i, s := range steps {
+		m.set(s.phys)
+		if got := mustNow(t, c); got != s.want {
+			t.Fatalf("step %d: got %v, want %v", i, got, s.want)
+		}
+	}
+}
+
+func TestUpdateOrdersAfterRemote(t *testing.T) {
+	m := newManual(1000)
+	c := mustNew(t, Config{Replica: "a", Now: m.now, MaxSkew: 5 * time.Second})
+	remote := Timestamp{Wall: 3000, Logical: 7, Replica: "b"}
+	if err := c.Update(remote); err != nil {
+		t.Fatal(err)
+	}
+	got := mustNow(t, c)
+	if !remote.Less(got) {
+		t.Fatalf("Now() = %v, not after remote %v", got, remote)
+	}
+	if got.Wall != 3000 || got.Logical != 9 {
+		t.Fatalf("Now() = %v, want 3000.9", got)
+	}
+}
+
+func TestUpdateRefusesSkew(t *testing.T) {
+	m := newManual(10_000)
+	c := mustNew(t, Config{Replica: "a", Now: m.now, MaxSkew: 5 * time.Second})
+	before := c.Last()
+	err := c.Update(Timestamp{Wall: 10_000 + 5001, Replica: "b"})
+	if !errors.Is(err, ErrSkew) {
+		t.Fatalf("err = %v, want ErrSkew", err)
+	}
+	if c.Refused() != 1 {
+		t.Fatalf("Refused() = %d, want 1", c.Refused())
+	}
+	if c.Last() != before {
+		t.Fatalf("refused timestamp was adopted: %v", c.Last())
+	}
+	// Exactly at the bound is accepted.
+	if err := c.Update(Timestamp{Wall: 15_000, Replica: "b"}); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+}
+
+func TestNowIsStrictlyMonotonicUnderConcurrency(t *testing.T) {
+	c := mustNew(t, Config{Replica: "a"})
+	const goroutines, per = 8, 5000
+	out := make([][]Timestamp, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				ts, err := c.Now()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				out[g] = append(out[g], ts)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := make(map[Timestamp]bool, goroutines*per)
+	for _, list := range out {
+		for i, ts := range list {
+			if i > 0 && !list[i-1].Less(ts) {
+				t.Fatalf("not increasing within a goroutine: %v then %v", list[i-1], ts)
+			}
+			if seen[ts] {
+				t.Fatalf("timestamp %v issued twice", ts)
+			}
+			seen[ts] = true
+		}
+	}
+}
+
+func TestRestartResumesAboveHighWaterMark(t *testing.T) {
+	store := FileStore{Path: filepath.Join(t.TempDir(), "hlc")}
+	m := newManual(50_000)
+	c := mustNew(t, Config{Replica: "a", Now: m.now, Store: store, Window: time.Second})
+	var last Timestamp
+	for i := range 100 {
+		m.set(50_000 + int64(i)*30)
+		last = mustNow(t, c)
+	}
+
+	// The process restarts on a machine whose clock went back an hour.
+	m.set(50_000 - 3_600_000)
+	c2 := mustNew(t, Config{Replica: "a", Now: m.now, Store: store, Window: time.Second})
+	if got := mustNow(t, c2); !last.Less(got) {
+		t.Fatalf("after restart Now() = %v, not after %v", got, last)
+	}
+}
+
+func TestFileStoreRejectsGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hlc")
+	if err := (FileStore{Path: path}).Save(42); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := (FileStore{Path: path}).Load(); err != nil || v != 42 {
+		t.Fatalf("Load() = %d, %v", v, err)
+	}
+	if err := writeFile(path, "not a number"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Store: FileStore{Path: path}}); !errors.Is(err, ErrStore) {
+		t.Fatalf("New with garbage store: %v, want ErrStore", err)
+	}
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	for _, ts := range []Timestamp{{}, {1, 2, ""}, {1733000000000, 42, "eu-1"}} {
+		got, err := Parse(ts.String())
+		if err != nil || got != ts {
+			t.Fatalf("Parse(%q) = %v, %v", ts.String(), got, err)
+		}
+	}
+	for _, bad := range []string{"", "12", "a.b", "-1.0", "1.99999999999", "1.-1@x"} {
+		if _, err := Parse(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("Parse(%q) err = %v, want ErrMalformed", bad, err)
+		}
+	}
+}
