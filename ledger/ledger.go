@@ -1,0 +1,324 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+var (
+	// ErrClosed is returned by calls on a closed ledger.
+	ErrClosed = errors.New("ledger: closed")
+	// ErrBroken is returned after a commit or fsync failed: the ledger
+	// refuses further appends rather than retry an fsync whose outcome is
+	// unknown.
+	ErrBroken = errors.New("ledger: broken by an earlier write error")
+	// ErrChain is returned when records do not form a valid hash chain.
+	ErrChain = errors.New("ledger: broken chain")
+	// ErrConflict is returned when an imported record differs from the one
+	// already stored at its (poll, replica, seq).
+	ErrConflict = errors.New("ledger: conflicting record")
+	// ErrNoReplica is returned by Append on a ledger opened without a replica id.
+	ErrNoReplica = errors.New("ledger: no replica id configured")
+)
+
+// Config configures a Ledger. Zero values mean the defaults.
+type Config struct {
+	// Dir is the Pebble directory.
+	Dir string
+	// FS is the file system; defaults to the OS. Tests pass vfs.NewStrictMem().
+	FS vfs.FS
+	// Replica is this node's replica id, stamped on appended records.
+	// Required for Append, not for reading or importing.
+	Replica string
+	// MaxBatch caps the records coalesced into one commit. Default 4096.
+	MaxBatch int
+	// Pipeline is how many commits may wait for their fsync at once while
+	// the next is prepared. Default 4.
+	Pipeline int
+	// Logger receives Pebble's log lines; defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats are counters since Open.
+type Stats struct {
+	Appended   uint64 // records appended by Append
+	Duplicates uint64 // Append records answered from the idempotency index
+	Imported   uint64 // records written by Import
+	Commits    uint64 // synced batches
+	WALSyncs   uint64 // fsyncs of the write-ahead log seen at the file system
+}
+
+// Ledger is an open vote ledger. It is safe for concurrent use.
+type Ledger struct {
+	db       *pebble.DB
+	fs       *countingFS
+	replica  string
+	maxBatch int
+
+	// sendMu orders Append's send on queue against Close's close(queue).
+	sendMu   sync.RWMutex
+	closed   bool
+	queue    chan *request
+	inflight chan *commit
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[string]*commit // idem key → unsynced commit that wrote it
+	broken  error
+
+	// heads is owned by the committer goroutine after Open.
+	heads map[chainID]head
+
+	appended, duplicates, imported, commits atomic.Uint64
+}
+
+// chainID names one hash chain.
+type chainID struct{ poll, replica string }
+
+// Open opens (creating if needed) the ledger in cfg.Dir and starts its
+// committer.
+func Open(cfg Config) (*Ledger, error) {
+	if cfg.Replica != "" {
+		if err := ValidID(cfg.Replica); err != nil {
+			return nil, fmt.Errorf("%w: replica %w", ErrInvalid, err)
+		}
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 4096
+	}
+	if cfg.Pipeline <= 0 {
+		cfg.Pipeline = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := makeDirDurable(cfg.FS, cfg.Dir); err != nil {
+		return nil, fmt.Errorf("ledger: cannot create %s: %w", cfg.Dir, err)
+	}
+	cfs := &countingFS{FS: cfg.FS}
+	opts := &pebble.Options{
+		FS:     cfs,
+		Logger: pebbleLogger{cfg.Logger},
+		// Large memtables keep a burst of votes out of L0 until it is over.
+		MemTableSize: 64 << 20,
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: cannot open %s: %w", cfg.Dir, err)
+	}
+	l := &Ledger{
+		db:       db,
+		fs:       cfs,
+		replica:  cfg.Replica,
+		maxBatch: cfg.MaxBatch,
+		queue:    make(chan *request, 1024),
+		inflight: make(chan *commit, cfg.Pipeline),
+		pending:  make(map[string]*commit),
+		heads:    make(map[chainID]head),
+	}
+	if err := l.loadHeads(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	l.wg.Add(2)
+	go l.commitLoop()
+	go l.syncLoop()
+	return l, nil
+}
+
+// Close finishes the appends already queued, waits for their fsync, and
+// closes Pebble. It is safe to call more than once.
+func (l *Ledger) Close() error {
+	l.sendMu.Lock()
+	if l.closed {
+		l.sendMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.queue)
+	l.sendMu.Unlock()
+	l.wg.Wait()
+	return l.db.Close()
+}
+
+// Replica returns the replica id this ledger stamps on appended records.
+func (l *Ledger) Replica() string { return l.replica }
+
+// Stats returns counters since Open.
+func (l *Ledger) Stats() Stats {
+	return Stats{
+		Appended:   l.appended.Load(),
+		Duplicates: l.duplicates.Load(),
+		Imported:   l.imported.Load(),
+		Commits:    l.commits.Load(),
+		WALSyncs:   l.fs.walSyncs.Load(),
+	}
+}
+
+func (l *Ledger) loadHeads() error {
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixHead}, UpperBound: []byte{prefixHead + 1}})
+	if err != nil {
+		return fmt.Errorf("ledger: cannot read chain heads: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()[1:]
+		i := indexByte(k, 0)
+		if i < 0 {
+			return fmt.Errorf("%w: chain head key %q", ErrMalformed, it.Key())
+		}
+		h, err := decodeHead(it.Value())
+		if err != nil {
+			return err
+		}
+		l.heads[chainID{poll: string(k[:i]), replica: string(k[i+1:])}] = h
+	}
+	return it.Error()
+}
+
+// Head returns the number of records and the hash of the last record of
+// the replica's chain for poll.
+func (l *Ledger) Head(poll, replica string) (count uint64, last Hash, err error) {
+	v, closer, err := l.db.Get(headKey(poll, replica))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, Hash{}, nil
+	}
+	if err != nil {
+		return 0, Hash{}, fmt.Errorf("ledger: cannot read chain head: %w", err)
+	}
+	defer closer.Close()
+	h, err := decodeHead(v)
+	return h.seq, h.hash, err
+}
+
+// Lookup tells whether (poll, idem) was appended, and the vote id it got.
+// It reports only durable entries: for a key whose commit is still waiting
+// for its fsync, Lookup waits for it.
+func (l *Ledger) Lookup(poll, idem string) (VoteID, bool, error) {
+	k := idemKey(nil, poll, idem)
+	v, closer, err := l.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return VoteID{}, false, nil
+	}
+	if err != nil {
+		return VoteID{}, false, fmt.Errorf("ledger: cannot look up idempotency key: %w", err)
+	}
+	id, err := decodeVoteID(v)
+	closer.Close()
+	if err != nil {
+		return VoteID{}, false, err
+	}
+	l.mu.Lock()
+	c := l.pending[string(k)]
+	l.mu.Unlock()
+	if c != nil {
+		<-c.synced
+		if c.err != nil {
+			return VoteID{}, false, c.err
+		}
+	}
+	return id, true, nil
+}
+
+// Scan yields one poll's records in (replica, seq) order.
+func (l *Ledger) Scan(poll string) iter.Seq2[Record, error] {
+	p := pollRecordPrefix(poll)
+	return l.scan(p, prefixEnd(p))
+}
+
+// Replay yields every record in the ledger, poll by poll, each replica's
+// chain in sequence order. A node rebuilds its state from it at start-up.
+func (l *Ledger) Replay() iter.Seq2[Record, error] {
+	return l.scan([]byte{prefixRecord}, []byte{prefixRecord + 1})
+}
+
+func (l *Ledger) scan(lower, upper []byte) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		if err != nil {
+			yield(Record{}, fmt.Errorf("ledger: cannot scan: %w", err))
+			return
+		}
+		defer it.Close()
+		var in interner
+		for it.First(); it.Valid(); it.Next() {
+			r, err := DecodeRecord(it.Value())
+			if err != nil {
+				yield(Record{}, fmt.Errorf("ledger: record at key %q: %w", it.Key(), err))
+				return
+			}
+			r.Poll, r.Replica = in.get(r.Poll), in.get(r.Replica)
+			if !yield(r, nil) {
+				return
+			}
+		}
+		if err := it.Error(); err != nil {
+			yield(Record{}, fmt.Errorf("ledger: cannot scan: %w", err))
+		}
+	}
+}
+
+// Polls returns the ids of the polls that have records, sorted.
+func (l *Ledger) Polls() ([]string, error) {
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixHead}, UpperBound: []byte{prefixHead + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: cannot list polls: %w", err)
+	}
+	defer it.Close()
+	var polls []string
+	for it.First(); it.Valid(); it.Next() {
+		if k := it.Key()[1:]; indexByte(k, 0) >= 0 {
+			polls = append(polls, string(k[:indexByte(k, 0)]))
+		}
+	}
+	return uniqueSorted(polls), it.Error()
+}
+
+// PutMeta durably stores a small value under name, for callers' own
+// durable state (poll definitions, ids).
+func (l *Ledger) PutMeta(name string, value []byte) error {
+	if err := l.db.Set(append([]byte{prefixMeta}, name...), value, pebble.Sync); err != nil {
+		return fmt.Errorf("ledger: cannot store %s: %w", name, err)
+	}
+	return nil
+}
+
+// Meta returns the value stored under name.
+func (l *Ledger) Meta(name string) ([]byte, bool, error) {
+	v, closer, err := l.db.Get(append([]byte{prefixMeta}, name...))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: cannot read %s: %w", name, err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// MetaWithPrefix yields every (name, value) whose name starts with prefix.
+func (l *Ledger) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		lower := append([]byte{prefixMeta}, prefix...)
+		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+		if err != nil {
+			return
+		}
+		defer it.Close()
+		for it.First(); it.Valid(); it.Next() {
+			if !yield(string(it.Key()[1:]), append([]byte(nil), it.Value()...)) {
+				return
+			}
+		}
+	}
+}

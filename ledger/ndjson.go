@@ -1,0 +1,160 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+
+	"tally/hlc"
+)
+
+// MaxLineBytes bounds one NDJSON line; a record never needs more.
+const MaxLineBytes = 4096
+
+// recordJSON is a record's export form: one JSON object per line. It
+// carries the record's own hash so a reader can check each line alone.
+type recordJSON struct {
+	Poll    string  `json:"poll"`
+	Replica string  `json:"replica"`
+	Seq     uint64  `json:"seq"`
+	HLC     string  `json:"hlc"`
+	Voter   string  `json:"voter"`
+	Option  string  `json:"option"`
+	Idem    string  `json:"idem"`
+	Trust   float64 `json:"trust"`
+	Counted bool    `json:"counted"`
+	Late    bool    `json:"late"`
+	IPHash  string  `json:"ip_hash"`
+	Prev    Hash    `json:"prev"`
+	Hash    Hash    `json:"hash"`
+}
+
+// MarshalJSON encodes the record in its export form.
+func (r Record) MarshalJSON() ([]byte, error) {
+	return json.Marshal(recordJSON{
+		Poll: r.Poll, Replica: r.Replica, Seq: r.Seq,
+		HLC:   hlc.Timestamp{Wall: r.Wall, Logical: r.Logical}.String(),
+		Voter: r.Voter, Option: r.Option, Idem: r.Idem,
+		Trust: r.Trust, Counted: r.Counted, Late: r.Late, IPHash: r.IPHash,
+		Prev: r.Prev, Hash: r.Hash(),
+	})
+}
+
+// DecodeRecordJSON decodes one export line strictly: unknown fields,
+// trailing data, invalid fields and a hash that does not match the record
+// are errors.
+func DecodeRecordJSON(line []byte) (Record, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var j recordJSON
+	if err := dec.Decode(&j); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Record{}, fmt.Errorf("%w: trailing data after the record", ErrMalformed)
+	}
+	ts, err := hlc.Parse(j.HLC)
+	if err != nil || ts.Replica != "" {
+		return Record{}, fmt.Errorf("%w: hlc %q", ErrMalformed, j.HLC)
+	}
+	r := Record{
+		Poll: j.Poll, Replica: j.Replica, Seq: j.Seq, Wall: ts.Wall, Logical: ts.Logical,
+		Voter: j.Voter, Option: j.Option, Idem: j.Idem, Trust: j.Trust,
+		Counted: j.Counted, Late: j.Late, IPHash: j.IPHash, Prev: j.Prev,
+	}
+	if err := r.Validate(); err != nil {
+		return Record{}, err
+	}
+	if r.Hash() != j.Hash {
+		return Record{}, fmt.Errorf("%w: hash does not match the record", ErrChain)
+	}
+	return r, nil
+}
+
+// Export writes one poll's records as NDJSON, streamed in (replica, seq)
+// order, and returns how many it wrote.
+func (l *Ledger) Export(w io.Writer, poll string) (int, error) {
+	return WriteNDJSON(w, l.Scan(poll))
+}
+
+// WriteNDJSON writes records as NDJSON, one per line.
+func WriteNDJSON(w io.Writer, records iter.Seq2[Record, error]) (int, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n := 0
+	for r, err := range records {
+		if err != nil {
+			return n, err
+		}
+		b, err := r.MarshalJSON()
+		if err != nil {
+			return n, err
+		}
+		bw.Write(b)
+		if err := bw.WriteByte('\n'); err != nil {
+			return n, fmt.Errorf("ledger: cannot write export: %w", err)
+		}
+		n++
+	}
+	if err := bw.Flush(); err != nil {
+		return n, fmt.Errorf("ledger: cannot write export: %w", err)
+	}
+	return n, nil
+}
+
+// ReadNDJSON yields the records of an export, checking each line (see
+// DecodeRecordJSON) and that every record belongs to one poll. Blank lines
+// are skipped; a line over MaxLineBytes is an error. Errors name the line.
+func ReadNDJSON(r io.Reader) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		br := bufio.NewReaderSize(r, 64<<10)
+		var poll string
+		var in interner
+		for n := 1; ; n++ {
+			line, err := readLine(br)
+			if errors.Is(err, io.EOF) && len(line) == 0 {
+				return
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				yield(Record{}, fmt.Errorf("line %d: %w", n, err))
+				return
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			rec, err := DecodeRecordJSON(line)
+			if err == nil && poll != "" && rec.Poll != poll {
+				err = fmt.Errorf("%w: record of poll %q in an export of poll %q", ErrInvalid, rec.Poll, poll)
+			}
+			if err != nil {
+				yield(Record{}, fmt.Errorf("line %d: %w", n, err))
+				return
+			}
+			poll = rec.Poll
+			rec.Poll, rec.Replica = in.get(rec.Poll), in.get(rec.Replica)
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	}
+}
+
+// readLine returns the next line without its newline, refusing lines over
+// MaxLineBytes without buffering them.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxLineBytes+1 {
+			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrMalformed, MaxLineBytes)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte{'\n'}), err
+	}
+}

@@ -1,0 +1,329 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"tally/hlc"
+)
+
+var (
+	// ErrInvalid is returned for a record that breaks the record rules.
+	ErrInvalid = errors.New("ledger: invalid record")
+	// ErrMalformed is returned when bytes or lines cannot be decoded.
+	ErrMalformed = errors.New("ledger: malformed input")
+)
+
+// Field limits. IDs (poll, replica) are short and plain so they can be used
+// in keys, file names and vote ids; voter, option and idempotency keys are
+// client-chosen text.
+const (
+	MaxIDLen     = 64
+	MaxVoterLen  = 128
+	MaxOptionLen = 64
+	MaxIdemLen   = 128
+	MaxIPHashLen = 64
+)
+
+// Hash is a SHA-256 digest.
+type Hash [sha256.Size]byte
+
+// String returns the hash in hex.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// MarshalText encodes the hash as hex.
+func (h Hash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText decodes a hex hash.
+func (h *Hash) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(h) {
+		return fmt.Errorf("%w: hash must be %d hex digits", ErrMalformed, 2*len(h))
+	}
+	if _, err := hex.Decode(h[:], b); err != nil {
+		return fmt.Errorf("%w: hash: %w", ErrMalformed, err)
+	}
+	return nil
+}
+
+// Record is one vote as ledgered by one replica.
+type Record struct {
+	Poll    string  // poll id
+	Replica string  // replica that accepted the vote
+	Seq     uint64  // 1, 2, 3, … per (poll, replica)
+	Wall    int64   // HLC wall time, ms
+	Logical uint32  // HLC logical counter
+	Voter   string  // voter id (client-chosen, anonymous)
+	Option  string  // option id
+	Idem    string  // idempotency key
+	Trust   float64 // trust score in [0, 1]
+	Counted bool    // counted in the live tally when accepted
+	Late    bool    // arrived after close, within grace
+	IPHash  string  // salted hash of the client IP, hex
+	Prev    Hash    // SHA-256 of the previous record of (poll, replica); zero for seq 1
+}
+
+// HLC returns the record's hybrid logical timestamp, replica included.
+func (r *Record) HLC() hlc.Timestamp {
+	return hlc.Timestamp{Wall: r.Wall, Logical: r.Logical, Replica: r.Replica}
+}
+
+// ID returns the record's vote id.
+func (r *Record) ID() VoteID { return VoteID{Replica: r.Replica, Seq: r.Seq} }
+
+// Hash returns the SHA-256 of the record's canonical encoding, the link the
+// next record of the chain stores in Prev.
+func (r *Record) Hash() Hash { return sha256.Sum256(r.AppendBinary(nil)) }
+
+// After orders records by (HLC, replica, seq): the order that decides which
+// of a voter's votes is the latest and which copy of a retry is the first.
+func (r *Record) After(o *Record) bool {
+	if r.Wall != o.Wall {
+		return r.Wall > o.Wall
+	}
+	if r.Logical != o.Logical {
+		return r.Logical > o.Logical
+	}
+	if r.Replica != o.Replica {
+		return r.Replica > o.Replica
+	}
+	return r.Seq > o.Seq
+}
+
+// VoteID names one ledgered vote: the replica that accepted it and its
+// sequence number there.
+type VoteID struct {
+	Replica string
+	Seq     uint64
+}
+
+// String formats the id as "replica/seq".
+func (v VoteID) String() string { return v.Replica + "/" + strconv.FormatUint(v.Seq, 10) }
+
+// IsZero reports whether v is the zero id.
+func (v VoteID) IsZero() bool { return v.Replica == "" && v.Seq == 0 }
+
+// ParseVoteID reads the form written by VoteID.String.
+func ParseVoteID(s string) (VoteID, error) {
+	r, seq, ok := strings.Cut(s, "/")
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if !ok || err != nil || n == 0 || ValidID(r) != nil {
+		return VoteID{}, fmt.Errorf("%w: vote id %q", ErrMalformed, s)
+	}
+	return VoteID{Replica: r, Seq: n}, nil
+}
+
+// ValidID checks a poll or replica id: 1–64 bytes of [A-Za-z0-9._-].
+func ValidID(s string) error {
+	if len(s) == 0 || len(s) > MaxIDLen {
+		return fmt.Errorf("id must be 1-%d bytes, got %d", MaxIDLen, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("id %q has a character outside [A-Za-z0-9._-]", s)
+		}
+	}
+	return nil
+}
+
+// ValidText checks client-chosen text: 1–max bytes of valid UTF-8 without
+// control characters.
+func ValidText(s string, max int) error {
+	if len(s) == 0 || len(s) > max {
+		return fmt.Errorf("must be 1-%d bytes, got %d", max, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return errors.New("contains a control character")
+		}
+	}
+	return nil
+}
+
+// ValidateVote checks the fields a caller supplies to Append (everything
+// but Replica, Seq and Prev, which the ledger assigns).
+func (r *Record) ValidateVote() error {
+	fail := func(field string, err error) error { return fmt.Errorf("%w: %s %w", ErrInvalid, field, err) }
+	if err := ValidID(r.Poll); err != nil {
+		return fail("poll", err)
+	}
+	if err := ValidText(r.Voter, MaxVoterLen); err != nil {
+		return fail("voter", err)
+	}
+	if err := ValidText(r.Option, MaxOptionLen); err != nil {
+		return fail("option", err)
+	}
+	if err := ValidText(r.Idem, MaxIdemLen); err != nil {
+		return fail("idem", err)
+	}
+	if r.Wall <= 0 {
+		return fail("hlc", errors.New("must be set"))
+	}
+	if math.IsNaN(r.Trust) || r.Trust < 0 || r.Trust > 1 {
+		return fail("trust", fmt.Errorf("%v is outside [0, 1]", r.Trust))
+	}
+	if len(r.IPHash) > MaxIPHashLen {
+		return fail("ip hash", fmt.Errorf("longer than %d", MaxIPHashLen))
+	}
+	if _, err := hex.DecodeString(r.IPHash); err != nil {
+		return fail("ip hash", errors.New("is not hex"))
+	}
+	return nil
+}
+
+// Validate checks a complete record, as read from an export.
+func (r *Record) Validate() error {
+	if err := r.ValidateVote(); err != nil {
+		return err
+	}
+	if err := ValidID(r.Replica); err != nil {
+		return fmt.Errorf("%w: replica %w", ErrInvalid, err)
+	}
+	if r.Seq == 0 {
+		return fmt.Errorf("%w: seq must be at least 1", ErrInvalid)
+	}
+	if r.Seq == 1 && r.Prev != (Hash{}) {
+		return fmt.Errorf("%w: first record of a chain has a previous hash", ErrInvalid)
+	}
+	return nil
+}
+
+const (
+	encodingVersion = 1
+	flagCounted     = 1 << 0
+	flagLate        = 1 << 1
+)
+
+// AppendBinary appends the canonical binary encoding of r to buf: the bytes
+// stored in Pebble and hashed into the chain.
+func (r *Record) AppendBinary(buf []byte) []byte {
+	buf = append(buf, encodingVersion)
+	buf = appendString(buf, r.Poll)
+	buf = appendString(buf, r.Replica)
+	buf = binary.AppendUvarint(buf, r.Seq)
+	buf = binary.AppendUvarint(buf, uint64(r.Wall))
+	buf = binary.AppendUvarint(buf, uint64(r.Logical))
+	buf = appendString(buf, r.Voter)
+	buf = appendString(buf, r.Option)
+	buf = appendString(buf, r.Idem)
+	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(r.Trust))
+	var flags byte
+	if r.Counted {
+		flags |= flagCounted
+	}
+	if r.Late {
+		flags |= flagLate
+	}
+	buf = append(buf, flags)
+	buf = appendString(buf, r.IPHash)
+	return append(buf, r.Prev[:]...)
+}
+
+// DecodeRecord decodes the canonical binary encoding and validates the
+// result. Malformed or invalid input is an error, never a panic.
+func DecodeRecord(b []byte) (Record, error) {
+	var r Record
+	d := decoder{b: b}
+	if v := d.byte(); d.err == nil && v != encodingVersion {
+		return r, fmt.Errorf("%w: record encoding version %d", ErrMalformed, v)
+	}
+	r.Poll = d.string(MaxIDLen)
+	r.Replica = d.string(MaxIDLen)
+	r.Seq = d.uvarint()
+	wall := d.uvarint()
+	logical := d.uvarint()
+	if wall > math.MaxInt64 || logical > math.MaxUint32 {
+		d.fail("hlc out of range")
+	}
+	r.Wall, r.Logical = int64(wall), uint32(logical)
+	r.Voter = d.string(MaxVoterLen)
+	r.Option = d.string(MaxOptionLen)
+	r.Idem = d.string(MaxIdemLen)
+	r.Trust = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
+	flags := d.byte()
+	if flags&^(flagCounted|flagLate) != 0 {
+		d.fail("unknown flags %#x", flags)
+	}
+	r.Counted, r.Late = flags&flagCounted != 0, flags&flagLate != 0
+	r.IPHash = d.string(MaxIPHashLen)
+	copy(r.Prev[:], d.bytes(len(r.Prev)))
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Record{}, d.err
+	}
+	if err := r.Validate(); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// decoder reads the binary encoding, remembering the first error. Its
+// reads return zero values after an error, so callers check once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var zeros [32]byte
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if d.err == nil && len(d.b) < n {
+		d.fail("truncated")
+	}
+	if d.err != nil {
+		return zeros[:n]
+	}
+	out := d.b[:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) byte() byte { return d.bytes(1)[0] }
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string(max int) string {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(max) {
+		d.fail("string of %d bytes over limit %d", n, max)
+	}
+	if d.err != nil {
+		return ""
+	}
+	return string(d.bytes(int(n)))
+}

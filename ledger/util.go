@@ -1,0 +1,103 @@
+package ledger
+
+import (
+	"bytes"
+	"log/slog"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/vfs"
+)
+
+func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
+
+func uniqueSorted(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// interner returns one shared string for repeated poll and replica ids, so
+// a long scan does not hold a copy per record.
+type interner struct{ last []string }
+
+func (in *interner) get(s string) string {
+	for _, v := range in.last {
+		if v == s {
+			return v
+		}
+	}
+	if len(in.last) >= 8 {
+		in.last = in.last[1:]
+	}
+	in.last = append(in.last, s)
+	return s
+}
+
+// pebbleLogger sends Pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error("pebble fatal: " + fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}
+
+// countingFS counts fsyncs of write-ahead log files, so benchmarks can say
+// how many records share one fsync.
+type countingFS struct {
+	vfs.FS
+	walSyncs atomic.Uint64
+}
+
+func (fs *countingFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &countingFile{File: f, n: &fs.walSyncs}, nil
+}
+
+func (fs *countingFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *countingFS) ReuseForWrite(oldname, newname string) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname)
+	return fs.wrap(newname, f, err)
+}
+
+type countingFile struct {
+	vfs.File
+	n *atomic.Uint64
+}
+
+func (f *countingFile) Sync() error     { f.n.Add(1); return f.File.Sync() }
+func (f *countingFile) SyncData() error { f.n.Add(1); return f.File.SyncData() }
+func (f *countingFile) SyncTo(length int64) (bool, error) {
+	f.n.Add(1)
+	return f.File.SyncTo(length)
+}
+
+// makeDirDurable creates dir and fsyncs its parent, so a fresh ledger
+// directory survives a crash right after Open.
+func makeDirDurable(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil {
+		return nil
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	parent, err := fs.OpenDir(fs.PathDir(dir))
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	return parent.Sync()
+}
