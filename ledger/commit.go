@@ -16,11 +16,11 @@ type Appended struct {
 
 // request is one Append or Import call waiting for the committer.
 type request struct {
-	recs   []Record
+	recs    []Record
 	import_ bool
-	out    []Appended
-	err    error
-	done   chan struct{}
+	out     []Appended
+	err     error
+	done    chan struct{}
 }
 
 // commit is one Pebble batch applied and waiting for its fsync.

@@ -2,8 +2,8 @@ package ledger
 
 import (
 	"bytes"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
