@@ -1,0 +1,187 @@
+package ledger
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// exportOf appends votes to a fresh ledger and returns its export of poll.
+func exportOf(t *testing.T, replica, poll string, n int) []byte {
+	t.Helper()
+	l := openMem(t, nil, replica)
+	for i := range n {
+		if _, err := l.Append(vote(poll, idem(i%7), []string{"red", "blue"}[i%2], replica+idem(i), int64(100+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if got, err := l.Export(&buf, poll); err != nil || got != n {
+		t.Fatalf("export wrote %d, %v", got, err)
+	}
+	return buf.Bytes()
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	eu := exportOf(t, "eu-1", "p", 20)
+	us := exportOf(t, "us-1", "p", 10)
+
+	hub := openMem(t, nil, "ap-1")
+	for _, exp := range [][]byte{eu, us, eu} { // the second eu import is a no-op
+		if _, err := hub.Import(ReadNDJSON(bytes.NewReader(exp))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chains, err := hub.Verify("p")
+	if err != nil || len(chains) != 2 || chains[0].Records != 20 || chains[1].Records != 10 {
+		t.Fatalf("chains %+v, %v", chains, err)
+	}
+	var again bytes.Buffer
+	hub.Export(&again, "p")
+	if !bytes.Equal(again.Bytes(), append(append([]byte{}, eu...), us...)) {
+		t.Fatal("re-export differs from the concatenated originals")
+	}
+	// Reconcile of the hub's ledger equals reconcile of the two files.
+	a, err := Reconcile(hub.Scan("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Reconcile(ReadNDJSON(bytes.NewReader(us)), ReadNDJSON(bytes.NewReader(eu)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest != b.Digest {
+		t.Fatalf("digests differ: %s vs %s", a.Digest, b.Digest)
+	}
+	// The hub can still append its own votes after importing.
+	if _, err := hub.Append(vote("p", "v", "red", "hub-1", 500)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestImportRefusesBrokenAndConflictingChains(t *testing.T) {
+	exp := exportOf(t, "eu-1", "p", 5)
+	lines := strings.SplitAfter(string(exp), "\n")
+	// Same replica id, different records: what a node that lost its disk
+	// and reused its id would produce.
+	reused := openMem(t, nil, "eu-1")
+	reused.Append(vote("p", "someone", "red", "fresh", 999))
+	var other bytes.Buffer
+	reused.Export(&other, "p")
+
+	hub := openMem(t, nil, "")
+	gap := lines[0] + lines[2]
+	if _, err := hub.Import(ReadNDJSON(strings.NewReader(gap))); !errors.Is(err, ErrChain) {
+		t.Fatalf("gap: err = %v, want ErrChain", err)
+	}
+	if _, err := hub.Import(ReadNDJSON(bytes.NewReader(exp))); err != nil {
+		t.Fatalf("a refused chunk must leave the ledger usable: %v", err)
+	}
+	if _, err := hub.Import(ReadNDJSON(&other)); !errors.Is(err, ErrConflict) {
+		t.Fatalf("conflict: err = %v, want ErrConflict", err)
+	}
+	if chains, err := hub.Verify("p"); err != nil || chains[0].Records != 5 {
+		t.Fatalf("after refused imports: %+v %v", chains, err)
+	}
+}
+
+func TestReadNDJSONRejectsHostileInput(t *testing.T) {
+	exp := string(exportOf(t, "eu-1", "p", 3))
+	lines := strings.SplitAfter(exp, "\n")
+	q := exportOf(t, "eu-1", "q", 1)
+	cases := []struct {
+		name string
+		in   string
+		want error
+	}{
+		{"truncated last line", exp[:len(exp)-20], ErrMalformed},
+		{"not json", "hello\n", ErrMalformed},
+		{"unknown field", strings.Replace(lines[0], `{"poll"`, `{"extra":1,"poll"`, 1), ErrMalformed},
+		{"trailing data", strings.TrimSuffix(lines[0], "\n") + " {}\n", ErrMalformed},
+		{"tampered option", strings.Replace(lines[0], `"option":"red"`, `"option":"blue"`, 1), ErrChain},
+		{"record from another poll", lines[0] + string(q), ErrInvalid},
+		{"huge line", `{"poll":"` + strings.Repeat("x", 10*MaxLineBytes) + "\"}\n", ErrMalformed},
+		{"bad hlc", strings.Replace(lines[0], `"hlc":"100.0"`, `"hlc":"100"`, 1), ErrMalformed},
+		{"invalid poll id", strings.Replace(lines[0], `"poll":"p"`, `"poll":"p q"`, 1), ErrInvalid},
+		{"trust out of range", strings.Replace(lines[0], `"trust":1`, `"trust":7`, 1), ErrInvalid},
+		{"seq zero", strings.Replace(lines[0], `"seq":1`, `"seq":0`, 1), ErrInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := VerifyChains(ReadNDJSON(strings.NewReader(c.in)))
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if !strings.Contains(err.Error(), "line ") {
+				t.Fatalf("error does not name the line: %v", err)
+			}
+		})
+	}
+	// A chain broken between lines: each line is fine alone.
+	if _, err := VerifyChains(ReadNDJSON(strings.NewReader(lines[0] + lines[2]))); !errors.Is(err, ErrChain) {
+		t.Fatalf("broken chain: err = %v", err)
+	}
+	if _, err := VerifyChains(ReadNDJSON(strings.NewReader(lines[1]))); !errors.Is(err, ErrChain) {
+		t.Fatalf("chain not starting at 1: err = %v", err)
+	}
+}
+
+func TestRecordBinaryRoundTripAndHostile(t *testing.T) {
+	r := vote("p", "voter ✓", "red", "k", 1733000000000)
+	r.Replica, r.Seq, r.Logical, r.Late = "eu-1", 7, 3, true
+	r.Prev[0] = 9
+	enc := r.AppendBinary(nil)
+	got, err := DecodeRecord(enc)
+	if err != nil || got != r {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	bad := map[string][]byte{
+		"empty":       nil,
+		"version":     append([]byte{9}, enc[1:]...),
+		"truncated":   enc[:len(enc)-1],
+		"trailing":    append(append([]byte{}, enc...), 0),
+		"huge string": {1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+	}
+	for name, b := range bad {
+		if _, err := DecodeRecord(b); !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	r := vote("p", "v", "o", "k", 5)
+	r.Replica, r.Seq = "eu-1", 1
+	f.Add(r.AppendBinary(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec, err := DecodeRecord(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			return
+		}
+		if back, err := DecodeRecord(rec.AppendBinary(nil)); err != nil || back != rec {
+			t.Fatalf("re-encoding does not round-trip: %v", err)
+		}
+	})
+}
+
+func FuzzReadNDJSON(f *testing.F) {
+	l := vote("p", "v", "o", "k", 5)
+	l.Replica, l.Seq = "eu-1", 1
+	line, _ := l.MarshalJSON()
+	f.Add(append(line, '\n'))
+	f.Add([]byte("{}\n\n{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for rec, err := range ReadNDJSON(bytes.NewReader(b)) {
+			if err != nil {
+				return
+			}
+			if err := rec.Validate(); err != nil {
+				t.Fatalf("reader yielded an invalid record: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,219 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// history is a random multi-replica vote history, already chained.
+type history struct {
+	byReplica map[string][]Record
+	all       []Record
+}
+
+// chainer assigns seq and prev per replica, as a ledger would.
+type chainer map[string]*Record
+
+func (c chainer) add(r Record) Record {
+	if last := c[r.Replica]; last != nil {
+		r.Seq, r.Prev = last.Seq+1, last.Hash()
+	} else {
+		r.Seq, r.Prev = 1, Hash{}
+	}
+	c[r.Replica] = &r
+	return r
+}
+
+func historyGen() *rapid.Generator[history] {
+	return rapid.Custom(func(t *rapid.T) history {
+		replicas := []string{"ap-1", "eu-1", "us-1", "sa-1"}[:rapid.IntRange(1, 4).Draw(t, "replicas")]
+		voters := rapid.IntRange(1, 8).Draw(t, "voters")
+		h := history{byReplica: map[string][]Record{}}
+		ch := chainer{}
+		seen := map[string]map[string]bool{} // replica → idems it already holds
+		var sent []Record                    // votes a client could retry
+		for i := range rapid.IntRange(0, 60).Draw(t, "events") {
+			rep := rapid.SampledFrom(replicas).Draw(t, "replica")
+			var r Record
+			if len(sent) > 0 && rapid.IntRange(0, 4).Draw(t, "retry?") == 0 {
+				// A retry: the same vote, possibly reaching another region.
+				r = rapid.SampledFrom(sent).Draw(t, "retried")
+			} else {
+				r = vote("p", fmt.Sprintf("voter-%d", rapid.IntRange(0, voters-1).Draw(t, "voter")),
+					rapid.SampledFrom([]string{"red", "green", "blue"}).Draw(t, "option"), fmt.Sprintf("idem-%d", i), 0)
+				r.Counted = rapid.IntRange(0, 5).Draw(t, "shadow?") != 0
+				r.Late = rapid.IntRange(0, 7).Draw(t, "late?") == 0
+				if !r.Counted {
+					r.Trust = 0.1
+				}
+				sent = append(sent, r)
+			}
+			// Small wall-time range: ties are common and must be broken by
+			// replica then seq.
+			r.Wall = rapid.Int64Range(1, 10).Draw(t, "wall")
+			r.Logical = rapid.Uint32Range(0, 1).Draw(t, "logical")
+			r.Replica = rep
+			if seen[rep] == nil {
+				seen[rep] = map[string]bool{}
+			}
+			if seen[rep][r.Idem] {
+				continue // that replica's ledger answers "duplicate" itself
+			}
+			seen[rep][r.Idem] = true
+			r = ch.add(r)
+			h.byReplica[rep] = append(h.byReplica[rep], r)
+			h.all = append(h.all, r)
+		}
+		return h
+	})
+}
+
+// modelResult computes totals the slow, obvious way, written apart from
+// Reconcile: O(n²) comparisons of (wall, logical, replica, seq) tuples.
+func modelResult(recs []Record) (totals map[string]uint64, dups, late, shadowed int) {
+	earlier := func(a, b Record) bool { // a before b
+		ka := fmt.Sprintf("%020d|%010d|%s|%020d", a.Wall, a.Logical, a.Replica, a.Seq)
+		kb := fmt.Sprintf("%020d|%010d|%s|%020d", b.Wall, b.Logical, b.Replica, b.Seq)
+		return ka < kb
+	}
+	var kept []Record
+	for _, r := range recs {
+		dup := false
+		for _, o := range recs {
+			if o.Idem == r.Idem && earlier(o, r) {
+				dup = true
+			}
+		}
+		if dup {
+			dups++
+			continue
+		}
+		switch {
+		case r.Late:
+			late++
+		case !r.Counted:
+			shadowed++
+		default:
+			kept = append(kept, r)
+		}
+	}
+	totals = map[string]uint64{}
+	for _, r := range kept {
+		winner := true
+		for _, o := range kept {
+			if o.Voter == r.Voter && earlier(r, o) {
+				winner = false
+			}
+		}
+		if winner {
+			totals[r.Option]++
+		}
+	}
+	return totals, dups, late, shadowed
+}
+
+func sliceSeq(recs []Record) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		for _, r := range recs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+func TestReconcileMatchesModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := historyGen().Draw(t, "history")
+		var streams []iter.Seq2[Record, error]
+		for _, rep := range slices.Sorted(func(yield func(string) bool) {
+			for r := range h.byReplica {
+				if !yield(r) {
+					return
+				}
+			}
+		}) {
+			streams = append(streams, sliceSeq(h.byReplica[rep]))
+		}
+		res, err := Reconcile(streams...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		totals, dups, late, shadowed := modelResult(h.all)
+		var total uint64
+		for o, n := range totals {
+			total += n
+			if res.Totals[o] != n {
+				t.Fatalf("option %s: reconcile %d, model %d", o, res.Totals[o], n)
+			}
+		}
+		if len(res.Totals) != len(totals) || res.Total != total {
+			t.Fatalf("totals %v, model %v", res.Totals, totals)
+		}
+		if res.Duplicates != uint64(dups) || res.Late != uint64(late) || res.Shadowed != uint64(shadowed) {
+			t.Fatalf("dups/late/shadowed = %d/%d/%d, model %d/%d/%d", res.Duplicates, res.Late, res.Shadowed, dups, late, shadowed)
+		}
+		if res.Records != uint64(len(h.all)) {
+			t.Fatalf("records %d, want %d", res.Records, len(h.all))
+		}
+
+		// Any split of the records into streams, in any order, with some
+		// records given twice, gives the same result and digest.
+		shuffled := rapid.Permutation(h.all).Draw(t, "shuffled")
+		k := rapid.IntRange(1, 5).Draw(t, "streams")
+		parts := make([][]Record, k)
+		for i, r := range shuffled {
+			parts[i%k] = append(parts[i%k], r)
+		}
+		if len(h.all) > 0 {
+			parts[0] = append(parts[0], rapid.SampledFrom(h.all).Draw(t, "copy"))
+		}
+		var again []iter.Seq2[Record, error]
+		for _, p := range parts {
+			again = append(again, sliceSeq(p))
+		}
+		res2, err := Reconcile(again...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res2.Digest != res.Digest {
+			t.Fatalf("digest depends on stream order: %s vs %s", res.Digest, res2.Digest)
+		}
+	})
+}
+
+func TestReconcileRejectsBadStreams(t *testing.T) {
+	ch := chainer{}
+	a := ch.add(withReplica(vote("p", "v", "red", "k1", 1), "eu-1"))
+	b := ch.add(withReplica(vote("p", "v", "red", "k2", 2), "eu-1"))
+	forked := b
+	forked.Option = "blue"
+	other := chainer{}.add(withReplica(vote("q", "v", "red", "k1", 1), "eu-1"))
+	cases := []struct {
+		name string
+		recs []Record
+		want error
+	}{
+		{"gap", []Record{b}, ErrChain},
+		{"fork", []Record{a, b, forked}, ErrConflict},
+		{"two polls", []Record{a, other}, ErrInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := Reconcile(sliceSeq(c.recs)); !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+	res, err := Reconcile(sliceSeq([]Record{b, a}))
+	if err != nil || res.Total != 1 || res.Superseded != 1 || res.Totals["red"] != 1 {
+		t.Fatalf("out-of-order chain: %+v, %v", res, err)
+	}
+}
+
+func withReplica(r Record, rep string) Record { r.Replica = rep; return r }
