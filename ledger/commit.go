@@ -23,6 +23,12 @@ type request struct {
 	done    chan struct{}
 }
 
+// pendingKey is an idempotency key written by a commit not yet fsynced.
+type pendingKey struct {
+	c  *commit
+	id VoteID
+}
+
 // commit is one Pebble batch applied and waiting for its fsync.
 type commit struct {
 	batch   *pebble.Batch
@@ -67,12 +73,13 @@ func (l *Ledger) submit(req *request) error {
 }
 
 // commitLoop is the single committer: it coalesces queued requests into one
-// batch, assigns sequence numbers and chain links, checks idempotency, and
-// applies the batch without waiting for its fsync, so the next batch can be
-// prepared while this one syncs.
+// batch, assigns sequence numbers and chain links and checks idempotency.
+// Three goroutines form a pipeline, so that while one batch waits for its
+// fsync the next is applied to the memtable and a third is being built:
+// commitLoop (build) → applyLoop (apply, in order) → syncLoop (fsync wait).
 func (l *Ledger) commitLoop() {
 	defer l.wg.Done()
-	defer close(l.inflight)
+	defer close(l.staged)
 	for req := range l.queue {
 		reqs, n := []*request{req}, len(req.recs)
 	drain:
@@ -87,15 +94,34 @@ func (l *Ledger) commitLoop() {
 				break drain
 			}
 		}
-		c := l.prepare(reqs)
-		if c == nil {
+		if c := l.prepare(reqs); c != nil {
+			l.staged <- c
+		}
+	}
+}
+
+// applyLoop applies built batches to Pebble in order without waiting for
+// their fsync.
+func (l *Ledger) applyLoop() {
+	defer l.wg.Done()
+	defer close(l.inflight)
+	for c := range l.staged {
+		l.mu.Lock()
+		broken := l.broken
+		l.mu.Unlock()
+		if broken != nil {
+			l.fail(c, broken)
+			continue
+		}
+		if err := l.db.ApplyNoSyncWait(c.batch, pebble.Sync); err != nil {
+			l.fail(c, err)
 			continue
 		}
 		l.inflight <- c
 	}
 }
 
-// prepare builds and applies one batch. It returns nil when no request is
+// prepare builds one batch. It returns nil when no request is
 // left waiting for an fsync. A request that fails validation (an import
 // that does not continue its chain) fails alone; a storage error fails the
 // whole batch and breaks the ledger, so no partial request is ever written.
@@ -142,15 +168,13 @@ func (l *Ledger) prepare(reqs []*request) *commit {
 		c.batch.Close()
 		return nil
 	}
+	// Register the keys before the batch leaves this goroutine: until it
+	// is fsynced, later batches and Lookup find them here.
 	l.mu.Lock()
 	for _, k := range c.keys {
-		l.pending[k] = c
+		l.pending[k] = pendingKey{c: c, id: local[k]}
 	}
 	l.mu.Unlock()
-	if err := l.db.ApplyNoSyncWait(c.batch, pebble.Sync); err != nil {
-		l.fail(c, err)
-		return nil
-	}
 	return c
 }
 
@@ -164,13 +188,15 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 			req.out[i] = Appended{ID: id, Duplicate: true}
 			continue
 		}
-		id, found, err := l.getIdem(ik)
-		if err != nil {
-			return err
-		}
-		if found {
-			req.out[i] = Appended{ID: id, Duplicate: true}
-			continue
+		if l.filter.mayContain(ik) {
+			id, found, err := l.findIdem(ik)
+			if err != nil {
+				return err
+			}
+			if found {
+				req.out[i] = Appended{ID: id, Duplicate: true}
+				continue
+			}
 		}
 		chain := chainID{poll: r.Poll, replica: l.replica}
 		h := l.heads[chain]
@@ -179,13 +205,14 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 		*valBuf = enc
 		l.heads[chain] = head{seq: r.Seq, hash: sha256.Sum256(enc)}
 		touched[chain] = struct{}{}
-		id = r.ID()
+		id := r.ID()
 		if err := c.batch.Set(recordKey(nil, r.Poll, r.Replica, r.Seq), enc, nil); err != nil {
 			return err
 		}
 		if err := c.batch.Set(ik, encodeVoteID(nil, id), nil); err != nil {
 			return err
 		}
+		l.filter.add(ik)
 		key := string(ik)
 		local[key] = id
 		c.keys = append(c.keys, key)
@@ -193,6 +220,17 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 		req.out[i] = Appended{ID: id}
 	}
 	return nil
+}
+
+// findIdem looks a key up among the unsynced commits, then in Pebble.
+func (l *Ledger) findIdem(k []byte) (VoteID, bool, error) {
+	l.mu.Lock()
+	p, ok := l.pending[string(k)]
+	l.mu.Unlock()
+	if ok {
+		return p.id, true, nil
+	}
+	return l.getIdem(k)
 }
 
 func (l *Ledger) getIdem(k []byte) (VoteID, bool, error) {

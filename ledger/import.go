@@ -117,7 +117,7 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 			// The index keeps the first vote id it saw for a key; a retry
 			// that reached two regions stays two records, and Reconcile
 			// keeps the earliest.
-			_, found, err := l.getIdem(ik)
+			_, found, err := l.findIdem(ik)
 			if err != nil {
 				return err
 			}
@@ -135,6 +135,7 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 		}
 	}
 	for k, id := range indexed {
+		l.filter.add([]byte(k))
 		local[k] = id
 		c.keys = append(c.keys, k)
 	}

@@ -39,9 +39,6 @@ type Config struct {
 	Replica string
 	// MaxBatch caps the records coalesced into one commit. Default 4096.
 	MaxBatch int
-	// Pipeline is how many commits may wait for their fsync at once while
-	// the next is prepared. Default 4.
-	Pipeline int
 	// Logger receives Pebble's log lines; defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -66,15 +63,17 @@ type Ledger struct {
 	sendMu   sync.RWMutex
 	closed   bool
 	queue    chan *request
-	inflight chan *commit
+	staged   chan *commit // built batches, to the applier
+	inflight chan *commit // applied batches, to the syncer
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
-	pending map[string]*commit // idem key → unsynced commit that wrote it
+	pending map[string]pendingKey // idem key → the unsynced commit that wrote it
 	broken  error
 
-	// heads is owned by the committer goroutine after Open.
-	heads map[chainID]head
+	// heads and filter are owned by the committer goroutine after Open.
+	heads  map[chainID]head
+	filter *idemFilter
 
 	appended, duplicates, imported, commits atomic.Uint64
 }
@@ -83,7 +82,7 @@ type Ledger struct {
 type chainID struct{ poll, replica string }
 
 // Open opens (creating if needed) the ledger in cfg.Dir and starts its
-// committer.
+// commit pipeline.
 func Open(cfg Config) (*Ledger, error) {
 	if cfg.Replica != "" {
 		if err := ValidID(cfg.Replica); err != nil {
@@ -95,9 +94,6 @@ func Open(cfg Config) (*Ledger, error) {
 	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 4096
-	}
-	if cfg.Pipeline <= 0 {
-		cfg.Pipeline = 4
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -112,6 +108,7 @@ func Open(cfg Config) (*Ledger, error) {
 		// Large memtables keep a burst of votes out of L0 until it is over.
 		MemTableSize: 64 << 20,
 	}
+
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: cannot open %s: %w", cfg.Dir, err)
@@ -122,16 +119,23 @@ func Open(cfg Config) (*Ledger, error) {
 		replica:  cfg.Replica,
 		maxBatch: cfg.MaxBatch,
 		queue:    make(chan *request, 1024),
-		inflight: make(chan *commit, cfg.Pipeline),
-		pending:  make(map[string]*commit),
+		staged:   make(chan *commit, 1),
+		inflight: make(chan *commit, 4),
+		pending:  make(map[string]pendingKey),
 		heads:    make(map[chainID]head),
+		filter:   newIdemFilter(),
 	}
 	if err := l.loadHeads(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	l.wg.Add(2)
+	if err := l.filter.load(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	l.wg.Add(3)
 	go l.commitLoop()
+	go l.applyLoop()
 	go l.syncLoop()
 	return l, nil
 }
@@ -219,12 +223,12 @@ func (l *Ledger) Lookup(poll, idem string) (VoteID, bool, error) {
 		return VoteID{}, false, err
 	}
 	l.mu.Lock()
-	c := l.pending[string(k)]
+	p, ok := l.pending[string(k)]
 	l.mu.Unlock()
-	if c != nil {
-		<-c.synced
-		if c.err != nil {
-			return VoteID{}, false, c.err
+	if ok {
+		<-p.c.synced
+		if p.c.err != nil {
+			return VoteID{}, false, p.c.err
 		}
 	}
 	return id, true, nil

@@ -123,6 +123,7 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 // record is most of the work.
 func checkChains(replicas []string, byReplica map[string][]Record) ([]Chain, error) {
 	chains := make([]Chain, len(replicas))
+	checked := make([][]Record, len(replicas))
 	errs := make([]error, len(replicas))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -131,8 +132,7 @@ func checkChains(replicas []string, byReplica map[string][]Record) ([]Chain, err
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				recs, chain, err := checkChain(byReplica[replicas[i]])
-				byReplica[replicas[i]], chains[i], errs[i] = recs, chain, err
+				checked[i], chains[i], errs[i] = checkChain(byReplica[replicas[i]])
 			}
 		}()
 	}
@@ -141,10 +141,11 @@ func checkChains(replicas []string, byReplica map[string][]Record) ([]Chain, err
 	}
 	close(work)
 	wg.Wait()
-	for _, err := range errs {
+	for i, err := range errs {
 		if err != nil {
 			return nil, err
 		}
+		byReplica[replicas[i]] = checked[i]
 	}
 	return chains, nil
 }
