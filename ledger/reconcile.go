@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"iter"
 	"maps"
 	"runtime"
@@ -56,7 +57,8 @@ func Reconcile(streams ...iter.Seq2[Record, error]) (*Result, error) {
 // The result, digest included, depends only on the set of records, not on
 // the order of streams or of records within them.
 func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*Result, error) {
-	byReplica := make(map[string][]Record)
+	byReplica := make(map[string][]*Record)
+	var store arena
 	poll := ""
 	for _, s := range streams {
 		for r, err := range s {
@@ -68,7 +70,7 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 			} else if r.Poll != poll {
 				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
 			}
-			byReplica[r.Replica] = append(byReplica[r.Replica], r)
+			byReplica[r.Replica] = append(byReplica[r.Replica], store.add(r))
 		}
 	}
 	replicas := slices.Sorted(maps.Keys(byReplica))
@@ -78,52 +80,106 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 	}
 	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains}
 
-	// First pass: the earliest record of each idempotency key stands.
-	first := make(map[string]*Record)
+	var all []*Record
 	for _, rep := range replicas {
-		recs := byReplica[rep]
-		for i := range recs {
-			r := &recs[i]
-			res.Records++
-			if f, ok := first[r.Idem]; !ok || f.After(r) {
-				first[r.Idem] = r
-			}
-		}
+		all = append(all, byReplica[rep]...)
 	}
-	res.Duplicates = res.Records - uint64(len(first))
-
-	// Second pass: per voter, the latest counted record wins.
-	latest := make(map[string]*Record)
-	voters := make(map[string]struct{})
-	for _, r := range first {
-		voters[r.Voter] = struct{}{}
-		switch {
-		case r.Late:
-			res.Late++
-		case !r.Counted || r.Trust < cfg.TrustFloor:
-			res.Shadowed++
-		default:
-			if l, ok := latest[r.Voter]; !ok || r.After(l) {
-				latest[r.Voter] = r
-			}
-		}
-	}
-	for _, r := range latest {
-		res.Totals[r.Option]++
-	}
-	res.Voters = uint64(len(voters))
-	res.Total = uint64(len(latest))
+	resolve(res, all, cfg)
 	res.Superseded = res.Records - res.Duplicates - res.Late - res.Shadowed - res.Total
 	res.Digest = res.digest()
 	return res, nil
 }
 
+// resolve applies the duplicate and last-vote-wins rules and fills in the
+// counts. Both passes are sharded by key hash across the available cores:
+// the map operations on a million keys are most of the work.
+func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
+	shards := runtime.GOMAXPROCS(0)
+	seed := maphash.MakeSeed()
+	shardOf := func(key string) int { return int(maphash.String(seed, key) % uint64(shards)) }
+	parallel := func(f func(shard int)) {
+		var wg sync.WaitGroup
+		for s := range shards {
+			wg.Add(1)
+			go func() { defer wg.Done(); f(s) }()
+		}
+		wg.Wait()
+	}
+
+	// Pass 1: of the records sharing an idempotency key, the earliest stands.
+	first := make([]map[string]*Record, shards)
+	parallel(func(s int) {
+		m := make(map[string]*Record, len(all)/shards+1)
+		for _, r := range all {
+			if shardOf(r.Idem) != s {
+				continue
+			}
+			if f, ok := m[r.Idem]; !ok || f.After(r) {
+				m[r.Idem] = r
+			}
+		}
+		first[s] = m
+	})
+
+	// Pass 2: per voter, the latest counted record wins. A voter with only
+	// late or shadowed records maps to nil.
+	type counts struct {
+		late, shadowed, voters uint64
+		totals                 map[string]uint64
+	}
+	out := make([]counts, shards)
+	parallel(func(s int) {
+		latest := make(map[string]*Record, len(all)/shards/2+1)
+		c := counts{totals: make(map[string]uint64)}
+		for _, m := range first {
+			for _, r := range m {
+				if shardOf(r.Voter) != s {
+					continue
+				}
+				l, seen := latest[r.Voter]
+				switch {
+				case r.Late:
+					c.late++
+				case !r.Counted || r.Trust < cfg.TrustFloor:
+					c.shadowed++
+				case l == nil || r.After(l):
+					latest[r.Voter] = r
+					continue
+				}
+				if !seen {
+					latest[r.Voter] = nil
+				}
+			}
+		}
+		for _, r := range latest {
+			if r != nil {
+				c.totals[r.Option]++
+			}
+		}
+		c.voters = uint64(len(latest))
+		out[s] = c
+	})
+
+	res.Records = uint64(len(all))
+	res.Duplicates = res.Records
+	for s := range shards {
+		res.Duplicates -= uint64(len(first[s]))
+		res.Late += out[s].late
+		res.Shadowed += out[s].shadowed
+		res.Voters += out[s].voters
+		for o, n := range out[s].totals {
+			res.Totals[o] += n
+			res.Total += n
+		}
+	}
+}
+
 // checkChains sorts each replica's records by seq, drops identical copies,
 // and verifies the chain. Replicas are checked in parallel: hashing every
 // record is most of the work.
-func checkChains(replicas []string, byReplica map[string][]Record) ([]Chain, error) {
+func checkChains(replicas []string, byReplica map[string][]*Record) ([]Chain, error) {
 	chains := make([]Chain, len(replicas))
-	checked := make([][]Record, len(replicas))
+	checked := make([][]*Record, len(replicas))
 	errs := make([]error, len(replicas))
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -150,14 +206,13 @@ func checkChains(replicas []string, byReplica map[string][]Record) ([]Chain, err
 	return chains, nil
 }
 
-func checkChain(recs []Record) ([]Record, Chain, error) {
+func checkChain(recs []*Record) ([]*Record, Chain, error) {
 	if !slices.IsSortedFunc(recs, bySeq) {
 		slices.SortStableFunc(recs, bySeq)
 	}
 	out := recs[:0]
-	var hashes []Hash
-	for i := range recs {
-		r := recs[i]
+	hashes := make([]Hash, 0, len(recs))
+	for _, r := range recs {
 		h := r.Hash()
 		if n := len(out); n > 0 && out[n-1].Seq == r.Seq {
 			if hashes[n-1] != h {
@@ -179,7 +234,7 @@ func checkChain(recs []Record) ([]Record, Chain, error) {
 	return out, c, nil
 }
 
-func bySeq(a, b Record) int {
+func bySeq(a, b *Record) int {
 	switch {
 	case a.Seq < b.Seq:
 		return -1
@@ -187,6 +242,18 @@ func bySeq(a, b Record) int {
 		return 1
 	}
 	return 0
+}
+
+// arena stores records in large chunks: one allocation per 8192 records,
+// and no copying as the set grows.
+type arena struct{ chunk []Record }
+
+func (a *arena) add(r Record) *Record {
+	if len(a.chunk) == cap(a.chunk) {
+		a.chunk = make([]Record, 0, 8192)
+	}
+	a.chunk = append(a.chunk, r)
+	return &a.chunk[len(a.chunk)-1]
 }
 
 // digest is the SHA-256 of a canonical text encoding of the result: fixed

@@ -80,7 +80,10 @@ func (r *Record) ID() VoteID { return VoteID{Replica: r.Replica, Seq: r.Seq} }
 
 // Hash returns the SHA-256 of the record's canonical encoding, the link the
 // next record of the chain stores in Prev.
-func (r *Record) Hash() Hash { return sha256.Sum256(r.AppendBinary(nil)) }
+func (r *Record) Hash() Hash {
+	var buf [512]byte // fits every valid record; larger ones spill to the heap
+	return sha256.Sum256(r.AppendBinary(buf[:0]))
+}
 
 // After orders records by (HLC, replica, seq): the order that decides which
 // of a voter's votes is the latest and which copy of a retry is the first.
