@@ -57,20 +57,31 @@ func Reconcile(streams ...iter.Seq2[Record, error]) (*Result, error) {
 // The result, digest included, depends only on the set of records, not on
 // the order of streams or of records within them.
 func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*Result, error) {
+	parts := make([]collected, len(streams))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			parts[i] = collectStream(s)
+		}()
+	}
+	wg.Wait()
 	byReplica := make(map[string][]*Record)
-	var store arena
 	poll := ""
-	for _, s := range streams {
-		for r, err := range s {
-			if err != nil {
-				return nil, err
-			}
-			if poll == "" {
-				poll = r.Poll
-			} else if r.Poll != poll {
-				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
-			}
-			byReplica[r.Replica] = append(byReplica[r.Replica], store.add(r))
+	for _, p := range parts {
+		if p.err != nil {
+			return nil, p.err
+		}
+		if poll == "" {
+			poll = p.poll
+		} else if p.poll != "" && p.poll != poll {
+			return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, p.poll)
+		}
+		for rep, recs := range p.byReplica {
+			byReplica[rep] = append(byReplica[rep], recs...)
 		}
 	}
 	replicas := slices.Sorted(maps.Keys(byReplica))
@@ -88,6 +99,33 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 	res.Superseded = res.Records - res.Duplicates - res.Late - res.Shadowed - res.Total
 	res.Digest = res.digest()
 	return res, nil
+}
+
+// collected is one stream's records, read on a goroutine of its own:
+// decoding an export is most of the cost of a merge.
+type collected struct {
+	poll      string
+	byReplica map[string][]*Record
+	err       error
+}
+
+func collectStream(s iter.Seq2[Record, error]) collected {
+	c := collected{byReplica: make(map[string][]*Record)}
+	var store arena
+	for r, err := range s {
+		if err != nil {
+			c.err = err
+			return c
+		}
+		if c.poll == "" {
+			c.poll = r.Poll
+		} else if r.Poll != c.poll {
+			c.err = fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, c.poll, r.Poll)
+			return c
+		}
+		c.byReplica[r.Replica] = append(c.byReplica[r.Replica], store.add(r))
+	}
+	return c
 }
 
 // resolve applies the duplicate and last-vote-wins rules and fills in the

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"tally/ledger"
+)
+
+func runLedger(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "verify":
+		return ledgerVerify(args[1:], stdout, stderr)
+	case "merge":
+		return ledgerMerge(args[1:], stdout, stderr)
+	case "export":
+		return ledgerExport(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "tally ledger: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// inputs opens the export files. With a terminal on stderr, reading them
+// drives one progress bar over their total size.
+type inputs struct {
+	files []*os.File
+	bar   *progressbar.ProgressBar
+}
+
+func openInputs(names []string, stderr io.Writer, what string) (*inputs, error) {
+	in := &inputs{}
+	var total int64
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			in.close()
+			return nil, err
+		}
+		in.files = append(in.files, f)
+		if st, err := f.Stat(); err == nil {
+			total += st.Size()
+		}
+	}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		in.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription(what),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(100e6),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return in, nil
+}
+
+// stream returns file i's records.
+func (in *inputs) stream(i int) iter.Seq2[ledger.Record, error] {
+	var r io.Reader = in.files[i]
+	if in.bar != nil {
+		pr := progressbar.NewReader(r, in.bar)
+		r = &pr
+	}
+	name := in.files[i].Name()
+	return func(yield func(ledger.Record, error) bool) {
+		for rec, err := range ledger.ReadNDJSON(r) {
+			if err != nil {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			if !yield(rec, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (in *inputs) close() {
+	if in.bar != nil {
+		in.bar.Finish()
+	}
+	for _, f := range in.files {
+		f.Close()
+	}
+}
+
+func ledgerVerify(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally ledger verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the verified chains as JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "usage: tally ledger verify [--json] FILE...")
+		return 2
+	}
+	in, err := openInputs(fs.Args(), stderr, "verifying")
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	defer in.close()
+	type fileChains struct {
+		File   string         `json:"file"`
+		Chains []ledger.Chain `json:"chains"`
+	}
+	var all []fileChains
+	status := 0
+	for i, name := range fs.Args() {
+		chains, err := ledger.VerifyChains(in.stream(i))
+		if err != nil {
+			fmt.Fprintf(stderr, "FAIL %v\n", err)
+			status = 1
+			continue
+		}
+		all = append(all, fileChains{File: name, Chains: chains})
+	}
+	if *asJSON {
+		writeJSON(stdout, all)
+		return status
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tPOLL\tREPLICA\tRECORDS\tHEAD")
+	for _, f := range all {
+		for _, c := range f.Chains {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", f.File, c.Poll, c.Replica, c.Records, c.Head)
+		}
+	}
+	tw.Flush()
+	return status
+}
+
+func ledgerMerge(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally ledger merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] FILE...")
+		return 2
+	}
+	// A merge holds every record in memory once; collect less often.
+	debug.SetGCPercent(400)
+	in, err := openInputs(fs.Args(), stderr, "merging")
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	streams := make([]iter.Seq2[ledger.Record, error], len(in.files))
+	for i := range in.files {
+		streams[i] = in.stream(i)
+	}
+	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{TrustFloor: *floor}, streams...)
+	in.close()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: cannot merge: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		writeJSON(stdout, res)
+		return 0
+	}
+	printResult(stdout, res)
+	return 0
+}
+
+func printResult(w io.Writer, res *ledger.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "poll\t%s\n", res.Poll)
+	fmt.Fprintf(tw, "total\t%d\n", res.Total)
+	fmt.Fprintf(tw, "voters\t%d\n", res.Voters)
+	fmt.Fprintf(tw, "records\t%d\t(duplicates %d, late %d, shadowed %d, superseded %d)\n",
+		res.Records, res.Duplicates, res.Late, res.Shadowed, res.Superseded)
+	fmt.Fprintf(tw, "digest\t%s\n\n", res.Digest)
+	fmt.Fprintln(tw, "OPTION\tVOTES\tSHARE")
+	// Most votes first; ties in option order.
+	options := slices.SortedFunc(maps.Keys(res.Totals), func(a, b string) int {
+		if c := cmp.Compare(res.Totals[b], res.Totals[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, o := range options {
+		share := 0.0
+		if res.Total > 0 {
+			share = 100 * float64(res.Totals[o]) / float64(res.Total)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\n", o, res.Totals[o], share)
+	}
+	fmt.Fprintln(tw, "\nREPLICA\tRECORDS\tHEAD")
+	for _, c := range res.Replicas {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", c.Replica, c.Records, c.Head)
+	}
+	tw.Flush()
+}
+
+func ledgerExport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally ledger export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data-dir", "./data", "the node's data directory (the node must be stopped)")
+	poll := fs.String("poll", "", "poll id to export")
+	out := fs.String("o", "-", "output file; - for standard output")
+	if err := fs.Parse(args); err != nil || *poll == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: tally ledger export --data-dir DIR --poll ID [-o FILE]")
+		return 2
+	}
+	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(*dir)})
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	defer l.Close()
+	w := stdout
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	n, err := l.Export(w, *poll)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	if n == 0 {
+		fmt.Fprintf(stderr, "tally: no records for poll %q\n", *poll)
+		return 1
+	}
+	fmt.Fprintf(stderr, "exported %d records of poll %s\n", n, *poll)
+	return 0
+}
+
+// ledgerDir is where a node keeps its Pebble ledger inside its data dir.
+func ledgerDir(dataDir string) string { return dataDir + "/ledger" }
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		fmt.Fprintf(os.Stderr, "tally: %v\n", err)
+	}
+}

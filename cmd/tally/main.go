@@ -1,0 +1,46 @@
+// Command tally is Tally's operator and auditor tool.
+//
+//	tally ledger verify FILE...            check the hash chains of exported ledgers
+//	tally ledger merge [--json] FILE...    reconcile exports into the certified result
+//	tally ledger export --data-dir DIR --poll ID [-o FILE]
+//	                                       export one poll from a stopped node's data dir
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: tally <command> [arguments]
+
+commands:
+  ledger verify FILE...          check the hash chains of exported ledgers (NDJSON)
+  ledger merge [--json] FILE...  reconcile exports into the exact result and its digest
+  ledger export --data-dir DIR --poll ID [-o FILE]
+                                 export one poll from a stopped node's data dir
+
+Exit status: 0 on success, 1 when verification or reconciliation fails, 2 on
+a usage error.
+`
+
+// run executes one command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "ledger":
+		return runLedger(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "tally: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
