@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -23,17 +24,11 @@ type request struct {
 	done    chan struct{}
 }
 
-// pendingKey is an idempotency key written by a commit not yet fsynced.
-type pendingKey struct {
-	c  *commit
-	id VoteID
-}
-
 // commit is one Pebble batch applied and waiting for its fsync.
 type commit struct {
 	batch   *pebble.Batch
 	reqs    []*request
-	keys    []string // idempotency keys registered in Ledger.pending
+	ids     map[string]VoteID // idempotency key → vote id, for every key it writes
 	records uint64
 	synced  chan struct{} // closed once the fsync outcome is known
 	err     error
@@ -133,10 +128,14 @@ func (l *Ledger) prepare(reqs []*request) *commit {
 		finish(reqs, fmt.Errorf("%w: %w", ErrBroken, broken))
 		return nil
 	}
-	c := &commit{batch: l.db.NewBatch(), synced: make(chan struct{})}
-	local := make(map[string]VoteID)
+	n := 0
+	for _, r := range reqs {
+		n += len(r.recs)
+	}
+	c := &commit{batch: l.db.NewBatchWithSize(n * 320), synced: make(chan struct{}), ids: make(map[string]VoteID, n)}
+	local := c.ids
 	touched := make(map[chainID]struct{})
-	var keyBuf, valBuf []byte
+	var buf scratch
 	for _, req := range reqs {
 		if req.import_ {
 			if err := l.stageImport(c, req, local, touched); err != nil {
@@ -150,7 +149,7 @@ func (l *Ledger) prepare(reqs []*request) *commit {
 				close(req.done)
 				continue
 			}
-		} else if err := l.stageAppend(c, req, local, touched, &keyBuf, &valBuf); err != nil {
+		} else if err := l.stageAppend(c, req, local, touched, &buf); err != nil {
 			c.reqs = reqs
 			l.fail(c, err)
 			return nil
@@ -168,22 +167,24 @@ func (l *Ledger) prepare(reqs []*request) *commit {
 		c.batch.Close()
 		return nil
 	}
-	// Register the keys before the batch leaves this goroutine: until it
-	// is fsynced, later batches and Lookup find them here.
+	// Publish the commit before it leaves this goroutine: until it is
+	// fsynced, later batches and Lookup find its keys here.
 	l.mu.Lock()
-	for _, k := range c.keys {
-		l.pending[k] = pendingKey{c: c, id: local[k]}
-	}
+	l.unsynced = append(l.unsynced, c)
 	l.mu.Unlock()
 	return c
 }
 
 // stageAppend adds one Append request's records to the batch.
-func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, touched map[chainID]struct{}, keyBuf, valBuf *[]byte) error {
+// scratch holds buffers reused across the records of one batch; the batch
+// copies what it is given.
+type scratch struct{ idem, key, val, id []byte }
+
+func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, touched map[chainID]struct{}, buf *scratch) error {
 	for i := range req.recs {
 		r := &req.recs[i]
-		ik := idemKey((*keyBuf)[:0], r.Poll, r.Idem)
-		*keyBuf = ik
+		buf.idem = idemKey(buf.idem[:0], r.Poll, r.Idem)
+		ik := buf.idem
 		if id, ok := local[string(ik)]; ok {
 			req.out[i] = Appended{ID: id, Duplicate: true}
 			continue
@@ -201,21 +202,21 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 		chain := chainID{poll: r.Poll, replica: l.replica}
 		h := l.heads[chain]
 		r.Replica, r.Seq, r.Prev = l.replica, h.seq+1, h.hash
-		enc := r.AppendBinary((*valBuf)[:0])
-		*valBuf = enc
+		buf.val = r.AppendBinary(buf.val[:0])
+		enc := buf.val
 		l.heads[chain] = head{seq: r.Seq, hash: sha256.Sum256(enc)}
 		touched[chain] = struct{}{}
 		id := r.ID()
-		if err := c.batch.Set(recordKey(nil, r.Poll, r.Replica, r.Seq), enc, nil); err != nil {
+		buf.key = recordKey(buf.key[:0], r.Poll, r.Replica, r.Seq)
+		if err := c.batch.Set(buf.key, enc, nil); err != nil {
 			return err
 		}
-		if err := c.batch.Set(ik, encodeVoteID(nil, id), nil); err != nil {
+		buf.id = encodeVoteID(buf.id[:0], id)
+		if err := c.batch.Set(ik, buf.id, nil); err != nil {
 			return err
 		}
 		l.filter.add(ik)
-		key := string(ik)
-		local[key] = id
-		c.keys = append(c.keys, key)
+		local[string(ik)] = id
 		c.records++
 		req.out[i] = Appended{ID: id}
 	}
@@ -224,13 +225,22 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 
 // findIdem looks a key up among the unsynced commits, then in Pebble.
 func (l *Ledger) findIdem(k []byte) (VoteID, bool, error) {
-	l.mu.Lock()
-	p, ok := l.pending[string(k)]
-	l.mu.Unlock()
-	if ok {
-		return p.id, true, nil
+	if c, id := l.unsyncedWith(k); c != nil {
+		return id, true, nil
 	}
 	return l.getIdem(k)
+}
+
+// unsyncedWith returns the unsynced commit that wrote key, if any.
+func (l *Ledger) unsyncedWith(key []byte) (*commit, VoteID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.unsynced {
+		if id, ok := c.ids[string(key)]; ok {
+			return c, id
+		}
+	}
+	return nil, VoteID{}
 }
 
 func (l *Ledger) getIdem(k []byte) (VoteID, bool, error) {
@@ -269,8 +279,8 @@ func (l *Ledger) fail(c *commit, err error) {
 // settle publishes a commit's outcome to Lookup and to its callers.
 func (l *Ledger) settle(c *commit, err error) {
 	l.mu.Lock()
-	for _, k := range c.keys {
-		delete(l.pending, k)
+	if i := slices.Index(l.unsynced, c); i >= 0 {
+		l.unsynced = slices.Delete(l.unsynced, i, i+1)
 	}
 	if err != nil && l.broken == nil {
 		l.broken = err

@@ -137,7 +137,6 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 	for k, id := range indexed {
 		l.filter.add([]byte(k))
 		local[k] = id
-		c.keys = append(c.keys, k)
 	}
 	for chain, h := range heads {
 		l.heads[chain] = h

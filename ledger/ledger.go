@@ -67,9 +67,9 @@ type Ledger struct {
 	inflight chan *commit // applied batches, to the syncer
 	wg       sync.WaitGroup
 
-	mu      sync.Mutex
-	pending map[string]pendingKey // idem key → the unsynced commit that wrote it
-	broken  error
+	mu       sync.Mutex
+	unsynced []*commit // built commits not yet fsynced, oldest first
+	broken   error
 
 	// heads and filter are owned by the committer goroutine after Open.
 	heads  map[chainID]head
@@ -121,7 +121,6 @@ func Open(cfg Config) (*Ledger, error) {
 		queue:    make(chan *request, 1024),
 		staged:   make(chan *commit, 1),
 		inflight: make(chan *commit, 4),
-		pending:  make(map[string]pendingKey),
 		heads:    make(map[chainID]head),
 		filter:   newIdemFilter(),
 	}
@@ -222,13 +221,10 @@ func (l *Ledger) Lookup(poll, idem string) (VoteID, bool, error) {
 	if err != nil {
 		return VoteID{}, false, err
 	}
-	l.mu.Lock()
-	p, ok := l.pending[string(k)]
-	l.mu.Unlock()
-	if ok {
-		<-p.c.synced
-		if p.c.err != nil {
-			return VoteID{}, false, p.c.err
+	if c, _ := l.unsyncedWith(k); c != nil {
+		<-c.synced
+		if c.err != nil {
+			return VoteID{}, false, c.err
 		}
 	}
 	return id, true, nil
@@ -326,3 +322,4 @@ func (l *Ledger) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
 		}
 	}
 }
+
