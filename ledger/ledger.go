@@ -322,4 +322,3 @@ func (l *Ledger) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
 		}
 	}
 }
-
