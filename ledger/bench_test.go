@@ -90,6 +90,19 @@ func (d *direct) walSyncs() uint64 { return d.fs.walSyncs.Load() }
 func (d *direct) commits() uint64  { return d.batches.Load() }
 func (d *direct) close()           { d.db.Close() }
 
+// rawSet is the floor of the comparison: one Pebble Set with Sync per
+// record, no chain, no idempotency index, no lock — Pebble's group commit
+// alone, doing less work than a ledger append.
+type rawSet struct{ d *direct }
+
+func (r rawSet) append(rec Record) error {
+	rec.Replica, rec.Seq = "eu-1", 1
+	return r.d.db.Set(idemKey(nil, rec.Poll, rec.Idem), rec.AppendBinary(nil), pebble.Sync)
+}
+func (r rawSet) walSyncs() uint64 { return r.d.walSyncs() }
+func (r rawSet) commits() uint64  { return 0 }
+func (r rawSet) close()           { r.d.close() }
+
 func BenchmarkAppend(b *testing.B) {
 	designs := []struct {
 		name string
@@ -103,6 +116,7 @@ func BenchmarkAppend(b *testing.B) {
 			return queued{l}
 		}},
 		{"pebble-group-commit", func(b *testing.B) appender { return openDirect(b) }},
+		{"raw-pebble-set-sync", func(b *testing.B) appender { return rawSet{openDirect(b)} }},
 	}
 	for _, writers := range []int{1, 64, 256} {
 		for _, d := range designs {

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command: format check, vet, and every test with the race detector.
+# README.md names it and .ci/run calls it; keep the list here only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+go test -race -count=1 "$@" ./...
