@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -30,6 +31,7 @@ type commit struct {
 	reqs    []*request
 	ids     map[string]VoteID // idempotency key → vote id, for every key it writes
 	records uint64
+	started time.Time
 	synced  chan struct{} // closed once the fsync outcome is known
 	err     error
 }
@@ -132,7 +134,7 @@ func (l *Ledger) prepare(reqs []*request) *commit {
 	for _, r := range reqs {
 		n += len(r.recs)
 	}
-	c := &commit{batch: l.db.NewBatchWithSize(n * 320), synced: make(chan struct{}), ids: make(map[string]VoteID, n)}
+	c := &commit{started: time.Now(), batch: l.db.NewBatchWithSize(n * 320), synced: make(chan struct{}), ids: make(map[string]VoteID, n)}
 	local := c.ids
 	touched := make(map[chainID]struct{})
 	var buf scratch
@@ -290,6 +292,9 @@ func (l *Ledger) settle(c *commit, err error) {
 	close(c.synced)
 	if err == nil {
 		l.commits.Add(1)
+		if l.onCommit != nil {
+			l.onCommit(int(c.records), time.Since(c.started))
+		}
 	}
 	for _, req := range c.reqs {
 		if err == nil {

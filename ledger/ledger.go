@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -41,6 +42,10 @@ type Config struct {
 	MaxBatch int
 	// Logger receives Pebble's log lines; defaults to slog.Default().
 	Logger *slog.Logger
+	// OnCommit, when set, is called after every synced batch with the
+	// number of records it wrote and the time from building it to its
+	// fsync. It runs on the ledger's goroutine and must be quick.
+	OnCommit func(records int, took time.Duration)
 }
 
 // Stats are counters since Open.
@@ -58,6 +63,7 @@ type Ledger struct {
 	fs       *countingFS
 	replica  string
 	maxBatch int
+	onCommit func(int, time.Duration)
 
 	// sendMu orders Append's send on queue against Close's close(queue).
 	sendMu   sync.RWMutex
@@ -118,6 +124,7 @@ func Open(cfg Config) (*Ledger, error) {
 		fs:       cfs,
 		replica:  cfg.Replica,
 		maxBatch: cfg.MaxBatch,
+		onCommit: cfg.OnCommit,
 		queue:    make(chan *request, 1024),
 		staged:   make(chan *commit, 1),
 		inflight: make(chan *commit, 4),

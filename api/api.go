@@ -1,0 +1,146 @@
+package api
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Error codes of the v1 API. Every 4xx answer carries one.
+const (
+	CodeInvalidRequest = "invalid_request"
+	CodeUnauthorized   = "unauthorized"
+	CodePollNotFound   = "poll_not_found"
+	CodePollNotOpen    = "poll_not_open"
+	CodePollClosed     = "poll_closed"
+	CodeTooLarge       = "too_large"
+	CodeInvalidOption  = "invalid_option"
+	CodeRateLimited    = "rate_limited"
+	CodeInternal       = "internal"
+	CodeUnavailable    = "unavailable"
+)
+
+// Error is an API error: an HTTP status, a machine-readable code and a
+// message for people. RetryAfter, when set, becomes a Retry-After header.
+type Error struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf builds an Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// WriteError answers with err: its own status and code when it is (or
+// wraps) an *Error, otherwise 500 internal, logged.
+func WriteError(w http.ResponseWriter, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		slog.Error("internal error", "err", err)
+		e = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
+	}
+	if e.RetryAfter > 0 {
+		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = e.Code, e.Message
+	WriteJSON(w, e.Status, body)
+}
+
+// WriteJSON answers with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		slog.Error("cannot encode response", "err", err)
+		http.Error(w, `{"error":{"code":"internal","message":"cannot encode response"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// DecodeJSON reads a request body of at most max bytes into v, strictly:
+// the content type must be JSON, the body valid UTF-8 holding exactly one
+// JSON value with no unknown fields. Failures are *Error values (400, 413,
+// 415) ready for WriteError.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error {
+	body, err := ReadBody(w, r, max)
+	if err != nil {
+		return err
+	}
+	return Unmarshal(body, v)
+}
+
+// ReadBody reads a JSON request body of at most max bytes, checking the
+// content type (415) and the size (413).
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return nil, Errorf(http.StatusUnsupportedMediaType, CodeInvalidRequest, "content type must be application/json, got %q", ct)
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "body larger than %d bytes", max)
+		}
+		return nil, Errorf(http.StatusBadRequest, CodeInvalidRequest, "cannot read body: %v", err)
+	}
+	return body, nil
+}
+
+// Unmarshal decodes one strict JSON value (see DecodeJSON) from b.
+func Unmarshal(b []byte, v any) error {
+	if !utf8.Valid(b) {
+		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "malformed JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "malformed JSON: data after the value")
+	}
+	return nil
+}
+
+// RequireBearer wraps h so it answers 401 unless the request carries
+// "Authorization: Bearer <token>". The comparison takes constant time.
+func RequireBearer(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
+			WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "admin token required"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,281 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tally/api"
+	"tally/hlc"
+	"tally/ledger"
+	"tally/poll"
+	"tally/state"
+)
+
+// Ledger is what the pipeline needs of the vote ledger.
+type Ledger interface {
+	Append(recs ...ledger.Record) ([]ledger.Appended, error)
+	Lookup(poll, idem string) (ledger.VoteID, bool, error)
+	Export(w io.Writer, poll string) (int, error)
+}
+
+var _ Ledger = (*ledger.Ledger)(nil)
+
+// Limits bound what one client may do. A rate of zero disables that limit.
+type Limits struct {
+	IPRate     float64 // votes per second per client IP
+	IPBurst    int
+	VoterRate  float64 // votes per second per voter id
+	VoterBurst int
+	MaxBody    int64 // bytes in a request body
+	MaxAcks    int   // idempotency keys remembered per poll before the ledger is asked
+}
+
+// DefaultLimits are generous enough for a carrier-grade NAT in front of
+// many viewers, tight enough to stop one script.
+func DefaultLimits() Limits {
+	return Limits{IPRate: 200, IPBurst: 400, VoterRate: 2, VoterBurst: 10, MaxBody: 16 << 10, MaxAcks: 2_000_000}
+}
+
+// Config configures a Pipeline. Ledger, State and Clock are required.
+type Config struct {
+	Ledger Ledger
+	State  *state.State
+	Clock  *hlc.Clock
+	Limits Limits
+	// TrustFloor: votes scoring below it are ledgered and acknowledged but
+	// not counted. Every vote scores 1.0 until the abuse work lands.
+	TrustFloor float64
+	// IPSalt salts the client IP hash stored with each vote.
+	IPSalt []byte
+	// TrustedProxies may set X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	// Registerer receives the metrics; nil skips them.
+	Registerer prometheus.Registerer
+	// Now is the wall clock for rate limits; defaults to time.Now.
+	Now func() time.Time
+}
+
+// Pipeline is the vote path. It is safe for concurrent use.
+type Pipeline struct {
+	cfg     Config
+	voters  *voters
+	acks    *acks
+	ipLim   *limiter
+	voteLim *limiter
+	m       *metrics
+}
+
+// New returns a pipeline.
+func New(cfg Config) (*Pipeline, error) {
+	if cfg.Ledger == nil || cfg.State == nil || cfg.Clock == nil {
+		return nil, errors.New("ingest: Ledger, State and Clock are required")
+	}
+	d := DefaultLimits()
+	if cfg.Limits.MaxBody <= 0 {
+		cfg.Limits.MaxBody = d.MaxBody
+	}
+	if cfg.Limits.MaxAcks <= 0 {
+		cfg.Limits.MaxAcks = d.MaxAcks
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: cannot register metrics: %w", err)
+	}
+	return &Pipeline{
+		cfg:     cfg,
+		voters:  newVoters(),
+		acks:    newAcks(cfg.Limits.MaxAcks),
+		ipLim:   newLimiter(cfg.Limits.IPRate, cfg.Limits.IPBurst),
+		voteLim: newLimiter(cfg.Limits.VoterRate, cfg.Limits.VoterBurst),
+		m:       m,
+	}, nil
+}
+
+// Submit runs votes for one poll through the pipeline on behalf of the
+// client at ip. It returns one Result per vote, in order, or an *api.Error
+// for the whole request, in which case nothing was ledgered or counted.
+func (p *Pipeline) Submit(pollID string, votes []Vote, ip string) ([]Result, error) {
+	start := time.Now()
+	results, err := p.submit(pollID, votes, ip)
+	p.m.latency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		reason := api.CodeInternal
+		var e *api.Error
+		if errors.As(err, &e) {
+			reason = e.Code
+		}
+		p.m.votes.WithLabelValues(StatusRejected, reason).Add(float64(len(votes)))
+		return nil, err
+	}
+	for _, r := range results {
+		p.m.votes.WithLabelValues(r.Status, "").Inc()
+	}
+	return results, nil
+}
+
+func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, error) {
+	def, ok := p.cfg.State.Poll(pollID)
+	if !ok {
+		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
+	}
+	if len(votes) == 0 || len(votes) > MaxBatch {
+		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send 1-%d votes", MaxBatch)
+	}
+	for i, v := range votes {
+		if !def.HasOption(v.Option) {
+			return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, v.Option)
+		}
+	}
+
+	// Idempotency: retries are answered before they cost a token.
+	results := make([]Result, len(votes))
+	var fresh []int
+	for i, v := range votes {
+		results[i].Idem = v.Idem
+		a, found, err := p.seen(pollID, v.Idem)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			results[i].Status, results[i].VoteID = StatusDuplicate, a.voteID
+			continue
+		}
+		fresh = append(fresh, i)
+	}
+	if len(fresh) == 0 {
+		return results, nil
+	}
+
+	// Rate limits: the client IP pays for every new vote, each voter for its own.
+	// A refused request gives back the tokens it took.
+	now := p.cfg.Now()
+	var taken []func()
+	giveBack := func() {
+		for _, undo := range taken {
+			undo()
+		}
+	}
+	ok, wait, undo := p.ipLim.reserve(ip, len(fresh), now)
+	if !ok {
+		return nil, rateLimited(wait, "too many votes from this address")
+	}
+	taken = append(taken, undo)
+	for _, i := range fresh {
+		ok, wait, undo := p.voteLim.reserve(votes[i].Voter, 1, now)
+		if !ok {
+			giveBack()
+			return nil, rateLimited(wait, "too many votes from voter %q", votes[i].Voter)
+		}
+		taken = append(taken, undo)
+	}
+
+	// Stamp, place in the poll's window, ledger.
+	recs := make([]ledger.Record, len(fresh))
+	ipHash := p.hashIP(ip)
+	for j, i := range fresh {
+		ts, err := p.cfg.Clock.Now()
+		if err != nil {
+			giveBack()
+			return nil, err
+		}
+		late := false
+		switch def.WindowAt(ts.Wall) {
+		case poll.BeforeOpen:
+			giveBack()
+			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", pollID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
+		case poll.AfterGrace:
+			giveBack()
+			return nil, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s", pollID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
+		case poll.InGrace:
+			late = true
+		}
+		const trust = 1.0
+		recs[j] = ledger.Record{
+			Poll: pollID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
+			Wall: ts.Wall, Logical: ts.Logical, Trust: trust,
+			Counted: !late && trust >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
+		}
+	}
+	appended, err := p.cfg.Ledger.Append(recs...)
+	if err != nil {
+		giveBack()
+		return nil, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
+	}
+
+	// Durable: count.
+	for j, i := range fresh {
+		a, r := appended[j], &recs[j]
+		results[i].VoteID = a.ID.String()
+		if a.Duplicate {
+			results[i].Status = StatusDuplicate
+			continue
+		}
+		results[i].Status = StatusAccepted
+		if r.Late {
+			results[i].Status = StatusLate
+		}
+		if err := p.count(r); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// seen looks (poll, idem) up in memory, then — when memory is not
+// complete for the poll — in the ledger index.
+func (p *Pipeline) seen(pollID, idem string) (ack, bool, error) {
+	a, found, complete := p.acks.get(pollID, idem)
+	if found || complete {
+		return a, found, nil
+	}
+	id, found, err := p.cfg.Ledger.Lookup(pollID, idem)
+	if err != nil {
+		return ack{}, false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
+	}
+	return ack{voteID: id.String()}, found, nil
+}
+
+// count applies one ledgered record to memory: the ack for retries, this
+// replica's record count, and — for a counted vote — the voter's current
+// vote and the option counters. Replay uses it too.
+func (p *Pipeline) count(r *ledger.Record) error {
+	p.acks.put(r.Poll, r.Idem, ack{voteID: r.ID().String(), late: r.Late})
+	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
+		return err
+	}
+	if !r.Counted || r.Late || r.Trust < p.cfg.TrustFloor {
+		return nil
+	}
+	var err error
+	p.voters.apply(r, func(from, to string) {
+		if from != "" {
+			err = errors.Join(err, p.cfg.State.Count(r.Poll, from, -1))
+		}
+		err = errors.Join(err, p.cfg.State.Count(r.Poll, to, 1))
+	})
+	return err
+}
+
+func (p *Pipeline) hashIP(ip string) string {
+	h := sha256.New()
+	h.Write(p.cfg.IPSalt)
+	h.Write([]byte(ip))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func rateLimited(wait time.Duration, format string, args ...any) error {
+	e := api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, format, args...)
+	e.RetryAfter = wait
+	return e
+}

@@ -1,0 +1,32 @@
+package ingest
+
+import (
+	"fmt"
+	"iter"
+
+	"tally/ledger"
+)
+
+// Replay rebuilds the voter state, this replica's counters and the
+// idempotency set from the ledger's records, as they stood before a
+// restart. Records of other replicas (imported for audits) are skipped:
+// their counts arrive by gossip. It returns how many records it applied.
+func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica string) (int, error) {
+	n := 0
+	for r, err := range records {
+		if err != nil {
+			return n, err
+		}
+		if r.Replica != replica {
+			continue
+		}
+		if _, ok := p.cfg.State.Poll(r.Poll); !ok {
+			return n, fmt.Errorf("ingest: ledger holds votes for poll %q, which has no definition", r.Poll)
+		}
+		if err := p.count(&r); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,79 @@
+package ingest
+
+import (
+	"net/http"
+
+	"tally/api"
+	"tally/ledger"
+)
+
+// MaxBatch is the most votes one request may carry.
+const MaxBatch = 10
+
+// Vote is one vote as a client sends it.
+type Vote struct {
+	Option string `json:"option"`
+	Voter  string `json:"voter"`
+	Idem   string `json:"idem"`
+}
+
+// Result is the acknowledgement of one vote.
+type Result struct {
+	Idem   string `json:"idem"`
+	Status string `json:"status"` // accepted, duplicate, late, rejected
+	VoteID string `json:"vote_id,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Statuses of a Result.
+const (
+	StatusAccepted  = "accepted"
+	StatusDuplicate = "duplicate"
+	StatusLate      = "late"
+	StatusRejected  = "rejected"
+)
+
+// voteBody is the request body: one vote, or a batch under "votes".
+type voteBody struct {
+	Option string  `json:"option"`
+	Voter  string  `json:"voter"`
+	Idem   string  `json:"idem"`
+	Votes  *[]Vote `json:"votes"`
+}
+
+// DecodeVotes parses a vote request body: either one vote
+// {"option","voter","idem"} or {"votes":[…]} with 1–MaxBatch votes, each
+// with a well-formed voter, idempotency key and option. Errors are
+// *api.Error values (400) naming what is wrong.
+func DecodeVotes(body []byte) ([]Vote, error) {
+	var b voteBody
+	if err := api.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	var votes []Vote
+	if b.Votes != nil {
+		if b.Option != "" || b.Voter != "" || b.Idem != "" {
+			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send one vote or a \"votes\" batch, not both")
+		}
+		votes = *b.Votes
+		if len(votes) == 0 {
+			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "empty batch")
+		}
+		if len(votes) > MaxBatch {
+			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a batch holds at most %d votes, got %d", MaxBatch, len(votes))
+		}
+	} else {
+		votes = []Vote{{Option: b.Option, Voter: b.Voter, Idem: b.Idem}}
+	}
+	for i, v := range votes {
+		for _, f := range []struct {
+			name, value string
+			max         int
+		}{{"voter", v.Voter, ledger.MaxVoterLen}, {"idem", v.Idem, ledger.MaxIdemLen}, {"option", v.Option, ledger.MaxOptionLen}} {
+			if err := ledger.ValidText(f.value, f.max); err != nil {
+				return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "vote %d: %s %v", i, f.name, err)
+			}
+		}
+	}
+	return votes, nil
+}

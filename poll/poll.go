@@ -1,0 +1,174 @@
+package poll
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Errors returned by validation. They wrap ErrInvalid, so callers can map
+// every one of them to one "invalid request" answer.
+var (
+	ErrInvalid  = errors.New("poll: invalid definition")
+	ErrNotFound = errors.New("poll: not found")
+)
+
+// Limits on a definition.
+const (
+	MinOptions     = 2
+	MaxOptions     = 32
+	MaxIDLen       = 64
+	MaxQuestionLen = 300
+	MaxLabelLen    = 120
+	MaxDuration    = 7 * 24 * time.Hour
+	MaxGrace       = 5 * time.Minute
+	DefaultGrace   = 2 * time.Second
+)
+
+// Option is one answer a voter can pick.
+type Option struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// Definition is a poll as replicated between regions. Times are Unix
+// milliseconds (the wall part of the hybrid logical clock).
+type Definition struct {
+	ID       string   `json:"id"`
+	Question string   `json:"question"`
+	Options  []Option `json:"options"`
+	OpensAt  int64    `json:"opens_at"`
+	ClosesAt int64    `json:"closes_at"`
+	GraceMs  int64    `json:"grace_ms"`
+}
+
+// Status is where a poll is in its lifecycle.
+type Status string
+
+// The statuses, in lifecycle order.
+const (
+	Scheduled  Status = "scheduled"
+	Open       Status = "open"
+	Closed     Status = "closed"
+	Reconciled Status = "reconciled"
+)
+
+// Window says how a vote stamped at a given time relates to the poll.
+type Window int
+
+// The windows a vote can fall in.
+const (
+	BeforeOpen Window = iota // refused: poll_not_open
+	InWindow                 // counted
+	InGrace                  // ledgered as late, not counted
+	AfterGrace               // refused: poll_closed
+)
+
+// StatusAt returns the status at wall time nowMs.
+func (d *Definition) StatusAt(nowMs int64, reconciled bool) Status {
+	switch {
+	case reconciled:
+		return Reconciled
+	case nowMs < d.OpensAt:
+		return Scheduled
+	case nowMs < d.ClosesAt:
+		return Open
+	}
+	return Closed
+}
+
+// WindowAt places a vote stamped at wall time ms. The close is exclusive: a
+// vote stamped exactly at closes_at is late.
+func (d *Definition) WindowAt(ms int64) Window {
+	switch {
+	case ms < d.OpensAt:
+		return BeforeOpen
+	case ms < d.ClosesAt:
+		return InWindow
+	case ms < d.ClosesAt+d.GraceMs:
+		return InGrace
+	}
+	return AfterGrace
+}
+
+// HasOption reports whether id is one of the poll's options.
+func (d *Definition) HasOption(id string) bool {
+	for _, o := range d.Options {
+		if o.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks every rule of a definition.
+func (d *Definition) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+	if err := validID(d.ID); err != nil {
+		return fail("id %v", err)
+	}
+	if err := validText(d.Question, MaxQuestionLen); err != nil {
+		return fail("question %v", err)
+	}
+	if n := len(d.Options); n < MinOptions || n > MaxOptions {
+		return fail("a poll needs %d-%d options, got %d", MinOptions, MaxOptions, n)
+	}
+	seen := make(map[string]bool, len(d.Options))
+	for i, o := range d.Options {
+		if err := validID(o.ID); err != nil {
+			return fail("option %d: id %v", i, err)
+		}
+		if seen[o.ID] {
+			return fail("option id %q appears twice", o.ID)
+		}
+		seen[o.ID] = true
+		if err := validText(o.Label, MaxLabelLen); err != nil {
+			return fail("option %q: label %v", o.ID, err)
+		}
+	}
+	if d.OpensAt <= 0 {
+		return fail("opens_at must be set")
+	}
+	if d.ClosesAt <= d.OpensAt {
+		return fail("closes_at must be after opens_at")
+	}
+	if time.Duration(d.ClosesAt-d.OpensAt)*time.Millisecond > MaxDuration {
+		return fail("a poll may be open at most %v", MaxDuration)
+	}
+	if d.GraceMs < 0 || time.Duration(d.GraceMs)*time.Millisecond > MaxGrace {
+		return fail("grace must be 0-%v", MaxGrace)
+	}
+	return nil
+}
+
+func validID(s string) error {
+	if len(s) == 0 || len(s) > MaxIDLen {
+		return fmt.Errorf("must be 1-%d characters", MaxIDLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%q may hold only letters, digits, '.', '_' and '-'", s)
+		}
+	}
+	return nil
+}
+
+func validText(s string, max int) error {
+	if s == "" || len(s) > max {
+		return fmt.Errorf("must be 1-%d bytes", max)
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return errors.New("contains a control character")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package poll
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Spec is what a host sends to create a poll: the definition with the
+// optional parts optional. Exactly one of ClosesAt and DurationS may be set;
+// with neither the poll runs DefaultDuration.
+type Spec struct {
+	ID        string   `json:"id,omitempty"`
+	Question  string   `json:"question"`
+	Options   []Option `json:"options"`
+	OpensAt   *int64   `json:"opens_at,omitempty"`   // Unix ms; default now
+	ClosesAt  *int64   `json:"closes_at,omitempty"`  // Unix ms
+	DurationS *float64 `json:"duration_s,omitempty"` // seconds from opens_at
+	GraceS    *float64 `json:"grace_s,omitempty"`    // default 2 s
+}
+
+// DefaultDuration is how long a poll runs when the spec says nothing.
+const DefaultDuration = 60 * time.Second
+
+// Definition fills in the defaults at wall time nowMs and validates.
+func (s Spec) Definition(nowMs int64) (Definition, error) {
+	d := Definition{ID: s.ID, Question: s.Question, Options: s.Options, OpensAt: nowMs, GraceMs: DefaultGrace.Milliseconds()}
+	if d.ID == "" {
+		d.ID = newID()
+	}
+	if s.OpensAt != nil {
+		d.OpensAt = *s.OpensAt
+	}
+	switch {
+	case s.ClosesAt != nil && s.DurationS != nil:
+		return d, fmt.Errorf("%w: give closes_at or duration_s, not both", ErrInvalid)
+	case s.ClosesAt != nil:
+		d.ClosesAt = *s.ClosesAt
+	case s.DurationS != nil:
+		if *s.DurationS <= 0 || *s.DurationS > MaxDuration.Seconds() {
+			return d, fmt.Errorf("%w: duration_s must be in (0, %v]", ErrInvalid, MaxDuration.Seconds())
+		}
+		d.ClosesAt = d.OpensAt + int64(*s.DurationS*1000)
+	default:
+		d.ClosesAt = d.OpensAt + DefaultDuration.Milliseconds()
+	}
+	if s.GraceS != nil {
+		if *s.GraceS < 0 || *s.GraceS > MaxGrace.Seconds() {
+			return d, fmt.Errorf("%w: grace_s must be 0-%v", ErrInvalid, MaxGrace.Seconds())
+		}
+		d.GraceMs = int64(*s.GraceS * 1000)
+	}
+	return d, d.Validate()
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "p-" + hex.EncodeToString(b)
+}

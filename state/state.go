@@ -1,0 +1,252 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"tally/crdt"
+	"tally/hlc"
+	"tally/poll"
+)
+
+// ErrStore is returned when a definition cannot be persisted or loaded.
+var ErrStore = errors.New("state: store")
+
+// Store persists small values; the ledger implements it.
+type Store interface {
+	PutMeta(name string, value []byte) error
+	MetaWithPrefix(prefix string) iter.Seq2[string, []byte]
+}
+
+const pollPrefix = "poll/"
+
+// Config configures a State.
+type Config struct {
+	// Replica is this node's replica id: the owner of the striped cells.
+	Replica string
+	// Store persists poll definitions; nil keeps them in memory only.
+	Store Store
+	// Stripes per option; default 4 × GOMAXPROCS.
+	Stripes int
+}
+
+// State is the node's replicated state. It is safe for concurrent use.
+type State struct {
+	replica string
+	store   Store
+	stripes int
+
+	mu    sync.RWMutex
+	defs  crdt.Map[string, poll.Definition]
+	polls map[string]*pollState
+}
+
+// pollState is one poll's counts.
+type pollState struct {
+	local *cells
+
+	mu    sync.Mutex // guards tally
+	tally *crdt.Tally
+}
+
+// New returns a state holding the definitions found in cfg.Store.
+func New(cfg Config) (*State, error) {
+	if cfg.Stripes <= 0 {
+		cfg.Stripes = 4 * runtime.GOMAXPROCS(0)
+	}
+	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, polls: make(map[string]*pollState)}
+	if s.store == nil {
+		return s, nil
+	}
+	for name, value := range s.store.MetaWithPrefix(pollPrefix) {
+		var reg crdt.Register[poll.Definition]
+		if err := json.Unmarshal(value, &reg); err != nil {
+			return nil, fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
+		}
+		if err := reg.Value.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: stored %s: %w", ErrStore, name, err)
+		}
+		s.setDefinition(reg)
+	}
+	return s, nil
+}
+
+// Replica returns this node's replica id.
+func (s *State) Replica() string { return s.replica }
+
+// PutPoll writes a definition at ts (a create, or a newer version such as
+// an earlier close). It persists the write before applying it and reports
+// whether it won (was newer than the definition held).
+func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
+	if err := d.Validate(); err != nil {
+		return false, err
+	}
+	reg := crdt.Register[poll.Definition]{TS: ts, Value: d}
+	s.mu.RLock()
+	cur, ok := s.defs.Get(d.ID)
+	s.mu.RUnlock()
+	if ok && !cur.TS.Less(ts) {
+		return false, nil
+	}
+	if s.store != nil {
+		b, err := json.Marshal(reg)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		if err := s.store.PutMeta(pollPrefix+d.ID, b); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+	}
+	return s.setDefinition(reg), nil
+}
+
+func (s *State) setDefinition(reg crdt.Register[poll.Definition]) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.defs.Set(reg.Value.ID, reg.TS, reg.Value) {
+		return false
+	}
+	ps, ok := s.polls[reg.Value.ID]
+	options := make([]string, len(reg.Value.Options))
+	for i, o := range reg.Value.Options {
+		options[i] = o.ID
+	}
+	if !ok {
+		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally()}
+	} else if !sameOptions(ps.local, options) {
+		// Options are fixed at creation; a definition changing them is
+		// kept, but counting continues in the cells that exist.
+		slog.Warn("state: poll options changed; keeping the original cells", "poll", reg.Value.ID)
+	}
+	return true
+}
+
+func sameOptions(c *cells, options []string) bool {
+	if len(c.options) != len(options) {
+		return false
+	}
+	for _, o := range options {
+		if _, ok := c.options[o]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Poll returns a poll's definition.
+func (s *State) Poll(id string) (poll.Definition, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	reg, ok := s.defs.Get(id)
+	return reg.Value, ok
+}
+
+// Polls returns every definition, sorted by opening time then id.
+func (s *State) Polls() []poll.Definition {
+	s.mu.RLock()
+	out := make([]poll.Definition, 0, s.defs.Len())
+	for _, id := range s.defs.Keys() {
+		reg, _ := s.defs.Get(id)
+		out = append(out, reg.Value)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b poll.Definition) int {
+		if a.OpensAt != b.OpensAt {
+			return int(a.OpensAt - b.OpensAt)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+func (s *State) poll(id string) (*pollState, error) {
+	s.mu.RLock()
+	ps, ok := s.polls[id]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", poll.ErrNotFound, id)
+	}
+	return ps, nil
+}
+
+// Count changes this replica's count of option in pollID by delta: +1 for
+// a counted vote, -1 when a voter's vote moves away from option.
+func (s *State) Count(pollID, option string, delta int64) error {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return err
+	}
+	if !ps.local.add(option, delta) {
+		return fmt.Errorf("state: poll %q has no option %q", pollID, option)
+	}
+	return nil
+}
+
+// AddRecords adds n to this replica's ledger record count for the poll.
+func (s *State) AddRecords(pollID string, n uint64) error {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return err
+	}
+	ps.local.addRecords(n)
+	return nil
+}
+
+// Tally returns a copy of the poll's tally: every replica's entries, this
+// replica's folded in from its cells.
+func (s *State) Tally(pollID string) (*crdt.Tally, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return nil, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	s.fold(ps)
+	return ps.tally.Clone(), nil
+}
+
+// Totals returns the live count of every option of the poll (zero for
+// options without votes) and their sum.
+func (s *State) Totals(pollID string) (map[string]int64, int64, error) {
+	def, ok := s.Poll(pollID)
+	t, err := s.Tally(pollID)
+	if err != nil || !ok {
+		return nil, 0, err
+	}
+	totals := make(map[string]int64, len(def.Options))
+	var sum int64
+	for _, o := range def.Options {
+		totals[o.ID] = t.Value(o.ID)
+		sum += totals[o.ID]
+	}
+	return totals, sum, nil
+}
+
+// Merge folds entries another replica reported into the poll's tally and
+// reports whether anything changed.
+func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return false, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.tally.Merge(delta), nil
+}
+
+// fold copies this replica's cells into the tally. Cells only grow, so the
+// merge is monotone. Callers hold ps.mu.
+func (s *State) fold(ps *pollState) {
+	for option, col := range ps.local.options {
+		p, n := ps.local.sum(col)
+		ps.tally.MergeEntry(s.replica, option, p, n)
+	}
+	ps.tally.MergeRecords(s.replica, ps.local.recordCount())
+}

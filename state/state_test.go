@@ -1,0 +1,144 @@
+package state
+
+import (
+	"iter"
+	"strings"
+	"sync"
+	"testing"
+
+	"tally/crdt"
+	"tally/hlc"
+	"tally/poll"
+)
+
+// memStore is a map standing in for the ledger's metadata space.
+type memStore struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *memStore) PutMeta(name string, v []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string][]byte{}
+	}
+	s.m[name] = v
+	return nil
+}
+
+func (s *memStore) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for k, v := range s.m {
+			if strings.HasPrefix(k, prefix) && !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+func def(id string) poll.Definition {
+	return poll.Definition{ID: id, Question: "Best colour?", Options: []poll.Option{{ID: "red", Label: "Red"}, {ID: "blue", Label: "Blue"}}, OpensAt: 1000, ClosesAt: 61000, GraceMs: 2000}
+}
+
+func TestConcurrentCountsSumExactly(t *testing.T) {
+	s, err := New(Config{Replica: "eu-1", Stripes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				s.Count("p", "red", 1)
+				if (g+i)%4 == 0 { // a quarter of the votes move to blue
+					s.Count("p", "red", -1)
+					s.Count("p", "blue", 1)
+				}
+				s.AddRecords("p", 1)
+			}
+		}()
+	}
+	// Readers run while writers write.
+	for range 50 {
+		if _, _, err := s.Totals("p"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	totals, sum, err := s.Totals("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if totals["red"] != 12000 || totals["blue"] != 4000 || sum != 16000 {
+		t.Fatalf("totals %v sum %d", totals, sum)
+	}
+	tl, _ := s.Tally("p")
+	if tl.Records("eu-1") != 16000 {
+		t.Fatalf("records = %d", tl.Records("eu-1"))
+	}
+	if err := s.Count("p", "green", 1); err == nil {
+		t.Fatal("counted an option the poll does not have")
+	}
+	if err := s.Count("nope", "red", 1); err == nil {
+		t.Fatal("counted in an unknown poll")
+	}
+}
+
+func TestRemoteEntriesMergeWithLocal(t *testing.T) {
+	s, _ := New(Config{Replica: "eu-1"})
+	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Count("p", "red", 2)
+	remote := crdt.NewTally()
+	remote.Add("us-1", "red", 5)
+	remote.Add("us-1", "blue", 1)
+	// A stale echo of our own entry must not lower it.
+	remote.MergeEntry("eu-1", "red", 1, 0)
+	if changed, err := s.Merge("p", remote); err != nil || !changed {
+		t.Fatalf("merge: %v %v", changed, err)
+	}
+	totals, sum, _ := s.Totals("p")
+	if totals["red"] != 7 || totals["blue"] != 1 || sum != 8 {
+		t.Fatalf("totals %v", totals)
+	}
+}
+
+func TestDefinitionsPersistAndLastWriterWins(t *testing.T) {
+	store := &memStore{}
+	s, _ := New(Config{Replica: "eu-1", Store: store})
+	d := def("p")
+	if won, err := s.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); !won || err != nil {
+		t.Fatalf("create: %v %v", won, err)
+	}
+	closed := d
+	closed.ClosesAt = 30000
+	if won, _ := s.PutPoll(closed, hlc.Timestamp{Wall: 9, Replica: "us-1"}); !won {
+		t.Fatal("newer close lost")
+	}
+	if won, _ := s.PutPoll(d, hlc.Timestamp{Wall: 7, Replica: "ap-1"}); won {
+		t.Fatal("older write won")
+	}
+	bad := d
+	bad.Options = bad.Options[:1]
+	if _, err := s.PutPoll(bad, hlc.Timestamp{Wall: 10}); err == nil {
+		t.Fatal("invalid definition accepted")
+	}
+	again, err := New(Config{Replica: "eu-1", Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := again.Poll("p")
+	if !ok || got.ClosesAt != 30000 {
+		t.Fatalf("after reload: %+v %v", got, ok)
+	}
+	if len(again.Polls()) != 1 {
+		t.Fatalf("polls = %v", again.Polls())
+	}
+}
