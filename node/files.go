@@ -1,0 +1,93 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"tally/ledger"
+)
+
+// The data directory's layout.
+const (
+	ledgerDir      = "ledger"     // Pebble
+	replicaIDFile  = "replica-id" // this node's replica id, never reused
+	adminTokenFile = "admin-token"
+	ipSaltFile     = "ip-salt"
+	hlcFile        = "hlc" // the clock's high-water mark
+)
+
+// readOrCreate returns the trimmed content of dir/name, creating the file
+// with make() (written and fsynced, mode 0600) when it does not exist.
+func readOrCreate(dir, name string, make func() (string, error)) (value string, created bool, err error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, err
+	}
+	v, err := make()
+	if err != nil {
+		return "", false, err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", false, err
+	}
+	_, err = f.WriteString(v + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return v, true, syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// replicaID returns the node's replica id. A fresh data dir gets a new one:
+// region plus random bits, so a node that lost its disk never reuses an
+// old id (its new votes would hide under the old counts).
+func replicaID(dir, region string) (string, error) {
+	id, _, err := readOrCreate(dir, replicaIDFile, func() (string, error) {
+		suffix, err := randomHex(4)
+		return region + "-" + suffix, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("node: replica id: %w", err)
+	}
+	if err := ledger.ValidID(id); err != nil {
+		return "", fmt.Errorf("%w: replica id in %s: %v", ErrConfig, filepath.Join(dir, replicaIDFile), err)
+	}
+	return id, nil
+}

@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fakeClock is a wall clock the test moves by hand.
+type fakeClock struct{ ms atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// testNode is a node serving on a loopback port.
+type testNode struct {
+	*Node
+	url   string
+	clock *fakeClock
+	stop  func() error
+}
+
+const testToken = "test-admin-token"
+
+func startNode(t *testing.T, dir string, mutate func(*Config)) *testNode {
+	t.Helper()
+	clock := &fakeClock{}
+	clock.ms.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken = dir, "127.0.0.1:0", testToken
+	cfg.Now, cfg.Stdout = clock.now, io.Discard
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Demo = false
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	tn := &testNode{Node: n, url: "http://" + n.Addr(), clock: clock}
+	var once atomic.Bool
+	tn.stop = func() error {
+		if !once.CompareAndSwap(false, true) {
+			return nil
+		}
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() {
+		if err := tn.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, func() bool { return n.ready.Load() })
+	return tn
+}
+
+// waitFor polls cond until it holds or a deadline passes.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met before the deadline")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (r response) code() string {
+	if e, ok := r.body["error"].(map[string]any); ok {
+		return e["code"].(string)
+	}
+	return ""
+}
+
+// call sends a request; body is sent as JSON unless headers override the
+// content type; an "Authorization" header may be given.
+func (tn *testNode) call(t *testing.T, method, path, body string, headers ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, tn.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := response{status: res.StatusCode, header: res.Header, raw: string(raw)}
+	json.Unmarshal(raw, &out.body)
+	return out
+}
+
+func (tn *testNode) admin(t *testing.T, method, path, body string) response {
+	return tn.call(t, method, path, body, "Authorization", "Bearer "+testToken)
+}
+
+// createPoll creates poll id with options a, b, c open for a minute from now.
+func (tn *testNode) createPoll(t *testing.T, id string) {
+	t.Helper()
+	r := tn.admin(t, "POST", "/v1/polls", `{"id":"`+id+`","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":60,"grace_s":5}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create poll: %d %s", r.status, r.raw)
+	}
+}
+
+func (tn *testNode) totals(t *testing.T, id string) map[string]int64 {
+	t.Helper()
+	r := tn.call(t, "GET", "/v1/polls/"+id, "")
+	out := map[string]int64{}
+	for k, v := range r.body["totals"].(map[string]any) {
+		out[k] = int64(v.(float64))
+	}
+	out["_total"] = int64(r.body["total"].(float64))
+	return out
+}

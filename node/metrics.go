@@ -1,0 +1,58 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// nodeMetrics are the series the node itself owns; ingest registers its own.
+type nodeMetrics struct {
+	commitSeconds prometheus.Histogram
+	batchRecords  prometheus.Histogram
+	replaySeconds prometheus.Gauge
+	replayRecords prometheus.Gauge
+}
+
+func (n *Node) registerMetrics(reg *prometheus.Registry) error {
+	n.m = nodeMetrics{
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tally_ledger_commit_seconds",
+			Help:    "Time from building a ledger batch to its fsync.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tally_ledger_batch_records",
+			Help:    "Records written by one synced ledger batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
+		replaySeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_replay_seconds", Help: "How long the start-up replay of the ledger took.",
+		}),
+		replayRecords: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_replay_records", Help: "Records applied by the start-up replay.",
+		}),
+	}
+	cs := []prometheus.Collector{
+		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_ledger_wal_syncs_total", Help: "fsyncs of the ledger's write-ahead log.",
+		}, func() float64 { return float64(n.ledger.Stats().WALSyncs) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_ledger_records_total", Help: "Records appended to the ledger.",
+		}, func() float64 { return float64(n.ledger.Stats().Appended) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tally_hlc_refused_total", Help: "Remote timestamps refused for being too far ahead.",
+		}, func() float64 { return float64(n.clock.Refused()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_open_polls", Help: "Polls open for voting now.",
+		}, func() float64 { return float64(n.openPolls()) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

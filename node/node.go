@@ -1,0 +1,249 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tally/hlc"
+	"tally/ingest"
+	"tally/ledger"
+	"tally/poll"
+	"tally/state"
+)
+
+// Node is one running Tally node.
+type Node struct {
+	cfg        Config
+	log        *slog.Logger
+	replica    string
+	adminToken string
+
+	ledger   *ledger.Ledger
+	clock    *hlc.Clock
+	state    *state.State
+	ingest   *ingest.Pipeline
+	reg      *prometheus.Registry
+	m        nodeMetrics
+	listener net.Listener
+	srv      *http.Server
+	ready    atomic.Bool
+}
+
+// New prepares a node: it opens the data directory and the ledger, loads
+// the poll definitions and binds the HTTP address. Run serves.
+func New(cfg Config) (n *Node, err error) {
+	d := DefaultConfig()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Role == "" {
+		cfg.Role = d.Role
+	}
+	if cfg.Region == "" {
+		cfg.Region = d.Region
+	}
+	for _, t := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&cfg.ReadTimeout, d.ReadTimeout},
+		{&cfg.WriteTimeout, d.WriteTimeout}, {&cfg.IdleTimeout, d.IdleTimeout}, {&cfg.ShutdownTimeout, d.ShutdownTimeout},
+	} {
+		if *t.v <= 0 {
+			*t.v = t.def
+		}
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	trusted, err := ingest.ParseCIDRs(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: cannot create data dir: %w", err)
+	}
+	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
+	defer func() {
+		if err != nil {
+			n.closeStorage()
+		}
+	}()
+	if n.replica, err = replicaID(cfg.DataDir, cfg.Region); err != nil {
+		return nil, err
+	}
+	n.adminToken = cfg.AdminToken
+	if n.adminToken == "" {
+		if n.adminToken, _, err = readOrCreate(cfg.DataDir, adminTokenFile, func() (string, error) { return randomHex(16) }); err != nil {
+			return nil, fmt.Errorf("node: admin token: %w", err)
+		}
+	}
+	salt, _, err := readOrCreate(cfg.DataDir, ipSaltFile, func() (string, error) { return randomHex(32) })
+	if err != nil {
+		return nil, fmt.Errorf("node: ip salt: %w", err)
+	}
+	n.clock, err = hlc.New(hlc.Config{Replica: n.replica, Now: cfg.Now, Store: hlc.FileStore{Path: filepath.Join(cfg.DataDir, hlcFile)}})
+	if err != nil {
+		return nil, err
+	}
+	n.ledger, err = ledger.Open(ledger.Config{
+		Dir: filepath.Join(cfg.DataDir, ledgerDir), Replica: n.replica, Logger: cfg.Logger,
+		OnCommit: func(records int, took time.Duration) {
+			n.m.batchRecords.Observe(float64(records))
+			n.m.commitSeconds.Observe(took.Seconds())
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger}); err != nil {
+		return nil, err
+	}
+	n.ingest, err = ingest.New(ingest.Config{
+		Ledger: n.ledger, State: n.state, Clock: n.clock, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
+		IPSalt: []byte(salt), TrustedProxies: trusted, Registerer: n.reg, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.registerMetrics(n.reg); err != nil {
+		return nil, fmt.Errorf("node: cannot register metrics: %w", err)
+	}
+	if cfg.Demo && len(n.state.Polls()) == 0 {
+		if err := n.createDemoPoll(); err != nil {
+			return nil, err
+		}
+	}
+	if n.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("node: cannot listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	n.srv = &http.Server{
+		Handler:           n.routes(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return n, nil
+}
+
+// Addr returns the HTTP address the node listens on.
+func (n *Node) Addr() string { return n.listener.Addr().String() }
+
+// Replica returns the node's replica id.
+func (n *Node) Replica() string { return n.replica }
+
+// AdminToken returns the Bearer token of the admin endpoints.
+func (n *Node) AdminToken() string { return n.adminToken }
+
+// Ledger returns the node's ledger (for tests and tools in-process).
+func (n *Node) Ledger() *ledger.Ledger { return n.ledger }
+
+// Run serves until ctx is done, then shuts down gracefully: it stops
+// accepting, waits up to the shutdown timeout for in-flight requests, and
+// closes the ledger. The ledger is replayed into the counters first; until
+// that is done /readyz answers 503 and the API refuses requests.
+func (n *Node) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- n.srv.Serve(n.listener) }()
+	n.banner()
+
+	start := time.Now()
+	applied, err := n.ingest.Replay(n.ledger.Replay(), n.replica)
+	if err != nil {
+		err = fmt.Errorf("node: replay: %w", err)
+	} else {
+		n.m.replaySeconds.Set(time.Since(start).Seconds())
+		n.m.replayRecords.Set(float64(applied))
+		n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
+		n.ready.Store(true)
+		select {
+		case <-ctx.Done():
+		case err = <-serveErr:
+		}
+	}
+	n.ready.Store(false)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	if serr := n.srv.Shutdown(shutdownCtx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("node: shutdown: %w", serr))
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, n.closeStorage())
+}
+
+func (n *Node) closeStorage() error {
+	if n.ledger != nil {
+		return n.ledger.Close()
+	}
+	return nil
+}
+
+func (n *Node) banner() {
+	host, port, _ := net.SplitHostPort(n.Addr())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	w := n.cfg.Stdout
+	fmt.Fprintf(w, "tally node %s (region %s) listening on http://%s\n", n.replica, n.cfg.Region, n.Addr())
+	fmt.Fprintf(w, "  page:        http://%s/\n", net.JoinHostPort(host, port))
+	if n.cfg.AdminToken == "" {
+		fmt.Fprintf(w, "  admin token: %s   (stored in %s)\n", n.adminToken, filepath.Join(n.cfg.DataDir, adminTokenFile))
+	} else {
+		io.WriteString(w, "  admin token: as given by --admin-token\n")
+	}
+}
+
+func (n *Node) openPolls() int {
+	now := n.cfg.Now().UnixMilli()
+	open := 0
+	for _, p := range n.state.Polls() {
+		if p.StatusAt(now, false) == poll.Open {
+			open++
+		}
+	}
+	return open
+}
+
+// createDemoPoll opens a poll for a first look, for a day.
+func (n *Node) createDemoPoll() error {
+	ts, err := n.clock.Now()
+	if err != nil {
+		return err
+	}
+	day := 24 * 3600.0
+	def, err := poll.Spec{
+		ID: "demo", Question: "Which colour should the stage lights be tonight?",
+		Options:   []poll.Option{{ID: "red", Label: "Red"}, {ID: "green", Label: "Green"}, {ID: "blue", Label: "Blue"}, {ID: "gold", Label: "Gold"}},
+		DurationS: &day,
+	}.Definition(ts.Wall)
+	if err != nil {
+		return err
+	}
+	_, err = n.state.PutPoll(def, ts)
+	return err
+}

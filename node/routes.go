@@ -1,0 +1,67 @@
+package node
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tally/api"
+	"tally/web"
+)
+
+func (n *Node) routes() http.Handler {
+	mux := http.NewServeMux()
+	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminToken, h) }
+	ready := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !n.ready.Load() {
+				api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting"))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	in := n.ingest
+	mux.Handle("POST /v1/polls", ready(admin(in.HandleCreatePoll)))
+	mux.Handle("GET /v1/polls", ready(http.HandlerFunc(in.HandleListPolls)))
+	mux.Handle("GET /v1/polls/{poll}", ready(http.HandlerFunc(in.HandleGetPoll)))
+	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(in.HandleClosePoll)))
+	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(in.HandleVotes)))
+	mux.Handle("GET /v1/polls/{poll}/ledger", ready(admin(in.HandleLedger)))
+	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !n.ready.Load() {
+			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
+			return
+		}
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	page := http.FileServerFS(web.FS())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			api.WriteError(w, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
+			return
+		}
+		page.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// handleCluster serves GET /v1/cluster. A single-region node is its own
+// cluster; the multi-region issue adds the other members.
+func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
+	api.WriteJSON(w, http.StatusOK, map[string]any{
+		"members": []map[string]any{{
+			"name": n.cfg.NodeName, "region": n.cfg.Region, "replica": n.replica,
+			"role": n.cfg.Role, "http_addr": n.Addr(), "self": true, "staleness_ms": 0,
+		}},
+	})
+}
