@@ -87,7 +87,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS to use; multi-region gossip is not built yet")
 	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS listen address; multi-region gossip is not built yet")
 	fs.StringVar(&c.Role, "role", c.Role, "full (ingest and fan-out); edge is not built yet")
-	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick")
+	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick (the WebSocket fan-out is not built yet)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP")
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")
 	fs.IntVar(&c.Limits.IPBurst, "rate-ip-burst", c.Limits.IPBurst, "burst of votes per client IP")
