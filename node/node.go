@@ -185,6 +185,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	n.ready.Store(false)
+	n.log.Info("shutting down: finishing in-flight requests")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	if serr := n.srv.Shutdown(shutdownCtx); serr != nil {
@@ -193,7 +194,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
-	return errors.Join(err, n.closeStorage())
+	err = errors.Join(err, n.closeStorage())
+	n.log.Info("stopped", "replica", n.replica, "err", err)
+	return err
 }
 
 func (n *Node) closeStorage() error {
