@@ -18,5 +18,5 @@
 //
 // A Ledger is safe for concurrent use. Close stops the committer after it
 // has finished the batches in flight. The package knows nothing of HTTP,
-// gossip or WebSocket; it imports only hlc of this module.
+// gossip or WebSocket; it imports only hlc and ids of this module.
 package ledger

@@ -9,10 +9,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"tally/hlc"
+	"tally/ids"
 )
 
 var (
@@ -123,36 +122,11 @@ func ParseVoteID(s string) (VoteID, error) {
 	return VoteID{Replica: r, Seq: n}, nil
 }
 
-// ValidID checks a poll or replica id: 1–64 bytes of [A-Za-z0-9._-].
-func ValidID(s string) error {
-	if len(s) == 0 || len(s) > MaxIDLen {
-		return fmt.Errorf("id must be 1-%d bytes, got %d", MaxIDLen, len(s))
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("id %q has a character outside [A-Za-z0-9._-]", s)
-		}
-	}
-	return nil
-}
+// ValidID checks a poll or replica id (see package ids).
+func ValidID(s string) error { return ids.Valid(s) }
 
-// ValidText checks client-chosen text: 1–max bytes of valid UTF-8 without
-// control characters.
-func ValidText(s string, max int) error {
-	if len(s) == 0 || len(s) > max {
-		return fmt.Errorf("must be 1-%d bytes, got %d", max, len(s))
-	}
-	if !utf8.ValidString(s) {
-		return errors.New("is not valid UTF-8")
-	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return errors.New("contains a control character")
-		}
-	}
-	return nil
-}
+// ValidText checks client-chosen text (see package ids).
+func ValidText(s string, max int) error { return ids.Text(s, max) }
 
 // ValidateVote checks the fields a caller supplies to Append (everything
 // but Replica, Seq and Prev, which the ledger assigns).

@@ -4,10 +4,10 @@
 //
 // A poll's status is derived from the clock, never stored: scheduled before
 // opens_at, open until closes_at, closed after it, reconciled once a
-// certified result exists. Definitions are replicated as last-writer-wins
-// registers (crdt.Register) ordered by hybrid logical time, so a "close now"
-// in any region is a newer write of the same register. Registry keeps them
-// in memory, safe for concurrent use, and persists them through a Store.
+// certified result exists. Package state replicates definitions as
+// last-writer-wins registers ordered by hybrid logical time, so a "close
+// now" in any region is a newer write of the same register, and persists
+// them in the ledger's metadata. A Definition is a plain value.
 //
-// The package imports crdt and hlc of this module, nothing else.
+// The package imports ids of this module, nothing else.
 package poll

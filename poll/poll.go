@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"tally/ids"
 )
 
 // Errors returned by validation. They wrap ErrInvalid, so callers can map
@@ -145,30 +145,6 @@ func (d *Definition) Validate() error {
 	return nil
 }
 
-func validID(s string) error {
-	if len(s) == 0 || len(s) > MaxIDLen {
-		return fmt.Errorf("must be 1-%d characters", MaxIDLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%q may hold only letters, digits, '.', '_' and '-'", s)
-		}
-	}
-	return nil
-}
+func validID(s string) error { return ids.Valid(s) }
 
-func validText(s string, max int) error {
-	if s == "" || len(s) > max {
-		return fmt.Errorf("must be 1-%d bytes", max)
-	}
-	if !utf8.ValidString(s) {
-		return errors.New("is not valid UTF-8")
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return errors.New("contains a control character")
-		}
-	}
-	return nil
-}
+func validText(s string, max int) error { return ids.Text(s, max) }
