@@ -221,3 +221,25 @@ func TestRateLimits(t *testing.T) {
 	tn.clock.advance(3 * time.Second)
 	result(t, tn.call(t, "POST", "/v1/polls/p/votes", vote("c", "carol", "c1")), 0)
 }
+
+// TestRetriesBeyondMemoryAskTheLedger: with room for only two keys in
+// memory, retries of later votes are answered from the ledger index.
+func TestRetriesBeyondMemoryAskTheLedger(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.Limits.MaxAcks = 2 })
+	tn.createPoll(t, "p")
+	ids := map[string]any{}
+	for i := range 6 {
+		r := result(t, tn.call(t, "POST", "/v1/polls/p/votes", vote("a", fmt.Sprint("v", i), fmt.Sprint("k", i))), 0)
+		ids[fmt.Sprint("k", i)] = r["vote_id"]
+	}
+	for i := range 6 {
+		k := fmt.Sprint("k", i)
+		r := result(t, tn.call(t, "POST", "/v1/polls/p/votes", vote("b", fmt.Sprint("v", i), k)), 0)
+		if r["status"] != "duplicate" || r["vote_id"] != ids[k] {
+			t.Fatalf("retry of %s: %v", k, r)
+		}
+	}
+	if got := tn.totals(t, "p"); got["a"] != 6 || got["_total"] != 6 {
+		t.Fatalf("totals %v", got)
+	}
+}
