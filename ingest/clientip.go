@@ -33,10 +33,10 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// clientIP returns the address a request came from: the peer, or — when
+// ClientIP returns the address a request came from: the peer, or — when
 // the peer is a trusted proxy — the right-most X-Forwarded-For entry that
 // is not itself a trusted proxy.
-func clientIP(r *http.Request, trusted []netip.Prefix) string {
+func ClientIP(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr

@@ -26,7 +26,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	results, err := p.Submit(r.PathValue("poll"), votes, clientIP(r, p.cfg.TrustedProxies))
+	results, err := p.Submit(r.PathValue("poll"), votes, ClientIP(r, p.cfg.TrustedProxies))
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -154,4 +154,21 @@ func (p *Pipeline) writeView(w http.ResponseWriter, status int, id string) {
 		return
 	}
 	api.WriteJSON(w, status, v)
+}
+
+// Vote takes a vote request body from another transport (the WebSocket):
+// the same decoding, pipeline and acknowledgement as HandleVotes.
+func (p *Pipeline) Vote(pollID string, body []byte, ip string) (any, error) {
+	if int64(len(body)) > p.cfg.Limits.MaxBody {
+		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
+	}
+	votes, err := DecodeVotes(body)
+	if err != nil {
+		return nil, err
+	}
+	results, err := p.Submit(pollID, votes, ip)
+	if err != nil {
+		return nil, err
+	}
+	return VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()}, nil
 }

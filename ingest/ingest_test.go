@@ -34,7 +34,7 @@ func TestClientIPTrustsOnlyConfiguredProxies(t *testing.T) {
 			if c.xff != "" {
 				r.Header.Set("X-Forwarded-For", c.xff)
 			}
-			if got := clientIP(r, trusted); got != c.want {
+			if got := ClientIP(r, trusted); got != c.want {
 				t.Fatalf("clientIP = %q, want %q", got, c.want)
 			}
 		})

@@ -18,22 +18,25 @@ import (
 // Config configures a node. DefaultConfig gives the defaults; a zero field
 // of a Config built by hand also means its default where one exists.
 type Config struct {
-	DataDir        string        // Pebble ledger, replica id, admin token
-	HTTPAddr       string        // API, page and metrics
-	Region         string        // region name, part of the replica id
-	NodeName       string        // unique within the cluster
-	AdminToken     string        // empty: generated and stored in DataDir
-	GossipAddr     string        // memberlist bind address (multi-region issue)
-	Join           string        // memberlist seeds
-	GossipKey      string        // memberlist encryption key
-	NATSURL        string        // external NATS; empty: embedded
-	NATSAddr       string        // embedded NATS listen address
-	Role           string        // full or edge
-	Tick           time.Duration // fan-out tick
-	TrustedProxies string        // CIDRs whose X-Forwarded-For is believed
-	Limits         ingest.Limits
-	TrustFloor     float64
-	Demo           bool // create a demo poll when there is none
+	DataDir         string        // Pebble ledger, replica id, admin token
+	HTTPAddr        string        // API, page and metrics
+	Region          string        // region name, part of the replica id
+	NodeName        string        // unique within the cluster
+	AdminToken      string        // empty: generated and stored in DataDir
+	GossipAddr      string        // memberlist bind address (multi-region issue)
+	Join            string        // memberlist seeds
+	GossipKey       string        // memberlist encryption key
+	NATSURL         string        // external NATS; empty: embedded
+	NATSAddr        string        // embedded NATS listen address
+	Role            string        // full or edge
+	Tick            time.Duration // fan-out tick
+	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
+	Limits          ingest.Limits
+	TrustFloor      float64
+	Demo            bool // create a demo poll when there is none
+	Origins         []string
+	MaxViewers      int
+	MaxViewersPerIP int
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -62,6 +65,8 @@ func DefaultConfig() Config {
 		Tick:              250 * time.Millisecond,
 		Limits:            ingest.DefaultLimits(),
 		Demo:              true,
+		MaxViewers:        19_000,
+		MaxViewersPerIP:   200,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
@@ -87,7 +92,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS to use; multi-region gossip is not built yet")
 	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS listen address; multi-region gossip is not built yet")
 	fs.StringVar(&c.Role, "role", c.Role, "full (ingest and fan-out); edge is not built yet")
-	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick (the WebSocket fan-out is not built yet)")
+	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP")
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")
 	fs.IntVar(&c.Limits.IPBurst, "rate-ip-burst", c.Limits.IPBurst, "burst of votes per client IP")
@@ -97,6 +102,17 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.MaxAcks, "max-acks", c.Limits.MaxAcks, "idempotency keys remembered in memory per poll (beyond: ledger lookups)")
 	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes with a lower trust score are ledgered but not counted")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "create a demo poll when there is none")
+	fs.Func("origins", "comma-separated host patterns (path.Match) allowed to open live streams besides the page's own origin", func(s string) error {
+		c.Origins = nil
+		for _, o := range strings.Split(s, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				c.Origins = append(c.Origins, o)
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&c.MaxViewers, "max-viewers", c.MaxViewers, "live viewers this node serves at most")
+	fs.IntVar(&c.MaxViewersPerIP, "max-viewers-per-ip", c.MaxViewersPerIP, "live viewers per client IP")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "cut off clients that send headers slower than this")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "cut off clients that send a request slower than this")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "longest time to write a response")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/fanout"
 	"tally/hlc"
 	"tally/ingest"
 	"tally/ledger"
@@ -33,6 +34,7 @@ type Node struct {
 	clock    *hlc.Clock
 	state    *state.State
 	ingest   *ingest.Pipeline
+	fanout   *fanout.Server
 	reg      *prometheus.Registry
 	m        nodeMetrics
 	listener net.Listener
@@ -126,6 +128,15 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.fanout, err = fanout.New(fanout.Config{
+		Source: n.state, Voter: n.ingest, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins,
+		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
+		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, trusted) },
+		Registerer: n.reg, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
 	if err := n.registerMetrics(n.reg); err != nil {
 		return nil, fmt.Errorf("node: cannot register metrics: %w", err)
 	}
@@ -186,6 +197,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.ready.Store(false)
 	n.log.Info("shutting down: finishing in-flight requests")
+	n.fanout.Close() // live streams end first: http.Server.Shutdown would wait for them
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
 	if serr := n.srv.Shutdown(shutdownCtx); serr != nil {
@@ -200,6 +212,9 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) closeStorage() error {
+	if n.fanout != nil {
+		n.fanout.Close()
+	}
 	if n.ledger != nil {
 		return n.ledger.Close()
 	}

@@ -28,6 +28,8 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(in.HandleClosePoll)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(in.HandleVotes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(admin(in.HandleLedger)))
+	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
+	mux.Handle("GET /v1/polls/{poll}/events", ready(http.HandlerFunc(n.fanout.HandleEvents)))
 	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,21 @@
+// Package fanout pushes each poll's live tally to its viewers over
+// WebSocket (coder/websocket) and Server-Sent Events.
+//
+// One hub per poll with viewers reads the poll's tally once per tick. When
+// something changed it encodes two frames, once each, whatever the number
+// of viewers: a full snapshot and a diff holding only the changed options.
+// Every viewer holds at most one pending frame: a newer one replaces it
+// (latest wins), and a viewer that received seq n-1 gets the diff, any
+// other the snapshot — so a slow viewer skips frames but is never wrong.
+// A small pool of shared writer goroutines writes pending frames, each
+// write with a deadline; a viewer whose write fails or times out is
+// disconnected as slow. Nothing changed: nothing is sent but a heartbeat.
+//
+// A viewer costs one goroutine (its connection's reader, which also takes
+// votes sent on the socket) and no writer of its own. Hubs start with their
+// first viewer and stop with their last. Server owns every goroutine it
+// starts; Close stops them and disconnects every viewer.
+//
+// It imports poll, crdt and api of this module; votes arriving on a socket
+// go to the Voter interface, which node fills with the ingest pipeline.
+package fanout

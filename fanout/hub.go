@@ -1,0 +1,161 @@
+package fanout
+
+import (
+	"sync"
+	"time"
+)
+
+// hub serves one poll's viewers.
+type hub struct {
+	s    *Server
+	poll string
+	stop chan struct{}
+
+	mu      sync.Mutex
+	viewers map[*viewer]struct{}
+	seq     uint64
+	last    view
+	cur     *frame    // the newest frame, for viewers that join
+	history []sample  // records over the last minute, for votes per minute
+	since   time.Time // when the last frame (or heartbeat) went out
+}
+
+type sample struct {
+	at      time.Time
+	records uint64
+}
+
+// add registers a viewer and queues the current snapshot for it.
+func (h *hub) add(v *viewer) {
+	h.mu.Lock()
+	h.viewers[v] = struct{}{}
+	f := h.cur
+	h.mu.Unlock()
+	h.s.m.viewers.WithLabelValues(v.transport).Inc()
+	if f != nil {
+		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot})
+	}
+}
+
+// remove disconnects and forgets a viewer; the last one out stops the hub.
+// It reports whether this call disconnected it.
+func (h *hub) remove(v *viewer, reason string) bool {
+	if !v.disconnect(reason) {
+		return false
+	}
+	h.s.m.viewers.WithLabelValues(v.transport).Dec()
+	h.s.release(v)
+	h.mu.Lock()
+	delete(h.viewers, v)
+	empty := len(h.viewers) == 0
+	h.mu.Unlock()
+	if empty {
+		h.s.dropHubIfEmpty(h)
+	}
+	return true
+}
+
+// run ticks until stopped.
+func (h *hub) run() {
+	defer h.s.wg.Done()
+	t := time.NewTicker(h.s.cfg.Tick)
+	defer t.Stop()
+	h.tick()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-h.s.ctx.Done():
+			return
+		case <-t.C:
+			h.tick()
+		}
+	}
+}
+
+// tick reads the poll once and, when it changed, encodes one snapshot and
+// one diff for every viewer.
+func (h *hub) tick() {
+	start := time.Now()
+	defer func() { h.s.m.tick.Observe(time.Since(start).Seconds()) }()
+	def, ok := h.s.src.Poll(h.poll)
+	if !ok {
+		return
+	}
+	t, err := h.s.src.Tally(h.poll)
+	if err != nil {
+		return
+	}
+	now := h.s.cfg.Now()
+	cur := view{status: string(def.StatusAt(now.UnixMilli(), false)), totals: make(map[string]int64, len(def.Options))}
+	for _, o := range def.Options {
+		cur.totals[o.ID] = t.Value(o.ID)
+		cur.total += cur.totals[o.ID]
+	}
+	for _, n := range t.RecordCounts() {
+		cur.records += n
+	}
+
+	h.mu.Lock()
+	h.history = append(h.history, sample{now, cur.records})
+	for len(h.history) > 1 && now.Sub(h.history[0].at) > time.Minute {
+		h.history = h.history[1:]
+	}
+	vpm := 0.0
+	if first := h.history[0]; now.Sub(first.at) > 0 {
+		vpm = float64(cur.records-first.records) / now.Sub(first.at).Minutes()
+	}
+	viewers := make([]*viewer, 0, len(h.viewers))
+	for v := range h.viewers {
+		viewers = append(viewers, v)
+	}
+	changed := h.cur == nil || cur.status != h.last.status || len(changedOptions(h.last.totals, cur.totals)) > 0
+	var f *frame
+	switch {
+	case changed:
+		h.seq++
+		typ := TypeSnapshot
+		snap := &Message{
+			Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
+			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)),
+			Region: h.s.cfg.Region, Question: def.Question, ClosesAt: def.ClosesAt, Leader: leader(cur.totals),
+			Events: events(h.last, cur),
+		}
+		for _, o := range def.Options {
+			snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
+		}
+		f = &frame{seq: h.seq, snapshot: encode(snap)}
+		if h.cur != nil {
+			diff := *snap
+			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
+			f.diff = encode(&diff)
+			h.s.m.encoded.Add(float64(len(f.diff)))
+		}
+		h.s.m.encoded.Add(float64(len(f.snapshot)))
+		h.cur, h.last, h.since = f, cur, now
+	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
+		h.since = now
+		f = &frame{seq: h.seq, beat: true, snapshot: encode(&Message{
+			Type: TypeHeartbeat, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
+			Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)),
+		})}
+	}
+	h.mu.Unlock()
+	if f == nil {
+		return
+	}
+	for _, v := range viewers {
+		h.s.deliver(v, f)
+	}
+}
+
+// resync queues the current snapshot for a viewer that saw a gap.
+func (h *hub) resync(v *viewer) {
+	v.resync()
+	h.mu.Lock()
+	f := h.cur
+	h.mu.Unlock()
+	if f != nil {
+		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot})
+	}
+}

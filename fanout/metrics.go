@@ -1,0 +1,45 @@
+package fanout
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	viewers  *prometheus.GaugeVec
+	sent     *prometheus.CounterVec
+	replaced prometheus.Counter
+	slow     prometheus.Counter
+	tick     prometheus.Histogram
+	encoded  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		viewers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tally_viewers", Help: "Connected viewers by transport.",
+		}, []string{"transport"}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_frames_sent_total", Help: "Frames written to viewers, by transport.",
+		}, []string{"transport"}),
+		replaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_frames_replaced_total", Help: "Pending frames replaced by a newer one before they were written.",
+		}),
+		slow: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_viewers_dropped_slow_total", Help: "Viewers disconnected because a write did not finish in time.",
+		}),
+		tick: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tally_fanout_tick_seconds", Help: "Time one hub tick takes to read, diff and encode.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 16),
+		}),
+		encoded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_fanout_encoded_bytes_total", Help: "Bytes of frames encoded (once per tick, not per viewer).",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.viewers, m.sent, m.replaced, m.slow, m.tick, m.encoded} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,243 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tally/api"
+	"tally/crdt"
+	"tally/poll"
+)
+
+// Source is where hubs read polls and tallies; *state.State is one.
+type Source interface {
+	Poll(id string) (poll.Definition, bool)
+	Tally(id string) (*crdt.Tally, error)
+}
+
+// Voter takes votes sent on a socket: body is the same JSON as the body of
+// POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
+// or an error (an *api.Error for a refusal).
+type Voter interface {
+	Vote(poll string, body []byte, ip string) (any, error)
+}
+
+// Config configures a Server. Zero values mean the defaults.
+type Config struct {
+	Source Source // required
+	Voter  Voter  // nil: votes on the socket are refused
+	Region string // shown to viewers
+
+	Tick         time.Duration // default 250ms
+	Heartbeat    time.Duration // default 15s
+	WriteTimeout time.Duration // a viewer stuck this long on one write is dropped; default 5s
+	Writers      int           // shared writer goroutines; default 4 × GOMAXPROCS
+
+	MaxViewers      int      // default 19,000 (this machine allows ~20,000 open files)
+	MaxViewersPerIP int      // default 200
+	MaxInbound      int64    // bytes in one inbound WebSocket message; default 4096
+	InboundPerSec   float64  // inbound messages per second per connection before it is closed; default 20
+	Origins         []string // host patterns allowed besides the page's own origin
+
+	// ClientIP names a request's client for the per-IP limit; default: the peer.
+	ClientIP func(*http.Request) string
+
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Server is the fan-out of one node.
+type Server struct {
+	cfg Config
+	src Source
+	m   *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	queue  chan *viewer
+
+	mu      sync.Mutex
+	hubs    map[string]*hub
+	total   int
+	perIP   map[string]int
+	closing bool
+}
+
+// ErrClosed is returned when viewers arrive after Close.
+var ErrClosed = errors.New("fanout: closed")
+
+// New starts the shared writers.
+func New(cfg Config) (*Server, error) {
+	if cfg.Source == nil {
+		return nil, errors.New("fanout: Source is required")
+	}
+	setDefault := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setDefault(&cfg.Tick, 250*time.Millisecond)
+	setDefault(&cfg.Heartbeat, 15*time.Second)
+	setDefault(&cfg.WriteTimeout, 5*time.Second)
+	if cfg.Writers <= 0 {
+		cfg.Writers = 4 * runtime.GOMAXPROCS(0)
+	}
+	if cfg.MaxViewers <= 0 {
+		cfg.MaxViewers = 19_000
+	}
+	if cfg.MaxViewersPerIP <= 0 {
+		cfg.MaxViewersPerIP = 200
+	}
+	if cfg.MaxInbound <= 0 {
+		cfg.MaxInbound = 4096
+	}
+	if cfg.InboundPerSec <= 0 {
+		cfg.InboundPerSec = 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("fanout: cannot register metrics: %w", err)
+	}
+	s := &Server{
+		cfg: cfg, src: cfg.Source, m: m,
+		queue: make(chan *viewer, cfg.MaxViewers+1024),
+		hubs:  make(map[string]*hub), perIP: make(map[string]int),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for range cfg.Writers {
+		s.wg.Add(1)
+		go s.writer()
+	}
+	return s, nil
+}
+
+// Close disconnects every viewer, stops every hub and writer, and waits
+// for them. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	var all []*viewer
+	for _, h := range s.hubs {
+		h.mu.Lock()
+		for v := range h.viewers {
+			all = append(all, v)
+		}
+		h.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, v := range all {
+		v.hub.remove(v, "server shutting down")
+	}
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// join admits a viewer of a poll, or refuses it with an *api.Error.
+func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
+	if _, ok := s.src.Poll(pollID); !ok {
+		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
+	}
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return nil, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "shutting down")
+	case s.total >= s.cfg.MaxViewers:
+		s.mu.Unlock()
+		return nil, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this node serves its maximum of %d viewers", s.cfg.MaxViewers)
+	case s.perIP[ip] >= s.cfg.MaxViewersPerIP:
+		s.mu.Unlock()
+		return nil, api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, "too many viewers from this address")
+	}
+	s.total++
+	s.perIP[ip]++
+	h, ok := s.hubs[pollID]
+	if !ok {
+		h = &hub{s: s, poll: pollID, stop: make(chan struct{}), viewers: make(map[*viewer]struct{})}
+		s.hubs[pollID] = h
+		h.tick() // the first snapshot, before the viewer's first read
+		s.wg.Add(1)
+		go h.run()
+	}
+	v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
+	h.add(v)
+	s.mu.Unlock()
+	return v, nil
+}
+
+// release returns a viewer's slots.
+func (s *Server) release(v *viewer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total--
+	if s.perIP[v.ip]--; s.perIP[v.ip] <= 0 {
+		delete(s.perIP, v.ip)
+	}
+}
+
+// dropHubIfEmpty stops a hub whose last viewer left.
+func (s *Server) dropHubIfEmpty(h *hub) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.mu.Lock()
+	empty := len(h.viewers) == 0
+	h.mu.Unlock()
+	if empty && s.hubs[h.poll] == h {
+		delete(s.hubs, h.poll)
+		close(h.stop)
+	}
+}
+
+// deliver makes f the viewer's pending frame and queues it for a writer.
+func (s *Server) deliver(v *viewer, f *frame) {
+	queue, replaced := v.offer(f)
+	if replaced {
+		s.m.replaced.Inc()
+	}
+	if queue {
+		s.enqueue(v)
+	}
+}
+
+func (s *Server) enqueue(v *viewer) {
+	select {
+	case s.queue <- v:
+	case <-s.ctx.Done():
+	}
+}
+
+// writer is one of the shared writers.
+func (s *Server) writer() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case v := <-s.queue:
+			s.writeFrame(v)
+		}
+	}
+}
+
+// Viewers returns how many viewers are connected.
+func (s *Server) Viewers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}

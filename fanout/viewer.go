@@ -1,0 +1,137 @@
+package fanout
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// sender writes one encoded frame to a viewer's transport within ctx.
+type sender interface {
+	send(ctx context.Context, frame []byte) error
+	close(reason string)
+}
+
+// frame is one tick's output, shared by every viewer of the hub.
+type frame struct {
+	seq      uint64
+	snapshot []byte // the full state at seq
+	diff     []byte // the change from seq-1 to seq; nil for heartbeats
+	beat     bool
+}
+
+// viewer is one connected viewer. It holds at most one pending frame.
+type viewer struct {
+	hub       *hub
+	out       sender
+	ip        string
+	transport string
+
+	mu      sync.Mutex
+	pending *frame
+	queued  bool   // in the writers' queue
+	busy    bool   // a writer is writing to it; at most one write at a time
+	lastSeq uint64 // seq of the last frame written; 0 before the first
+	closed  bool
+	done    chan struct{} // closed when the viewer is disconnected
+}
+
+// offer makes f the viewer's pending frame and reports whether the viewer
+// must be queued for a writer, and whether an unsent frame was replaced.
+func (v *viewer) offer(f *frame) (queue, replaced bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return false, false
+	}
+	if v.pending != nil && !v.pending.beat {
+		replaced = true
+	}
+	if f.beat && v.pending != nil {
+		return false, false // a real frame is on its way
+	}
+	v.pending = f
+	if v.queued || v.busy {
+		return false, replaced // the writer re-queues it when done
+	}
+	v.queued = true
+	return true, replaced
+}
+
+// take returns the bytes to write for the pending frame: the diff when the
+// viewer has seq-1, otherwise the snapshot.
+func (v *viewer) take() ([]byte, uint64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.queued = false
+	f := v.pending
+	v.pending = nil
+	if f == nil || v.closed {
+		return nil, 0, false
+	}
+	v.busy = true
+	switch {
+	case f.beat:
+		return f.snapshot, v.lastSeq, true // heartbeat bytes; seq unchanged
+	case f.diff != nil && v.lastSeq == f.seq-1:
+		return f.diff, f.seq, true
+	}
+	return f.snapshot, f.seq, true
+}
+
+// wrote records a finished write and reports whether a newer frame
+// arrived meanwhile, so the viewer must be queued again.
+func (v *viewer) wrote(seq uint64) (requeue bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.lastSeq, v.busy = seq, false
+	if v.pending != nil && !v.closed && !v.queued {
+		v.queued = true
+		return true
+	}
+	return false
+}
+
+// resync forgets what the viewer has, so its next frame is a snapshot.
+func (v *viewer) resync() {
+	v.mu.Lock()
+	v.lastSeq = 0
+	v.mu.Unlock()
+}
+
+// disconnect closes the viewer once.
+func (v *viewer) disconnect(reason string) bool {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return false
+	}
+	v.closed = true
+	v.pending = nil
+	v.mu.Unlock()
+	close(v.done)
+	v.out.close(reason)
+	return true
+}
+
+// writeFrame writes one pending frame with a deadline.
+func (s *Server) writeFrame(v *viewer) {
+	b, seq, ok := v.take()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
+	start := time.Now()
+	err := v.out.send(ctx, b)
+	cancel()
+	if err != nil {
+		if v.hub.remove(v, "slow or gone") && s.ctx.Err() == nil && time.Since(start) >= s.cfg.WriteTimeout {
+			s.m.slow.Inc()
+		}
+		return
+	}
+	s.m.sent.WithLabelValues(v.transport).Inc()
+	if v.wrote(seq) {
+		s.enqueue(v)
+	}
+}

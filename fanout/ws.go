@@ -1,0 +1,154 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/time/rate"
+
+	"tally/api"
+)
+
+// wsSender writes frames to a WebSocket.
+type wsSender struct{ c *websocket.Conn }
+
+func (w wsSender) send(ctx context.Context, b []byte) error {
+	return w.c.Write(ctx, websocket.MessageText, b)
+}
+
+// close drops the connection at once: a stuck peer cannot finish a
+// closing handshake, and a departing one reconnects anyway.
+func (w wsSender) close(string) { w.c.CloseNow() }
+
+// inbound is a message a client sends on the socket.
+type inbound struct {
+	Type string          `json:"type"` // "vote" or "resync"
+	Ref  string          `json:"ref,omitempty"`
+	Body json.RawMessage `json:"body,omitempty"` // for "vote": the body of POST …/votes
+}
+
+// reply answers an inbound message.
+type reply struct {
+	Type   string `json:"type"` // ack or error
+	Ref    string `json:"ref,omitempty"`
+	Result any    `json:"result,omitempty"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+// HandleLive serves GET /v1/polls/{poll}/live: the live stream over
+// WebSocket. Clients may send {"type":"vote","ref":…,"body":{…}} and
+// {"type":"resync"}; anything else, oversized messages and floods close the
+// connection with a policy-violation status.
+func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
+	pollID := r.PathValue("poll")
+	if _, ok := s.src.Poll(pollID); !ok {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID))
+		return
+	}
+	// The HTTP server's request deadlines would cut the stream; a viewer's
+	// writes get their own deadline per frame instead.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.Origins})
+	if err != nil {
+		return // Accept has answered
+	}
+	// Message size is checked in readLoop, so an oversized message gets the
+	// same policy-violation close as any other abuse.
+	c.SetReadLimit(-1)
+	ip := s.clientIP(r)
+	v, err := s.join(pollID, ip, "websocket", wsSender{c})
+	if err != nil {
+		var e *api.Error
+		code := websocket.StatusTryAgainLater
+		if errors.As(err, &e) && e.Status == http.StatusNotFound {
+			code = websocket.StatusPolicyViolation
+		}
+		c.Close(code, err.Error())
+		return
+	}
+	defer v.hub.remove(v, "gone")
+	s.readLoop(v, c, pollID, ip)
+}
+
+func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string) {
+	lim := rate.NewLimiter(rate.Limit(s.cfg.InboundPerSec), int(2*s.cfg.InboundPerSec)+1)
+	for {
+		typ, rd, err := c.Reader(s.ctx)
+		if err != nil {
+			return // closed or gone
+		}
+		data, err := io.ReadAll(io.LimitReader(rd, s.cfg.MaxInbound+1))
+		if err != nil {
+			return
+		}
+		if int64(len(data)) > s.cfg.MaxInbound {
+			c.Close(websocket.StatusPolicyViolation, "message too large")
+			return
+		}
+		if !lim.Allow() {
+			c.Close(websocket.StatusPolicyViolation, "too many messages")
+			return
+		}
+		var in inbound
+		if typ != websocket.MessageText || api.Unmarshal(data, &in) != nil {
+			c.Close(websocket.StatusPolicyViolation, "messages must be JSON objects of a known type")
+			return
+		}
+		switch in.Type {
+		case "resync":
+			v.hub.resync(v)
+		case "vote":
+			s.vote(c, in, pollID, ip)
+		default:
+			c.Close(websocket.StatusPolicyViolation, "unknown message type")
+			return
+		}
+	}
+}
+
+func (s *Server) vote(c *websocket.Conn, in inbound, pollID, ip string) {
+	out := reply{Type: TypeAck, Ref: in.Ref}
+	var err error
+	if s.cfg.Voter == nil {
+		err = api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes")
+	} else {
+		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, ip)
+	}
+	if err != nil {
+		e := &api.Error{}
+		if !errors.As(err, &e) {
+			e = api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error")
+		}
+		out.Type, out.Result = TypeError, nil
+		out.Error = &struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}{e.Code, e.Message}
+	}
+	b, _ := json.Marshal(out)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, b)
+}
+
+func (s *Server) clientIP(r *http.Request) string {
+	if s.cfg.ClientIP != nil {
+		return s.cfg.ClientIP(r)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

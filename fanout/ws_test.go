@@ -1,0 +1,205 @@
+package fanout
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"tally/api"
+	"tally/state"
+)
+
+// echoVoter acknowledges every vote body it is given, or refuses "bad".
+type echoVoter struct{}
+
+func (echoVoter) Vote(poll string, body []byte, ip string) (any, error) {
+	if strings.Contains(string(body), "bad") {
+		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
+	}
+	return map[string]string{"poll": poll, "body": string(body)}, nil
+}
+
+func serve(t *testing.T, st *state.State, mutate func(*Config)) (*Server, *httptest.Server) {
+	t.Helper()
+	s := newServer(t, st, func(c *Config) {
+		c.Voter = echoVoter{}
+		c.Tick = 20 * time.Millisecond
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/polls/{poll}/live", s.HandleLive)
+	mux.HandleFunc("GET /v1/polls/{poll}/events", s.HandleEvents)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { s.Close(); srv.Close() })
+	return s, srv
+}
+
+func dial(t *testing.T, srv *httptest.Server, poll string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/polls/"+poll+"/live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func readMsg(t *testing.T, c *websocket.Conn) Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestWebSocketStream(t *testing.T) {
+	st := newState(t)
+	s, srv := serve(t, st, nil)
+	c := dial(t, srv, "p")
+	snap := readMsg(t, c)
+	if snap.Type != TypeSnapshot || snap.Poll != "p" || len(snap.Totals) != 2 || len(snap.Options) != 2 || snap.Status != "open" {
+		t.Fatalf("first message: %+v", snap)
+	}
+	st.Count("p", "a", 2)
+	diff := readMsg(t, c)
+	if diff.Type != TypeDiff || diff.Seq != snap.Seq+1 || diff.Totals["a"] != 2 || len(diff.Totals) != 1 || diff.Total != 2 {
+		t.Fatalf("diff: %+v", diff)
+	}
+	// A vote on the socket is acknowledged on the socket.
+	ctx := context.Background()
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r1","body":{"option":"a","voter":"v","idem":"k"}}`))
+	_, b, err := c.Read(ctx)
+	if err != nil || !strings.Contains(string(b), `"type":"ack"`) || !strings.Contains(string(b), `"ref":"r1"`) {
+		t.Fatalf("ack: %s %v", b, err)
+	}
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r2","body":{"option":"bad"}}`))
+	_, b, _ = c.Read(ctx)
+	if !strings.Contains(string(b), `"code":"invalid_option"`) {
+		t.Fatalf("refusal: %s", b)
+	}
+	// A client that saw a gap asks for a snapshot.
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"resync"}`))
+	if m := readMsg(t, c); m.Type != TypeSnapshot || m.Totals["a"] != 2 {
+		t.Fatalf("resync: %+v", m)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+	waitUntil(t, func() bool { return s.Viewers() == 0 })
+}
+
+func TestWebSocketHostileInput(t *testing.T) {
+	st := newState(t)
+	_, srv := serve(t, st, func(c *Config) { c.MaxInbound = 256; c.InboundPerSec = 5 })
+	cases := map[string][]string{
+		"oversized":     {`{"type":"vote","body":"` + strings.Repeat("x", 1000) + `"}`},
+		"not json":      {"hello"},
+		"unknown type":  {`{"type":"admin"}`},
+		"unknown field": {`{"type":"resync","x":1}`},
+		"flood":         strings.Split(strings.Repeat(`{"type":"resync"};`, 40), ";")[:40],
+	}
+	for name, msgs := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := dial(t, srv, "p")
+			readMsg(t, c)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for _, m := range msgs {
+				if err := c.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+					break
+				}
+			}
+			for {
+				_, _, err := c.Read(ctx)
+				if err == nil {
+					continue // snapshots answering resyncs
+				}
+				if got := websocket.CloseStatus(err); got != websocket.StatusPolicyViolation {
+					t.Fatalf("closed with %v (%v), want policy violation", got, err)
+				}
+				return
+			}
+		})
+	}
+	// The server is still up.
+	c := dial(t, srv, "p")
+	if m := readMsg(t, c); m.Type != TypeSnapshot {
+		t.Fatalf("after abuse: %+v", m)
+	}
+}
+
+func TestWebSocketRefusals(t *testing.T) {
+	st := newState(t)
+	_, srv := serve(t, st, nil)
+	res, err := http.Get(srv.URL + "/v1/polls/nope/live")
+	if err != nil || res.StatusCode != 404 {
+		t.Fatalf("unknown poll: %v %v", res, err)
+	}
+	res.Body.Close()
+	// A page from another origin may not open the stream.
+	ctx := context.Background()
+	_, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/polls/p/live",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://evil.example"}}})
+	if err == nil {
+		t.Fatal("cross-origin socket accepted")
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/polls/p/events", nil)
+	req.Header.Set("Origin", "https://evil.example")
+	res, err = http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 403 {
+		t.Fatalf("cross-origin SSE: %v %v", res.StatusCode, err)
+	}
+	res.Body.Close()
+}
+
+func TestServerSentEvents(t *testing.T) {
+	st := newState(t)
+	s, srv := serve(t, st, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/polls/p/events", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%v %v", res, err)
+	}
+	defer res.Body.Close()
+	lines := bufio.NewScanner(res.Body)
+	next := func() Message {
+		for lines.Scan() {
+			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				var m Message
+				if err := json.Unmarshal([]byte(data), &m); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+		}
+		t.Fatal("stream ended")
+		return Message{}
+	}
+	if m := next(); m.Type != TypeSnapshot {
+		t.Fatalf("first event %+v", m)
+	}
+	st.Count("p", "b", 1)
+	if m := next(); m.Type != TypeDiff || m.Totals["b"] != 1 {
+		t.Fatalf("diff event %+v", m)
+	}
+	cancel()
+	waitUntil(t, func() bool { return s.Viewers() == 0 })
+}
