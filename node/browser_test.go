@@ -1,0 +1,116 @@
+package node
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium returns the browser's path, skipping the test where there is
+// none — except in CI, where .ci/run installs it and its absence is a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium); skipping the browser test")
+	return ""
+}
+
+// TestBrowserVoteAndWatch drives the real page in headless Chromium: it
+// votes with a tap, sees another voter's vote arrive over the WebSocket,
+// and sees the poll close when the host closes it.
+func TestBrowserVoteAndWatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	exe := chromium(t)
+	tn := startNode(t, t.TempDir(), nil)
+	tn.createPoll(t, "p")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(420, 820))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+
+	countOf := func(option string) string {
+		return `document.querySelector('button[data-option="` + option + `"] .count')?.textContent || ""`
+	}
+	until := func(js string) chromedp.Action[chromedp.Void] {
+		return void(chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second)))
+	}
+	waitText := func(js, want string) chromedp.Action[chromedp.Void] { return until("(" + js + `) === "` + want + `"`) }
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(tn.url+"/#/poll/p"),
+		chromedp.WaitVisible(`button[data-option="a"]`),
+		until(`document.querySelector("#conn").textContent.includes("live")`),
+		chromedp.Click(`button[data-option="a"]`),
+		waitText(countOf("a"), "1"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tap reached the server (not only the optimistic display).
+	waitFor(t, func() bool { return tn.totals(t, "p")["a"] == 1 })
+
+	// Another voter's vote arrives over the WebSocket.
+	result(t, tn.call(t, "POST", "/v1/polls/p/votes", vote("b", "bob", "bob-1")), 0)
+	result(t, tn.call(t, "POST", "/v1/polls/p/votes", vote("b", "carol", "carol-1")), 0)
+	if err := chromedp.Do(ctx, waitText(countOf("b"), "2"), waitText(`document.querySelector("#total").textContent`, "3 votes")); err != nil {
+		t.Fatal(err)
+	}
+	screenshot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The host closes the poll; the viewer shows it closed and stops taking taps.
+	tn.clock.advance(time.Second)
+	if r := tn.admin(t, "POST", "/v1/polls/p/close", ""); r.status != 200 {
+		t.Fatalf("close: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Do(ctx,
+		until(`document.querySelector(".badge").textContent === "closed" && document.querySelector('button[data-option="a"]').disabled`)); err != nil {
+		t.Fatal(err)
+	}
+	badge, err := chromedp.Run(ctx, chromedp.Text(".badge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.EqualFold(badge, "closed") {
+		t.Fatalf("badge %q", badge)
+	}
+	out := filepath.Join(os.TempDir(), "tally-browser-test.png")
+	if dir := os.Getenv("TALLY_ARTIFACTS"); dir != "" {
+		out = filepath.Join(dir, "tally-browser-test.png")
+	}
+	if err := os.WriteFile(out, screenshot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", out)
+}
+
+// void drops an action's result.
+func void[T any](a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := a(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
