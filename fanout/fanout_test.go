@@ -3,6 +3,7 @@ package fanout
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ type fakeSender struct {
 	block   chan struct{} // when set, send waits for it (or ctx)
 	entered chan struct{} // when set, send signals it on entry
 	closed  bool
+	gone    chan struct{} // closed by close: a blocked send returns, as on a real socket
+	once    sync.Once
 }
 
 func (f *fakeSender) send(ctx context.Context, b []byte) error {
@@ -38,8 +41,8 @@ func (f *fakeSender) send(ctx context.Context, b []byte) error {
 	if block != nil {
 		select {
 		case <-block:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-f.goneCh():
+			return errors.New("connection closed")
 		}
 	}
 	f.mu.Lock()
@@ -48,7 +51,17 @@ func (f *fakeSender) send(ctx context.Context, b []byte) error {
 	return nil
 }
 
-func (f *fakeSender) close(string) { f.mu.Lock(); f.closed = true; f.mu.Unlock() }
+func (f *fakeSender) close(string) {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	close(f.goneCh())
+}
+
+func (f *fakeSender) goneCh() chan struct{} {
+	f.once.Do(func() { f.gone = make(chan struct{}) })
+	return f.gone
+}
 
 func (f *fakeSender) got() [][]byte {
 	f.mu.Lock()

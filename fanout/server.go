@@ -119,6 +119,8 @@ func New(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go s.writer()
 	}
+	s.wg.Add(1)
+	go s.watchdog()
 	return s, nil
 }
 
@@ -231,6 +233,39 @@ func (s *Server) writer() {
 			return
 		case v := <-s.queue:
 			s.writeFrame(v)
+		}
+	}
+}
+
+// watchdog disconnects viewers whose current write has taken longer than
+// WriteTimeout; closing the connection ends the stuck write.
+func (s *Server) watchdog() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.cfg.WriteTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		deadline := time.Now().Add(-s.cfg.WriteTimeout).UnixNano()
+		var stuck []*viewer
+		s.mu.Lock()
+		for _, h := range s.hubs {
+			h.mu.Lock()
+			for v := range h.viewers {
+				if w := v.writing.Load(); w != 0 && w < deadline {
+					stuck = append(stuck, v)
+				}
+			}
+			h.mu.Unlock()
+		}
+		s.mu.Unlock()
+		for _, v := range stuck {
+			if v.hub.remove(v, "too slow") {
+				s.m.slow.Inc()
+			}
 		}
 	}
 }

@@ -15,10 +15,11 @@ import (
 // their own goroutines while the handler waits, so every use of the
 // ResponseWriter happens under mu, and none after the handler returns.
 type sseSender struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	closed bool
+	mu      sync.Mutex
+	timeout time.Duration
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	closed  bool
 }
 
 func (s *sseSender) send(ctx context.Context, b []byte) error {
@@ -27,9 +28,7 @@ func (s *sseSender) send(ctx context.Context, b []byte) error {
 	if s.closed {
 		return context.Canceled
 	}
-	if d, ok := ctx.Deadline(); ok {
-		s.rc.SetWriteDeadline(d)
-	}
+	s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	if _, err := s.w.Write(append(append([]byte("data: "), b...), '\n', '\n')); err != nil {
 		return err
 	}
@@ -49,7 +48,7 @@ func (s *Server) HandleEvents(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "origin not allowed"))
 		return
 	}
-	out := &sseSender{w: w, rc: http.NewResponseController(w)}
+	out := &sseSender{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	out.rc.SetReadDeadline(time.Time{})
 	out.rc.SetWriteDeadline(time.Time{})
 	h := w.Header()

@@ -35,6 +35,7 @@ type Config struct {
 	TrustFloor      float64
 	Demo            bool // create a demo poll when there is none
 	Origins         []string
+	DebugAddr       string // serves net/http/pprof when set
 	MaxViewers      int
 	MaxViewersPerIP int
 
@@ -111,6 +112,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve Go's pprof profiles on this address (keep it on loopback); empty: off")
 	fs.IntVar(&c.MaxViewers, "max-viewers", c.MaxViewers, "live viewers this node serves at most")
 	fs.IntVar(&c.MaxViewersPerIP, "max-viewers-per-ip", c.MaxViewersPerIP, "live viewers per client IP")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "cut off clients that send headers slower than this")

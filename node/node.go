@@ -179,6 +179,11 @@ func (n *Node) Ledger() *ledger.Ledger { return n.ledger }
 func (n *Node) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- n.srv.Serve(n.listener) }()
+	if n.cfg.DebugAddr != "" {
+		dbg := &http.Server{Addr: n.cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
+		go dbg.ListenAndServe()
+		defer dbg.Close()
+	}
 	n.banner()
 
 	start := time.Now()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -66,4 +67,13 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 			"role": n.cfg.Role, "http_addr": n.Addr(), "self": true, "staleness_ms": 0,
 		}},
 	})
+}
+
+// debugMux serves Go's profiles, for --debug-addr.
+func debugMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -4,6 +4,7 @@
 //	tally ledger merge [--json] FILE...    reconcile exports into the certified result
 //	tally ledger export --data-dir DIR --poll ID [-o FILE]
 //	                                       export one poll from a stopped node's data dir
+//	tally watch [--swarm N]                watch a poll live, or measure the fan-out with N viewers
 package main
 
 import (
@@ -23,6 +24,10 @@ commands:
   ledger merge [--json] FILE...  reconcile exports into the exact result and its digest
   ledger export --data-dir DIR --poll ID [-o FILE]
                                  export one poll from a stopped node's data dir
+  watch [--url URL] [--poll ID]  print a poll's live tally as it changes
+  watch --swarm N [--server-pid PID] …
+                                 open N viewers and report delivery lag, missed
+                                 frames, server memory and CPU (see --help)
 
 Exit status: 0 on success, 1 when verification or reconciliation fails, 2 on
 a usage error.
@@ -37,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "ledger":
 		return runLedger(args[1:], stdout, stderr)
+	case "watch":
+		return runWatch(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
