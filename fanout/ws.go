@@ -84,7 +84,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string) {
 	lim := rate.NewLimiter(rate.Limit(s.cfg.InboundPerSec), int(2*s.cfg.InboundPerSec)+1)
 	for {
-		typ, rd, err := c.Reader(s.ctx)
+		typ, rd, err := c.Reader(context.Background()) // Close ends it by closing the connection
 		if err != nil {
 			return // closed or gone
 		}
