@@ -1,59 +1,62 @@
 package ingest
 
-import "sync"
+import (
+	"hash/maphash"
+	"sync"
+)
 
-// ack is what a retry is answered with.
-type ack struct {
-	voteID string
-	late   bool
-}
-
-// acks remembers the acknowledgement of every idempotency key this node
-// ledgered, per poll, up to a bound. While a poll's set is complete a miss
-// is a certain "new"; once the bound is reached the set stops growing and
-// misses are confirmed against the ledger index.
+// acks remembers a 64-bit hash of every idempotency key this node ledgered,
+// per poll, up to a bound: about 20 bytes a vote instead of the key itself.
+// A miss in a complete set is a certain "new vote"; a hit is confirmed
+// against the ledger index (which also gives the first vote id), so a hash
+// collision can never turn a new vote into a duplicate. Once the bound is
+// reached the set stops growing and every key is checked in the ledger.
 type acks struct {
-	max int
+	max  int
+	seed maphash.Seed
 
 	mu    sync.RWMutex
 	polls map[string]*pollAcks
 }
 
 type pollAcks struct {
-	m          map[string]ack
+	m          map[uint64]struct{}
 	incomplete bool
 }
 
-func newAcks(max int) *acks { return &acks{max: max, polls: make(map[string]*pollAcks)} }
+func newAcks(max int) *acks {
+	return &acks{max: max, seed: maphash.MakeSeed(), polls: make(map[string]*pollAcks)}
+}
 
-// get returns the ack for (poll, idem); complete reports whether a miss is
-// authoritative.
-func (a *acks) get(poll, idem string) (ack ack, found, complete bool) {
+// mayHave reports whether (poll, idem) may have been ledgered here; false
+// is certain.
+func (a *acks) mayHave(poll, idem string) bool {
+	h := maphash.String(a.seed, idem)
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	p, ok := a.polls[poll]
 	if !ok {
-		return ack, false, true
+		return false
 	}
-	ack, found = p.m[idem]
-	return ack, found, !p.incomplete
+	if _, ok := p.m[h]; ok {
+		return true
+	}
+	return p.incomplete
 }
 
-// put remembers an ack; the first ack of a key stays.
-func (a *acks) put(poll, idem string, k ack) {
+// put remembers a ledgered key.
+func (a *acks) put(poll, idem string) {
+	h := maphash.String(a.seed, idem)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.polls[poll]
 	if !ok {
-		p = &pollAcks{m: make(map[string]ack)}
+		p = &pollAcks{m: make(map[uint64]struct{})}
 		a.polls[poll] = p
-	}
-	if _, ok := p.m[idem]; ok {
-		return
 	}
 	if len(p.m) >= a.max {
 		p.incomplete = true
 		return
 	}
-	p.m[idem] = k
+	p.m[h] = struct{}{}
 }

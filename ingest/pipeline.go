@@ -143,12 +143,12 @@ func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, err
 	var fresh []int
 	for i, v := range votes {
 		results[i].Idem = v.Idem
-		a, found, err := p.seen(pollID, v.Idem)
+		id, found, err := p.seen(pollID, v.Idem)
 		if err != nil {
 			return nil, err
 		}
 		if found {
-			results[i].Status, results[i].VoteID = StatusDuplicate, a.voteID
+			results[i].Status, results[i].VoteID = StatusDuplicate, id
 			continue
 		}
 		fresh = append(fresh, i)
@@ -232,25 +232,32 @@ func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, err
 	return results, nil
 }
 
-// seen looks (poll, idem) up in memory, then — when memory is not
-// complete for the poll — in the ledger index.
-func (p *Pipeline) seen(pollID, idem string) (ack, bool, error) {
-	a, found, complete := p.acks.get(pollID, idem)
-	if found || complete {
-		return a, found, nil
+// seen tells whether (poll, idem) was ledgered and its first vote id: the
+// in-memory set rules out new keys, the ledger index confirms the rest.
+func (p *Pipeline) seen(pollID, idem string) (string, bool, error) {
+	if !p.acks.mayHave(pollID, idem) {
+		return "", false, nil
 	}
 	id, found, err := p.cfg.Ledger.Lookup(pollID, idem)
 	if err != nil {
-		return ack{}, false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
+		return "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
 	}
-	return ack{voteID: id.String()}, found, nil
+	return id.String(), found, nil
 }
 
 // count applies one ledgered record to memory: the ack for retries, this
 // replica's record count, and — for a counted vote — the voter's current
 // vote and the option counters. Replay uses it too.
 func (p *Pipeline) count(r *ledger.Record) error {
-	p.acks.put(r.Poll, r.Idem, ack{voteID: r.ID().String(), late: r.Late})
+	p.acks.put(r.Poll, r.Idem)
+	if def, ok := p.cfg.State.Poll(r.Poll); ok {
+		for _, o := range def.Options {
+			if o.ID == r.Option {
+				r.Option = o.ID // share the definition's string: the voter state keeps it
+				break
+			}
+		}
+	}
 	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
 		return err
 	}

@@ -16,30 +16,25 @@ const voterShards = 64
 type voters struct {
 	seed   maphash.Seed
 	shards [voterShards]struct {
-		mu sync.Mutex
-		m  map[voterKey]current
+		mu    sync.Mutex
+		polls map[string]map[string]current // poll → voter → current vote
 	}
 }
 
-type voterKey struct{ poll, voter string }
-
-// current is the vote that counts for one voter.
+// current is the vote that counts for one voter: 40 bytes. Votes in the
+// voter state are this replica's, so the replica is the same for all and
+// (HLC, seq) orders them; option shares the caller's (interned) string.
 type current struct {
 	option  string
 	wall    int64
 	logical uint32
-	replica string
 	seq     uint64
-}
-
-func (c current) record() ledger.Record {
-	return ledger.Record{Wall: c.wall, Logical: c.logical, Replica: c.replica, Seq: c.seq}
 }
 
 func newVoters() *voters {
 	v := &voters{seed: maphash.MakeSeed()}
 	for i := range v.shards {
-		v.shards[i].m = make(map[voterKey]current)
+		v.shards[i].polls = make(map[string]map[string]current)
 	}
 	return v
 }
@@ -50,18 +45,22 @@ func newVoters() *voters {
 // Nothing is moved when r is older than the vote that counts, or picks the
 // same option.
 func (v *voters) apply(r *ledger.Record, move func(from, to string)) {
-	k := voterKey{r.Poll, r.Voter}
 	sh := &v.shards[maphash.String(v.seed, r.Voter)%voterShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	cur, ok := sh.m[k]
+	m, ok := sh.polls[r.Poll]
+	if !ok {
+		m = make(map[string]current)
+		sh.polls[r.Poll] = m
+	}
+	cur, ok := m[r.Voter]
 	if ok {
-		c := cur.record()
+		c := ledger.Record{Wall: cur.wall, Logical: cur.logical, Replica: r.Replica, Seq: cur.seq}
 		if !r.After(&c) {
 			return
 		}
 	}
-	sh.m[k] = current{option: r.Option, wall: r.Wall, logical: r.Logical, replica: r.Replica, seq: r.Seq}
+	m[r.Voter] = current{option: r.Option, wall: r.Wall, logical: r.Logical, seq: r.Seq}
 	switch {
 	case !ok:
 		move("", r.Option)

@@ -4,6 +4,7 @@
 //	tally ledger merge [--json] FILE...    reconcile exports into the certified result
 //	tally ledger export --data-dir DIR --poll ID [-o FILE]
 //	                                       export one poll from a stopped node's data dir
+//	tally load [flags]                     generate vote load and report throughput and latency
 //	tally watch [--swarm N]                watch a poll live, or measure the fan-out with N viewers
 package main
 
@@ -24,6 +25,8 @@ commands:
   ledger merge [--json] FILE...  reconcile exports into the exact result and its digest
   ledger export --data-dir DIR --poll ID [-o FILE]
                                  export one poll from a stopped node's data dir
+  load [--rate R | --rate 0] [--batch N] …
+                                 vote load generator (vegeta): throughput, acks, latency percentiles
   watch [--url URL] [--poll ID]  print a poll's live tally as it changes
   watch --swarm N [--server-pid PID] …
                                  open N viewers and report delivery lag, missed
@@ -44,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runLedger(args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(args[1:], stdout, stderr)
+	case "load":
+		return runLoad(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tsenart/vegeta/v12/lib/plot"
+)
+
+// loadConfig is one `tally load` run.
+type loadConfig struct {
+	urls        []string
+	poll        string
+	rate        int // requests per second; 0: as fast as the connections allow
+	rampTo      int // when set, the rate rises linearly from rate to rampTo
+	duration    time.Duration
+	batch       int
+	voters      int
+	changes     float64 // share of votes that change an earlier voter's choice
+	retries     float64 // share of requests that resend an earlier body (same idem)
+	connections int
+	options     []string
+}
+
+// loadReport is what a run measured.
+type loadReport struct {
+	Requests      int            `json:"requests"`
+	Votes         int            `json:"votes"`
+	Seconds       float64        `json:"seconds"`
+	RequestsPerS  float64        `json:"requests_per_sec"`
+	VotesPerS     float64        `json:"votes_per_sec"` // acknowledged votes (any ack status) per second
+	Codes         map[int]int    `json:"codes"`
+	Acks          map[string]int `json:"acks"` // accepted, duplicate, late, rejected
+	Errors        int            `json:"errors"`
+	P50Ms, P90Ms  float64
+	P99Ms, P999Ms float64
+	MaxMs         float64
+}
+
+func runLoad(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	urls := fs.String("url", "http://127.0.0.1:8080", "node URL(s), comma-separated: requests go round-robin (several regions at once)")
+	pollID := fs.String("poll", "demo", "poll to vote in")
+	rate := fs.Int("rate", 1000, "requests per second (open model); 0: as fast as --connections allow (closed model)")
+	ramp := fs.Int("ramp-to", 0, "rise linearly from --rate to this rate over --duration")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send")
+	batch := fs.Int("batch", 1, "votes per request (1-10)")
+	voters := fs.Int("voters", 100_000, "distinct voter ids")
+	changes := fs.Float64("changes", 0.1, "share of votes that change an earlier choice")
+	retries := fs.Float64("retries", 0.02, "share of requests that are retries (the same body and idempotency keys again)")
+	conns := fs.Int("connections", 64, "keep-alive connections (and workers)")
+	options := fs.String("options", "red,green,blue,gold", "option ids to vote for")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	plotTo := fs.String("plot", "", "write an HTML plot of latency over time to this file")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *batch < 1 || *batch > 10 {
+		fmt.Fprintln(stderr, "usage: tally load [flags]; --batch must be 1-10")
+		return 2
+	}
+	cfg := loadConfig{urls: strings.Split(*urls, ","), poll: *pollID, rate: *rate, rampTo: *ramp, duration: *duration,
+		batch: *batch, voters: *voters, changes: *changes, retries: *retries, connections: *conns, options: strings.Split(*options, ",")}
+	var p *plot.Plot
+	if *plotTo != "" {
+		p = plot.New(plot.Title(fmt.Sprintf("tally load: %s, batch %d", *pollID, *batch)))
+	}
+	rep, err := load(cfg, stderr, p)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally load: %v\n", err)
+		return 1
+	}
+	if p != nil {
+		p.Close()
+		f, err := os.Create(*plotTo)
+		if err == nil {
+			_, err = p.WriteTo(f)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "tally load: plot: %v\n", err)
+		}
+	}
+	if *asJSON {
+		writeJSON(stdout, rep)
+		return 0
+	}
+	fmt.Fprintf(stdout, "requests %d in %.1fs: %.0f req/s, %.0f votes/s acknowledged\n", rep.Requests, rep.Seconds, rep.RequestsPerS, rep.VotesPerS)
+	fmt.Fprintf(stdout, "latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n", rep.P50Ms, rep.P90Ms, rep.P99Ms, rep.P999Ms, rep.MaxMs)
+	fmt.Fprintf(stdout, "status codes %v, acks %v, transport errors %d\n", rep.Codes, rep.Acks, rep.Errors)
+	return 0
+}
+
+// voteTargeter makes request bodies: new voters, voters changing their
+// mind, and retries of earlier bodies.
+type voteTargeter struct {
+	cfg    loadConfig
+	mu     sync.Mutex
+	next   int // next voter id never used
+	seq    int
+	run    string   // makes this run's idempotency keys its own
+	recent [][]byte // bodies that may be retried
+	header http.Header
+	rng    *rand.Rand
+}
+
+func (t *voteTargeter) target(tg *vegeta.Target) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	tg.Method, tg.Header = http.MethodPost, t.header
+	tg.URL = t.cfg.urls[t.seq%len(t.cfg.urls)] + "/v1/polls/" + t.cfg.poll + "/votes"
+	if len(t.recent) > 0 && t.rng.Float64() < t.cfg.retries {
+		tg.Body = t.recent[t.rng.IntN(len(t.recent))]
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"votes":[`)
+	for i := range t.cfg.batch {
+		voter := t.next % t.cfg.voters
+		if t.next > 0 && t.rng.Float64() < t.cfg.changes {
+			voter = t.rng.IntN(min(t.next, t.cfg.voters))
+		} else {
+			t.next++
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"option":%q,"voter":"load-%d","idem":"%s-%d-%d"}`, t.cfg.options[t.rng.IntN(len(t.cfg.options))], voter, t.run, t.seq, i)
+	}
+	b.WriteString(`]}`)
+	tg.Body = b.Bytes()
+	if len(t.recent) < 4096 {
+		t.recent = append(t.recent, tg.Body)
+	} else {
+		t.recent[t.rng.IntN(len(t.recent))] = tg.Body
+	}
+	return nil
+}
+
+func load(cfg loadConfig, progress io.Writer, p *plot.Plot) (*loadReport, error) {
+	tr := &voteTargeter{cfg: cfg, run: fmt.Sprintf("run%x", time.Now().UnixNano()), header: http.Header{"Content-Type": {"application/json"}}, rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))}
+	// A fixed pool of keep-alive connections and as many workers: without a
+	// cap, an open-model run that falls behind opens ever more connections
+	// and measures its own collapse instead of the server.
+	opts := []func(*vegeta.Attacker){vegeta.Connections(cfg.connections), vegeta.MaxConnections(cfg.connections),
+		vegeta.KeepAlive(true), vegeta.MaxBody(1 << 12), vegeta.Timeout(30 * time.Second),
+		vegeta.Workers(uint64(cfg.connections)), vegeta.MaxWorkers(uint64(cfg.connections))}
+	var pacer vegeta.Pacer
+	switch {
+	case cfg.rate == 0:
+		pacer = vegeta.ConstantPacer{} // no pacing: workers send as fast as answers come
+	case cfg.rampTo > 0:
+		pacer = vegeta.LinearPacer{StartAt: vegeta.Rate{Freq: cfg.rate, Per: time.Second},
+			Slope: float64(cfg.rampTo-cfg.rate) / cfg.duration.Seconds()}
+	default:
+		pacer = vegeta.Rate{Freq: cfg.rate, Per: time.Second}
+	}
+	atk := vegeta.NewAttacker(opts...)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	go func() {
+		if _, ok := <-sig; ok {
+			atk.Stop()
+		}
+	}()
+
+	rep := &loadReport{Codes: map[int]int{}, Acks: map[string]int{}}
+	lat := make([]time.Duration, 0, 1<<16)
+	start := time.Now()
+	lastPrint, lastCount := start, 0
+	for r := range atk.Attack(vegeta.Targeter(tr.target), pacer, cfg.duration, "tally") {
+		rep.Requests++
+		if r.Error != "" && r.Code == 0 {
+			rep.Errors++
+		}
+		rep.Codes[int(r.Code)]++
+		lat = append(lat, r.Latency)
+		for _, st := range []string{"accepted", "duplicate", "late", "rejected"} {
+			if n := bytes.Count(r.Body, []byte(`"status":"`+st+`"`)); n > 0 {
+				rep.Acks[st] += n
+				rep.Votes += n
+			}
+		}
+		if p != nil {
+			p.Add(r)
+		}
+		if time.Since(lastPrint) >= time.Second {
+			fmt.Fprintf(progress, "\r%5.1fs  %8d requests  %7.0f req/s  errors %d   ", time.Since(start).Seconds(), rep.Requests,
+				float64(rep.Requests-lastCount)/time.Since(lastPrint).Seconds(), rep.Errors+rep.Requests-rep.Codes[200])
+			lastPrint, lastCount = time.Now(), rep.Requests
+		}
+	}
+	fmt.Fprintln(progress)
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Requests == 0 {
+		return nil, fmt.Errorf("no requests were sent")
+	}
+	rep.RequestsPerS = float64(rep.Requests) / rep.Seconds
+	rep.VotesPerS = float64(rep.Votes) / rep.Seconds
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	rep.P50Ms, rep.P90Ms, rep.P99Ms, rep.P999Ms, rep.MaxMs = q(0.5), q(0.9), q(0.99), q(0.999), q(1)
+	return rep, nil
+}
