@@ -156,7 +156,7 @@ func TestOneEncodingPerTickSharedByEveryViewer(t *testing.T) {
 
 func TestSlowViewerGetsLatestFrameThenIsDropped(t *testing.T) {
 	st := newState(t)
-	s := newServer(t, st, func(c *Config) { c.WriteTimeout = 300 * time.Millisecond })
+	s := newServer(t, st, func(c *Config) { c.WriteTimeout = time.Second })
 	slow := &fakeSender{block: make(chan struct{}), entered: make(chan struct{}, 1)}
 	v, err := s.join("p", "ip", "test", slow)
 	if err != nil {

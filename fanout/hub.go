@@ -11,6 +11,8 @@ type hub struct {
 	poll string
 	stop chan struct{}
 
+	tickMu sync.Mutex // one tick at a time: reads of the tally must be applied in order
+
 	mu      sync.Mutex
 	viewers map[*viewer]struct{}
 	seq     uint64
@@ -60,8 +62,7 @@ func (h *hub) run() {
 	defer h.s.wg.Done()
 	t := time.NewTicker(h.s.cfg.Tick)
 	defer t.Stop()
-	h.tick()
-	for {
+	for { // join has ticked once already
 		select {
 		case <-h.stop:
 			return
@@ -76,6 +77,8 @@ func (h *hub) run() {
 // tick reads the poll once and, when it changed, encodes one snapshot and
 // one diff for every viewer.
 func (h *hub) tick() {
+	h.tickMu.Lock()
+	defer h.tickMu.Unlock()
 	start := time.Now()
 	defer func() { h.s.m.tick.Observe(time.Since(start).Seconds()) }()
 	def, ok := h.s.src.Poll(h.poll)
