@@ -2,7 +2,7 @@
 # Ingest benchmark for BENCHMARKS.md. Side by side, with the same generator
 # (tally load, vegeta) and the same request shape on this machine:
 #   1. the node's durable vote path, single votes;   2. the same, batches of 10;
-#   3. the bare-HTTP ceiling (decode + ack, bench/bare);
+#   3. the bare-HTTP ceiling (decode + ack: bench/usual --store none);
 #   4. the usual stack: Redis running one Lua vote script per vote behind the
 #      same HTTP front (bench/usual), with appendfsync always, then without
 #      persistence;   5. the naive design: PostgreSQL, UPDATE … + 1 per vote.
@@ -32,12 +32,11 @@ cleanup() {
 trap cleanup EXIT
 go build -o "$tmp/node" ./cmd/node
 go build -o "$tmp/tally" ./cmd/tally
-go build -o "$tmp/bare" ./bench/bare
 go build -o "$tmp/usual" ./bench/usual
 
 "$tmp/node" --data-dir "$tmp/data" --http-addr 127.0.0.1:18081 --rate-ip 0 --rate-voter 0 > "$tmp/node.log" 2>&1 &
 node=$!; pids+=($node)
-"$tmp/bare" --addr 127.0.0.1:18090 > "$tmp/bare.log" 2>&1 &
+"$tmp/usual" --store none --addr 127.0.0.1:18090 > "$tmp/bare.log" 2>&1 &
 pids+=($!)
 until curl -sf http://127.0.0.1:18081/readyz >/dev/null; do sleep 0.2; done
 until curl -s -o /dev/null http://127.0.0.1:18090/; do sleep 0.2; done

@@ -1,7 +1,9 @@
 // Command usual is the comparison stack of the ingest benchmark: the same
 // HTTP request shape as POST /v1/polls/{poll}/votes, decoded with the same
-// decoder, in front of what users would pick instead of Tally.
+// decoder, in front of what users would pick instead of Tally — or in front
+// of nothing (--store none), the bare-HTTP ceiling for this request shape.
 //
+//	go run ./bench/usual --store none --addr 127.0.0.1:18090
 //	go run ./bench/usual --store redis --redis 127.0.0.1:6379 --addr 127.0.0.1:18091
 //	go run ./bench/usual --store postgres --postgres postgres://…  --addr 127.0.0.1:18092
 //

@@ -41,13 +41,15 @@ return 1
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18091", "listen address")
-	store := flag.String("store", "redis", "redis or postgres")
+	store := flag.String("store", "redis", "redis, postgres, or none (the bare-HTTP ceiling: decode and ack only)")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis address")
 	pgURL := flag.String("postgres", "postgres://tally@127.0.0.1:5432/tally", "PostgreSQL URL")
 	flag.Parse()
 	ctx := context.Background()
 	var vote func(ctx context.Context, poll, option, ip string) error
 	switch *store {
+	case "none":
+		vote = func(context.Context, string, string, string) error { return nil }
 	case "redis":
 		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 128})
 		vote = func(ctx context.Context, poll, option, ip string) error {
