@@ -114,3 +114,51 @@ func void[T any](a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
 		return chromedp.Void{}, err
 	}
 }
+
+// TestBrowserHostView drives the host view: paste the token, create a poll,
+// land on its live view, close it there.
+func TestBrowserHostView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	exe := chromium(t)
+	tn := startNode(t, t.TempDir(), nil)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(420, 820))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+	until := func(js string) chromedp.Action[chromedp.Void] {
+		return void(chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second)))
+	}
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(tn.url+"/#/host"),
+		chromedp.WaitVisible(`#token`),
+		chromedp.SendKeys(`#token`, testToken),
+		chromedp.SendKeys(`#question`, "Best snack?"),
+		chromedp.SendKeys(`#options`, "Popcorn\nNachos\n"),
+		chromedp.Click(`button[type="submit"]`),
+		until(`location.hash.startsWith("#/host/") && !!document.querySelector('button[data-option="o2"]')`),
+		until(`[...document.querySelectorAll("button.action")].some(b => b.textContent === "Close now")`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.clock.advance(time.Second) // the node's clock is the test's: let the poll have been open a moment
+	err = chromedp.Do(ctx,
+		void(chromedp.Evaluate[bool](`[...document.querySelectorAll("button.action")].find(b => b.textContent === "Close now").click(), true`)),
+		until(`document.querySelector(".badge").textContent === "closed"`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tn.call(t, "GET", "/v1/polls", "")
+	polls := r.body["polls"].([]any)
+	if len(polls) != 1 || polls[0].(map[string]any)["question"] != "Best snack?" || polls[0].(map[string]any)["status"] != "closed" {
+		t.Fatalf("polls after the host's work: %s", r.raw)
+	}
+}
