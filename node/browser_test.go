@@ -35,27 +35,12 @@ func TestBrowserVoteAndWatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	exe := chromium(t)
+	ctx := browser(t)
 	tn := startNode(t, t.TempDir(), nil)
 	tn.createPoll(t, "p")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(420, 820))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
-
 	countOf := func(option string) string {
 		return `document.querySelector('button[data-option="` + option + `"] .count')?.textContent || ""`
-	}
-	until := func(js string) chromedp.Action[chromedp.Void] {
-		return void(chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second)))
 	}
 	waitText := func(js, want string) chromedp.Action[chromedp.Void] { return until("(" + js + `) === "` + want + `"`) }
 	err := chromedp.Do(ctx,
@@ -121,20 +106,8 @@ func TestBrowserHostView(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	exe := chromium(t)
+	ctx := browser(t)
 	tn := startNode(t, t.TempDir(), nil)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(420, 820))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
-	until := func(js string) chromedp.Action[chromedp.Void] {
-		return void(chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second)))
-	}
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(tn.url+"/#/host"),
 		chromedp.WaitVisible(`#token`),
@@ -161,4 +134,25 @@ func TestBrowserHostView(t *testing.T) {
 	if len(polls) != 1 || polls[0].(map[string]any)["question"] != "Best snack?" || polls[0].(map[string]any)["status"] != "closed" {
 		t.Fatalf("polls after the host's work: %s", r.raw)
 	}
+}
+
+// browser starts headless Chromium (with the flags this machine's closed
+// network needs) for one test and returns its context.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(420, 820))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// until waits for a JavaScript condition to hold on the page.
+func until(js string) chromedp.Action[chromedp.Void] {
+	return void(chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second)))
 }
