@@ -132,10 +132,12 @@ func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, err
 	if len(votes) == 0 || len(votes) > MaxBatch {
 		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send 1-%d votes", MaxBatch)
 	}
-	for i, v := range votes {
-		if !def.HasOption(v.Option) {
-			return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, v.Option)
+	for i := range votes {
+		option, ok := def.OptionID(votes[i].Option)
+		if !ok {
+			return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, votes[i].Option)
 		}
+		votes[i].Option = option // one shared string per option: the voter state keeps it
 	}
 
 	// Idempotency: retries are answered before they cost a token.
@@ -250,14 +252,6 @@ func (p *Pipeline) seen(pollID, idem string) (string, bool, error) {
 // vote and the option counters. Replay uses it too.
 func (p *Pipeline) count(r *ledger.Record) error {
 	p.acks.put(r.Poll, r.Idem)
-	if def, ok := p.cfg.State.Poll(r.Poll); ok {
-		for _, o := range def.Options {
-			if o.ID == r.Option {
-				r.Option = o.ID // share the definition's string: the voter state keeps it
-				break
-			}
-		}
-	}
 	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
 		return err
 	}

@@ -20,8 +20,12 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 		if r.Replica != replica {
 			continue
 		}
-		if _, ok := p.cfg.State.Poll(r.Poll); !ok {
+		def, ok := p.cfg.State.Poll(r.Poll)
+		if !ok {
 			return n, fmt.Errorf("ingest: ledger holds votes for poll %q, which has no definition", r.Poll)
+		}
+		if option, ok := def.OptionID(r.Option); ok {
+			r.Option = option
 		}
 		if err := p.count(&r); err != nil {
 			return n, err

@@ -95,12 +95,19 @@ func (d *Definition) WindowAt(ms int64) Window {
 
 // HasOption reports whether id is one of the poll's options.
 func (d *Definition) HasOption(id string) bool {
+	_, ok := d.OptionID(id)
+	return ok
+}
+
+// OptionID returns the definition's own copy of option id, so that state
+// kept per vote shares one string per option instead of one per request.
+func (d *Definition) OptionID(id string) (string, bool) {
 	for _, o := range d.Options {
 		if o.ID == id {
-			return true
+			return o.ID, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // Validate checks every rule of a definition.
