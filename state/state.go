@@ -46,6 +46,8 @@ type State struct {
 	mu    sync.RWMutex
 	defs  crdt.Map[string, poll.Definition]
 	polls map[string]*pollState
+
+	heard heard
 }
 
 // pollState is one poll's counts.

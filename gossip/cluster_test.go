@@ -1,0 +1,192 @@
+package gossip
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"tally/gossip/gossiptest"
+	"tally/hlc"
+	"tally/state"
+)
+
+// TestThreeRegionsConverge: a poll created in one region appears in all;
+// votes counted in every region reach every region.
+func TestThreeRegionsConverge(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, nil)
+	c := startMember(t, "c", "ap-south", []string{a.GossipAddr()}, nil)
+	all := []*member{a, b, c}
+	waitFor(t, 10*time.Second, "three members", func() bool {
+		return len(a.Members()) == 3 && len(b.Members()) == 3 && len(c.Members()) == 3
+	})
+	a.create(t, testPoll("p"))
+	waitFor(t, 10*time.Second, "the poll everywhere", func() bool {
+		for _, m := range all {
+			if _, ok := m.st.Poll("p"); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for i, m := range all {
+		for range i + 1 {
+			m.st.Count("p", "a", 1)
+		}
+		m.st.Count("p", "b", 1)
+	}
+	want := map[string]int64{"a": 6, "b": 3}
+	waitFor(t, 10*time.Second, fmt.Sprintf("totals %v everywhere", want), func() bool { return converged(all, "p", want) })
+}
+
+// startNATS runs a standalone NATS server on loopback for tests that take
+// the NATS path down.
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// TestMemberlistOnly: with NATS gone, push/pull still converges.
+func TestMemberlistOnly(t *testing.T) {
+	ns := startNATS(t)
+	ext := func(c *Config) { c.NATSURL = ns.ClientURL() }
+	a := startMember(t, "a", "eu-west", nil, ext)
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, ext)
+	c := startMember(t, "c", "ap-south", []string{a.GossipAddr()}, ext)
+	all := []*member{a, b, c}
+	a.create(t, testPoll("p"))
+	waitFor(t, 10*time.Second, "the poll everywhere", func() bool { return converged(all, "p", map[string]int64{"a": 0, "b": 0}) })
+	ns.Shutdown()
+	waitFor(t, 10*time.Second, "nats down", func() bool { return !a.NATSConnected() && !b.NATSConnected() && !c.NATSConnected() })
+	a.st.Count("p", "a", 2)
+	b.st.Count("p", "b", 1)
+	c.st.Count("p", "a", 1)
+	want := map[string]int64{"a": 3, "b": 1}
+	waitFor(t, 10*time.Second, "push/pull convergence", func() bool { return converged(all, "p", want) })
+	if counter(t, a, "merges", pathPushPull) == 0 {
+		t.Fatal("no push/pull merges counted")
+	}
+}
+
+// TestNATSOnly: with memberlist partitioned, the NATS gateways carry
+// definitions and counts.
+func TestNATSOnly(t *testing.T) {
+	var net gossiptest.Network
+	wrap := func(c *Config) { c.WrapTransport = net.Wrap; c.PushPull = time.Hour }
+	a := startMember(t, "a", "eu-west", nil, wrap)
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, wrap)
+	c := startMember(t, "c", "ap-south", []string{a.GossipAddr()}, wrap)
+	all := []*member{a, b, c}
+	waitFor(t, 10*time.Second, "gateways up", func() bool {
+		for _, m := range all {
+			if _, gws := m.NATSLinks(); len(gws) < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	net.Isolate(a.GossipAddr())
+	net.Isolate(b.GossipAddr())
+	net.Isolate(c.GossipAddr())
+	b.create(t, testPoll("p"))
+	waitFor(t, 10*time.Second, "the poll everywhere", func() bool { return converged(all, "p", map[string]int64{"a": 0, "b": 0}) })
+	a.st.Count("p", "a", 1)
+	b.st.Count("p", "b", 4)
+	c.st.Count("p", "b", 1)
+	want := map[string]int64{"a": 1, "b": 5}
+	waitFor(t, 5*time.Second, "nats convergence", func() bool { return converged(all, "p", want) })
+	if counter(t, a, "merges", pathPushPull) != 0 {
+		t.Fatal("push/pull merged across the partition")
+	}
+}
+
+// TestJoinMidPoll: a region that joins late gets the full state at once.
+func TestJoinMidPoll(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.PushPull = time.Hour })
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, func(c *Config) { c.PushPull = time.Hour })
+	a.create(t, testPoll("p"))
+	a.st.Count("p", "a", 7)
+	b.create(t, testPoll("q"))
+	b.st.Count("q", "b", 3)
+	waitFor(t, 10*time.Second, "a and b agree", func() bool {
+		return converged([]*member{a, b}, "p", map[string]int64{"a": 7, "b": 0}) && converged([]*member{a, b}, "q", map[string]int64{"a": 0, "b": 3})
+	})
+	// The newcomer's join is a push/pull: it has everything when Start
+	// returns, without waiting for a refresh.
+	c := startMember(t, "c", "ap-south", []string{b.GossipAddr()}, func(c *Config) { c.PushPull = time.Hour; c.HeartbeatEvery = time.Hour })
+	if !converged([]*member{c}, "p", map[string]int64{"a": 7, "b": 0}) || !converged([]*member{c}, "q", map[string]int64{"a": 0, "b": 3}) {
+		t.Fatalf("newcomer after join: p=%v q=%v", c.totals("p"), c.totals("q"))
+	}
+}
+
+// TestKeyRequired: a node without the cluster's key, or with another key,
+// cannot join.
+func TestKeyRequired(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Key = key })
+	for _, k := range [][]byte{nil, []byte("fedcba9876543210")} {
+		st, _ := state.New(state.Config{Replica: "x-r"})
+		clock, _ := hlc.New(hlc.Config{Replica: "x-r"})
+		g, err := New(Config{NodeName: "x", Region: "eu-west", Replica: "x-r", BindAddr: "127.0.0.1:0", Profile: "local",
+			NATSClientAddr: "127.0.0.1:0", Key: k, State: st, Clock: clock, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := g.ml.Join([]string{a.GossipAddr()}); err == nil || n != 0 {
+			t.Errorf("key %q: joined %d (err %v)", k, n, err)
+		}
+		g.Close()
+		if len(a.Members()) != 1 {
+			t.Errorf("key %q: the keyed node lists %d members", k, len(a.Members()))
+		}
+	}
+}
+
+// TestGarbageDropped: malformed messages on either path are dropped and
+// counted; the state does not change.
+func TestGarbageDropped(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	a.create(t, testPoll("p"))
+	a.st.Count("p", "a", 2)
+	nc, err := nats.Connect(a.emb.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	good, _ := Encode(&Message{Kind: KindDelta, Replica: "z", Region: "r", Sent: hlc.Timestamp{Wall: 1}})
+	garbage := [][]byte{nil, []byte("hello"), []byte(wireMagic), append([]byte(wireMagic), 9, 0), good[:len(good)-1], append(good, 0)}
+	for _, g := range garbage {
+		if err := nc.Publish(a.subject, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Flush()
+	waitFor(t, 5*time.Second, "all nats garbage counted", func() bool {
+		return counter(t, a, "dropped", pathNATS, "malformed") == float64(len(garbage))
+	})
+	d := &delegate{g: a.Gossip}
+	for _, g := range garbage[1:] {
+		d.MergeRemoteState(g, false)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "malformed"); got != float64(len(garbage)-1) {
+		t.Fatalf("push/pull garbage counted %v, want %d", got, len(garbage)-1)
+	}
+	if tot := a.totals("p"); tot["a"] != 2 || tot["b"] != 0 {
+		t.Fatalf("state changed: %v", tot)
+	}
+}

@@ -1,0 +1,407 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tally/hlc"
+	"tally/ids"
+	"tally/poll"
+	"tally/state"
+)
+
+// ErrConfig is returned for a configuration gossip cannot run with.
+var ErrConfig = errors.New("gossip: bad configuration")
+
+// Clock is the node's hybrid logical clock.
+type Clock interface {
+	Now() (hlc.Timestamp, error)
+	Update(remote hlc.Timestamp) error
+}
+
+// Config configures gossip. Zero durations mean the defaults.
+type Config struct {
+	NodeName string // unique in the cluster
+	Region   string
+	Replica  string
+	Role     string // RoleFull or RoleEdge
+	HTTPAddr string // announced to the others (empty host: the gossip address)
+
+	BindAddr      string   // memberlist host:port (port 0: any)
+	AdvertiseAddr string   // host:port announced instead of BindAddr's
+	Join          []string // memberlist seeds
+	Key           []byte   // 16, 24 or 32 bytes; nil: unencrypted gossip
+	// Profile picks memberlist's timing: "wan" (default), "lan" or
+	// "local" (fast, for tests on loopback).
+	Profile string
+	// PushPull is the anti-entropy interval; 0: the profile's (WAN 60 s,
+	// LAN 30 s, local 15 s).
+	PushPull time.Duration
+	// WrapTransport, when set, wraps memberlist's network transport (tests
+	// use it to partition or delay the cluster).
+	WrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+
+	// NATSURL is an external NATS to use; empty: an embedded server.
+	NATSURL string
+	// Embedded server listeners (port 0: any free port). ClusterAddr and
+	// GatewayAddr empty: no routes or gateways.
+	NATSClientAddr  string
+	NATSClusterAddr string
+	NATSGatewayAddr string
+	// Cluster names the NATS subject (tally.<Cluster>.state).
+	Cluster string
+
+	PublishEvery   time.Duration // most frequent delta publication; default 100ms
+	HeartbeatEvery time.Duration // a message even when nothing changed; default 1s
+	// Retention: a poll stops being gossiped this long after it closed
+	// (plus grace); default 24h.
+	Retention time.Duration
+
+	State      *state.State // required
+	Clock      Clock        // required
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// Gossip is a node's membership and state exchange.
+type Gossip struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+	self    meta
+	subject string
+
+	ml *memberlist.Memberlist
+
+	natsMu sync.Mutex // guards embedded and nc during (re)starts
+	emb    *embedded
+	nc     *nats.Conn
+
+	pub  publisher     // owned by publishLoop
+	poke chan struct{} // membership changed: check the NATS peers
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New checks cfg and registers the metrics. Start joins the cluster.
+func New(cfg Config) (*Gossip, error) {
+	if cfg.State == nil || cfg.Clock == nil {
+		return nil, fmt.Errorf("%w: State and Clock are required", ErrConfig)
+	}
+	for what, v := range map[string]string{"node name": cfg.NodeName, "region": cfg.Region, "replica": cfg.Replica} {
+		if err := ids.Valid(v); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, what, err)
+		}
+	}
+	if cfg.Role == "" {
+		cfg.Role = RoleFull
+	}
+	if cfg.Role != RoleFull && cfg.Role != RoleEdge {
+		return nil, fmt.Errorf("%w: role %q (want full or edge)", ErrConfig, cfg.Role)
+	}
+	switch len(cfg.Key) {
+	case 0, 16, 24, 32:
+	default:
+		return nil, fmt.Errorf("%w: gossip key must be 16, 24 or 32 bytes, got %d", ErrConfig, len(cfg.Key))
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = "tally"
+	}
+	if err := ids.Valid(cfg.Cluster); err != nil || strings.ContainsAny(cfg.Cluster, ".") {
+		return nil, fmt.Errorf("%w: cluster name %q: letters, digits, '_' and '-' only", ErrConfig, cfg.Cluster)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.PublishEvery, 100*time.Millisecond)
+	def(&cfg.HeartbeatEvery, time.Second)
+	def(&cfg.Retention, 24*time.Hour)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state",
+		poke: make(chan struct{}, 1)}
+	var err error
+	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
+		return nil, fmt.Errorf("gossip: metrics: %w", err)
+	}
+	return g, nil
+}
+
+// Start binds memberlist, joins the seeds, starts (or connects to) NATS and
+// the publisher. It returns once the node is a member; NATS connects in
+// the background and reconnects forever.
+func (g *Gossip) Start() error {
+	cfg := g.cfg
+	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr}
+	if cfg.NATSURL == "" {
+		var err error
+		if cfg.NATSClientAddr, err = freePort(orDefault(cfg.NATSClientAddr, "127.0.0.1:4222")); err != nil {
+			return fmt.Errorf("%w: nats client address: %v", ErrConfig, err)
+		}
+		if cfg.NATSClusterAddr != "" {
+			if g.self.NATSCluster, err = freePort(cfg.NATSClusterAddr); err != nil {
+				return fmt.Errorf("%w: nats cluster address: %v", ErrConfig, err)
+			}
+		}
+		if cfg.NATSGatewayAddr != "" {
+			if g.self.NATSGateway, err = freePort(cfg.NATSGatewayAddr); err != nil {
+				return fmt.Errorf("%w: nats gateway address: %v", ErrConfig, err)
+			}
+		}
+		g.cfg = cfg
+	}
+	if err := g.startMemberlist(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	if len(cfg.Join) > 0 {
+		if _, err := g.ml.Join(cfg.Join); err != nil {
+			// Not fatal: the seeds may start later. Keep trying.
+			g.log.Warn("cannot join the seeds yet; retrying in the background", "seeds", cfg.Join, "err", err)
+			g.wg.Add(1)
+			go g.rejoin(ctx)
+		}
+	}
+	if err := g.startNATS(); err != nil {
+		cancel()
+		g.wg.Wait()
+		g.ml.Shutdown()
+		return err
+	}
+	g.wg.Add(1)
+	go g.publishLoop(ctx)
+	if cfg.NATSURL == "" {
+		g.wg.Add(1)
+		go g.repairLoop(ctx)
+	}
+	return nil
+}
+
+// rejoin retries the seeds with backoff until one answers.
+func (g *Gossip) rejoin(ctx context.Context) {
+	defer g.wg.Done()
+	wait := 500 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if _, err := g.ml.Join(g.cfg.Join); err == nil {
+			g.log.Info("joined the cluster", "members", g.ml.NumMembers())
+			return
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// Close leaves the cluster and stops every goroutine and connection.
+func (g *Gossip) Close() error {
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.wg.Wait()
+	var err error
+	if g.ml != nil {
+		if lerr := g.ml.Leave(time.Second); lerr != nil {
+			g.log.Warn("leave", "err", lerr)
+		}
+		err = g.ml.Shutdown()
+	}
+	g.natsMu.Lock()
+	defer g.natsMu.Unlock()
+	if g.nc != nil {
+		g.nc.Close()
+	}
+	if g.emb != nil {
+		g.emb.shutdown()
+	}
+	return err
+}
+
+// Member is one node of the cluster as memberlist sees it.
+type Member struct {
+	Name     string `json:"name"`
+	Region   string `json:"region"`
+	Replica  string `json:"replica"`
+	Role     string `json:"role"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	Gossip   string `json:"gossip_addr"`
+	State    string `json:"state"` // alive, suspect
+	Self     bool   `json:"self"`
+}
+
+// Members returns the live members, this node included, sorted by name.
+func (g *Gossip) Members() []Member {
+	if g.ml == nil {
+		return nil
+	}
+	var out []Member
+	for _, n := range g.ml.Members() {
+		m, err := decodeMeta(n.Meta)
+		if err != nil {
+			continue
+		}
+		out = append(out, Member{
+			Name: n.Name, Region: m.Region, Replica: m.Replica, Role: m.Role,
+			HTTPAddr: resolve(m.HTTP, n.Addr), Gossip: n.Address(),
+			State: stateName(n.State), Self: n.Name == g.cfg.NodeName,
+		})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateLeft:
+		return "left"
+	default:
+		return "dead"
+	}
+}
+
+// Replica is how fresh the state heard from one replica is.
+type Replica struct {
+	Replica     string `json:"replica"`
+	Region      string `json:"region"`
+	StalenessMs int64  `json:"staleness_ms"`
+	Self        bool   `json:"self,omitempty"`
+}
+
+// Staleness returns, per replica heard from (this one included, at 0),
+// the age of the newest state received from it.
+func (g *Gossip) Staleness() []Replica {
+	now := g.cfg.Now().UnixMilli()
+	out := []Replica{{Replica: g.cfg.Replica, Region: g.cfg.Region, Self: true}}
+	for _, h := range g.cfg.State.HeardFrom() {
+		if h.Replica != g.cfg.Replica {
+			out = append(out, Replica{Replica: h.Replica, Region: h.Region, StalenessMs: max(now-h.AtMs, 0)})
+		}
+	}
+	return out
+}
+
+// apply merges a received message into the state. It reports whether the
+// state changed.
+func (g *Gossip) apply(path string, msg *Message) bool {
+	if msg.Replica == g.cfg.Replica {
+		return false // our own message back (NATS echoes nothing, but a relay might)
+	}
+	if err := g.cfg.Clock.Update(msg.Sent); err != nil {
+		g.m.dropped.WithLabelValues(path, "skew").Inc()
+		g.log.Warn("dropping gossip from a clock too far ahead", "from", msg.Replica, "err", err)
+		return false
+	}
+	changed := false
+	for _, p := range msg.Polls {
+		if p.Def != nil {
+			won, err := g.cfg.State.MergePoll(*p.Def)
+			if err != nil {
+				g.m.dropped.WithLabelValues(path, "rejected").Inc()
+				g.log.Warn("cannot apply a gossiped definition", "poll", p.ID, "from", msg.Replica, "err", err)
+				continue
+			}
+			changed = changed || won
+		}
+		if p.Tally != nil {
+			c, err := g.cfg.State.Merge(p.ID, p.Tally)
+			if err != nil {
+				// The definition has not arrived yet; anti-entropy brings both.
+				g.m.dropped.WithLabelValues(path, "unknown_poll").Inc()
+				continue
+			}
+			changed = changed || c
+		}
+	}
+	g.cfg.State.Heard(msg.Replica, msg.Region, g.cfg.Now().UnixMilli())
+	if changed {
+		g.m.merges.WithLabelValues(path).Inc()
+	}
+	return changed
+}
+
+// receive decodes and applies one message from path.
+func (g *Gossip) receive(path string, b []byte) {
+	g.m.bytes.WithLabelValues(path, "in").Add(float64(len(b)))
+	g.m.messages.WithLabelValues(path, "in").Inc()
+	msg, err := Decode(b)
+	if err != nil {
+		g.m.dropped.WithLabelValues(path, "malformed").Inc()
+		g.log.Warn("dropping a malformed gossip message", "path", path, "bytes", len(b), "err", err)
+		return
+	}
+	g.apply(path, msg)
+}
+
+// gossiped reports whether a poll's state is still worth spreading: it has
+// not been closed for longer than grace plus the retention period.
+func (g *Gossip) gossiped(d poll.Definition, nowMs int64) bool {
+	return d.ClosesAt == 0 || nowMs < d.ClosesAt+d.GraceMs+g.cfg.Retention.Milliseconds()
+}
+
+// fullState builds the message push/pull exchanges: every gossiped poll's
+// definition and tally.
+func (g *Gossip) fullState() (*Message, error) {
+	ts, err := g.cfg.Clock.Now()
+	if err != nil {
+		return nil, err
+	}
+	msg := &Message{Kind: KindFull, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts}
+	now := g.cfg.Now().UnixMilli()
+	for _, d := range g.cfg.State.Polls() {
+		if !g.gossiped(d, now) {
+			continue
+		}
+		reg, ok := g.cfg.State.PollRegister(d.ID)
+		t, err := g.cfg.State.Tally(d.ID)
+		if !ok || err != nil {
+			continue
+		}
+		msg.Polls = append(msg.Polls, PollUpdate{ID: d.ID, Def: &reg, Tally: t})
+	}
+	return msg, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// splitHost returns the host of a host:port, or "" when there is none.
+func splitHost(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return h
+}

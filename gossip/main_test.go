@@ -1,0 +1,134 @@
+package gossip
+
+import (
+	"io"
+	"log/slog"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"tally/hlc"
+	"tally/poll"
+	"tally/state"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// memberlist and nats-server leave these behind briefly after a
+		// clean shutdown; they end on their own.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
+		goleak.IgnoreAnyFunction("time.Sleep"),
+	)
+}
+
+// member is one in-process gossip node over loopback.
+type member struct {
+	*Gossip
+	st    *state.State
+	clock *hlc.Clock
+	reg   *prometheus.Registry
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startMember starts a gossip node named name in region, joining seeds,
+// with an embedded NATS server (routes and gateways on loopback).
+func startMember(t *testing.T, name, region string, seeds []string, mutate func(*Config)) *member {
+	t.Helper()
+	st, err := state.New(state.Config{Replica: name + "-r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock, err := hlc.New(hlc.Config{Replica: name + "-r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	cfg := Config{
+		NodeName: name, Region: region, Replica: name + "-r", HTTPAddr: "127.0.0.1:1",
+		BindAddr: "127.0.0.1:0", Join: seeds, Profile: "local", PushPull: 300 * time.Millisecond,
+		NATSClientAddr: "127.0.0.1:0", NATSClusterAddr: "127.0.0.1:0", NATSGatewayAddr: "127.0.0.1:0",
+		State: st, Clock: clock, Registerer: reg, Logger: quiet,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &member{Gossip: g, st: st, clock: clock, reg: reg}
+	t.Cleanup(func() { g.Close() })
+	return m
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not before the deadline: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func testPoll(id string) poll.Definition {
+	return poll.Definition{ID: id, Question: "Which?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
+		OpensAt: time.Now().UnixMilli() - 1000, ClosesAt: time.Now().Add(time.Hour).UnixMilli(), GraceMs: 2000}
+}
+
+// create writes a poll definition at m, as the admin API does.
+func (m *member) create(t *testing.T, d poll.Definition) {
+	t.Helper()
+	ts, err := m.clock.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.st.PutPoll(d, ts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *member) totals(id string) map[string]int64 {
+	tot, _, err := m.st.Totals(id)
+	if err != nil {
+		return nil
+	}
+	return tot
+}
+
+// converged reports whether every member shows want for the poll.
+func converged(ms []*member, id string, want map[string]int64) bool {
+	for _, m := range ms {
+		if !maps.Equal(m.totals(id), want) {
+			return false
+		}
+	}
+	return true
+}
+
+func counter(t *testing.T, m *member, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = mfs
+	switch name {
+	case "dropped":
+		return testutil.ToFloat64(m.m.dropped.WithLabelValues(labels...))
+	case "merges":
+		return testutil.ToFloat64(m.m.merges.WithLabelValues(labels...))
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}

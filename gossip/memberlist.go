@@ -1,0 +1,141 @@
+package gossip
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// startMemberlist creates the memberlist with this node's metadata and the
+// push/pull delegate.
+func (g *Gossip) startMemberlist() error {
+	cfg := g.cfg
+	var mc *memberlist.Config
+	switch cfg.Profile {
+	case "", "wan":
+		mc = memberlist.DefaultWANConfig()
+	case "lan":
+		mc = memberlist.DefaultLANConfig()
+	case "local":
+		mc = memberlist.DefaultLocalConfig()
+		mc.ProbeInterval = 200 * time.Millisecond
+		mc.ProbeTimeout = 100 * time.Millisecond
+		mc.GossipInterval = 50 * time.Millisecond
+		mc.SuspicionMult = 2
+	default:
+		return fmt.Errorf("%w: gossip profile %q (want wan, lan or local)", ErrConfig, cfg.Profile)
+	}
+	if cfg.PushPull > 0 {
+		mc.PushPullInterval = cfg.PushPull
+	}
+	mc.Name = cfg.NodeName
+	mc.Delegate = &delegate{g: g}
+	mc.Events = &events{g: g}
+	mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	if len(cfg.Key) > 0 {
+		kr, err := memberlist.NewKeyring(nil, cfg.Key)
+		if err != nil {
+			return fmt.Errorf("%w: gossip key: %v", ErrConfig, err)
+		}
+		mc.Keyring = kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
+	host, port, err := hostPort(orDefault(cfg.BindAddr, ":7946"))
+	if err != nil {
+		return fmt.Errorf("%w: gossip address: %v", ErrConfig, err)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("gossip: cannot bind %s: %w", cfg.BindAddr, err)
+	}
+	mc.BindAddr, mc.BindPort = host, nt.GetAutoBindPort()
+	if cfg.AdvertiseAddr != "" {
+		if mc.AdvertiseAddr, mc.AdvertisePort, err = hostPort(cfg.AdvertiseAddr); err != nil {
+			nt.Shutdown()
+			return fmt.Errorf("%w: advertise address: %v", ErrConfig, err)
+		}
+	} else {
+		mc.AdvertisePort = mc.BindPort
+	}
+	var transport memberlist.NodeAwareTransport = nt
+	if cfg.WrapTransport != nil {
+		transport = cfg.WrapTransport(nt)
+	}
+	mc.Transport = transport
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		transport.Shutdown()
+		return fmt.Errorf("gossip: memberlist: %w", err)
+	}
+	g.ml = ml
+	return nil
+}
+
+// GossipAddr returns the address memberlist announces (host:port).
+func (g *Gossip) GossipAddr() string { return g.ml.LocalNode().Address() }
+
+// delegate plugs Tally's state into memberlist.
+type delegate struct{ g *Gossip }
+
+// NodeMeta is this node's metadata: region, replica, role and addresses.
+func (d *delegate) NodeMeta(limit int) []byte {
+	b, err := d.g.self.encode(limit)
+	if err != nil {
+		d.g.log.Error("node metadata", "err", err)
+		return nil
+	}
+	return b
+}
+
+// NotifyMsg: Tally sends no user messages over memberlist's UDP gossip.
+func (d *delegate) NotifyMsg([]byte) {}
+
+// GetBroadcasts: none (the fast path is NATS).
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// LocalState is the full state sent in a push/pull (over TCP).
+func (d *delegate) LocalState(join bool) []byte {
+	msg, err := d.g.fullState()
+	if err != nil {
+		d.g.log.Error("full state", "err", err)
+		return nil
+	}
+	b, err := Encode(msg)
+	if err != nil {
+		d.g.log.Error("encode full state", "err", err)
+		return nil
+	}
+	d.g.m.bytes.WithLabelValues(pathPushPull, "out").Add(float64(len(b)))
+	d.g.m.messages.WithLabelValues(pathPushPull, "out").Inc()
+	return b
+}
+
+// MergeRemoteState merges a peer's full state.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	if len(buf) == 0 {
+		return
+	}
+	d.g.receive(pathPushPull, buf)
+}
+
+// events logs membership changes and lets the NATS side react to them.
+type events struct{ g *Gossip }
+
+func (e *events) NotifyJoin(n *memberlist.Node) {
+	m, _ := decodeMeta(n.Meta)
+	e.g.log.Info("member joined", "name", n.Name, "region", m.Region, "replica", m.Replica, "role", m.Role, "addr", n.Address())
+	e.g.pokeRepair()
+}
+
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	e.g.log.Info("member left", "name", n.Name, "addr", n.Address())
+}
+
+func (e *events) NotifyUpdate(n *memberlist.Node) { e.g.pokeRepair() }

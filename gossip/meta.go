@@ -1,0 +1,87 @@
+package gossip
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Roles a node can have.
+const (
+	RoleFull = "full" // takes votes and serves viewers
+	RoleEdge = "edge" // serves viewers from gossiped state only
+)
+
+// meta is what a node tells the others about itself in its memberlist
+// metadata (at most 512 bytes). Empty hosts mean "my memberlist address".
+type meta struct {
+	Region      string `json:"region"`
+	Replica     string `json:"replica"`
+	Role        string `json:"role"`
+	HTTP        string `json:"http,omitempty"`
+	NATSCluster string `json:"nats_cluster,omitempty"` // embedded server's route listener
+	NATSGateway string `json:"nats_gateway,omitempty"` // embedded server's gateway listener
+}
+
+func (m meta) encode(limit int) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("gossip: node metadata is %d bytes, over memberlist's %d", len(b), limit)
+	}
+	return b, nil
+}
+
+func decodeMeta(b []byte) (meta, error) {
+	var m meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return meta{}, fmt.Errorf("%w: node metadata: %v", ErrMalformed, err)
+	}
+	return m, nil
+}
+
+// resolve fills an empty or unspecified host of addr with host.
+func resolve(addr string, host net.IP) string {
+	if addr == "" {
+		return ""
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
+		return net.JoinHostPort(host.String(), p)
+	}
+	return addr
+}
+
+// hostPort splits addr into a host and a port number.
+func hostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", addr)
+	}
+	return h, port, nil
+}
+
+// freePort resolves port 0 in addr to a port free right now, so the
+// address can be announced before the listener starts.
+func freePort(addr string) (string, error) {
+	h, port, err := hostPort(addr)
+	if err != nil || port != 0 {
+		return addr, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return net.JoinHostPort(h, strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
+}

@@ -1,0 +1,68 @@
+package gossip
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Paths a message travels.
+const (
+	pathNATS     = "nats"
+	pathPushPull = "pushpull"
+)
+
+type metrics struct {
+	bytes     *prometheus.CounterVec // path, direction
+	messages  *prometheus.CounterVec // path, direction
+	merges    *prometheus.CounterVec // path: messages that changed the state
+	dropped   *prometheus.CounterVec // path, reason
+	published prometheus.Counter     // deltas published (heartbeats excluded)
+	restarts  prometheus.Counter     // embedded NATS restarts to add routes or gateways
+}
+
+func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
+	m := &metrics{
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_bytes_total", Help: "Gossip bytes by path (nats, pushpull) and direction (in, out).",
+		}, []string{"path", "direction"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_messages_total", Help: "Gossip messages by path and direction.",
+		}, []string{"path", "direction"}),
+		merges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_merges_total", Help: "Received gossip messages that changed this node's state, by path.",
+		}, []string{"path"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_dropped_total", Help: "Received gossip messages or parts dropped, by path and reason (malformed, skew, unknown_poll, rejected).",
+		}, []string{"path", "reason"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_gossip_deltas_published_total", Help: "Deltas of this replica's entries published on NATS.",
+		}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_gossip_nats_restarts_total", Help: "Restarts of the embedded NATS server to connect routes or gateways learned later.",
+		}),
+	}
+	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tally_gossip_members", Help: "Live cluster members seen by memberlist, this node included.",
+	}, func() float64 { return float64(len(g.Members())) })
+	staleness := &stalenessCollector{g: g, desc: prometheus.NewDesc("tally_gossip_staleness_seconds",
+		"Age of the newest state heard from each replica.", []string{"replica", "region"}, nil)}
+	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, members, staleness} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// stalenessCollector reports per-replica staleness at scrape time.
+type stalenessCollector struct {
+	g    *Gossip
+	desc *prometheus.Desc
+}
+
+func (c *stalenessCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *stalenessCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.g.Staleness() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(r.StalenessMs)/1000, r.Replica, r.Region)
+	}
+}

@@ -1,0 +1,267 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// embedded is the in-process NATS server and what it was configured with.
+type embedded struct {
+	srv      *server.Server
+	routes   map[string]string // node name → route URL
+	gateways map[string]string // region → gateway URL
+}
+
+func (e *embedded) shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// peers returns the NATS addresses the other members announce: route URLs
+// of the nodes in this region, one gateway URL per other region.
+func (g *Gossip) peers() (routes, gateways map[string]string) {
+	routes, gateways = map[string]string{}, map[string]string{}
+	for _, n := range g.ml.Members() {
+		if n.Name == g.cfg.NodeName {
+			continue
+		}
+		m, err := decodeMeta(n.Meta)
+		if err != nil {
+			continue
+		}
+		if m.Region == g.cfg.Region && m.NATSCluster != "" && g.self.NATSCluster != "" {
+			routes[n.Name] = "nats-route://" + resolve(m.NATSCluster, n.Addr)
+		}
+		if m.Region != g.cfg.Region && m.NATSGateway != "" && g.self.NATSGateway != "" {
+			if _, ok := gateways[m.Region]; !ok || n.Name < m.Region {
+				gateways[m.Region] = "nats://" + resolve(m.NATSGateway, n.Addr)
+			}
+		}
+	}
+	return routes, gateways
+}
+
+// startEmbedded starts a NATS server whose cluster is this region (routes
+// to its other nodes) and whose gateways reach the other regions.
+func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, error) {
+	host, port, err := hostPort(g.cfg.NATSClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: nats address: %v", ErrConfig, err)
+	}
+	opts := &server.Options{
+		ServerName: g.cfg.NodeName, Host: orDefault(host, "0.0.0.0"), Port: port,
+		NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
+	}
+	self := net.ParseIP(splitHost(g.GossipAddr()))
+	if g.self.NATSCluster != "" {
+		h, p, _ := hostPort(g.self.NATSCluster)
+		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: orDefault(h, "0.0.0.0"), Port: p,
+			Advertise: resolve(g.self.NATSCluster, self)}
+		for _, name := range slices.Sorted(maps.Keys(routes)) {
+			u, err := url.Parse(routes[name])
+			if err != nil {
+				return nil, fmt.Errorf("gossip: route to %s: %w", name, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	if g.self.NATSGateway != "" {
+		h, p, _ := hostPort(g.self.NATSGateway)
+		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: orDefault(h, "0.0.0.0"), Port: p,
+			Advertise: resolve(g.self.NATSGateway, self), ConnectRetries: 10, ConnectBackoff: true}
+		for _, region := range slices.Sorted(maps.Keys(gateways)) {
+			u, err := url.Parse(gateways[region])
+			if err != nil {
+				return nil, fmt.Errorf("gossip: gateway to %s: %w", region, err)
+			}
+			opts.Gateway.Gateways = append(opts.Gateway.Gateways, &server.RemoteGatewayOpts{Name: region, URLs: []*url.URL{u}})
+		}
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: embedded nats: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("gossip: embedded nats did not start on %s", g.cfg.NATSClientAddr)
+	}
+	return &embedded{srv: srv, routes: routes, gateways: gateways}, nil
+}
+
+// startNATS starts the embedded server (unless an external one is
+// configured), connects, and subscribes to the cluster's subject.
+func (g *Gossip) startNATS() error {
+	url := g.cfg.NATSURL
+	if url == "" {
+		emb, err := g.startEmbedded(g.peers())
+		if err != nil {
+			return err
+		}
+		g.emb = emb
+		url = emb.srv.ClientURL()
+	}
+	nc, err := nats.Connect(url,
+		nats.Name(g.cfg.NodeName),
+		nats.NoEcho(),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			return min(time.Duration(attempts)*250*time.Millisecond, 5*time.Second)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			g.log.Warn("nats disconnected; reconnecting", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { g.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			g.m.dropped.WithLabelValues(pathNATS, "slow_consumer").Inc()
+			g.log.Warn("nats", "err", err)
+		}),
+	)
+	if err != nil {
+		if g.emb != nil {
+			g.emb.shutdown()
+		}
+		return fmt.Errorf("gossip: nats connect %s: %w", url, err)
+	}
+	if _, err := nc.Subscribe(g.subject, func(m *nats.Msg) { g.receive(pathNATS, m.Data) }); err != nil {
+		nc.Close()
+		if g.emb != nil {
+			g.emb.shutdown()
+		}
+		return fmt.Errorf("gossip: nats subscribe: %w", err)
+	}
+	g.natsMu.Lock()
+	g.nc = nc
+	g.natsMu.Unlock()
+	return nil
+}
+
+// NATSConnected reports whether the NATS connection is up.
+func (g *Gossip) NATSConnected() bool {
+	g.natsMu.Lock()
+	defer g.natsMu.Unlock()
+	return g.nc != nil && g.nc.IsConnected()
+}
+
+// pokeRepair asks the repair loop to look at the membership now.
+func (g *Gossip) pokeRepair() {
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+}
+
+// repairLoop keeps the embedded server connected to every member it
+// should reach. NATS discovers routes and gateways by itself once one side
+// knows the other; this covers the rest (two nodes that started apart and
+// met later through memberlist): a peer that is neither configured nor
+// connected for two checks in a row gets the server restarted with it
+// added. The client reconnects to the same port.
+func (g *Gossip) repairLoop(ctx context.Context) {
+	defer g.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var missingSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-g.poke:
+		}
+		switch {
+		case !g.missingPeers():
+			missingSince = time.Time{}
+		case missingSince.IsZero():
+			missingSince = time.Now()
+		case time.Since(missingSince) >= repairAfter:
+			g.restartEmbedded()
+			missingSince = time.Time{}
+		}
+	}
+}
+
+// repairAfter is how long a peer may stay unconnected before the embedded
+// server is restarted to reach it (NATS usually connects it by itself).
+const repairAfter = 5 * time.Second
+
+// NATSLinks returns the embedded server's live routes and the regions its
+// gateways reach (outbound); zero without an embedded server.
+func (g *Gossip) NATSLinks() (routes int, gateways []string) {
+	g.natsMu.Lock()
+	emb := g.emb
+	g.natsMu.Unlock()
+	if emb == nil {
+		return 0, nil
+	}
+	routes = emb.srv.NumRoutes()
+	if gz, err := emb.srv.Gatewayz(nil); err == nil {
+		for region, gw := range gz.OutboundGateways {
+			if gw.Connection != nil {
+				gateways = append(gateways, region)
+			}
+		}
+	}
+	slices.Sort(gateways)
+	return routes, gateways
+}
+
+// missingPeers reports whether a member's route or gateway is neither
+// configured nor connected.
+func (g *Gossip) missingPeers() bool {
+	g.natsMu.Lock()
+	emb := g.emb
+	g.natsMu.Unlock()
+	if emb == nil {
+		return false
+	}
+	routes, gateways := g.peers()
+	connected := map[string]bool{}
+	if rz, err := emb.srv.Routez(nil); err == nil {
+		for _, r := range rz.Routes {
+			connected[r.RemoteName] = true
+		}
+	}
+	for name := range routes {
+		if _, ok := emb.routes[name]; !ok && !connected[name] {
+			return true
+		}
+	}
+	gz, err := emb.srv.Gatewayz(nil)
+	if err != nil {
+		return false
+	}
+	for region := range gateways {
+		_, out := gz.OutboundGateways[region]
+		_, in := gz.InboundGateways[region]
+		if _, ok := emb.gateways[region]; !ok && !out && !in {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Gossip) restartEmbedded() {
+	routes, gateways := g.peers()
+	g.natsMu.Lock()
+	defer g.natsMu.Unlock()
+	g.log.Info("restarting embedded nats to reach new peers", "routes", len(routes), "gateways", len(gateways))
+	g.emb.shutdown()
+	emb, err := g.startEmbedded(routes, gateways)
+	if err != nil {
+		g.log.Error("embedded nats restart failed; retrying at the next check", "err", err)
+		g.emb = &embedded{srv: g.emb.srv, routes: map[string]string{}, gateways: map[string]string{}}
+		return
+	}
+	g.emb = emb
+	g.m.restarts.Inc()
+}

@@ -1,0 +1,118 @@
+package gossip
+
+import (
+	"context"
+	"time"
+
+	"tally/hlc"
+)
+
+// refreshAfterClose is how long after close plus grace a poll is still
+// refreshed on NATS (late counts, the close itself).
+const refreshAfterClose = time.Minute
+
+// publisher remembers what this node last published, so each delta holds
+// only what changed since.
+type publisher struct {
+	versions map[string]uint64        // poll → own tally version published
+	defs     map[string]hlc.Timestamp // poll → own definition write published
+	last     time.Time                // last refresh (or heartbeat)
+}
+
+// publishLoop publishes this replica's changes every PublishEvery, when
+// there are any. Every HeartbeatEvery it publishes a refresh instead: all
+// of its own entries and definitions of the polls still open (or in their
+// grace window), so a node that missed a delta (it was reconnecting, a
+// gateway was not up yet) catches up within a second without waiting for
+// push/pull; with no such poll the refresh is a bare heartbeat. It never
+// blocks the vote path: votes only touch the state.
+func (g *Gossip) publishLoop(ctx context.Context) {
+	defer g.wg.Done()
+	g.pub = publisher{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}}
+	t := time.NewTicker(g.cfg.PublishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.publishOnce()
+		}
+	}
+}
+
+// publishOnce sends one delta or heartbeat if due, and reports whether it
+// sent a delta.
+func (g *Gossip) publishOnce() bool {
+	g.natsMu.Lock()
+	nc := g.nc
+	g.natsMu.Unlock()
+	if nc == nil || !nc.IsConnected() {
+		return false // nothing is lost: the next delta covers everything since the last one sent
+	}
+	ts, err := g.cfg.Clock.Now()
+	if err != nil {
+		g.log.Error("clock", "err", err)
+		return false
+	}
+	msg := &Message{Kind: KindDelta, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts}
+	versions := map[string]uint64{}
+	defs := map[string]hlc.Timestamp{}
+	now := g.cfg.Now()
+	nowMs := now.UnixMilli()
+	refresh := now.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
+	for _, d := range g.cfg.State.Polls() {
+		if !g.gossiped(d, nowMs) {
+			continue
+		}
+		live := refresh && (d.ClosesAt == 0 || nowMs < d.ClosesAt+d.GraceMs+refreshAfterClose.Milliseconds())
+		var u PollUpdate
+		if reg, ok := g.cfg.State.PollRegister(d.ID); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[d.ID]) {
+			u.Def, defs[d.ID] = &reg, reg.TS
+		}
+		if g.cfg.Role == RoleFull {
+			since := g.pub.versions[d.ID]
+			if live {
+				since = 0
+			}
+			delta, v, err := g.cfg.State.OwnDelta(d.ID, since)
+			if err == nil {
+				versions[d.ID] = v
+				if !delta.Empty() {
+					u.Tally = delta
+				}
+			}
+		}
+		if u.Def != nil || u.Tally != nil {
+			u.ID = d.ID
+			msg.Polls = append(msg.Polls, u)
+		}
+	}
+	if len(msg.Polls) == 0 && !refresh {
+		return false
+	}
+	b, err := Encode(msg)
+	if err != nil {
+		g.log.Error("encode delta", "err", err)
+		return false
+	}
+	if err := nc.Publish(g.subject, b); err != nil {
+		g.log.Warn("nats publish", "err", err)
+		return false
+	}
+	if refresh {
+		g.pub.last = now
+	}
+	for id, v := range versions {
+		g.pub.versions[id] = v
+	}
+	for id, ts := range defs {
+		g.pub.defs[id] = ts
+	}
+	g.m.bytes.WithLabelValues(pathNATS, "out").Add(float64(len(b)))
+	g.m.messages.WithLabelValues(pathNATS, "out").Inc()
+	if len(msg.Polls) > 0 {
+		g.m.published.Inc()
+	}
+	return len(msg.Polls) > 0
+}

@@ -1,0 +1,259 @@
+package gossip
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"tally/crdt"
+	"tally/hlc"
+	"tally/ids"
+	"tally/poll"
+)
+
+// ErrMalformed is returned for a gossip message that cannot be decoded.
+// Such a message is dropped and counted, never merged.
+var ErrMalformed = errors.New("gossip: malformed message")
+
+// Kind says which path a message was made for.
+type Kind byte
+
+const (
+	// KindDelta carries the sender's own entries changed since its last
+	// delta (the NATS fast path), or nothing (a heartbeat).
+	KindDelta Kind = 1
+	// KindFull carries everything the sender holds (memberlist push/pull).
+	KindFull Kind = 2
+)
+
+// Limits the decoder enforces, so a hostile peer cannot make a node
+// allocate without bound.
+const (
+	MaxMessage   = 32 << 20 // bytes of a decoded (decompressed) message
+	MaxPolls     = 1 << 16  // polls in one message
+	maxDefBytes  = 64 << 10
+	maxTallySize = 4 << 20
+	compressOver = 1 << 10 // bodies larger than this are deflated
+
+	wireMagic     = "TG1"
+	flagDeflated  = 1
+	knownFlags    = flagDeflated
+	headerLength  = len(wireMagic) + 2
+	maxIDLength   = ids.MaxLen
+	minPollRecord = 3 // id length + empty def + empty tally
+)
+
+// Message is one gossip message: who sent it, when by its clock, and a
+// state update per poll.
+type Message struct {
+	Kind    Kind
+	Replica string        // the sender's replica id
+	Region  string        // the sender's region
+	Sent    hlc.Timestamp // the sender's clock when it sent
+	Polls   []PollUpdate
+}
+
+// PollUpdate is what a message says about one poll. Either part may be
+// absent.
+type PollUpdate struct {
+	ID    string
+	Def   *crdt.Register[poll.Definition]
+	Tally *crdt.Tally
+}
+
+// Encode writes m in the wire format: a magic and version, the kind, a
+// flags byte, then the body (deflated when it is large): sender, clock,
+// and per poll its id, the definition register as JSON and the tally in
+// crdt's binary form, each length-prefixed (length 0: absent).
+func Encode(m *Message) ([]byte, error) {
+	body := make([]byte, 0, 256)
+	body = appendString(body, m.Replica)
+	body = appendString(body, m.Region)
+	body = binary.AppendUvarint(body, uint64(max(m.Sent.Wall, 0)))
+	body = binary.AppendUvarint(body, uint64(m.Sent.Logical))
+	body = binary.AppendUvarint(body, uint64(len(m.Polls)))
+	for _, p := range m.Polls {
+		body = appendString(body, p.ID)
+		var def, tally []byte
+		var err error
+		if p.Def != nil {
+			if def, err = json.Marshal(p.Def); err != nil {
+				return nil, fmt.Errorf("gossip: encode definition of %q: %w", p.ID, err)
+			}
+		}
+		if p.Tally != nil {
+			if tally, err = p.Tally.MarshalBinary(); err != nil {
+				return nil, fmt.Errorf("gossip: encode tally of %q: %w", p.ID, err)
+			}
+		}
+		body = appendBytes(body, def)
+		body = appendBytes(body, tally)
+	}
+	out := append(make([]byte, 0, headerLength+len(body)), wireMagic...)
+	out = append(out, byte(m.Kind))
+	if len(body) <= compressOver {
+		return append(append(out, 0), body...), nil
+	}
+	buf := bytes.NewBuffer(append(out, flagDeflated))
+	w, _ := flate.NewWriter(buf, flate.BestSpeed)
+	w.Write(body)
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("gossip: compress: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode reads a message written by Encode. Anything malformed, truncated,
+// oversized or inconsistent (a definition whose id is not the poll's, an
+// invalid definition, a timestamp of zero) is rejected with ErrMalformed.
+func Decode(b []byte) (*Message, error) {
+	if len(b) < headerLength || string(b[:len(wireMagic)]) != wireMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	m := &Message{Kind: Kind(b[len(wireMagic)])}
+	if m.Kind != KindDelta && m.Kind != KindFull {
+		return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, m.Kind)
+	}
+	flags := b[len(wireMagic)+1]
+	if flags&^knownFlags != 0 {
+		return nil, fmt.Errorf("%w: unknown flags %#x", ErrMalformed, flags)
+	}
+	body := b[headerLength:]
+	if flags&flagDeflated != 0 {
+		r := flate.NewReader(bytes.NewReader(body))
+		defer r.Close()
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r, MaxMessage+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: inflate: %v", ErrMalformed, err)
+		}
+	}
+	if len(body) > MaxMessage {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrMalformed, MaxMessage)
+	}
+	d := reader{b: body}
+	m.Replica = d.id("replica")
+	m.Region = d.id("region")
+	wall, logical := d.uvarint(), d.uvarint()
+	if d.err == nil && (wall > math.MaxInt64 || logical > math.MaxUint32) {
+		d.fail("clock out of range")
+	}
+	m.Sent = hlc.Timestamp{Wall: int64(wall), Logical: uint32(logical), Replica: m.Replica}
+	n := d.uvarint()
+	if d.err == nil && (n > MaxPolls || n > uint64(len(d.b))/minPollRecord) {
+		d.fail("%d polls", n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		p := PollUpdate{ID: d.id("poll id")}
+		if def := d.bytes(maxDefBytes, "definition"); len(def) > 0 && d.err == nil {
+			p.Def = decodeDefinition(&d, p.ID, def)
+		}
+		if raw := d.bytes(maxTallySize, "tally"); len(raw) > 0 && d.err == nil {
+			t, err := crdt.DecodeTally(raw)
+			if err != nil {
+				d.fail("tally of %q: %v", p.ID, err)
+			}
+			p.Tally = t
+		}
+		m.Polls = append(m.Polls, p)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+func decodeDefinition(d *reader, id string, raw []byte) *crdt.Register[poll.Definition] {
+	var reg crdt.Register[poll.Definition]
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&reg); err != nil {
+		d.fail("definition of %q: %v", id, err)
+		return nil
+	}
+	if dec.More() {
+		d.fail("definition of %q: trailing data", id)
+		return nil
+	}
+	switch {
+	case reg.TS.Wall <= 0:
+		d.fail("definition of %q has no timestamp", id)
+	case reg.Value.ID != id:
+		d.fail("definition under %q is for %q", id, reg.Value.ID)
+	default:
+		if err := reg.Value.Validate(); err != nil {
+			d.fail("definition of %q: %v", id, err)
+		}
+	}
+	return &reg
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// reader reads varints and strings, keeping the first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (d *reader) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+	}
+}
+
+func (d *reader) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *reader) bytes(limit uint64, what string) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > limit || n > uint64(len(d.b)) {
+		d.fail("%s of %d bytes", what, n)
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// id reads a string that must be a valid id.
+func (d *reader) id(what string) string {
+	s := string(d.bytes(maxIDLength, what))
+	if d.err != nil {
+		return ""
+	}
+	if err := ids.Valid(s); err != nil {
+		d.fail("%s: %v", what, err)
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,147 @@
+package gossip
+
+import (
+	"bytes"
+	"compress/flate"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"tally/crdt"
+	"tally/hlc"
+	"tally/poll"
+)
+
+func sampleMessage(polls int) *Message {
+	m := &Message{Kind: KindFull, Replica: "eu-1", Region: "eu-west", Sent: hlc.Timestamp{Wall: 1764500000000, Logical: 3, Replica: "eu-1"}}
+	for i := range polls {
+		id := fmt.Sprintf("poll-%d", i)
+		d := testPoll(id)
+		t := crdt.NewTally()
+		t.Add("eu-1", "a", int64(i+1))
+		t.Add("us-1", "b", 2)
+		t.AddRecords("eu-1", uint64(i+1))
+		m.Polls = append(m.Polls, PollUpdate{ID: id, Def: &crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 5, Replica: "eu-1"}, Value: d}, Tally: t})
+	}
+	m.Polls = append(m.Polls, PollUpdate{ID: "bare"})
+	return m
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, n := range []int{0, 1, 50} { // 50 polls pass the compression threshold
+		m := sampleMessage(n)
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if deflated := b[len(wireMagic)+1] == flagDeflated; deflated != (n == 50) {
+			t.Errorf("%d polls: deflated=%v", n, deflated)
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%d polls: %v", n, err)
+		}
+		if got.Kind != m.Kind || got.Replica != m.Replica || got.Region != m.Region || got.Sent != m.Sent || len(got.Polls) != len(m.Polls) {
+			t.Fatalf("%d polls: header %+v", n, got)
+		}
+		for i, p := range m.Polls {
+			g := got.Polls[i]
+			if g.ID != p.ID || (g.Def == nil) != (p.Def == nil) || (g.Tally == nil) != (p.Tally == nil) {
+				t.Fatalf("poll %d: %+v", i, g)
+			}
+			if p.Def != nil && (g.Def.TS != p.Def.TS || g.Def.Value.Question != p.Def.Value.Question) {
+				t.Fatalf("poll %d def: %+v", i, g.Def)
+			}
+			if p.Tally != nil && !g.Tally.Equal(p.Tally) {
+				t.Fatalf("poll %d tally differs", i)
+			}
+		}
+	}
+}
+
+func TestDecodeHostile(t *testing.T) {
+	good, _ := Encode(sampleMessage(1))
+	body := good[headerLength:]
+	deflate := func(b []byte) []byte {
+		var buf bytes.Buffer
+		w, _ := flate.NewWriter(&buf, flate.BestSpeed)
+		w.Write(b)
+		w.Close()
+		return buf.Bytes()
+	}
+	header := func(kind, flags byte) []byte { return append([]byte(wireMagic), kind, flags) }
+	withDef := func(def string) []byte {
+		m := &Message{Kind: KindDelta, Replica: "r", Region: "g", Sent: hlc.Timestamp{Wall: 1}}
+		b, _ := Encode(m)
+		b = b[:len(b)-1] // poll count 0
+		b = append(b, 1)
+		b = appendString(b, "p")
+		b = appendBytes(b, []byte(def))
+		return appendBytes(b, nil)
+	}
+	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1,"closes_at":2}}`
+	if _, err := Decode(withDef(validDef)); err != nil {
+		t.Fatalf("the valid base case fails: %v", err)
+	}
+	cases := map[string][]byte{
+		"empty":            nil,
+		"magic only":       []byte(wireMagic),
+		"wrong magic":      append([]byte("XX1"), good[3:]...),
+		"unknown kind":     append(header(7, 0), body...),
+		"unknown flag":     append(header(2, 2), body...),
+		"truncated":        good[:len(good)-3],
+		"trailing":         append(append([]byte(nil), good...), 0),
+		"bad deflate":      append(header(2, flagDeflated), 1, 2, 3),
+		"deflate bomb":     append(header(2, flagDeflated), deflate(make([]byte, MaxMessage+10))...),
+		"huge poll count":  append(header(1, 0), append(appendString(appendString(nil, "r"), "g"), 1, 0, 0xff, 0xff, 0xff, 0x7f)...),
+		"bad replica id":   append(header(1, 0), append(appendString(appendString(nil, "r/x"), "g"), 1, 0, 0)...),
+		"empty region":     append(header(1, 0), append(appendString(appendString(nil, "r"), ""), 1, 0, 0)...),
+		"long id":          append(header(1, 0), append(appendString(appendString(nil, strings.Repeat("r", 65)), "g"), 1, 0, 0)...),
+		"def not json":     withDef("{"),
+		"def unknown key":  withDef(strings.Replace(validDef, `"value"`, `"x":1,"value"`, 1)),
+		"def other poll":   withDef(strings.Replace(validDef, `"id":"p"`, `"id":"q"`, 1)),
+		"def no timestamp": withDef(strings.Replace(validDef, `"wall":5`, `"wall":0`, 1)),
+		"def invalid":      withDef(strings.Replace(validDef, `,{"id":"b","label":"B"}`, ``, 1)),
+		"def trailing":     withDef(validDef + "{}"),
+	}
+	for name, b := range cases {
+		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, n := range []int{0, 1, 50} {
+		b, _ := Encode(sampleMessage(n))
+		f.Add(b)
+	}
+	f.Add([]byte(wireMagic + "\x01\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not ErrMalformed: %v", err)
+			}
+			return
+		}
+		// What decodes re-encodes and decodes to the same message.
+		again, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m2, err := Decode(again)
+		if err != nil {
+			t.Fatalf("re-encoded message does not decode: %v", err)
+		}
+		if len(m2.Polls) != len(m.Polls) || m2.Replica != m.Replica || m2.Sent != m.Sent {
+			t.Fatal("round trip changed the message")
+		}
+		for i := range m.Polls {
+			if (m.Polls[i].Tally == nil) != (m2.Polls[i].Tally == nil) || m.Polls[i].Tally != nil && !m.Polls[i].Tally.Equal(m2.Polls[i].Tally) {
+				t.Fatal("round trip changed a tally")
+			}
+		}
+	})
+}

@@ -1,0 +1,90 @@
+package state
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"tally/crdt"
+	"tally/poll"
+)
+
+// This file holds what gossip needs of the state besides Merge: the
+// definitions with their timestamps, this replica's own changed entries,
+// and when each replica's state was last heard from.
+
+// PollRegister returns a poll's definition with the timestamp of its write.
+func (s *State) PollRegister(id string) (crdt.Register[poll.Definition], bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.defs.Get(id)
+}
+
+// MergePoll applies a definition written elsewhere (created or closed in
+// another region): it is persisted and kept if it is newer than the one
+// held. It reports whether it won.
+func (s *State) MergePoll(reg crdt.Register[poll.Definition]) (bool, error) {
+	return s.PutPoll(reg.Value, reg.TS)
+}
+
+// OwnDelta returns this replica's entries of the poll changed after
+// version since, and the version they bring the caller up to. A caller
+// that publishes the delta passes the returned version next time.
+func (s *State) OwnDelta(pollID string, since uint64) (*crdt.Tally, uint64, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return nil, 0, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	s.fold(ps)
+	return ps.tally.DeltaOf(s.replica, since), ps.tally.Version(), nil
+}
+
+// Heard is when state from a replica last arrived, and from which region.
+type Heard struct {
+	Replica string
+	Region  string
+	AtMs    int64 // unix milliseconds
+}
+
+// heard records when each replica was last heard from; gossip writes it,
+// fan-out and the cluster endpoint read it.
+type heard struct {
+	mu sync.Mutex
+	m  map[string]Heard
+}
+
+// Heard records that state sent by replica (of region) arrived at atMs.
+// Older reports than the one held are ignored.
+func (s *State) Heard(replica, region string, atMs int64) {
+	s.heard.mu.Lock()
+	defer s.heard.mu.Unlock()
+	if s.heard.m == nil {
+		s.heard.m = make(map[string]Heard)
+	}
+	if cur, ok := s.heard.m[replica]; ok && cur.AtMs >= atMs {
+		return
+	}
+	s.heard.m[replica] = Heard{Replica: replica, Region: region, AtMs: atMs}
+}
+
+// HeardFrom returns every replica heard from, sorted by replica id.
+func (s *State) HeardFrom() []Heard {
+	s.heard.mu.Lock()
+	out := slices.Collect(maps.Values(s.heard.m))
+	s.heard.mu.Unlock()
+	slices.SortFunc(out, func(a, b Heard) int { return strings.Compare(a.Replica, b.Replica) })
+	return out
+}
+
+// RegionsHeard returns, per region, the newest time any of its replicas
+// was heard from (unix milliseconds).
+func (s *State) RegionsHeard() map[string]int64 {
+	out := make(map[string]int64)
+	for _, h := range s.HeardFrom() {
+		out[h.Region] = max(out[h.Region], h.AtMs)
+	}
+	return out
+}
