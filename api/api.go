@@ -26,6 +26,7 @@ const (
 	CodeRateLimited    = "rate_limited"
 	CodeInternal       = "internal"
 	CodeUnavailable    = "unavailable"
+	CodeEdgeNode       = "edge_node"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

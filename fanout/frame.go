@@ -34,6 +34,9 @@ type Message struct {
 	ClosesAt    int64            `json:"closes_at,omitempty"`
 	Leader      string           `json:"leader,omitempty"`
 	Events      []Event          `json:"events,omitempty"`
+	// Regions is the freshness vector: per region, the age in ms of the
+	// newest state this node has from it (its own region: 0).
+	Regions map[string]int64 `json:"regions,omitempty"`
 }
 
 // OptionInfo names an option in a snapshot.

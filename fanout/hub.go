@@ -112,6 +112,10 @@ func (h *hub) tick() {
 	for v := range h.viewers {
 		viewers = append(viewers, v)
 	}
+	var regions map[string]int64
+	if h.s.cfg.Freshness != nil {
+		regions = h.s.cfg.Freshness()
+	}
 	changed := h.cur == nil || cur.status != h.last.status || len(changedOptions(h.last.totals, cur.totals)) > 0
 	var f *frame
 	switch {
@@ -122,7 +126,7 @@ func (h *hub) tick() {
 			Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
 			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)),
 			Region: h.s.cfg.Region, Question: def.Question, ClosesAt: def.ClosesAt, Leader: leader(cur.totals),
-			Events: events(h.last, cur),
+			Events: events(h.last, cur), Regions: regions,
 		}
 		for _, o := range def.Options {
 			snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
@@ -140,7 +144,7 @@ func (h *hub) tick() {
 		h.since = now
 		f = &frame{seq: h.seq, beat: true, snapshot: encode(&Message{
 			Type: TypeHeartbeat, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
-			Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)),
+			Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)), Regions: regions,
 		})}
 	}
 	h.mu.Unlock()

@@ -34,6 +34,9 @@ type Config struct {
 	Source Source // required
 	Voter  Voter  // nil: votes on the socket are refused
 	Region string // shown to viewers
+	// Freshness, when set, returns the per-region freshness vector put in
+	// every frame (region → age in ms of the newest state heard from it).
+	Freshness func() map[string]int64
 
 	Tick         time.Duration // default 250ms
 	Heartbeat    time.Duration // default 15s

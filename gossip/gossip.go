@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +82,9 @@ type Gossip struct {
 	self    meta
 	subject string
 
-	ml *memberlist.Memberlist
+	ml      *memberlist.Memberlist
+	peersMu sync.Mutex
+	members map[string]peer // node name → member, kept by the events
 
 	natsMu sync.Mutex // guards embedded and nc during (re)starts
 	emb    *embedded
@@ -117,6 +118,11 @@ func New(cfg Config) (*Gossip, error) {
 	default:
 		return nil, fmt.Errorf("%w: gossip key must be 16, 24 or 32 bytes, got %d", ErrConfig, len(cfg.Key))
 	}
+	switch cfg.Profile {
+	case "", "wan", "lan", "local":
+	default:
+		return nil, fmt.Errorf("%w: gossip profile %q (want wan, lan or local)", ErrConfig, cfg.Profile)
+	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = "tally"
 	}
@@ -141,13 +147,17 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state",
-		poke: make(chan struct{}, 1)}
+		poke: make(chan struct{}, 1), members: map[string]peer{}}
 	var err error
 	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
 		return nil, fmt.Errorf("gossip: metrics: %w", err)
 	}
 	return g, nil
 }
+
+// SetHTTPAddr sets the HTTP address announced to the others, for callers
+// that learn it after New (a listener on port 0). Call it before Start.
+func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
 
 // Start binds memberlist, joins the seeds, starts (or connects to) NATS and
 // the publisher. It returns once the node is a member; NATS connects in
@@ -250,42 +260,20 @@ type Member struct {
 	Role     string `json:"role"`
 	HTTPAddr string `json:"http_addr,omitempty"`
 	Gossip   string `json:"gossip_addr"`
-	State    string `json:"state"` // alive, suspect
+	State    string `json:"state"` // alive (dead and departed members are dropped)
 	Self     bool   `json:"self"`
 }
 
 // Members returns the live members, this node included, sorted by name.
 func (g *Gossip) Members() []Member {
-	if g.ml == nil {
-		return nil
-	}
 	var out []Member
-	for _, n := range g.ml.Members() {
-		m, err := decodeMeta(n.Meta)
-		if err != nil {
-			continue
-		}
+	for _, p := range g.memberList() {
 		out = append(out, Member{
-			Name: n.Name, Region: m.Region, Replica: m.Replica, Role: m.Role,
-			HTTPAddr: resolve(m.HTTP, n.Addr), Gossip: n.Address(),
-			State: stateName(n.State), Self: n.Name == g.cfg.NodeName,
+			Name: p.name, Region: p.meta.Region, Replica: p.meta.Replica, Role: p.meta.Role,
+			HTTPAddr: resolve(p.meta.HTTP, p.addr), Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
 		})
 	}
-	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateLeft:
-		return "left"
-	default:
-		return "dead"
-	}
 }
 
 // Replica is how fresh the state heard from one replica is.

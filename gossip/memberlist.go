@@ -3,6 +3,10 @@ package gossip
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -125,17 +129,56 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	d.g.receive(pathPushPull, buf)
 }
 
-// events logs membership changes and lets the NATS side react to them.
+// events keeps this node's copy of the membership (memberlist's own
+// Members() hands out nodes that its goroutines keep writing to) and lets
+// the NATS side react to changes.
 type events struct{ g *Gossip }
 
+// peer is a member as the events reported it.
+type peer struct {
+	name   string
+	addr   net.IP
+	gossip string
+	meta   meta
+}
+
 func (e *events) NotifyJoin(n *memberlist.Node) {
-	m, _ := decodeMeta(n.Meta)
-	e.g.log.Info("member joined", "name", n.Name, "region", m.Region, "replica", m.Replica, "role", m.Role, "addr", n.Address())
+	p := e.g.track(n)
+	e.g.log.Info("member joined", "name", n.Name, "region", p.meta.Region, "replica", p.meta.Replica, "role", p.meta.Role, "addr", p.gossip)
 	e.g.pokeRepair()
 }
 
 func (e *events) NotifyLeave(n *memberlist.Node) {
+	e.g.peersMu.Lock()
+	delete(e.g.members, n.Name)
+	e.g.peersMu.Unlock()
 	e.g.log.Info("member left", "name", n.Name, "addr", n.Address())
 }
 
-func (e *events) NotifyUpdate(n *memberlist.Node) { e.g.pokeRepair() }
+func (e *events) NotifyUpdate(n *memberlist.Node) {
+	e.g.track(n)
+	e.g.pokeRepair()
+}
+
+// track copies a member reported by memberlist (called with memberlist's
+// lock held, so reading n is safe here).
+func (g *Gossip) track(n *memberlist.Node) peer {
+	m, err := decodeMeta(n.Meta)
+	if err != nil {
+		g.log.Warn("member with unreadable metadata", "name", n.Name, "err", err)
+	}
+	p := peer{name: n.Name, addr: append(net.IP(nil), n.Addr...), gossip: n.Address(), meta: m}
+	g.peersMu.Lock()
+	g.members[n.Name] = p
+	g.peersMu.Unlock()
+	return p
+}
+
+// memberList returns the tracked members, sorted by name.
+func (g *Gossip) memberList() []peer {
+	g.peersMu.Lock()
+	out := slices.Collect(maps.Values(g.members))
+	g.peersMu.Unlock()
+	slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
+	return out
+}

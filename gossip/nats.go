@@ -29,21 +29,16 @@ func (e *embedded) shutdown() {
 // of the nodes in this region, one gateway URL per other region.
 func (g *Gossip) peers() (routes, gateways map[string]string) {
 	routes, gateways = map[string]string{}, map[string]string{}
-	for _, n := range g.ml.Members() {
-		if n.Name == g.cfg.NodeName {
-			continue
-		}
-		m, err := decodeMeta(n.Meta)
-		if err != nil {
+	for _, p := range g.memberList() { // sorted: the first node of a region is its gateway
+		m := p.meta
+		if p.name == g.cfg.NodeName {
 			continue
 		}
 		if m.Region == g.cfg.Region && m.NATSCluster != "" && g.self.NATSCluster != "" {
-			routes[n.Name] = "nats-route://" + resolve(m.NATSCluster, n.Addr)
+			routes[p.name] = "nats-route://" + resolve(m.NATSCluster, p.addr)
 		}
-		if m.Region != g.cfg.Region && m.NATSGateway != "" && g.self.NATSGateway != "" {
-			if _, ok := gateways[m.Region]; !ok || n.Name < m.Region {
-				gateways[m.Region] = "nats://" + resolve(m.NATSGateway, n.Addr)
-			}
+		if _, ok := gateways[m.Region]; !ok && m.Region != g.cfg.Region && m.NATSGateway != "" && g.self.NATSGateway != "" {
+			gateways[m.Region] = "nats://" + resolve(m.NATSGateway, p.addr)
 		}
 	}
 	return routes, gateways

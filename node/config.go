@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/gossip"
 	"tally/ingest"
 )
 
@@ -23,11 +26,18 @@ type Config struct {
 	Region          string        // region name, part of the replica id
 	NodeName        string        // unique within the cluster
 	AdminToken      string        // empty: generated and stored in DataDir
-	GossipAddr      string        // memberlist bind address (multi-region issue)
+	GossipAddr      string        // memberlist bind address
+	GossipAdvertise string        // memberlist address announced, when not the bind address
 	Join            string        // memberlist seeds
-	GossipKey       string        // memberlist encryption key
+	GossipKey       string        // memberlist encryption key (base64)
+	GossipProfile   string        // memberlist timing: wan, lan or local
+	PushPull        time.Duration // anti-entropy interval; 0: the profile's
+	Cluster         string        // cluster name: the NATS subject
 	NATSURL         string        // external NATS; empty: embedded
-	NATSAddr        string        // embedded NATS listen address
+	NATSAddr        string        // embedded NATS client listen address
+	NATSClusterAddr string        // embedded NATS route listener (nodes of one region); empty: none
+	NATSGatewayAddr string        // embedded NATS gateway listener (other regions); empty: none
+	Retention       time.Duration // closed polls stop being gossiped this long after close
 	Role            string        // full or edge
 	Tick            time.Duration // fan-out tick
 	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
@@ -48,8 +58,10 @@ type Config struct {
 	// Injected for tests; nil means the real thing.
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
-	Now      func() time.Time
-	Stdout   io.Writer // where the start banner goes
+	// WrapGossip wraps memberlist's transport (tests partition with it).
+	WrapGossip func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+	Now        func() time.Time
+	Stdout     io.Writer // where the start banner goes
 }
 
 // DefaultConfig returns the configuration of `go run ./cmd/node`.
@@ -61,7 +73,12 @@ func DefaultConfig() Config {
 		Region:            "local",
 		NodeName:          host,
 		GossipAddr:        ":7946",
+		GossipProfile:     "wan",
+		Cluster:           "tally",
 		NATSAddr:          "127.0.0.1:4222",
+		NATSClusterAddr:   ":6222",
+		NATSGatewayAddr:   ":7222",
+		Retention:         24 * time.Hour,
 		Role:              "full",
 		Tick:              250 * time.Millisecond,
 		Limits:            ingest.DefaultLimits(),
@@ -87,12 +104,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Region, "region", c.Region, "region name shown to viewers and in replica ids")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "unique node name within the cluster")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "Bearer token for admin endpoints (default: generated, stored in the data dir, printed)")
-	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port); multi-region gossip is not built yet")
-	fs.StringVar(&c.Join, "join", c.Join, "comma-separated memberlist seeds; multi-region gossip is not built yet")
-	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 memberlist encryption key; multi-region gossip is not built yet")
-	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS to use; multi-region gossip is not built yet")
-	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS listen address; multi-region gossip is not built yet")
-	fs.StringVar(&c.Role, "role", c.Role, "full (ingest and fan-out); edge is not built yet")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
+	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
+	fs.StringVar(&c.Join, "join", c.Join, "comma-separated memberlist seeds (host:port) of any region")
+	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 memberlist encryption key of 16, 24 or 32 bytes; a node without it cannot join (empty: unencrypted, with a warning)")
+	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, "memberlist timing: wan, lan or local")
+	fs.DurationVar(&c.PushPull, "push-pull-interval", c.PushPull, "full-state anti-entropy interval (0: the profile's; wan 60s, lan 30s, local 15s)")
+	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name; nodes publish on the NATS subject tally.<cluster>.state")
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS to use; empty: run an embedded NATS server")
+	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS client listen address")
+	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
+	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
+	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
+	fs.StringVar(&c.Role, "role", c.Role, "full (takes votes and serves viewers) or edge (serves viewers from gossiped state only)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP")
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")
@@ -130,20 +154,45 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 }
 
-// check refuses settings for parts that are not built yet, rather than
-// accept them and silently do nothing.
+// check refuses settings the node cannot run with.
 func (c *Config) check() error {
-	notYet := map[string]string{"--join": c.Join, "--gossip-key": c.GossipKey, "--nats-url": c.NATSURL}
-	for flag, v := range notYet {
-		if v != "" {
-			return fmt.Errorf("%w: %s: multi-region gossip is not built yet; run a single-region node", ErrConfig, flag)
-		}
+	if c.Role != gossip.RoleFull && c.Role != gossip.RoleEdge {
+		return fmt.Errorf("%w: --role %q: want full or edge", ErrConfig, c.Role)
 	}
-	if c.Role != "full" {
-		return fmt.Errorf("%w: --role %q: only \"full\" is built yet", ErrConfig, c.Role)
+	if c.Role == gossip.RoleEdge && c.Join == "" {
+		return fmt.Errorf("%w: --role edge serves gossiped state and needs --join", ErrConfig)
 	}
 	if c.DataDir == "" || c.HTTPAddr == "" {
 		return fmt.Errorf("%w: --data-dir and --http-addr are required", ErrConfig)
 	}
+	if _, err := c.gossipKey(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// gossipKey decodes --gossip-key.
+func (c *Config) gossipKey() ([]byte, error) {
+	if c.GossipKey == "" {
+		return nil, nil
+	}
+	key, err := base64.StdEncoding.DecodeString(c.GossipKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --gossip-key is not base64: %v", ErrConfig, err)
+	}
+	if n := len(key); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("%w: --gossip-key must decode to 16, 24 or 32 bytes, got %d", ErrConfig, n)
+	}
+	return key, nil
+}
+
+// seeds splits --join.
+func (c *Config) seeds() []string {
+	var out []string
+	for _, s := range strings.Split(c.Join, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -26,7 +26,8 @@ type procNode struct {
 
 func startProcess(t *testing.T, bin, dir string) *procNode {
 	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--admin-token", testToken,
+	cmd := exec.Command(bin, "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
+		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--admin-token", testToken,
 		"--rate-ip", "0", "--rate-voter", "0", "--demo=false")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

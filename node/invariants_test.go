@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -106,17 +107,21 @@ func TestFlagsHaveEnvFallbacks(t *testing.T) {
 	}
 }
 
-func TestRefusesSettingsForPartsNotBuilt(t *testing.T) {
-	for _, mutate := range []func(*Config){
-		func(c *Config) { c.Join = "10.0.0.1:7946" },
-		func(c *Config) { c.NATSURL = "nats://x:4222" },
-		func(c *Config) { c.Role = "edge" },
+func TestRefusesBadClusterSettings(t *testing.T) {
+	for name, mutate := range map[string]func(*Config){
+		"unknown role":        func(c *Config) { c.Role = "cloud" },
+		"edge without --join": func(c *Config) { c.Role = "edge" },
+		"key not base64":      func(c *Config) { c.GossipKey = "not base64!" },
+		"key of 5 bytes":      func(c *Config) { c.GossipKey = "aGVsbG8=" },
+		"unknown profile":     func(c *Config) { c.GossipProfile = "mars" },
+		"bad node name":       func(c *Config) { c.NodeName = "a b" },
+		"bad cluster name":    func(c *Config) { c.Cluster = "a.b" },
 	} {
 		cfg := DefaultConfig()
 		cfg.DataDir, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0"
 		mutate(&cfg)
-		if _, err := New(cfg); err == nil {
-			t.Errorf("accepted %+v", cfg)
+		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: got %v, want ErrConfig", name, err)
 		}
 	}
 }

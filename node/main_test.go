@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -34,12 +35,18 @@ type testNode struct {
 
 const testToken = "test-admin-token"
 
+// nodeNames numbers the nodes of a test binary: names are unique in a cluster.
+var nodeNames atomic.Int64
+
 func startNode(t *testing.T, dir string, mutate func(*Config)) *testNode {
 	t.Helper()
 	clock := &fakeClock{}
 	clock.ms.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken = dir, "127.0.0.1:0", testToken
+	cfg.NodeName = fmt.Sprintf("node-%d", nodeNames.Add(1))
+	cfg.GossipAddr, cfg.GossipProfile = "127.0.0.1:0", "local"
+	cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Now, cfg.Stdout = clock.now, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Demo = false

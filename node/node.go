@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tally/fanout"
+	"tally/gossip"
 	"tally/hlc"
 	"tally/ingest"
 	"tally/ledger"
@@ -35,6 +36,7 @@ type Node struct {
 	state    *state.State
 	ingest   *ingest.Pipeline
 	fanout   *fanout.Server
+	gossip   *gossip.Gossip
 	reg      *prometheus.Registry
 	m        nodeMetrics
 	listener net.Listener
@@ -86,9 +88,10 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: cannot create data dir: %w", err)
 	}
 	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
+	opened := n // the return below sets n to nil
 	defer func() {
 		if err != nil {
-			n.closeStorage()
+			opened.closeStorage()
 		}
 	}()
 	if n.replica, err = replicaID(cfg.DataDir, cfg.Region); err != nil {
@@ -128,8 +131,26 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	key, _ := cfg.gossipKey() // checked above
+	if key == nil {
+		cfg.Logger.Warn("gossip is not encrypted: set --gossip-key on every node of a real deployment")
+	}
+	n.gossip, err = gossip.New(gossip.Config{
+		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
+		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Key: key,
+		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
+		NATSURL: cfg.NATSURL, NATSClientAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
+		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	var voter fanout.Voter = n.ingest
+	if cfg.Role == gossip.RoleEdge {
+		voter = nil // an edge serves viewers; votes go to a full node
+	}
 	n.fanout, err = fanout.New(fanout.Config{
-		Source: n.state, Voter: n.ingest, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins,
+		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
 		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, trusted) },
 		Registerer: n.reg, Now: cfg.Now,
@@ -194,13 +215,20 @@ func (n *Node) Run(ctx context.Context) error {
 		n.m.replaySeconds.Set(time.Since(start).Seconds())
 		n.m.replayRecords.Set(float64(applied))
 		n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
-		n.ready.Store(true)
-		select {
-		case <-ctx.Done():
-		case err = <-serveErr:
+		n.gossip.SetHTTPAddr(n.Addr())
+		if err = n.gossip.Start(); err == nil {
+			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
+			n.ready.Store(true)
+			select {
+			case <-ctx.Done():
+			case err = <-serveErr:
+			}
 		}
 	}
 	n.ready.Store(false)
+	if gerr := n.gossip.Close(); gerr != nil {
+		n.log.Warn("gossip close", "err", gerr)
+	}
 	n.log.Info("shutting down: finishing in-flight requests")
 	n.fanout.Close() // live streams end first: http.Server.Shutdown would wait for them
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -270,3 +298,7 @@ func (n *Node) createDemoPoll() error {
 	_, err = n.state.PutPoll(def, ts)
 	return err
 }
+
+// GossipAddr returns the memberlist address the node announces (after Run
+// started gossip).
+func (n *Node) GossipAddr() string { return n.gossip.GossipAddr() }

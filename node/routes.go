@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tally/api"
+	"tally/gossip"
 	"tally/web"
 )
 
@@ -23,11 +24,15 @@ func (n *Node) routes() http.Handler {
 		})
 	}
 	in := n.ingest
-	mux.Handle("POST /v1/polls", ready(admin(in.HandleCreatePoll)))
+	create, closePoll, votes := in.HandleCreatePoll, in.HandleClosePoll, in.HandleVotes
+	if n.cfg.Role == gossip.RoleEdge {
+		create, closePoll, votes = refuseOnEdge, refuseOnEdge, refuseOnEdge
+	}
+	mux.Handle("POST /v1/polls", ready(admin(create)))
 	mux.Handle("GET /v1/polls", ready(http.HandlerFunc(in.HandleListPolls)))
 	mux.Handle("GET /v1/polls/{poll}", ready(http.HandlerFunc(in.HandleGetPoll)))
-	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(in.HandleClosePoll)))
-	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(in.HandleVotes)))
+	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(closePoll)))
+	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(admin(in.HandleLedger)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
 	mux.Handle("GET /v1/polls/{poll}/events", ready(http.HandlerFunc(n.fanout.HandleEvents)))
@@ -56,17 +61,6 @@ func (n *Node) routes() http.Handler {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return mux
-}
-
-// handleCluster serves GET /v1/cluster. A single-region node is its own
-// cluster; the multi-region issue adds the other members.
-func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
-	api.WriteJSON(w, http.StatusOK, map[string]any{
-		"members": []map[string]any{{
-			"name": n.cfg.NodeName, "region": n.cfg.Region, "replica": n.replica,
-			"role": n.cfg.Role, "http_addr": n.Addr(), "self": true, "staleness_ms": 0,
-		}},
-	})
 }
 
 // debugMux serves Go's profiles, for --debug-addr.

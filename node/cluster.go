@@ -1,0 +1,61 @@
+package node
+
+import (
+	"net/http"
+
+	"tally/api"
+	"tally/gossip"
+)
+
+// clusterView is GET /v1/cluster.
+type clusterView struct {
+	Self     string           `json:"self"`
+	Region   string           `json:"region"`
+	Replica  string           `json:"replica"`
+	Role     string           `json:"role"`
+	Members  []gossip.Member  `json:"members"`
+	Replicas []gossip.Replica `json:"replicas"`
+	// Regions: per region, the staleness of its freshest replica (ms).
+	Regions map[string]int64 `json:"regions"`
+	NATS    natsView         `json:"nats"`
+}
+
+type natsView struct {
+	Connected bool     `json:"connected"`
+	Embedded  bool     `json:"embedded"`
+	Routes    int      `json:"routes"`
+	Gateways  []string `json:"gateways"`
+}
+
+// handleCluster serves GET /v1/cluster: members as memberlist sees them,
+// every replica heard from and how stale its newest state is.
+func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
+	routes, gateways := n.gossip.NATSLinks()
+	if gateways == nil {
+		gateways = []string{}
+	}
+	api.WriteJSON(w, http.StatusOK, clusterView{
+		Self: n.cfg.NodeName, Region: n.cfg.Region, Replica: n.replica, Role: n.cfg.Role,
+		Members: n.gossip.Members(), Replicas: n.gossip.Staleness(), Regions: n.freshness(),
+		NATS: natsView{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways},
+	})
+}
+
+// freshness is the per-region freshness vector: for each region, the age
+// in ms of the newest state heard from any of its replicas (this node's
+// region: 0).
+func (n *Node) freshness() map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range n.gossip.Staleness() {
+		if cur, ok := out[r.Region]; !ok || r.StalenessMs < cur {
+			out[r.Region] = r.StalenessMs
+		}
+	}
+	return out
+}
+
+// refuseOnEdge answers requests an edge node does not take.
+func refuseOnEdge(w http.ResponseWriter, r *http.Request) {
+	api.WriteError(w, api.Errorf(http.StatusMisdirectedRequest, api.CodeEdgeNode,
+		"this is an edge node: it serves viewers only; send %s %s to a full node", r.Method, r.URL.Path))
+}

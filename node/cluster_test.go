@@ -1,0 +1,234 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// startCluster starts one node per region entry, each joining the first.
+func startCluster(t *testing.T, regions []string, mutate func(i int, c *Config)) []*testNode {
+	t.Helper()
+	var nodes []*testNode
+	for i, region := range regions {
+		nodes = append(nodes, startNode(t, t.TempDir(), func(c *Config) {
+			c.Region = region
+			c.PushPull = 500 * time.Millisecond
+			if i > 0 {
+				c.Join = nodes[0].GossipAddr()
+			}
+			if mutate != nil {
+				mutate(i, c)
+			}
+		}))
+	}
+	waitFor(t, func() bool {
+		for _, n := range nodes {
+			if len(n.gossip.Members()) != len(nodes) {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+// vote casts one vote at the node and checks it was accepted.
+func (tn *testNode) vote(t *testing.T, poll, option, voter string) {
+	t.Helper()
+	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":"%s-%s-%d"}`, option, voter, voter, option, time.Now().UnixNano()))
+	if r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
+		t.Fatalf("vote at %s: %d %s", tn.replica, r.status, r.raw)
+	}
+}
+
+// havePoll waits until every node knows the poll.
+func havePoll(t *testing.T, nodes []*testNode, poll string) {
+	t.Helper()
+	waitFor(t, func() bool {
+		for _, n := range nodes {
+			if _, ok := n.state.Poll(poll); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// agree waits until every node shows want for the poll.
+func agree(t *testing.T, nodes []*testNode, poll string, want map[string]int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		same := true
+		var got map[string]int64
+		for _, n := range nodes {
+			r := n.call(t, "GET", "/v1/polls/"+poll, "")
+			got = map[string]int64{}
+			if tot, ok := r.body["totals"].(map[string]any); ok {
+				for k, v := range tot {
+					got[k] = int64(v.(float64))
+				}
+			}
+			if !maps.Equal(got, want) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes do not agree on %v (last seen %v)", want, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestClusterOfThreeRegions(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	for i, n := range nodes {
+		for v := range i + 1 {
+			n.vote(t, "p", "a", fmt.Sprintf("v%d-%d", i, v))
+		}
+		n.vote(t, "p", "b", fmt.Sprintf("w%d", i))
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 6, "b": 3, "c": 0})
+
+	// The cluster endpoint lists every member and region, and every
+	// replica once its heartbeat arrived.
+	var view clusterView
+	waitFor(t, func() bool {
+		view = clusterView{}
+		json.Unmarshal([]byte(nodes[1].call(t, "GET", "/v1/cluster", "").raw), &view)
+		return len(view.Replicas) == 3
+	})
+	if len(view.Members) != 3 || len(view.Regions) != 3 || len(view.Replicas) != 3 || !view.NATS.Connected {
+		t.Fatalf("cluster view: %+v", view)
+	}
+	for _, m := range view.Members {
+		if m.Replica == "" || m.HTTPAddr == "" || m.Role != "full" || m.State != "alive" {
+			t.Fatalf("member: %+v", m)
+		}
+	}
+
+	// A close in one region reaches all.
+	for _, n := range nodes {
+		n.clock.advance(time.Second)
+	}
+	if r := nodes[2].admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
+		t.Fatalf("close: %d %s", r.status, r.raw)
+	}
+	for _, n := range nodes {
+		n.clock.advance(time.Second)
+	}
+	waitFor(t, func() bool {
+		for _, n := range nodes {
+			if n.call(t, "GET", "/v1/polls/p", "").body["status"] != "closed" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestClusterOfFive: two regions with two nodes each (routes inside the
+// region, gateways between) and a third region; a node restarted keeps its
+// replica and its counts, and catches up on what it missed.
+func TestClusterOfFive(t *testing.T) {
+	regions := []string{"eu-west", "eu-west", "us-east", "us-east", "ap-south"}
+	nodes := startCluster(t, regions, nil)
+	nodes[3].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	for i, n := range nodes {
+		n.vote(t, "p", []string{"a", "b", "c"}[i%3], fmt.Sprintf("v%d", i))
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 2, "b": 2, "c": 1})
+
+	victim := nodes[2]
+	replica := victim.replica
+	if err := victim.stop(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].vote(t, "p", "c", "while-down")
+	restarted := startNode(t, victim.cfg.DataDir, func(c *Config) {
+		c.Region, c.Join, c.NodeName, c.PushPull = "us-east", nodes[0].GossipAddr(), victim.cfg.NodeName, 500*time.Millisecond
+	})
+	if restarted.replica != replica {
+		t.Fatalf("replica changed across restart: %s → %s", replica, restarted.replica)
+	}
+	nodes[2] = restarted
+	restarted.vote(t, "p", "a", "after-restart")
+	agree(t, nodes, "p", map[string]int64{"a": 3, "b": 2, "c": 2})
+}
+
+// TestEdgeNode: an edge serves polls and live streams from gossiped state,
+// with the freshness vector, and refuses votes and admin writes.
+func TestEdgeNode(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) {
+		if i == 1 {
+			c.Role = "edge"
+		}
+	})
+	full, edge := nodes[0], nodes[1]
+	full.createPoll(t, "p")
+	full.vote(t, "p", "b", "x")
+	agree(t, nodes, "p", map[string]int64{"a": 0, "b": 1, "c": 0})
+
+	for _, req := range [][2]string{{"POST", "/v1/polls/p/votes"}, {"POST", "/v1/polls"}, {"POST", "/v1/polls/p/close"}} {
+		r := edge.admin(t, req[0], req[1], `{"option":"a","voter":"v","idem":"i"}`)
+		if r.status != http.StatusMisdirectedRequest || r.code() != "edge_node" {
+			t.Errorf("%s %s on an edge: %d %s", req[0], req[1], r.status, r.raw)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(edge.url, "http")+"/v1/polls/p/live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	_, data, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap struct {
+		Type    string           `json:"type"`
+		Total   int64            `json:"total"`
+		Region  string           `json:"region"`
+		Regions map[string]int64 `json:"regions"`
+	}
+	if err := json.Unmarshal(data, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Type != "snapshot" || snap.Total != 1 || snap.Region != "us-east" {
+		t.Fatalf("snapshot from the edge: %s", data)
+	}
+	if _, ok := snap.Regions["eu-west"]; !ok || snap.Regions["us-east"] != 0 {
+		t.Fatalf("freshness vector: %v", snap.Regions)
+	}
+}
+
+// TestGossipKeyCluster: nodes sharing --gossip-key form a cluster; a node
+// without it stays outside.
+func TestGossipKeyCluster(t *testing.T) {
+	key := "MDEyMzQ1Njc4OWFiY2RlZg==" // 16 bytes
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) { c.GossipKey = key })
+	stranger := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Join = "ap-south", nodes[0].GossipAddr() })
+	if n := len(stranger.gossip.Members()); n != 1 {
+		t.Fatalf("a node without the key sees %d members", n)
+	}
+	if n := len(nodes[0].gossip.Members()); n != 2 {
+		t.Fatalf("the keyed cluster sees %d members", n)
+	}
+}
