@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -95,6 +96,7 @@ type Gossip struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	closed atomic.Bool
 }
 
 // New checks cfg and registers the metrics. Start joins the cluster.
@@ -228,8 +230,12 @@ func (g *Gossip) rejoin(ctx context.Context) {
 	}
 }
 
-// Close leaves the cluster and stops every goroutine and connection.
+// Close leaves the cluster and stops every goroutine and connection. Only
+// the first call does anything.
 func (g *Gossip) Close() error {
+	if !g.closed.CompareAndSwap(false, true) {
+		return nil
+	}
 	if g.cancel != nil {
 		g.cancel()
 	}

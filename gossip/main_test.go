@@ -64,7 +64,10 @@ func startMember(t *testing.T, name, region string, seeds []string, mutate func(
 	if err := g.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := &member{Gossip: g, st: st, clock: clock, reg: reg}
+	m := &member{Gossip: g, st: cfg.State, clock: cfg.Clock.(*hlc.Clock), reg: reg}
+	if r, ok := cfg.Registerer.(*prometheus.Registry); ok {
+		m.reg = r
+	}
 	t.Cleanup(func() { g.Close() })
 	return m
 }

@@ -34,6 +34,9 @@ func (g *Gossip) startMemberlist() error {
 	if cfg.PushPull > 0 {
 		mc.PushPullInterval = cfg.PushPull
 	}
+	// A node that restarts at a new address (a container rescheduled) may
+	// take its name back once the old incarnation has been dead this long.
+	mc.DeadNodeReclaimTime = 10 * mc.ProbeInterval
 	mc.Name = cfg.NodeName
 	mc.Delegate = &delegate{g: g}
 	mc.Events = &events{g: g}

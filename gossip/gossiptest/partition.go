@@ -42,6 +42,15 @@ func (n *Network) Isolate(addrs ...string) {
 	}
 }
 
+// Release returns the nodes at addrs to the main partition.
+func (n *Network) Release(addrs ...string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, a := range addrs {
+		delete(n.group, a)
+	}
+}
+
 // Heal removes every partition.
 func (n *Network) Heal() {
 	n.mu.Lock()
