@@ -190,3 +190,27 @@ func TestGarbageDropped(t *testing.T) {
 		t.Fatalf("state changed: %v", tot)
 	}
 }
+
+// TestHealedPartitionRejoins: members declared dead during a partition
+// come back when it heals (memberlist alone would never call them again),
+// and push/pull merges what both sides counted. NATS is down throughout.
+func TestHealedPartitionRejoins(t *testing.T) {
+	ns := startNATS(t)
+	var net gossiptest.Network
+	opts := func(c *Config) { c.NATSURL = ns.ClientURL(); c.WrapTransport = net.Wrap }
+	a := startMember(t, "a", "eu-west", nil, opts)
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, opts)
+	c := startMember(t, "c", "ap-south", []string{a.GossipAddr()}, opts)
+	all := []*member{a, b, c}
+	a.create(t, testPoll("p"))
+	waitFor(t, 10*time.Second, "the poll everywhere", func() bool { return converged(all, "p", map[string]int64{"a": 0, "b": 0}) })
+	ns.Shutdown()
+
+	net.Isolate(c.GossipAddr())
+	waitFor(t, 20*time.Second, "c declared dead", func() bool { return len(a.Members()) == 2 && len(c.Members()) == 1 })
+	a.st.Count("p", "a", 3)
+	c.st.Count("p", "b", 2)
+	net.Heal()
+	waitFor(t, 20*time.Second, "c back", func() bool { return len(a.Members()) == 3 && len(c.Members()) == 3 })
+	waitFor(t, 10*time.Second, "convergence after the heal", func() bool { return converged(all, "p", map[string]int64{"a": 3, "b": 2}) })
+}

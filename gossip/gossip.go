@@ -48,6 +48,9 @@ type Config struct {
 	// PushPull is the anti-entropy interval; 0: the profile's (WAN 60 s,
 	// LAN 30 s, local 15 s).
 	PushPull time.Duration
+	// Reconnect is how often members declared dead are tried again;
+	// default 10s (local profile: 1s).
+	Reconnect time.Duration
 	// WrapTransport, when set, wraps memberlist's network transport (tests
 	// use it to partition or delay the cluster).
 	WrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
@@ -85,7 +88,8 @@ type Gossip struct {
 
 	ml      *memberlist.Memberlist
 	peersMu sync.Mutex
-	members map[string]peer // node name → member, kept by the events
+	members map[string]peer       // node name → member, kept by the events
+	failed  map[string]failedPeer // node name → members declared dead, retried
 
 	natsMu sync.Mutex // guards embedded and nc during (re)starts
 	emb    *embedded
@@ -97,6 +101,8 @@ type Gossip struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+
+	refreshNow atomic.Bool // publish a full refresh at the next tick
 }
 
 // New checks cfg and registers the metrics. Start joins the cluster.
@@ -139,6 +145,10 @@ func New(cfg Config) (*Gossip, error) {
 	def(&cfg.PublishEvery, 100*time.Millisecond)
 	def(&cfg.HeartbeatEvery, time.Second)
 	def(&cfg.Retention, 24*time.Hour)
+	if cfg.Profile == "local" {
+		def(&cfg.Reconnect, time.Second)
+	}
+	def(&cfg.Reconnect, 10*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -149,7 +159,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state",
-		poke: make(chan struct{}, 1), members: map[string]peer{}}
+		poke: make(chan struct{}, 1), members: map[string]peer{}, failed: map[string]failedPeer{}}
 	var err error
 	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
 		return nil, fmt.Errorf("gossip: metrics: %w", err)
@@ -203,8 +213,9 @@ func (g *Gossip) Start() error {
 		g.ml.Shutdown()
 		return err
 	}
-	g.wg.Add(1)
+	g.wg.Add(2)
 	go g.publishLoop(ctx)
+	go g.reconnectLoop(ctx)
 	if cfg.NATSURL == "" {
 		g.wg.Add(1)
 		go g.repairLoop(ctx)
@@ -335,7 +346,13 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			changed = changed || c
 		}
 	}
-	g.cfg.State.Heard(msg.Replica, msg.Region, g.cfg.Now().UnixMilli())
+	now := g.cfg.Now().UnixMilli()
+	if last, ok := g.cfg.State.HeardAt(msg.Replica); ok && now-last > 2*g.cfg.HeartbeatEvery.Milliseconds() {
+		// Silent for a while (a partition, a restart): it missed our
+		// deltas too, so refresh at the next tick instead of within a second.
+		g.refreshNow.Store(true)
+	}
+	g.cfg.State.Heard(msg.Replica, msg.Region, now)
 	if changed {
 		g.m.merges.WithLabelValues(path).Inc()
 	}

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -154,8 +155,12 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	e.g.peersMu.Lock()
 	delete(e.g.members, n.Name)
+	if n.State == memberlist.StateDead {
+		// Failed, not departed: it may be behind a partition that heals.
+		e.g.failed[n.Name] = failedPeer{addr: n.Address(), since: time.Now()}
+	}
 	e.g.peersMu.Unlock()
-	e.g.log.Info("member left", "name", n.Name, "addr", n.Address())
+	e.g.log.Info("member gone", "name", n.Name, "addr", n.Address(), "state", map[bool]string{true: "failed", false: "left"}[n.State == memberlist.StateDead])
 }
 
 func (e *events) NotifyUpdate(n *memberlist.Node) {
@@ -166,6 +171,11 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 // track copies a member reported by memberlist (called with memberlist's
 // lock held, so reading n is safe here).
 func (g *Gossip) track(n *memberlist.Node) peer {
+	defer func() {
+		g.peersMu.Lock()
+		delete(g.failed, n.Name)
+		g.peersMu.Unlock()
+	}()
 	m, err := decodeMeta(n.Meta)
 	if err != nil {
 		g.log.Warn("member with unreadable metadata", "name", n.Name, "err", err)
@@ -184,4 +194,47 @@ func (g *Gossip) memberList() []peer {
 	g.peersMu.Unlock()
 	slices.SortFunc(out, func(a, b peer) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// failedPeer is a member memberlist declared dead.
+type failedPeer struct {
+	addr  string
+	since time.Time
+}
+
+// Failed members are retried this long, then forgotten.
+const forgetFailedAfter = 72 * time.Hour
+
+// reconnectLoop retries failed members: memberlist never talks to a node
+// it declared dead again, so without this two sides of a healed partition
+// would stay apart (Serf does the same).
+func (g *Gossip) reconnectLoop(ctx context.Context) {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.Reconnect)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.peersMu.Lock()
+		var addrs []string
+		for name, f := range g.failed {
+			if time.Since(f.since) > forgetFailedAfter {
+				delete(g.failed, name)
+				continue
+			}
+			addrs = append(addrs, f.addr)
+		}
+		g.peersMu.Unlock()
+		if len(addrs) == 0 {
+			continue
+		}
+		if n, err := g.ml.Join(addrs); n > 0 {
+			g.log.Info("reconnected to failed members", "count", n)
+		} else {
+			g.log.Debug("failed members still unreachable", "addrs", addrs, "err", err)
+		}
+	}
 }

@@ -110,12 +110,18 @@ func (g *Gossip) startNATS() error {
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration {
-			return min(time.Duration(attempts)*250*time.Millisecond, 5*time.Second)
+			// Linear backoff capped at a second: a healed link is used
+			// again within a second (the cost is one dial a second while
+			// NATS is down).
+			return min(time.Duration(attempts)*100*time.Millisecond, time.Second)
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			g.log.Warn("nats disconnected; reconnecting", "err", err)
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { g.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			g.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+			g.refreshNow.Store(true)
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			g.m.dropped.WithLabelValues(pathNATS, "slow_consumer").Inc()
 			g.log.Warn("nats", "err", err)

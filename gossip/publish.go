@@ -60,7 +60,7 @@ func (g *Gossip) publishOnce() bool {
 	defs := map[string]hlc.Timestamp{}
 	now := g.cfg.Now()
 	nowMs := now.UnixMilli()
-	refresh := now.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
+	refresh := g.refreshNow.Swap(false) || now.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
 	for _, d := range g.cfg.State.Polls() {
 		if !g.gossiped(d, nowMs) {
 			continue

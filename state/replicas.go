@@ -70,6 +70,14 @@ func (s *State) Heard(replica, region string, atMs int64) {
 	s.heard.m[replica] = Heard{Replica: replica, Region: region, AtMs: atMs}
 }
 
+// HeardAt returns when replica was last heard from.
+func (s *State) HeardAt(replica string) (int64, bool) {
+	s.heard.mu.Lock()
+	defer s.heard.mu.Unlock()
+	h, ok := s.heard.m[replica]
+	return h.AtMs, ok
+}
+
 // HeardFrom returns every replica heard from, sorted by replica id.
 func (s *State) HeardFrom() []Heard {
 	s.heard.mu.Lock()
