@@ -29,6 +29,7 @@ func (g *Gossip) startMemberlist() error {
 		mc.ProbeTimeout = 100 * time.Millisecond
 		mc.GossipInterval = 50 * time.Millisecond
 		mc.SuspicionMult = 2
+		mc.GossipToTheDeadTime = 500 * time.Millisecond
 	default:
 		return fmt.Errorf("%w: gossip profile %q (want wan, lan or local)", ErrConfig, cfg.Profile)
 	}
@@ -155,12 +156,12 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	e.g.peersMu.Lock()
 	delete(e.g.members, n.Name)
-	if n.State == memberlist.StateDead {
-		// Failed, not departed: it may be behind a partition that heals.
-		e.g.failed[n.Name] = failedPeer{addr: n.Address(), since: time.Now()}
-	}
+	// memberlist does not say here whether the node failed or left; either
+	// way it is retried: a failed node may be behind a partition that
+	// heals, and a departed one just does not answer.
+	e.g.failed[n.Name] = failedPeer{addr: n.Address(), since: time.Now()}
 	e.g.peersMu.Unlock()
-	e.g.log.Info("member gone", "name", n.Name, "addr", n.Address(), "state", map[bool]string{true: "failed", false: "left"}[n.State == memberlist.StateDead])
+	e.g.log.Info("member gone", "name", n.Name, "addr", n.Address())
 }
 
 func (e *events) NotifyUpdate(n *memberlist.Node) {
