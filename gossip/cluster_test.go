@@ -44,7 +44,7 @@ func TestThreeRegionsConverge(t *testing.T) {
 
 // startNATS runs a standalone NATS server on loopback for tests that take
 // the NATS path down.
-func startNATS(t *testing.T) *server.Server {
+func startNATS(t testing.TB) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true})
 	if err != nil {
@@ -135,12 +135,12 @@ func TestJoinMidPoll(t *testing.T) {
 // cannot join.
 func TestKeyRequired(t *testing.T) {
 	key := []byte("0123456789abcdef")
-	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Key = key })
-	for _, k := range [][]byte{nil, []byte("fedcba9876543210")} {
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys = [][]byte{key} })
+	for _, k := range [][][]byte{nil, {[]byte("fedcba9876543210")}} {
 		st, _ := state.New(state.Config{Replica: "x-r"})
 		clock, _ := hlc.New(hlc.Config{Replica: "x-r"})
 		g, err := New(Config{NodeName: "x", Region: "eu-west", Replica: "x-r", BindAddr: "127.0.0.1:0", Profile: "local",
-			NATSClientAddr: "127.0.0.1:0", Key: k, State: st, Clock: clock, Logger: quiet})
+			NATSClientAddr: "127.0.0.1:0", Keys: k, State: st, Clock: clock, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

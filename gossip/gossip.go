@@ -41,7 +41,10 @@ type Config struct {
 	BindAddr      string   // memberlist host:port (port 0: any)
 	AdvertiseAddr string   // host:port announced instead of BindAddr's
 	Join          []string // memberlist seeds
-	Key           []byte   // 16, 24 or 32 bytes; nil: unencrypted gossip
+	// Keys encrypt gossip: the first is the primary (encrypts); the others
+	// are also accepted (key rotation). Each 16, 24 or 32 bytes; none:
+	// unencrypted gossip.
+	Keys [][]byte
 	// Profile picks memberlist's timing: "wan" (default), "lan" or
 	// "local" (fast, for tests on loopback).
 	Profile string
@@ -121,10 +124,10 @@ func New(cfg Config) (*Gossip, error) {
 	if cfg.Role != RoleFull && cfg.Role != RoleEdge {
 		return nil, fmt.Errorf("%w: role %q (want full or edge)", ErrConfig, cfg.Role)
 	}
-	switch len(cfg.Key) {
-	case 0, 16, 24, 32:
-	default:
-		return nil, fmt.Errorf("%w: gossip key must be 16, 24 or 32 bytes, got %d", ErrConfig, len(cfg.Key))
+	for _, k := range cfg.Keys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return nil, fmt.Errorf("%w: gossip key must be 16, 24 or 32 bytes, got %d", ErrConfig, n)
+		}
 	}
 	switch cfg.Profile {
 	case "", "wan", "lan", "local":

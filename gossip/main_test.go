@@ -37,7 +37,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startMember starts a gossip node named name in region, joining seeds,
 // with an embedded NATS server (routes and gateways on loopback).
-func startMember(t *testing.T, name, region string, seeds []string, mutate func(*Config)) *member {
+func startMember(t testing.TB, name, region string, seeds []string, mutate func(*Config)) *member {
 	t.Helper()
 	st, err := state.New(state.Config{Replica: name + "-r"})
 	if err != nil {
@@ -73,7 +73,7 @@ func startMember(t *testing.T, name, region string, seeds []string, mutate func(
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -90,7 +90,7 @@ func testPoll(id string) poll.Definition {
 }
 
 // create writes a poll definition at m, as the admin API does.
-func (m *member) create(t *testing.T, d poll.Definition) {
+func (m *member) create(t testing.TB, d poll.Definition) {
 	t.Helper()
 	ts, err := m.clock.Now()
 	if err != nil {

@@ -43,8 +43,8 @@ func (g *Gossip) startMemberlist() error {
 	mc.Delegate = &delegate{g: g}
 	mc.Events = &events{g: g}
 	mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
-	if len(cfg.Key) > 0 {
-		kr, err := memberlist.NewKeyring(nil, cfg.Key)
+	if len(cfg.Keys) > 0 {
+		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
 		if err != nil {
 			return fmt.Errorf("%w: gossip key: %v", ErrConfig, err)
 		}

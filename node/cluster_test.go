@@ -41,7 +41,7 @@ func startCluster(t *testing.T, regions []string, mutate func(i int, c *Config))
 }
 
 // vote casts one vote at the node and checks it was accepted.
-func (tn *testNode) vote(t *testing.T, poll, option, voter string) {
+func (tn *testNode) vote(t testing.TB, poll, option, voter string) {
 	t.Helper()
 	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":"%s-%s-%d"}`, option, voter, voter, option, time.Now().UnixNano()))
 	if r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
@@ -50,7 +50,7 @@ func (tn *testNode) vote(t *testing.T, poll, option, voter string) {
 }
 
 // havePoll waits until every node knows the poll.
-func havePoll(t *testing.T, nodes []*testNode, poll string) {
+func havePoll(t testing.TB, nodes []*testNode, poll string) {
 	t.Helper()
 	waitFor(t, func() bool {
 		for _, n := range nodes {
@@ -230,5 +230,22 @@ func TestGossipKeyCluster(t *testing.T) {
 	}
 	if n := len(nodes[0].gossip.Members()); n != 2 {
 		t.Fatalf("the keyed cluster sees %d members", n)
+	}
+}
+
+// TestGossipKeyRotation: mid-rotation, a node still encrypting with the old
+// key and one already on the new key understand each other, because both
+// hold both keys.
+func TestGossipKeyRotation(t *testing.T) {
+	old, next := "MDEyMzQ1Njc4OWFiY2RlZg==", "ZmVkY2JhOTg3NjU0MzIxMA=="
+	keys := []string{old + "," + next, next + "," + old}
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) { c.GossipKey = keys[i] })
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	stranger := startNode(t, t.TempDir(), func(c *Config) {
+		c.Region, c.Join, c.GossipKey = "ap-south", nodes[0].GossipAddr(), "MTExMTExMTExMTExMTExMQ=="
+	})
+	if n := len(stranger.gossip.Members()); n != 1 {
+		t.Fatalf("a node with neither key sees %d members", n)
 	}
 }

@@ -107,7 +107,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
 	fs.StringVar(&c.Join, "join", c.Join, "comma-separated memberlist seeds (host:port) of any region")
-	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 memberlist encryption key of 16, 24 or 32 bytes; a node without it cannot join (empty: unencrypted, with a warning)")
+	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 memberlist encryption key of 16, 24 or 32 bytes; a node without it cannot join (empty: unencrypted, with a warning). Comma-separated keys during a rotation: the first encrypts, all decrypt")
 	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, "memberlist timing: wan, lan or local")
 	fs.DurationVar(&c.PushPull, "push-pull-interval", c.PushPull, "full-state anti-entropy interval (0: the profile's; wan 60s, lan 30s, local 15s)")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name; nodes publish on the NATS subject tally.<cluster>.state")
@@ -154,8 +154,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 }
 
-// check refuses settings the node cannot run with.
-func (c *Config) check() error {
+// Validate refuses settings the node cannot run with.
+func (c *Config) Validate() error {
 	if c.Role != gossip.RoleFull && c.Role != gossip.RoleEdge {
 		return fmt.Errorf("%w: --role %q: want full or edge", ErrConfig, c.Role)
 	}
@@ -165,25 +165,30 @@ func (c *Config) check() error {
 	if c.DataDir == "" || c.HTTPAddr == "" {
 		return fmt.Errorf("%w: --data-dir and --http-addr are required", ErrConfig)
 	}
-	if _, err := c.gossipKey(); err != nil {
+	if _, err := c.gossipKeys(); err != nil {
 		return err
 	}
 	return nil
 }
 
-// gossipKey decodes --gossip-key.
-func (c *Config) gossipKey() ([]byte, error) {
-	if c.GossipKey == "" {
-		return nil, nil
+// gossipKeys decodes --gossip-key: comma-separated base64 keys, the first
+// the primary.
+func (c *Config) gossipKeys() ([][]byte, error) {
+	var keys [][]byte
+	for i, s := range strings.Split(c.GossipKey, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		key, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --gossip-key %d is not base64: %v", ErrConfig, i+1, err)
+		}
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			return nil, fmt.Errorf("%w: --gossip-key %d must decode to 16, 24 or 32 bytes, got %d", ErrConfig, i+1, n)
+		}
+		keys = append(keys, key)
 	}
-	key, err := base64.StdEncoding.DecodeString(c.GossipKey)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --gossip-key is not base64: %v", ErrConfig, err)
-	}
-	if n := len(key); n != 16 && n != 24 && n != 32 {
-		return nil, fmt.Errorf("%w: --gossip-key must decode to 16, 24 or 32 bytes, got %d", ErrConfig, n)
-	}
-	return key, nil
+	return keys, nil
 }
 
 // seeds splits --join.

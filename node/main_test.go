@@ -38,7 +38,7 @@ const testToken = "test-admin-token"
 // nodeNames numbers the nodes of a test binary: names are unique in a cluster.
 var nodeNames atomic.Int64
 
-func startNode(t *testing.T, dir string, mutate func(*Config)) *testNode {
+func startNode(t testing.TB, dir string, mutate func(*Config)) *testNode {
 	t.Helper()
 	clock := &fakeClock{}
 	clock.ms.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
@@ -79,7 +79,7 @@ func startNode(t *testing.T, dir string, mutate func(*Config)) *testNode {
 }
 
 // waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -106,7 +106,7 @@ func (r response) code() string {
 
 // call sends a request; body is sent as JSON unless headers override the
 // content type; an "Authorization" header may be given.
-func (tn *testNode) call(t *testing.T, method, path, body string, headers ...string) response {
+func (tn *testNode) call(t testing.TB, method, path, body string, headers ...string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, tn.url+path, strings.NewReader(body))
 	if err != nil {
@@ -129,12 +129,12 @@ func (tn *testNode) call(t *testing.T, method, path, body string, headers ...str
 	return out
 }
 
-func (tn *testNode) admin(t *testing.T, method, path, body string) response {
+func (tn *testNode) admin(t testing.TB, method, path, body string) response {
 	return tn.call(t, method, path, body, "Authorization", "Bearer "+testToken)
 }
 
 // createPoll creates poll id with options a, b, c open for a minute from now.
-func (tn *testNode) createPoll(t *testing.T, id string) {
+func (tn *testNode) createPoll(t testing.TB, id string) {
 	t.Helper()
 	r := tn.admin(t, "POST", "/v1/polls", `{"id":"`+id+`","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":60,"grace_s":5}`)
 	if r.status != http.StatusCreated {

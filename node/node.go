@@ -77,7 +77,7 @@ func New(cfg Config) (n *Node, err error) {
 			*t.v = t.def
 		}
 	}
-	if err := cfg.check(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	trusted, err := ingest.ParseCIDRs(cfg.TrustedProxies)
@@ -131,13 +131,13 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	key, _ := cfg.gossipKey() // checked above
-	if key == nil {
+	keys, _ := cfg.gossipKeys() // checked above
+	if len(keys) == 0 {
 		cfg.Logger.Warn("gossip is not encrypted: set --gossip-key on every node of a real deployment")
 	}
 	n.gossip, err = gossip.New(gossip.Config{
 		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
-		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Key: key,
+		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys,
 		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
 		NATSURL: cfg.NATSURL, NATSClientAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,

@@ -75,6 +75,7 @@ class LiveStream {
     } else if (m.type === "heartbeat" && this.state) {
       Object.assign(this.state, { votes_per_min: m.votes_per_min, viewers: m.viewers, status: m.status, events: [] });
     } else return;
+    if (m.regions) this.state.regions = m.regions;
     this.onChange(this.state);
   }
   close() { this.closed = true; if (this.ws) this.ws.close(); if (this.es) this.es.close(); }
@@ -115,6 +116,11 @@ class PollView {
     this.root = root; this.poll = poll; this.host = host; this.adjust = {}; this.message = "";
     root.replaceChildren(el("p", {}, "Connecting…"));
     this.stream = new LiveStream(poll, s => this.render(s));
+    // Frames carry the freshness vector when they are sent; between them
+    // the cluster endpoint keeps it current.
+    this.cluster = setInterval(() => api("GET", "/v1/cluster").then(c => {
+      if (this.stream.state) { this.stream.state.regions = c.regions; this.render(this.stream.state); }
+    }).catch(() => {}), 2000);
   }
   optimistic(from, to) {
     if (from === to) return;
@@ -156,13 +162,25 @@ class PollView {
         s.region ? el("span", {}, `region ${s.region}`) : "",
         open ? el("span", {}, `closes ${new Date(s.closes_at).toLocaleTimeString()}`) : ""),
       el("ul", { class: "options", "aria-label": "Options" }, buttons),
+      regionsLine(s),
       el("p", { class: "error", role: "alert" }, this.message),
       el("p", { class: "events", "aria-live": "polite" }, this.lastEvents || ""),
     ];
     if (this.host) kids.push(this.host(s, totals, total));
     this.root.replaceChildren(...kids);
   }
-  close() { this.stream.close(); }
+  close() { this.stream.close(); clearInterval(this.cluster); }
+}
+
+// regionsLine shows which region serves this page and how fresh each
+// region's counts are here.
+function regionsLine(s) {
+  const regions = Object.entries(s.regions || {}).filter(([r]) => r !== s.region).sort();
+  if (!s.region) return "";
+  const age = ms => ms < 1500 ? "live" : ms < 60000 ? `${(ms / 1000).toFixed(1)} s behind` : "out of touch";
+  return el("p", { class: "regions", id: "regions" },
+    el("span", {}, "Served by ", el("strong", {}, s.region)),
+    ...regions.map(([r, ms]) => el("span", { class: ms < 3000 ? "fresh" : "stale", "data-region": r }, `${r}: ${age(ms)}`)));
 }
 const label = (s, id) => (s.options.find(o => o.id === id) || { label: id }).label;
 

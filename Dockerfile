@@ -1,0 +1,21 @@
+# Multi-stage build of a small static image with the node and the CLI.
+#   docker build -t tally .
+#   docker run -p 8080:8080 -v tally-data:/data tally
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/tally-node ./cmd/node \
+ && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/tally ./cmd/tally \
+ && mkdir -p /out/data
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/tally-node /out/tally /usr/local/bin/
+COPY --from=build --chown=nonroot:nonroot /out/data /data
+ENV TALLY_DATA_DIR=/data TALLY_HTTP_ADDR=:8080 TALLY_GOSSIP_ADDR=:7946
+# HTTP (API, page, metrics), memberlist (TCP and UDP), embedded NATS
+# (client, routes, gateways) when no TALLY_NATS_URL is given.
+EXPOSE 8080 7946 7946/udp 4222 6222 7222
+VOLUME ["/data"]
+ENTRYPOINT ["/usr/local/bin/tally-node"]

@@ -1,0 +1,296 @@
+package deploy
+
+import (
+	"flag"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.yaml.in/yaml/v3"
+
+	"tally/node"
+)
+
+const root = ".." // the repository, where docker compose runs
+
+type service struct {
+	Build       any               `yaml:"build"`
+	Image       string            `yaml:"image"`
+	Command     []string          `yaml:"command"`
+	EnvFile     string            `yaml:"env_file"`
+	Environment map[string]string `yaml:"environment"`
+	Ports       []string          `yaml:"ports"`
+	Volumes     []string          `yaml:"volumes"`
+	DependsOn   []string          `yaml:"depends_on"`
+}
+
+type compose struct {
+	Services map[string]service `yaml:"services"`
+	Volumes  map[string]any     `yaml:"volumes"`
+}
+
+func load(t *testing.T) compose {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "docker-compose.multi.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// envFile reads KEY=VALUE lines.
+func envFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("%s:%d: not KEY=VALUE: %q", path, i+1, line)
+		}
+		env[k] = v
+	}
+	return env
+}
+
+// nodeConfig applies TALLY_* variables to the node's flags, as the binary
+// does, failing on any variable that names no flag.
+func nodeConfig(t *testing.T, where string, env map[string]string) node.Config {
+	t.Helper()
+	cfg := node.DefaultConfig()
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	for k, v := range env {
+		name, ok := strings.CutPrefix(k, "TALLY_")
+		if !ok {
+			t.Errorf("%s: %s is not a TALLY_ variable", where, k)
+			continue
+		}
+		flagName := strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+		if fs.Lookup(flagName) == nil {
+			t.Errorf("%s: %s names no node flag (--%s)", where, k, flagName)
+			continue
+		}
+		if err := fs.Set(flagName, v); err != nil {
+			t.Errorf("%s: %s=%q: %v", where, k, v, err)
+		}
+	}
+	return cfg
+}
+
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	return p
+}
+
+// TestComposeAgreesWithTheNode checks every file, port, host and variable
+// that docker-compose.multi.yml and the files it names refer to.
+func TestComposeAgreesWithTheNode(t *testing.T) {
+	c := load(t)
+	interpolation := regexp.MustCompile(`^\$\{(TALLY_[A-Z_]+):\?.+\}$`)
+	natsPorts := map[string]*server.Options{} // service → its parsed config
+	httpPorts := map[string]string{}          // tally service → HTTP port
+	gossipPorts := map[string]string{}        // tally service → memberlist port
+	var tallies []string
+	for name, s := range c.Services {
+		for _, d := range s.DependsOn {
+			if _, ok := c.Services[d]; !ok {
+				t.Errorf("%s depends on unknown service %s", name, d)
+			}
+		}
+		for _, v := range s.Volumes {
+			src, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(src, "./") {
+				if _, err := os.Stat(filepath.Join(root, src)); err != nil {
+					t.Errorf("%s mounts missing file %s", name, src)
+				}
+			} else if _, ok := c.Volumes[src]; !ok {
+				t.Errorf("%s mounts undeclared volume %s", name, src)
+			}
+		}
+		if strings.HasPrefix(name, "nats-") {
+			if !slices.Equal(s.Command, []string{"-c", "/etc/nats/nats.conf"}) {
+				t.Errorf("%s: command %v", name, s.Command)
+			}
+			src, _, _ := strings.Cut(s.Volumes[0], ":")
+			opts, err := server.ProcessConfigFile(filepath.Join(root, src))
+			if err != nil {
+				t.Fatalf("%s: %v", src, err)
+			}
+			natsPorts[name] = opts
+		}
+		if strings.HasPrefix(name, "tally-") {
+			tallies = append(tallies, name)
+		}
+	}
+	if len(tallies) != 3 || len(natsPorts) != 3 {
+		t.Fatalf("want three regions of NATS + tally, got %v and %d NATS", tallies, len(natsPorts))
+	}
+	configs := map[string]node.Config{}
+	for _, name := range tallies {
+		s := c.Services[name]
+		if s.Build != "." {
+			t.Errorf("%s builds %v, want the repository's Dockerfile", name, s.Build)
+		}
+		env := envFile(t, s.EnvFile)
+		for k, v := range s.Environment {
+			m := interpolation.FindStringSubmatch(v)
+			if m == nil || m[1] != k {
+				t.Errorf("%s: %s=%q: want ${%s:?…} from the operator", name, k, v, k)
+			}
+			switch k {
+			case "TALLY_GOSSIP_KEY":
+				env[k] = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // any 32-byte key
+			default:
+				env[k] = "operator-value"
+			}
+		}
+		cfg := nodeConfig(t, name, env)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: the node refuses its configuration: %v", name, err)
+		}
+		region := strings.TrimPrefix(name, "tally-")
+		if cfg.Region != region || cfg.NodeName != name {
+			t.Errorf("%s: region %q, node name %q", name, cfg.Region, cfg.NodeName)
+		}
+		if cfg.GossipKey == "" || cfg.AdminToken == "" {
+			t.Errorf("%s: gossip key and admin token must be set", name)
+		}
+		httpPorts[name], gossipPorts[name] = port(t, cfg.HTTPAddr), port(t, cfg.GossipAddr)
+		if len(s.Ports) != 1 || !strings.HasSuffix(s.Ports[0], ":"+httpPorts[name]) {
+			t.Errorf("%s publishes %v, but the node serves HTTP on %s", name, s.Ports, cfg.HTTPAddr)
+		}
+		u, err := url.Parse(cfg.NATSURL)
+		if err != nil || u.Scheme != "nats" {
+			t.Fatalf("%s: NATS URL %q", name, cfg.NATSURL)
+		}
+		opts, ok := natsPorts[u.Hostname()]
+		if !ok || u.Port() != strconv.Itoa(opts.Port) {
+			t.Errorf("%s: NATS URL %s is no NATS service's client port", name, cfg.NATSURL)
+		} else if opts.Gateway.Name != region || opts.Cluster.Name != region {
+			t.Errorf("%s talks to NATS of region %q", name, opts.Gateway.Name)
+		}
+		if !slices.Contains(s.DependsOn, u.Hostname()) {
+			t.Errorf("%s does not depend on its NATS %s", name, u.Hostname())
+		}
+		configs[name] = cfg
+	}
+	for name, cfg := range configs {
+		seeds := strings.Split(cfg.Join, ",")
+		if len(seeds) != len(tallies) {
+			t.Errorf("%s joins %v", name, seeds)
+		}
+		for _, seed := range seeds {
+			h, p, err := net.SplitHostPort(seed)
+			if err != nil || gossipPorts[h] != p {
+				t.Errorf("%s: seed %s is no tally service's gossip address", name, seed)
+			}
+		}
+	}
+	// The gateways form a supercluster: each NATS names every region at
+	// another service's gateway port.
+	for name, opts := range natsPorts {
+		var names []string
+		for _, gw := range opts.Gateway.Gateways {
+			names = append(names, gw.Name)
+			for _, u := range gw.URLs {
+				peer, ok := natsPorts[u.Hostname()]
+				if !ok || u.Port() != strconv.Itoa(peer.Gateway.Port) || peer.Gateway.Name != gw.Name {
+					t.Errorf("%s: gateway %s at %s is not that region's gateway", name, gw.Name, u)
+				}
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"ap-south", "eu-west", "us-east"}) {
+			t.Errorf("%s: gateways %v", name, names)
+		}
+	}
+	// Prometheus scrapes every node's HTTP port.
+	var prom struct {
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy/prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &prom); err != nil {
+		t.Fatal(err)
+	}
+	scraped := map[string]bool{}
+	for _, sc := range prom.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				h, p, _ := net.SplitHostPort(target)
+				if httpPorts[h] != p {
+					t.Errorf("prometheus target %s is no node's HTTP address", target)
+				}
+				scraped[h] = true
+			}
+		}
+	}
+	for _, name := range tallies {
+		if !scraped[name] {
+			t.Errorf("prometheus does not scrape %s", name)
+		}
+	}
+}
+
+// TestDockerfile checks the image build: multi-stage, static, the node as
+// entry point, its ports exposed, its ENV names real flags.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if n := strings.Count(text, "\nFROM "); n < 2 {
+		t.Errorf("want a multi-stage build, got %d FROM lines", n)
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/node", "./cmd/tally", `ENTRYPOINT ["/usr/local/bin/tally-node"]`, "EXPOSE 8080 7946 7946/udp 4222 6222 7222"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "ENV "); ok {
+			for _, kv := range strings.Fields(rest) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+		}
+	}
+	cfg := nodeConfig(t, "Dockerfile", env)
+	if port(t, cfg.HTTPAddr) != "8080" || port(t, cfg.GossipAddr) != "7946" {
+		t.Errorf("Dockerfile ENV: http %s gossip %s", cfg.HTTPAddr, cfg.GossipAddr)
+	}
+}
+
