@@ -264,3 +264,43 @@ func TestEventsAndHeartbeat(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
+
+// TestFreshnessVector: with Freshness set, snapshots and heartbeats carry
+// the per-region vector read at that tick; without it, frames have none.
+func TestFreshnessVector(t *testing.T) {
+	st := newState(t)
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	age := int64(120)
+	s := newServer(t, st, func(c *Config) {
+		c.Heartbeat, c.Now = time.Second, clock
+		c.Freshness = func() map[string]int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return map[string]int64{"eu-west": 0, "us-east": age}
+		}
+	})
+	fs := &fakeSender{}
+	v, _ := s.join("p", "ip", "test", fs)
+	waitUntil(t, func() bool { return len(fs.got()) == 1 })
+	if !contains(fs.got()[0], `"regions":{"eu-west":0,"us-east":120}`) {
+		t.Fatalf("snapshot: %s", fs.got()[0])
+	}
+	mu.Lock()
+	now, age = now.Add(2*time.Second), 900
+	mu.Unlock()
+	v.hub.tick()
+	waitUntil(t, func() bool { return len(fs.got()) == 2 })
+	if b := fs.got()[1]; !contains(b, `"type":"heartbeat"`) || !contains(b, `"us-east":900`) {
+		t.Fatalf("heartbeat: %s", b)
+	}
+
+	bare := newServer(t, newState(t), nil)
+	fs2 := &fakeSender{}
+	bare.join("p", "ip", "test", fs2)
+	waitUntil(t, func() bool { return len(fs2.got()) == 1 })
+	if contains(fs2.got()[0], `"regions"`) {
+		t.Fatalf("frame without Freshness: %s", fs2.got()[0])
+	}
+}
