@@ -293,4 +293,3 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("Dockerfile ENV: http %s gossip %s", cfg.HTTPAddr, cfg.GossipAddr)
 	}
 }
-
