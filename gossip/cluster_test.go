@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"tally/crdt"
 	"tally/gossip/gossiptest"
 	"tally/hlc"
 	"tally/state"
@@ -179,6 +180,14 @@ func TestGarbageDropped(t *testing.T) {
 	waitFor(t, 5*time.Second, "all nats garbage counted", func() bool {
 		return counter(t, a, "dropped", pathNATS, "malformed") == float64(len(garbage))
 	})
+	// A well-formed message from a clock far ahead is dropped as skewed.
+	ahead, _ := Encode(&Message{Kind: KindDelta, Replica: "z", Region: "r", Sent: hlc.Timestamp{Wall: time.Now().Add(time.Hour).UnixMilli()},
+		Polls: []PollUpdate{{ID: "p", Tally: func() *crdt.Tally { t := crdt.NewTally(); t.Add("z", "b", 100); return t }()}}})
+	if err := nc.Publish(a.subject, ahead); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	waitFor(t, 5*time.Second, "the skewed message counted", func() bool { return counter(t, a, "dropped", pathNATS, "skew") == 1 })
 	d := &delegate{g: a.Gossip}
 	for _, g := range garbage[1:] {
 		d.MergeRemoteState(g, false)

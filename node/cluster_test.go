@@ -249,3 +249,52 @@ func TestGossipKeyRotation(t *testing.T) {
 		t.Fatalf("a node with neither key sees %d members", n)
 	}
 }
+
+// TestReplicaIdentity: a data dir keeps its replica id across restarts; a
+// fresh data dir (a node that lost its disk) gets a new one, and the
+// cluster counts its new votes apart from the old replica's.
+func TestReplicaIdentity(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	nodes[1].vote(t, "p", "a", "before")
+	agree(t, nodes, "p", map[string]int64{"a": 1, "b": 0, "c": 0})
+	old := nodes[1]
+	if err := old.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The disk is lost: same region, same node name, empty data dir.
+	fresh := startNode(t, t.TempDir(), func(c *Config) {
+		c.Region, c.Join, c.NodeName, c.PushPull = "us-east", nodes[0].GossipAddr(), old.cfg.NodeName, 500*time.Millisecond
+	})
+	if fresh.replica == old.replica {
+		t.Fatalf("a fresh data dir reused replica id %s", old.replica)
+	}
+	// It learns the old replica's count from the cluster and adds its own
+	// under the new id: 1 + 1, not max(1, 1).
+	nodes[1] = fresh
+	fresh.vote(t, "p", "a", "after")
+	agree(t, nodes, "p", map[string]int64{"a": 2, "b": 0, "c": 0})
+}
+
+// TestExternalSuperclusterWithLatency: nodes on their regions' own NATS
+// servers (the deployment's topology), gateways delayed 50 ms each way,
+// push/pull out of the way: polls and votes cross on the NATS path alone.
+// (BenchmarkVoteToViewerAcrossRegions measures the same path.)
+func TestExternalSuperclusterWithLatency(t *testing.T) {
+	regions := []string{"eu-west", "us-east", "ap-south"}
+	urls := supercluster(t, regions, 50*time.Millisecond)
+	nodes := startCluster(t, regions, func(i int, c *Config) {
+		c.NATSURL, c.PushPull = urls[regions[i]], time.Hour
+	})
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	nodes[0].vote(t, "p", "a", "x")
+	nodes[1].vote(t, "p", "b", "y")
+	agree(t, nodes, "p", map[string]int64{"a": 1, "b": 1, "c": 0})
+	var view clusterView
+	json.Unmarshal([]byte(nodes[2].call(t, "GET", "/v1/cluster", "").raw), &view)
+	if view.NATS.Embedded || !view.NATS.Connected {
+		t.Fatalf("nats view: %+v", view.NATS)
+	}
+}
