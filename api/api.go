@@ -27,6 +27,7 @@ const (
 	CodeInternal       = "internal"
 	CodeUnavailable    = "unavailable"
 	CodeEdgeNode       = "edge_node"
+	CodePollNotClosed  = "poll_not_closed"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

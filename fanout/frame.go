@@ -37,6 +37,8 @@ type Message struct {
 	// Regions is the freshness vector: per region, the age in ms of the
 	// newest state this node has from it (its own region: 0).
 	Regions map[string]int64 `json:"regions,omitempty"`
+	// Digest is the certified result's digest, in the final frame.
+	Digest string `json:"digest,omitempty"`
 }
 
 // OptionInfo names an option in a snapshot.
@@ -55,6 +57,7 @@ type Event struct {
 
 // view is what a hub knows of its poll at one tick.
 type view struct {
+	final   bool // the certified result
 	status  string
 	totals  map[string]int64
 	total   int64

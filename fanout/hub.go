@@ -3,6 +3,8 @@ package fanout
 import (
 	"sync"
 	"time"
+
+	"tally/state"
 )
 
 // hub serves one poll's viewers.
@@ -90,9 +92,15 @@ func (h *hub) tick() {
 		return
 	}
 	now := h.s.cfg.Now()
-	cur := view{status: string(def.StatusAt(now.UnixMilli(), false)), totals: make(map[string]int64, len(def.Options))}
+	cert, final := h.s.src.Certificate(h.poll)
+	final = final && cert.Status == state.Reconciled
+	cur := view{status: string(def.StatusAt(now.UnixMilli(), final)), totals: make(map[string]int64, len(def.Options)), final: final}
 	for _, o := range def.Options {
-		cur.totals[o.ID] = t.Value(o.ID)
+		if final {
+			cur.totals[o.ID] = int64(cert.Totals[o.ID]) // the certified count, not the live one
+		} else {
+			cur.totals[o.ID] = t.Value(o.ID)
+		}
 		cur.total += cur.totals[o.ID]
 	}
 	for _, n := range t.RecordCounts() {
@@ -116,12 +124,15 @@ func (h *hub) tick() {
 	if h.s.cfg.Freshness != nil {
 		regions = h.s.cfg.Freshness()
 	}
-	changed := h.cur == nil || cur.status != h.last.status || len(changedOptions(h.last.totals, cur.totals)) > 0
+	changed := h.cur == nil || cur.status != h.last.status || cur.final != h.last.final || len(changedOptions(h.last.totals, cur.totals)) > 0
 	var f *frame
 	switch {
 	case changed:
 		h.seq++
 		typ := TypeSnapshot
+		if cur.final {
+			typ = TypeFinal
+		}
 		snap := &Message{
 			Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
 			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)),
@@ -131,8 +142,11 @@ func (h *hub) tick() {
 		for _, o := range def.Options {
 			snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
 		}
+		if cur.final {
+			snap.Digest = cert.Digest
+		}
 		f = &frame{seq: h.seq, snapshot: encode(snap)}
-		if h.cur != nil {
+		if h.cur != nil && !cur.final { // the final frame goes whole to everyone
 			diff := *snap
 			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
 			f.diff = encode(&diff)

@@ -14,12 +14,15 @@ import (
 	"tally/api"
 	"tally/crdt"
 	"tally/poll"
+	"tally/state"
 )
 
 // Source is where hubs read polls and tallies; *state.State is one.
 type Source interface {
 	Poll(id string) (poll.Definition, bool)
 	Tally(id string) (*crdt.Tally, error)
+	// Certificate returns the poll's certified result once there is one.
+	Certificate(id string) (state.Certificate, bool)
 }
 
 // Voter takes votes sent on a socket: body is the same JSON as the body of

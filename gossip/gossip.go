@@ -106,7 +106,13 @@ type Gossip struct {
 	closed atomic.Bool
 
 	refreshNow atomic.Bool // publish a full refresh at the next tick
+	synced     atomic.Bool // merged a peer's full state (or runs alone by design)
 }
+
+// Synced reports whether this node has merged another member's full state
+// since it started, or was started without seeds (a cluster of its own).
+// Until then its view of the cluster's counts may be incomplete.
+func (g *Gossip) Synced() bool { return g.synced.Load() || len(g.cfg.Join) == 0 }
 
 // New checks cfg and registers the metrics. Start joins the cluster.
 func New(cfg Config) (*Gossip, error) {
@@ -339,6 +345,14 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			}
 			changed = changed || won
 		}
+		if p.Cert != nil {
+			won, err := g.cfg.State.PutCertificate(*p.Cert)
+			if err != nil {
+				g.m.dropped.WithLabelValues(path, "rejected").Inc()
+				g.log.Warn("cannot apply a gossiped certificate", "poll", p.ID, "from", msg.Replica, "err", err)
+			}
+			changed = changed || won
+		}
 		if p.Tally != nil {
 			c, err := g.cfg.State.Merge(p.ID, p.Tally)
 			if err != nil {
@@ -373,6 +387,9 @@ func (g *Gossip) receive(path string, b []byte) {
 		return
 	}
 	g.apply(path, msg)
+	if msg.Kind == KindFull {
+		g.synced.Store(true)
+	}
 }
 
 // gossiped reports whether a poll's state is still worth spreading: it has
@@ -399,7 +416,11 @@ func (g *Gossip) fullState() (*Message, error) {
 		if !ok || err != nil {
 			continue
 		}
-		msg.Polls = append(msg.Polls, PollUpdate{ID: d.ID, Def: &reg, Tally: t})
+		u := PollUpdate{ID: d.ID, Def: &reg, Tally: t}
+		if c, ok := g.cfg.State.Certificate(d.ID); ok {
+			u.Cert = &c
+		}
+		msg.Polls = append(msg.Polls, u)
 	}
 	return msg, nil
 }

@@ -16,6 +16,7 @@ const refreshAfterClose = time.Minute
 type publisher struct {
 	versions map[string]uint64        // poll → own tally version published
 	defs     map[string]hlc.Timestamp // poll → own definition write published
+	certs    map[string]hlc.Timestamp // poll → own certificate published
 	last     time.Time                // last refresh (or heartbeat)
 }
 
@@ -28,7 +29,7 @@ type publisher struct {
 // blocks the vote path: votes only touch the state.
 func (g *Gossip) publishLoop(ctx context.Context) {
 	defer g.wg.Done()
-	g.pub = publisher{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}}
+	g.pub = publisher{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}}
 	t := time.NewTicker(g.cfg.PublishEvery)
 	defer t.Stop()
 	for {
@@ -58,6 +59,7 @@ func (g *Gossip) publishOnce() bool {
 	msg := &Message{Kind: KindDelta, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts}
 	versions := map[string]uint64{}
 	defs := map[string]hlc.Timestamp{}
+	certs := map[string]hlc.Timestamp{}
 	now := g.cfg.Now()
 	nowMs := now.UnixMilli()
 	refresh := g.refreshNow.Swap(false) || now.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
@@ -69,6 +71,9 @@ func (g *Gossip) publishOnce() bool {
 		var u PollUpdate
 		if reg, ok := g.cfg.State.PollRegister(d.ID); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[d.ID]) {
 			u.Def, defs[d.ID] = &reg, reg.TS
+		}
+		if c, ok := g.cfg.State.Certificate(d.ID); ok && c.By == g.cfg.Replica && (live || c.TS != g.pub.certs[d.ID]) {
+			u.Cert, certs[d.ID] = &c, c.TS
 		}
 		if g.cfg.Role == RoleFull {
 			since := g.pub.versions[d.ID]
@@ -83,7 +88,7 @@ func (g *Gossip) publishOnce() bool {
 				}
 			}
 		}
-		if u.Def != nil || u.Tally != nil {
+		if u.Def != nil || u.Tally != nil || u.Cert != nil {
 			u.ID = d.ID
 			msg.Polls = append(msg.Polls, u)
 		}
@@ -108,6 +113,9 @@ func (g *Gossip) publishOnce() bool {
 	}
 	for id, ts := range defs {
 		g.pub.defs[id] = ts
+	}
+	for id, ts := range certs {
+		g.pub.certs[id] = ts
 	}
 	g.m.bytes.WithLabelValues(pathNATS, "out").Add(float64(len(b)))
 	g.m.messages.WithLabelValues(pathNATS, "out").Inc()

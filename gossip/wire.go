@@ -14,6 +14,7 @@ import (
 	"tally/hlc"
 	"tally/ids"
 	"tally/poll"
+	"tally/state"
 )
 
 // ErrMalformed is returned for a gossip message that cannot be decoded.
@@ -38,14 +39,15 @@ const (
 	MaxPolls     = 1 << 16  // polls in one message
 	maxDefBytes  = 64 << 10
 	maxTallySize = 4 << 20
+	maxCertBytes = 256 << 10
 	compressOver = 1 << 10 // bodies larger than this are deflated
 
-	wireMagic     = "TG1"
+	wireMagic     = "TG2"
 	flagDeflated  = 1
 	knownFlags    = flagDeflated
 	headerLength  = len(wireMagic) + 2
 	maxIDLength   = ids.MaxLen
-	minPollRecord = 3 // id length + empty def + empty tally
+	minPollRecord = 4 // id length + empty def + empty tally + empty certificate
 )
 
 // Message is one gossip message: who sent it, when by its clock, and a
@@ -58,18 +60,20 @@ type Message struct {
 	Polls   []PollUpdate
 }
 
-// PollUpdate is what a message says about one poll. Either part may be
+// PollUpdate is what a message says about one poll. Any part may be
 // absent.
 type PollUpdate struct {
 	ID    string
 	Def   *crdt.Register[poll.Definition]
 	Tally *crdt.Tally
+	Cert  *state.Certificate
 }
 
 // Encode writes m in the wire format: a magic and version, the kind, a
 // flags byte, then the body (deflated when it is large): sender, clock,
-// and per poll its id, the definition register as JSON and the tally in
-// crdt's binary form, each length-prefixed (length 0: absent).
+// and per poll its id, the definition register as JSON, the tally in
+// crdt's binary form and the certificate as JSON, each length-prefixed
+// (length 0: absent).
 func Encode(m *Message) ([]byte, error) {
 	body := make([]byte, 0, 256)
 	body = appendString(body, m.Replica)
@@ -91,8 +95,15 @@ func Encode(m *Message) ([]byte, error) {
 				return nil, fmt.Errorf("gossip: encode tally of %q: %w", p.ID, err)
 			}
 		}
+		var cert []byte
+		if p.Cert != nil {
+			if cert, err = json.Marshal(p.Cert); err != nil {
+				return nil, fmt.Errorf("gossip: encode certificate of %q: %w", p.ID, err)
+			}
+		}
 		body = appendBytes(body, def)
 		body = appendBytes(body, tally)
+		body = appendBytes(body, cert)
 	}
 	out := append(make([]byte, 0, headerLength+len(body)), wireMagic...)
 	out = append(out, byte(m.Kind))
@@ -160,6 +171,9 @@ func Decode(b []byte) (*Message, error) {
 			}
 			p.Tally = t
 		}
+		if raw := d.bytes(maxCertBytes, "certificate"); len(raw) > 0 && d.err == nil {
+			p.Cert = decodeCertificate(&d, p.ID, raw)
+		}
 		m.Polls = append(m.Polls, p)
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -194,6 +208,21 @@ func decodeDefinition(d *reader, id string, raw []byte) *crdt.Register[poll.Defi
 		}
 	}
 	return &reg
+}
+
+func decodeCertificate(d *reader, id string, raw []byte) *state.Certificate {
+	var c state.Certificate
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || dec.More() {
+		d.fail("certificate of %q: %v", id, err)
+		return nil
+	}
+	if err := c.Validate(); err != nil || c.Poll != id {
+		d.fail("certificate under %q (for %q): %v", id, c.Poll, err)
+		return nil
+	}
+	return &c
 }
 
 func appendString(b []byte, s string) []byte {

@@ -11,6 +11,7 @@ import (
 	"tally/crdt"
 	"tally/hlc"
 	"tally/poll"
+	"tally/state"
 )
 
 func sampleMessage(polls int) *Message {
@@ -22,7 +23,12 @@ func sampleMessage(polls int) *Message {
 		t.Add("eu-1", "a", int64(i+1))
 		t.Add("us-1", "b", 2)
 		t.AddRecords("eu-1", uint64(i+1))
-		m.Polls = append(m.Polls, PollUpdate{ID: id, Def: &crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 5, Replica: "eu-1"}, Value: d}, Tally: t})
+		u := PollUpdate{ID: id, Def: &crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 5, Replica: "eu-1"}, Value: d}, Tally: t}
+		if i%2 == 0 {
+			u.Cert = &state.Certificate{Poll: id, Status: state.Reconciled, TS: hlc.Timestamp{Wall: 9, Replica: "eu-1"}, By: "eu-1",
+				Totals: map[string]uint64{"a": uint64(i)}, Total: uint64(i), Digest: "abc"}
+		}
+		m.Polls = append(m.Polls, u)
 	}
 	m.Polls = append(m.Polls, PollUpdate{ID: "bare"})
 	return m
@@ -56,6 +62,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if p.Tally != nil && !g.Tally.Equal(p.Tally) {
 				t.Fatalf("poll %d tally differs", i)
 			}
+			if (g.Cert == nil) != (p.Cert == nil) || p.Cert != nil && (g.Cert.Digest != p.Cert.Digest || g.Cert.Totals["a"] != p.Cert.Totals["a"]) {
+				t.Fatalf("poll %d certificate: %+v", i, g.Cert)
+			}
 		}
 	}
 }
@@ -78,11 +87,19 @@ func TestDecodeHostile(t *testing.T) {
 		b = append(b, 1)
 		b = appendString(b, "p")
 		b = appendBytes(b, []byte(def))
-		return appendBytes(b, nil)
+		return appendBytes(appendBytes(b, nil), nil)
 	}
 	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1,"closes_at":2}}`
+	withCert := func(cert string) []byte {
+		b := withDef(validDef)
+		b = b[:len(b)-1] // no certificate
+		return appendBytes(b, []byte(cert))
+	}
 	if _, err := Decode(withDef(validDef)); err != nil {
 		t.Fatalf("the valid base case fails: %v", err)
+	}
+	if m, err := Decode(withCert(`{"poll":"p","status":"pending","ts":{"wall":5},"by":"r","reason":"r2 down"}`)); err != nil || m.Polls[0].Cert.Reason != "r2 down" {
+		t.Fatalf("the valid certificate case fails: %v", err)
 	}
 	cases := map[string][]byte{
 		"empty":            nil,
@@ -104,6 +121,11 @@ func TestDecodeHostile(t *testing.T) {
 		"def no timestamp": withDef(strings.Replace(validDef, `"wall":5`, `"wall":0`, 1)),
 		"def invalid":      withDef(strings.Replace(validDef, `,{"id":"b","label":"B"}`, ``, 1)),
 		"def trailing":     withDef(validDef + "{}"),
+		"cert not json":    withCert("["),
+		"cert other poll":  withCert(`{"poll":"q","status":"pending","ts":{"wall":5},"by":"r"}`),
+		"cert no status":   withCert(`{"poll":"p","status":"maybe","ts":{"wall":5},"by":"r"}`),
+		"cert no digest":   withCert(`{"poll":"p","status":"reconciled","ts":{"wall":5},"by":"r"}`),
+		"cert unknown key": withCert(`{"poll":"p","status":"pending","ts":{"wall":5},"by":"r","x":1}`),
 	}
 	for name, b := range cases {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {

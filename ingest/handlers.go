@@ -6,6 +6,7 @@ import (
 
 	"tally/api"
 	"tally/poll"
+	"tally/state"
 )
 
 // VoteResponse is the body of a successful vote request.
@@ -55,7 +56,9 @@ func (p *Pipeline) View(id string) (PollView, error) {
 		return PollView{}, err
 	}
 	now := p.cfg.Now().UnixMilli()
-	return PollView{Definition: def, Status: def.StatusAt(now, false), Totals: totals, Total: total, ServerTime: now}, nil
+	cert, ok := p.cfg.State.Certificate(id)
+	reconciled := ok && cert.Status == state.Reconciled
+	return PollView{Definition: def, Status: def.StatusAt(now, reconciled), Totals: totals, Total: total, ServerTime: now}, nil
 }
 
 // HandleCreatePoll serves POST /v1/polls (admin).

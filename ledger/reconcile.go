@@ -18,16 +18,17 @@ import (
 // Superseded + Total.
 type Result struct {
 	Poll       string            `json:"poll"`
-	Totals     map[string]uint64 `json:"totals"`     // option → counted votes
-	Total      uint64            `json:"total"`      // counted votes: one per voter at most
-	Voters     uint64            `json:"voters"`     // distinct voters among the non-duplicate records
-	Records    uint64            `json:"records"`    // distinct records read
-	Duplicates uint64            `json:"duplicates"` // retries: a (poll, idem) seen before by HLC order
-	Late       uint64            `json:"late"`       // arrived after close, within grace
-	Shadowed   uint64            `json:"shadowed"`   // not counted: below the trust floor
-	Superseded uint64            `json:"superseded"` // a voter's earlier votes, replaced by a later one
-	Replicas   []Chain           `json:"replicas"`   // every replica's record count and chain head
-	Digest     string            `json:"digest"`     // SHA-256 over the canonical encoding of all of the above
+	Totals     map[string]uint64 `json:"totals"`              // option → counted votes
+	Total      uint64            `json:"total"`               // counted votes: one per voter at most
+	Voters     uint64            `json:"voters"`              // distinct voters among the non-duplicate records
+	Records    uint64            `json:"records"`             // distinct records read
+	Duplicates uint64            `json:"duplicates"`          // retries: a (poll, idem) seen before by HLC order
+	Late       uint64            `json:"late"`                // arrived after close, within grace
+	Shadowed   uint64            `json:"shadowed"`            // not counted: below the trust floor
+	Superseded uint64            `json:"superseded"`          // a voter's earlier votes, replaced by a later one
+	Replicas   []Chain           `json:"replicas"`            // every replica's record count and chain head
+	ClosesAt   int64             `json:"closes_at,omitempty"` // the close applied (ReconcileConfig.ClosesAt), Unix ms
+	Digest     string            `json:"digest"`              // SHA-256 over the canonical encoding of all of the above
 }
 
 // ReconcileConfig adjusts Reconcile.
@@ -35,6 +36,11 @@ type ReconcileConfig struct {
 	// TrustFloor, when above zero, also shadows counted records whose
 	// trust score is below it.
 	TrustFloor float64
+	// ClosesAt, when set, is the poll's final close (Unix ms): records
+	// stamped at or after it by their HLC are late, whatever their node
+	// knew when it took them (a close made in another region may arrive
+	// after a vote stamped past it).
+	ClosesAt int64
 }
 
 // Reconcile is ReconcileWith the zero config.
@@ -89,7 +95,7 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains}
+	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains, ClosesAt: cfg.ClosesAt}
 
 	var all []*Record
 	for _, rep := range replicas {
@@ -176,7 +182,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 				}
 				l, seen := latest[r.Voter]
 				switch {
-				case r.Late:
+				case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
 					c.late++
 				case !r.Counted || r.Trust < cfg.TrustFloor:
 					c.shadowed++
@@ -317,6 +323,9 @@ func (r *Result) digest() string {
 	line("superseded", u(r.Superseded))
 	line("voters", u(r.Voters))
 	line("total", u(r.Total))
+	if r.ClosesAt != 0 {
+		line("closes_at", strconv.FormatInt(r.ClosesAt, 10))
+	}
 	for _, o := range slices.Sorted(maps.Keys(r.Totals)) {
 		line("option", strconv.Quote(o), u(r.Totals[o]))
 	}

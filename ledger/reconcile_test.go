@@ -75,7 +75,7 @@ func historyGen() *rapid.Generator[history] {
 
 // modelResult computes totals the slow, obvious way, written apart from
 // Reconcile: O(n²) comparisons of (wall, logical, replica, seq) tuples.
-func modelResult(recs []Record) (totals map[string]uint64, dups, late, shadowed int) {
+func modelResult(recs []Record, closesAt int64) (totals map[string]uint64, dups, late, shadowed int) {
 	earlier := func(a, b Record) bool { // a before b
 		ka := fmt.Sprintf("%020d|%010d|%s|%020d", a.Wall, a.Logical, a.Replica, a.Seq)
 		kb := fmt.Sprintf("%020d|%010d|%s|%020d", b.Wall, b.Logical, b.Replica, b.Seq)
@@ -94,7 +94,7 @@ func modelResult(recs []Record) (totals map[string]uint64, dups, late, shadowed 
 			continue
 		}
 		switch {
-		case r.Late:
+		case r.Late, closesAt > 0 && r.Wall >= closesAt:
 			late++
 		case !r.Counted:
 			shadowed++
@@ -140,11 +140,16 @@ func TestReconcileMatchesModel(t *testing.T) {
 		}) {
 			streams = append(streams, sliceSeq(h.byReplica[rep]))
 		}
-		res, err := Reconcile(streams...)
+		// A close time inside the history's wall range, or none.
+		closesAt := rapid.Int64Range(0, 11).Draw(t, "closes_at")
+		res, err := ReconcileWith(ReconcileConfig{ClosesAt: closesAt}, streams...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		totals, dups, late, shadowed := modelResult(h.all)
+		if res.ClosesAt != closesAt {
+			t.Fatalf("result's closes_at %d, want %d", res.ClosesAt, closesAt)
+		}
+		totals, dups, late, shadowed := modelResult(h.all, closesAt)
 		var total uint64
 		for o, n := range totals {
 			total += n
@@ -177,7 +182,7 @@ func TestReconcileMatchesModel(t *testing.T) {
 		for _, p := range parts {
 			again = append(again, sliceSeq(p))
 		}
-		res2, err := Reconcile(again...)
+		res2, err := ReconcileWith(ReconcileConfig{ClosesAt: closesAt}, again...)
 		if err != nil {
 			t.Fatal(err)
 		}

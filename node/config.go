@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/certify"
 	"tally/gossip"
 	"tally/ingest"
 )
@@ -39,6 +40,8 @@ type Config struct {
 	NATSGatewayAddr string        // embedded NATS gateway listener (other regions); empty: none
 	Retention       time.Duration // closed polls stop being gossiped this long after close
 	Role            string        // full or edge
+	CertifySettle   time.Duration // after close + grace, before certifying
+	TakeoverAfter   time.Duration // how long each next node waits before taking certification over
 	Tick            time.Duration // fan-out tick
 	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
 	Limits          ingest.Limits
@@ -58,6 +61,9 @@ type Config struct {
 	// Injected for tests; nil means the real thing.
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
+	// Fetch replaces certification's HTTP fetch of a peer's ledger (tests
+	// truncate or alter exports with it).
+	Fetch certify.Fetcher
 	// WrapGossip wraps memberlist's transport (tests partition with it).
 	WrapGossip func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
 	Now        func() time.Time
@@ -79,6 +85,8 @@ func DefaultConfig() Config {
 		NATSClusterAddr:   ":6222",
 		NATSGatewayAddr:   ":7222",
 		Retention:         24 * time.Hour,
+		CertifySettle:     time.Second,
+		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
 		Tick:              250 * time.Millisecond,
 		Limits:            ingest.DefaultLimits(),
@@ -116,6 +124,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
+	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
+	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (takes votes and serves viewers) or edge (serves viewers from gossiped state only)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/certify"
 	"tally/fanout"
 	"tally/gossip"
 	"tally/hlc"
@@ -37,6 +38,7 @@ type Node struct {
 	ingest   *ingest.Pipeline
 	fanout   *fanout.Server
 	gossip   *gossip.Gossip
+	certify  *certify.Certifier
 	reg      *prometheus.Registry
 	m        nodeMetrics
 	listener net.Listener
@@ -145,6 +147,14 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	n.certify, err = certify.New(certify.Config{
+		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
+		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, AdminToken: n.adminToken, Clock: n.clock, TrustFloor: cfg.TrustFloor,
+		Settle: cfg.CertifySettle, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
 	var voter fanout.Voter = n.ingest
 	if cfg.Role == gossip.RoleEdge {
 		voter = nil // an edge serves viewers; votes go to a full node
@@ -218,11 +228,16 @@ func (n *Node) Run(ctx context.Context) error {
 		n.gossip.SetHTTPAddr(n.Addr())
 		if err = n.gossip.Start(); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
+			certCtx, stopCert := context.WithCancel(context.Background())
+			certDone := make(chan struct{})
+			go func() { defer close(certDone); n.certify.Run(certCtx) }()
 			n.ready.Store(true)
 			select {
 			case <-ctx.Done():
 			case err = <-serveErr:
 			}
+			stopCert()
+			<-certDone
 		}
 	}
 	n.ready.Store(false)
@@ -297,6 +312,15 @@ func (n *Node) createDemoPoll() error {
 	}
 	_, err = n.state.PutPoll(def, ts)
 	return err
+}
+
+// peers lists the live members for certification.
+func (n *Node) peers() []certify.Peer {
+	var out []certify.Peer
+	for _, m := range n.gossip.Members() {
+		out = append(out, certify.Peer{Name: m.Name, Replica: m.Replica, HTTPAddr: m.HTTPAddr, Full: m.Role == gossip.RoleFull})
+	}
+	return out
 }
 
 // GossipAddr returns the memberlist address the node announces (after Run

@@ -24,9 +24,9 @@ func (n *Node) routes() http.Handler {
 		})
 	}
 	in := n.ingest
-	create, closePoll, votes := in.HandleCreatePoll, in.HandleClosePoll, in.HandleVotes
+	create, closePoll, votes, certifyNow := in.HandleCreatePoll, in.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
 	if n.cfg.Role == gossip.RoleEdge {
-		create, closePoll, votes = refuseOnEdge, refuseOnEdge, refuseOnEdge
+		create, closePoll, votes, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
 	}
 	mux.Handle("POST /v1/polls", ready(admin(create)))
 	mux.Handle("GET /v1/polls", ready(http.HandlerFunc(in.HandleListPolls)))
@@ -34,6 +34,8 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(closePoll)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(admin(in.HandleLedger)))
+	mux.Handle("GET /v1/polls/{poll}/result", ready(http.HandlerFunc(n.certify.HandleResult)))
+	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
 	mux.Handle("GET /v1/polls/{poll}/events", ready(http.HandlerFunc(n.fanout.HandleEvents)))
 	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))

@@ -47,6 +47,8 @@ type State struct {
 	defs  crdt.Map[string, poll.Definition]
 	polls map[string]*pollState
 
+	certs map[string]*Certificate // guarded by mu
+
 	heard heard
 }
 
@@ -76,6 +78,9 @@ func New(cfg Config) (*State, error) {
 			return nil, fmt.Errorf("%w: stored %s: %w", ErrStore, name, err)
 		}
 		s.setDefinition(reg)
+	}
+	if err := s.loadCertificates(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -1,0 +1,413 @@
+package certify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"tally/hlc"
+	"tally/ledger"
+	"tally/state"
+)
+
+var (
+	// ErrIncomplete is returned when a certification attempt ends pending.
+	ErrIncomplete = errors.New("certify: incomplete")
+	// ErrNotClosed is returned for a poll still open or in its grace window.
+	ErrNotClosed = errors.New("certify: poll not closed past its grace window")
+)
+
+// Peer is a cluster member as certification needs it.
+type Peer struct {
+	Name     string
+	Replica  string
+	HTTPAddr string
+	Full     bool // takes votes (edge nodes hold no ledger of their own)
+}
+
+// Fetcher opens a peer's export of one poll's records (NDJSON).
+type Fetcher func(ctx context.Context, p Peer, poll string) (io.ReadCloser, error)
+
+// Config configures a Certifier. Zero durations mean the defaults.
+type Config struct {
+	State      *state.State   // required
+	Ledger     *ledger.Ledger // required: this replica's records
+	Replica    string         // this node's replica id
+	Name       string         // this node's name
+	Full       bool           // this node takes votes (may coordinate)
+	Peers      func() []Peer  // live members, this node included
+	// Synced reports whether this node's view of the cluster is complete
+	// enough to certify (it merged a peer's full state); nil: always.
+	Synced func() bool
+	Fetch      Fetcher        // nil: HTTP with AdminToken
+	AdminToken string
+	Clock      interface{ Now() (hlc.Timestamp, error) }
+	TrustFloor float64
+
+	Every         time.Duration // how often the loop looks; default 500ms
+	Settle        time.Duration // after close + grace, for the last counts to spread; default 1s
+	TakeoverAfter time.Duration // each later rank waits this much more; default 5s
+	Retry         time.Duration // between attempts at one poll; default 2s
+
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Certifier certifies closed polls. Run drives it; Certify is one attempt.
+type Certifier struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	dueSince map[string]time.Time // poll → when this node first saw it due (monotonic)
+	attempts map[string]time.Time // poll → last attempt (monotonic)
+}
+
+// New checks cfg.
+func New(cfg Config) (*Certifier, error) {
+	if cfg.State == nil || cfg.Ledger == nil || cfg.Peers == nil || cfg.Clock == nil {
+		return nil, errors.New("certify: State, Ledger, Peers and Clock are required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Every, 500*time.Millisecond)
+	def(&cfg.Settle, time.Second)
+	def(&cfg.TakeoverAfter, 5*time.Second)
+	def(&cfg.Retry, 2*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), attempts: map[string]time.Time{}, dueSince: map[string]time.Time{}}
+	if c.cfg.Fetch == nil {
+		c.cfg.Fetch = c.fetchHTTP
+	}
+	return c, nil
+}
+
+// Order returns replicas in the poll's rendezvous order: the coordinator
+// first, then who takes over. Every node computes the same order from the
+// same members.
+func Order(poll string, replicas []string) []string {
+	score := func(r string) string {
+		h := sha256.Sum256([]byte(poll + "\x00" + r))
+		return string(h[:])
+	}
+	out := slices.Clone(replicas)
+	slices.SortFunc(out, func(a, b string) int { return strings.Compare(score(b), score(a)) })
+	return out
+}
+
+// Run looks for polls to certify every cfg.Every until ctx is done.
+func (c *Certifier) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, poll := range c.due() {
+			if _, err := c.Certify(ctx, poll, nil); err != nil && !errors.Is(err, ErrIncomplete) && !errors.Is(err, ErrNotClosed) {
+				c.log.Warn("certification attempt", "poll", poll, "err", err)
+			}
+		}
+	}
+}
+
+// due returns the polls this node should try to certify now: closed past
+// grace and settle by the poll's clock, not yet reconciled, and either
+// this node coordinates or it has waited its rank's takeover delay since
+// it saw the poll due. Delays and retries run on this process's monotonic
+// clock, not on wall time.
+func (c *Certifier) due() []string {
+	if !c.cfg.Full || c.cfg.Synced != nil && !c.cfg.Synced() {
+		return nil
+	}
+	now := c.cfg.Now()
+	mono := time.Now()
+	var replicas []string
+	for _, p := range c.cfg.Peers() {
+		if p.Full {
+			replicas = append(replicas, p.Replica)
+		}
+	}
+	var out []string
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.cfg.State.Polls() {
+		if d.ClosesAt == 0 {
+			continue
+		}
+		if cert, ok := c.cfg.State.Certificate(d.ID); ok && cert.Status == state.Reconciled {
+			continue
+		}
+		rank := slices.Index(Order(d.ID, replicas), c.cfg.Replica)
+		if rank < 0 {
+			continue
+		}
+		if now.Before(time.UnixMilli(d.ClosesAt + d.GraceMs).Add(c.cfg.Settle)) {
+			continue
+		}
+		since, ok := c.dueSince[d.ID]
+		if !ok {
+			since = mono
+			c.dueSince[d.ID] = since
+		}
+		if mono.Sub(since) < time.Duration(rank)*c.cfg.TakeoverAfter || mono.Sub(c.attempts[d.ID]) < c.cfg.Retry {
+			continue
+		}
+		c.attempts[d.ID] = mono
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+// Exclusion is a replica left out of a certification by an operator.
+type Exclusion struct {
+	Replica string `json:"replica"`
+	Reason  string `json:"reason"`
+}
+
+// Missing is a replica whose records could not all be collected.
+type Missing struct {
+	Replica  string `json:"replica"`
+	Expected uint64 `json:"expected"` // records the gossiped count says it holds
+	Received uint64 `json:"received"`
+	Error    string `json:"error"`
+}
+
+// Detail is a certificate's full account.
+type Detail struct {
+	Result      *ledger.Result `json:"result,omitempty"`
+	Missing     []Missing      `json:"missing,omitempty"`
+	Excluded    []Exclusion    `json:"excluded,omitempty"`
+	Coordinator string         `json:"coordinator"` // the node that certified
+	ClosesAt    int64          `json:"closes_at"`
+}
+
+// Certify makes one attempt at the poll: it collects every replica's
+// records (except the excluded), reconciles them and writes a reconciled
+// certificate, or a pending one naming what is missing (and returns
+// ErrIncomplete).
+func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusion) (state.Certificate, error) {
+	def, ok := c.cfg.State.Poll(poll)
+	if !ok {
+		return state.Certificate{}, fmt.Errorf("certify: no poll %q", poll)
+	}
+	if def.ClosesAt == 0 || c.cfg.Now().UnixMilli() < def.ClosesAt+def.GraceMs {
+		return state.Certificate{}, fmt.Errorf("%w: %q", ErrNotClosed, poll)
+	}
+	tally, err := c.cfg.State.Tally(poll)
+	if err != nil {
+		return state.Certificate{}, err
+	}
+	expected := tally.RecordCounts()
+	if n := c.localCount(poll); n > expected[c.cfg.Replica] {
+		expected[c.cfg.Replica] = n
+	}
+	excluded := map[string]bool{}
+	for _, e := range exclude {
+		excluded[e.Replica] = true
+	}
+	peers := map[string]Peer{}
+	for _, p := range c.cfg.Peers() {
+		peers[p.Replica] = p
+	}
+	detail := Detail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
+	var replicas []string
+	for _, r := range slices.Sorted(func(yield func(string) bool) {
+		for r := range expected {
+			if !yield(r) {
+				return
+			}
+		}
+	}) {
+		if excluded[r] || expected[r] == 0 {
+			continue
+		}
+		if _, live := peers[r]; !live && r != c.cfg.Replica {
+			detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "not a live member of the cluster"})
+			continue
+		}
+		replicas = append(replicas, r)
+	}
+	if len(detail.Missing) > 0 {
+		return c.pending(poll, detail)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	streams := make([]iter.Seq2[ledger.Record, error], 0, len(replicas))
+	for _, r := range replicas {
+		streams = append(streams, c.stream(ctx, poll, r, peers[r]))
+	}
+	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor}, streams...)
+	if err != nil {
+		detail.Missing = append(detail.Missing, Missing{Replica: replicaOf(err), Error: err.Error()})
+		return c.pending(poll, detail)
+	}
+	for _, ch := range res.Replicas {
+		if ch.Records < expected[ch.Replica] {
+			detail.Missing = append(detail.Missing, Missing{Replica: ch.Replica, Expected: expected[ch.Replica], Received: ch.Records,
+				Error: "export shorter than the gossiped record count"})
+		}
+	}
+	for _, r := range replicas {
+		if !slices.ContainsFunc(res.Replicas, func(ch ledger.Chain) bool { return ch.Replica == r }) {
+			detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "export held no records"})
+		}
+	}
+	if len(detail.Missing) > 0 {
+		return c.pending(poll, detail)
+	}
+	detail.Result = res
+	cert, err := c.write(poll, state.Reconciled, "", detail)
+	if err == nil {
+		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude))
+	}
+	return cert, err
+}
+
+// localCount is how many records of the poll this replica's ledger holds.
+func (c *Certifier) localCount(poll string) uint64 {
+	n, _, err := c.cfg.Ledger.Head(poll, c.cfg.Replica)
+	if err != nil {
+		c.log.Warn("ledger head", "poll", poll, "err", err)
+	}
+	return n
+}
+
+// stream yields replica's records of the poll: from this ledger for this
+// replica, else from the peer's export. Records of other replicas or polls
+// in an export are skipped; every error names the replica.
+func (c *Certifier) stream(ctx context.Context, poll, replica string, p Peer) iter.Seq2[ledger.Record, error] {
+	return func(yield func(ledger.Record, error) bool) {
+		var src iter.Seq2[ledger.Record, error]
+		if replica == c.cfg.Replica {
+			src = c.cfg.Ledger.Scan(poll)
+		} else {
+			body, err := c.cfg.Fetch(ctx, p, poll)
+			if err != nil {
+				yield(ledger.Record{}, &replicaError{replica, err})
+				return
+			}
+			defer body.Close()
+			src = ledger.ReadNDJSON(body)
+		}
+		for r, err := range src {
+			if err != nil {
+				yield(ledger.Record{}, &replicaError{replica, err})
+				return
+			}
+			if r.Replica != replica || r.Poll != poll {
+				continue
+			}
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+// replicaError is an error while reading one replica's records.
+type replicaError struct {
+	replica string
+	err     error
+}
+
+func (e *replicaError) Error() string { return "replica " + e.replica + ": " + e.err.Error() }
+func (e *replicaError) Unwrap() error { return e.err }
+
+// replicaOf names the replica an error is about, when it says (a broken
+// chain names its poll/replica in the message itself).
+func replicaOf(err error) string {
+	if re, ok := errors.AsType[*replicaError](err); ok {
+		return re.replica
+	}
+	return "(chain check)"
+}
+
+func (c *Certifier) pending(poll string, detail Detail) (state.Certificate, error) {
+	var parts []string
+	for _, m := range detail.Missing {
+		s := m.Replica + ": " + m.Error
+		if m.Expected > 0 {
+			s += fmt.Sprintf(" (expected %d records, received %d)", m.Expected, m.Received)
+		}
+		parts = append(parts, s)
+	}
+	reason := strings.Join(parts, "; ")
+	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Pending && held.Reason == reason && held.By == c.cfg.Replica {
+		return held, fmt.Errorf("%w: %s", ErrIncomplete, reason) // unchanged: no new write to spread
+	}
+	c.log.Warn("poll certification pending", "poll", poll, "reason", reason)
+	cert, err := c.write(poll, state.Pending, reason, detail)
+	if err != nil {
+		return cert, err
+	}
+	return cert, fmt.Errorf("%w: %s", ErrIncomplete, reason)
+}
+
+func (c *Certifier) write(poll, status, reason string, detail Detail) (state.Certificate, error) {
+	ts, err := c.cfg.Clock.Now()
+	if err != nil {
+		return state.Certificate{}, err
+	}
+	raw, err := json.Marshal(detail)
+	if err != nil {
+		return state.Certificate{}, err
+	}
+	cert := state.Certificate{Poll: poll, Status: status, TS: ts, By: c.cfg.Replica, Reason: reason, Detail: raw}
+	if r := detail.Result; r != nil {
+		cert.Totals, cert.Total, cert.Digest = r.Totals, r.Total, r.Digest
+	}
+	if _, err := c.cfg.State.PutCertificate(cert); err != nil {
+		return state.Certificate{}, err
+	}
+	held, _ := c.cfg.State.Certificate(poll)
+	return held, nil
+}
+
+// fetchHTTP asks a peer for its export over HTTP with the admin token.
+func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.ReadCloser, error) {
+	if p.HTTPAddr == "" {
+		return nil, errors.New("member announces no HTTP address")
+	}
+	u := "http://" + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.cfg.AdminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		res.Body.Close()
+		if res.StatusCode == http.StatusUnauthorized {
+			return nil, fmt.Errorf("%s answered 401: the cluster's nodes must share --admin-token", p.Name)
+		}
+		return nil, fmt.Errorf("%s answered %d: %s", p.Name, res.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return res.Body, nil
+}

@@ -1,0 +1,24 @@
+// Package certify turns a closed poll's regional ledgers into one exact,
+// certified result.
+//
+// After a poll's close plus its grace window (plus a moment for the last
+// record counts to spread), one node per poll — the coordinator, first in
+// a rendezvous-hash order of the full members' replica ids — collects
+// every replica's records of the poll: its own from its ledger, the
+// others' over HTTP (GET /v1/polls/{poll}/ledger with the cluster's admin
+// token). The gossiped per-replica record counts say which replicas exist
+// and how many records each must hand over. A replica that is not a live
+// member, an export that breaks its hash chain, or one shorter than its
+// count leaves the result pending, with the reason, and the coordinator
+// tries again. Complete, the records go through ledger.ReconcileWith (with
+// the poll's final close) and the result is written as a certificate into
+// the replicated state, which gossip carries to every region. The next
+// node in the order takes over after a delay if the coordinator is gone or
+// stuck; every node computes the same result from the same records.
+//
+// An operator may certify without a lost replica only explicitly
+// (POST /v1/polls/{poll}/certify with "exclude"); the certificate records
+// the exclusion and its reason.
+//
+// It imports ledger, state, poll, hlc and api of this module.
+package certify

@@ -1,0 +1,147 @@
+package certify
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"tally/api"
+	"tally/ids"
+	"tally/state"
+)
+
+// View is the body of GET /v1/polls/{poll}/result.
+type View struct {
+	Poll        string            `json:"poll"`
+	Status      string            `json:"status"` // reconciled or pending
+	Reason      string            `json:"reason,omitempty"`
+	Coordinator string            `json:"coordinator,omitempty"`
+	CertifiedBy string            `json:"certified_by,omitempty"` // replica
+	DecidedAt   int64             `json:"decided_at,omitempty"`   // certificate time, Unix ms
+	Totals      map[string]uint64 `json:"totals,omitempty"`
+	Total       uint64            `json:"total,omitempty"`
+	Digest      string            `json:"digest,omitempty"`
+	Detail      *Detail           `json:"detail,omitempty"`
+}
+
+// ViewOf describes the poll's certification as this node knows it.
+func (c *Certifier) ViewOf(poll string) (View, error) {
+	def, ok := c.cfg.State.Poll(poll)
+	if !ok {
+		return View{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll)
+	}
+	v := View{Poll: poll, Status: state.Pending}
+	cert, ok := c.cfg.State.Certificate(poll)
+	if !ok {
+		v.Coordinator = c.coordinator(poll)
+		now := c.cfg.Now().UnixMilli()
+		switch {
+		case def.ClosesAt == 0 || now < def.ClosesAt:
+			v.Reason = "the poll is not closed"
+		case now < def.ClosesAt+def.GraceMs:
+			v.Reason = fmt.Sprintf("in the grace window until %s", time.UnixMilli(def.ClosesAt+def.GraceMs).UTC().Format(time.RFC3339))
+		default:
+			v.Reason = "waiting for the coordinator's first attempt"
+		}
+		return v, nil
+	}
+	var d Detail
+	if len(cert.Detail) > 0 {
+		if err := json.Unmarshal(cert.Detail, &d); err == nil {
+			v.Detail = &d
+			v.Coordinator = d.Coordinator
+		}
+	}
+	v.Status, v.Reason, v.CertifiedBy, v.DecidedAt = cert.Status, cert.Reason, cert.By, cert.TS.Wall
+	v.Totals, v.Total, v.Digest = cert.Totals, cert.Total, cert.Digest
+	return v, nil
+}
+
+// coordinator names the node first in the poll's order, if it is a member.
+func (c *Certifier) coordinator(poll string) string {
+	byReplica := map[string]string{}
+	var replicas []string
+	for _, p := range c.cfg.Peers() {
+		if p.Full {
+			byReplica[p.Replica] = p.Name
+			replicas = append(replicas, p.Replica)
+		}
+	}
+	if order := Order(poll, replicas); len(order) > 0 {
+		return byReplica[order[0]]
+	}
+	return ""
+}
+
+// HandleResult serves GET /v1/polls/{poll}/result.
+func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
+	v, err := c.ViewOf(r.PathValue("poll"))
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, v)
+}
+
+// certifyRequest is the body of POST /v1/polls/{poll}/certify.
+type certifyRequest struct {
+	Exclude []string `json:"exclude"`
+	Reason  string   `json:"reason"`
+}
+
+// HandleCertify serves POST /v1/polls/{poll}/certify (admin): certify now,
+// at this node, optionally without the replicas named in "exclude" (then
+// "reason" is required and recorded in the certificate).
+func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
+	poll := r.PathValue("poll")
+	var req certifyRequest
+	if r.ContentLength != 0 {
+		body, err := api.ReadBody(w, r, 16<<10)
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		if err := api.Unmarshal(body, &req); err != nil {
+			api.WriteError(w, err)
+			return
+		}
+	}
+	var exclude []Exclusion
+	for _, rep := range req.Exclude {
+		if err := ids.Valid(rep); err != nil {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "exclude: replica id %v", err))
+			return
+		}
+		if slices.ContainsFunc(exclude, func(e Exclusion) bool { return e.Replica == rep }) {
+			continue
+		}
+		exclude = append(exclude, Exclusion{Replica: rep, Reason: req.Reason})
+	}
+	if len(exclude) > 0 {
+		if err := ids.Text(req.Reason, 500); err != nil {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: %v (required with exclude)", err))
+			return
+		}
+	}
+	if _, ok := c.cfg.State.Poll(poll); !ok {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll))
+		return
+	}
+	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Reconciled {
+		c.HandleResult(w, r) // final already: answer with it
+		return
+	}
+	_, err := c.Certify(r.Context(), poll, exclude)
+	switch {
+	case errors.Is(err, ErrNotClosed):
+		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodePollNotClosed, "%v", err))
+		return
+	case err != nil && !errors.Is(err, ErrIncomplete):
+		api.WriteError(w, err)
+		return
+	}
+	c.HandleResult(w, r)
+}

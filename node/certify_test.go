@@ -1,0 +1,342 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"tally/certify"
+	"tally/ledger"
+)
+
+// castVote sends one vote and returns its ack status.
+func (tn *testNode) castVote(t testing.TB, poll, option, voter, idem string) string {
+	t.Helper()
+	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, option, voter, idem))
+	if r.status != http.StatusOK {
+		t.Fatalf("vote at %s: %d %s", tn.replica, r.status, r.raw)
+	}
+	return r.body["results"].([]any)[0].(map[string]any)["status"].(string)
+}
+
+// advanceAll moves every node's clock.
+func advanceAll(nodes []*testNode, d time.Duration) {
+	for _, n := range nodes {
+		n.clock.advance(d)
+	}
+}
+
+// result reads a node's GET /v1/polls/{poll}/result.
+func (tn *testNode) result(t testing.TB, poll string) certify.View {
+	t.Helper()
+	var v certify.View
+	r := tn.call(t, "GET", "/v1/polls/"+poll+"/result", "")
+	if err := json.Unmarshal([]byte(r.raw), &v); err != nil || r.status != http.StatusOK {
+		t.Fatalf("result at %s: %d %s", tn.replica, r.status, r.raw)
+	}
+	return v
+}
+
+// certifiedEverywhere waits until every node serves a reconciled result
+// and returns it (the same digest everywhere).
+func certifiedEverywhere(t testing.TB, nodes []*testNode, poll string) certify.View {
+	t.Helper()
+	var v certify.View
+	waitFor(t, func() bool {
+		for _, n := range nodes {
+			if v = n.result(t, poll); v.Status != "reconciled" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if d := n.result(t, poll).Digest; d != v.Digest {
+			t.Fatalf("digests differ across regions: %s vs %s", d, v.Digest)
+		}
+	}
+	return v
+}
+
+// exports fetches every node's records of the poll, as an auditor would.
+func exports(t testing.TB, nodes []*testNode, poll string) [][]byte {
+	var out [][]byte
+	for _, n := range nodes {
+		r := n.admin(t, "GET", "/v1/polls/"+poll+"/ledger", "")
+		if r.status != http.StatusOK {
+			t.Fatalf("export from %s: %d", n.replica, r.status)
+		}
+		out = append(out, []byte(r.raw))
+	}
+	return out
+}
+
+// TestCertifiedResultMatchesModel: votes in three regions, a voter who
+// changes their mind in another region, a retry of one vote at another
+// region, a late vote: the certified result equals a model computed from
+// the acks, every region serves it, viewers get it as the final frame, and
+// the digest reproduces offline from the exports.
+func TestCertifiedResultMatchesModel(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
+	nodes[0].createPoll(t, "p") // open 60 s, grace 5 s
+	havePoll(t, nodes, "p")
+	model := map[string]string{} // voter → option counted
+	options := []string{"a", "b", "c"}
+	for i := range 9 {
+		voter := fmt.Sprintf("v%d", i)
+		if s := nodes[i%3].castVote(t, "p", options[i/3], voter, voter+"-1"); s != "accepted" {
+			t.Fatalf("vote %s: %s", voter, s)
+		}
+		model[voter] = options[i/3]
+	}
+	// A change of mind in another region, once the first vote is known there.
+	nodes[0].castVote(t, "p", "a", "mover", "mover-1")
+	agree(t, nodes, "p", map[string]int64{"a": 4, "b": 3, "c": 3})
+	nodes[1].castVote(t, "p", "b", "mover", "mover-2")
+	model["mover"] = "b"
+	// A retry of one vote that reached another region: that node has not
+	// seen the key, so it ledgers it again; the exact merge keeps the first.
+	nodes[0].castVote(t, "p", "c", "retrier", "retrier-1")
+	nodes[2].castVote(t, "p", "c", "retrier", "retrier-1")
+	model["retrier"] = "c"
+	// A late vote: after the close, within grace.
+	advanceAll(nodes, 61*time.Second)
+	if s := nodes[1].castVote(t, "p", "a", "latecomer", "late-1"); s != "late" {
+		t.Fatalf("late vote acked %q", s)
+	}
+	// A viewer watches region 3 through the close.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(nodes[2].url, "http")+"/v1/polls/p/live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if v := nodes[0].result(t, "p"); v.Status != "pending" || !strings.Contains(v.Reason, "grace") {
+		t.Fatalf("result during grace: %+v", v)
+	}
+
+	advanceAll(nodes, 10*time.Second) // past grace and settle
+	got := certifiedEverywhere(t, nodes, "p")
+	want := map[string]uint64{}
+	for _, o := range model {
+		want[o]++
+	}
+	res := got.Detail.Result
+	if !maps.Equal(got.Totals, want) || got.Total != uint64(len(model)) || res.Duplicates != 1 || res.Late != 1 ||
+		res.Superseded != 1 || res.Records != 9+2+2+1 || res.Voters != uint64(len(model))+1 {
+		t.Fatalf("certified %v total %d (dups %d, late %d, superseded %d, records %d, voters %d); model %v",
+			got.Totals, got.Total, res.Duplicates, res.Late, res.Superseded, res.Records, res.Voters, want)
+	}
+
+	// The viewer's last word is the final frame with the certified totals.
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("no final frame: %v", err)
+		}
+		var m struct {
+			Type, Status, Digest string
+			Totals               map[string]int64
+		}
+		json.Unmarshal(data, &m)
+		if m.Type == "final" {
+			if m.Status != "reconciled" || m.Digest != got.Digest || m.Totals["b"] != int64(want["b"]) {
+				t.Fatalf("final frame: %s", data)
+			}
+			break
+		}
+	}
+
+	// An auditor reproduces the digest from the three exports.
+	var streams []iter.Seq2[ledger.Record, error]
+	for _, e := range exports(t, nodes, "p") {
+		streams = append(streams, ledger.ReadNDJSON(bytes.NewReader(e)))
+	}
+	def, _ := nodes[0].state.Poll("p")
+	offline, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt}, streams...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offline.Digest != got.Digest {
+		t.Fatalf("offline digest %s, certified %s", offline.Digest, got.Digest)
+	}
+}
+
+// TestCertificationPendingWhileAReplicaIsDown: a replica down at close
+// leaves the result pending, naming it; when it is back, the poll is
+// certified.
+func TestCertificationPendingWhileAReplicaIsDown(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	for i, n := range nodes {
+		n.castVote(t, "p", "a", fmt.Sprintf("v%d", i), fmt.Sprintf("i%d", i))
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 3, "b": 0, "c": 0})
+	down := nodes[2]
+	if err := down.stop(); err != nil {
+		t.Fatal(err)
+	}
+	up := nodes[:2]
+	waitFor(t, func() bool { return len(up[0].gossip.Members()) == 2 })
+	advanceAll(up, 80*time.Second)
+	waitFor(t, func() bool {
+		v := up[0].result(t, "p")
+		return v.Status == "pending" && strings.Contains(v.Reason, down.replica) && strings.Contains(v.Reason, "expected 1 records")
+	})
+	back := startNode(t, down.cfg.DataDir, func(c *Config) {
+		c.Region, c.Join, c.NodeName, c.PushPull = "ap-south", up[0].GossipAddr(), down.cfg.NodeName, 500*time.Millisecond
+	})
+	back.clock.ms.Store(up[0].clock.ms.Load())
+	all := []*testNode{up[0], up[1], back}
+	if v := certifiedEverywhere(t, all, "p"); v.Total != 3 || len(v.Detail.Result.Replicas) != 3 {
+		t.Fatalf("certified: %+v", v)
+	}
+}
+
+// tamper is a Fetcher over HTTP that can truncate or alter exports.
+type tamper struct {
+	mode atomic.Value // "", "truncate", "alter"
+	hits atomic.Int64
+}
+
+func (tp *tamper) fetch(ctx context.Context, p certify.Peer, poll string) (io.ReadCloser, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+p.HTTPAddr+"/v1/polls/"+poll+"/ledger", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	lines := bytes.SplitAfter(bytes.TrimRight(body, "\n"), []byte("\n"))
+	switch mode, _ := tp.mode.Load().(string); mode {
+	case "truncate":
+		tp.hits.Add(1)
+		lines = lines[:len(lines)-1]
+	case "alter":
+		tp.hits.Add(1)
+		lines[0] = bytes.Replace(lines[0], []byte(`"option":"a"`), []byte(`"option":"b"`), 1)
+	}
+	return io.NopCloser(bytes.NewReader(bytes.Join(lines, nil))), nil
+}
+
+// TestCertificationRejectsTamperedExports: an export cut short or altered
+// fails the count or the chain check, and the result stays pending; honest
+// exports then certify.
+func TestCertificationRejectsTamperedExports(t *testing.T) {
+	for _, mode := range []string{"truncate", "alter"} {
+		t.Run(mode, func(t *testing.T) {
+			tp := &tamper{}
+			tp.mode.Store(mode)
+			nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) { c.Fetch = tp.fetch })
+			nodes[0].createPoll(t, "p")
+			havePoll(t, nodes, "p")
+			for i, n := range nodes {
+				for k := range 3 {
+					n.castVote(t, "p", "a", fmt.Sprintf("v%d-%d", i, k), fmt.Sprintf("i%d-%d", i, k))
+				}
+			}
+			agree(t, nodes, "p", map[string]int64{"a": 6, "b": 0, "c": 0})
+			advanceAll(nodes, 80*time.Second)
+			want := map[string]string{"truncate": "expected 3 records, received 2", "alter": "hash does not match"}[mode]
+			waitFor(t, func() bool {
+				v := nodes[0].result(t, "p")
+				return v.Status == "pending" && strings.Contains(v.Reason, want)
+			})
+			tp.mode.Store("")
+			if got := certifiedEverywhere(t, nodes, "p"); got.Total != 6 {
+				t.Fatalf("certified after honest exports: %+v", got)
+			}
+		})
+	}
+}
+
+// TestCoordinatorTakeover: the coordinator is killed while it collects
+// the ledgers; another node takes over (its pending certificate names the
+// missing replica); when the replica is back the poll is certified once,
+// with one digest everywhere.
+func TestCoordinatorTakeover(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		blocked = make(chan struct{}, 1)
+		coord   string // node name whose fetches hang
+	)
+	hang := func(name string) certify.Fetcher {
+		tp := &tamper{}
+		return func(ctx context.Context, p certify.Peer, poll string) (io.ReadCloser, error) {
+			mu.Lock()
+			me := coord == name
+			mu.Unlock()
+			if me {
+				select {
+				case blocked <- struct{}{}:
+				default:
+				}
+				<-ctx.Done() // mid-certification until killed
+				return nil, ctx.Err()
+			}
+			return tp.fetch(ctx, p, poll)
+		}
+	}
+	names := []string{"coord-a", "coord-b", "coord-c"}
+	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, func(i int, c *Config) {
+		c.NodeName, c.Fetch, c.TakeoverAfter = names[i], hang(names[i]), 2*time.Second
+	})
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	for i, n := range nodes {
+		n.castVote(t, "p", "b", fmt.Sprintf("v%d", i), fmt.Sprintf("i%d", i))
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 0, "b": 3, "c": 0})
+	order := certify.Order("p", []string{nodes[0].replica, nodes[1].replica, nodes[2].replica})
+	var first *testNode
+	for i, n := range nodes {
+		if n.replica == order[0] {
+			first = n
+			mu.Lock()
+			coord = names[i]
+			mu.Unlock()
+		}
+	}
+	advanceAll(nodes, 80*time.Second)
+	<-blocked // the coordinator is collecting; the others wait their takeover delay
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != first {
+			rest = append(rest, n)
+		}
+	}
+	waitFor(t, func() bool {
+		v := rest[0].result(t, "p")
+		return v.Status == "pending" && v.CertifiedBy != first.replica && strings.Contains(v.Reason, first.replica)
+	})
+	mu.Lock()
+	coord = "" // the restarted node collects normally
+	mu.Unlock()
+	back := startNode(t, first.cfg.DataDir, func(c *Config) {
+		c.Region, c.Join, c.NodeName, c.PushPull = first.cfg.Region, rest[0].GossipAddr(), first.cfg.NodeName, 500*time.Millisecond
+		c.Fetch, c.TakeoverAfter = first.cfg.Fetch, 2*time.Second
+	})
+	back.clock.ms.Store(rest[0].clock.ms.Load())
+	got := certifiedEverywhere(t, append(rest, back), "p")
+	if got.Total != 3 {
+		t.Fatalf("certified: %+v", got)
+	}
+}

@@ -1,0 +1,120 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"tally/hlc"
+)
+
+// Certificate statuses.
+const (
+	Pending    = "pending"    // certification tried and not complete: Reason says why
+	Reconciled = "reconciled" // the exact result
+)
+
+// Certificate is what a poll's certification produced, as replicated to
+// every region. The state keeps one per poll: a reconciled certificate
+// beats any pending one and, once held, is final (of two reconciled ones
+// the earlier stands: both are the same pure function of the ledgers
+// unless an operator excluded a replica, and then the first decision
+// holds); of two pending ones the newer stands.
+type Certificate struct {
+	Poll   string            `json:"poll"`
+	Status string            `json:"status"`
+	TS     hlc.Timestamp     `json:"ts"` // when it was decided, by the certifier's clock
+	By     string            `json:"by"` // the certifying replica
+	Totals map[string]uint64 `json:"totals,omitempty"`
+	Total  uint64            `json:"total,omitempty"`
+	Digest string            `json:"digest,omitempty"`
+	Reason string            `json:"reason,omitempty"`
+	// Detail is the certifier's full account (the result, or what is
+	// missing), kept as it was written.
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// Validate checks a certificate's shape (as received from another node).
+func (c *Certificate) Validate() error {
+	switch {
+	case c.Poll == "" || c.TS.Wall <= 0 || c.By == "":
+		return fmt.Errorf("certificate: poll, ts and by are required")
+	case c.Status == Reconciled && c.Digest == "":
+		return fmt.Errorf("certificate: a reconciled certificate needs a digest")
+	case c.Status != Reconciled && c.Status != Pending:
+		return fmt.Errorf("certificate: unknown status %q", c.Status)
+	}
+	return nil
+}
+
+// beats reports whether c should replace held.
+func (c *Certificate) beats(held *Certificate) bool {
+	switch {
+	case held == nil:
+		return true
+	case held.Status == Reconciled:
+		return c.Status == Reconciled && c.TS.Less(held.TS)
+	case c.Status == Reconciled:
+		return true
+	default:
+		return held.TS.Less(c.TS)
+	}
+}
+
+const certPrefix = "cert/"
+
+// PutCertificate keeps c if it beats the certificate held for its poll,
+// persisting it first, and reports whether it did.
+func (s *State) PutCertificate(c Certificate) (bool, error) {
+	if err := c.Validate(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.defs.Get(c.Poll); !ok {
+		return false, fmt.Errorf("certificate for unknown poll %q", c.Poll)
+	}
+	held := s.certs[c.Poll]
+	if !c.beats(held) {
+		return false, nil
+	}
+	if s.store != nil {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		if err := s.store.PutMeta(certPrefix+c.Poll, b); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+	}
+	if s.certs == nil {
+		s.certs = make(map[string]*Certificate)
+	}
+	s.certs[c.Poll] = &c
+	return true, nil
+}
+
+// Certificate returns the poll's certificate, if any.
+func (s *State) Certificate(pollID string) (Certificate, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.certs[pollID]
+	if !ok {
+		return Certificate{}, false
+	}
+	return *c, true
+}
+
+// loadCertificates reads the persisted certificates. Callers hold no lock.
+func (s *State) loadCertificates() error {
+	for name, value := range s.store.MetaWithPrefix(certPrefix) {
+		var c Certificate
+		if err := json.Unmarshal(value, &c); err != nil {
+			return fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
+		}
+		if s.certs == nil {
+			s.certs = make(map[string]*Certificate)
+		}
+		s.certs[c.Poll] = &c
+	}
+	return nil
+}
