@@ -149,8 +149,9 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
+	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] FILE...")
+		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] [--closes-at MS] FILE...")
 		return 2
 	}
 	// A merge holds every record in memory once; collect less often.
@@ -164,7 +165,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	for i := range in.files {
 		streams[i] = in.stream(i)
 	}
-	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{TrustFloor: *floor}, streams...)
+	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt}, streams...)
 	in.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: cannot merge: %v\n", err)
@@ -213,10 +214,16 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("data-dir", "./data", "the node's data directory (the node must be stopped)")
 	poll := fs.String("poll", "", "poll id to export")
-	out := fs.String("o", "-", "output file; - for standard output")
+	out := fs.String("o", "-", "output file; - for standard output (with --node: a directory)")
+	var nodes stringList
+	fs.Var(&nodes, "node", "fetch from this running node's API instead (repeat for every replica)")
+	token := fs.String("token", os.Getenv("TALLY_ADMIN_TOKEN"), "admin token for --node [$TALLY_ADMIN_TOKEN]")
 	if err := fs.Parse(args); err != nil || *poll == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: tally ledger export --data-dir DIR --poll ID [-o FILE]")
+		fmt.Fprintln(stderr, "usage: tally ledger export --data-dir DIR --poll ID [-o FILE]\n       tally ledger export --node URL [--node URL…] --poll ID [--token T] [-o DIR]")
 		return 2
+	}
+	if len(nodes) > 0 {
+		return exportFromNodes(nodes, *poll, *token, *out, stderr)
 	}
 	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(*dir)})
 	if err != nil {

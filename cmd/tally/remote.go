@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"tally/certify"
+	"tally/ledger"
+)
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// client talks to a node's API.
+type client struct {
+	base, token string
+	http        *http.Client
+}
+
+func newClient(base, token string) *client {
+	return &client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 10 * time.Minute}}
+}
+
+func (c *client) do(method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(context.Background(), method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		res.Body.Close()
+		return nil, fmt.Errorf("%s %s: %d %s", method, c.base+path, res.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return res, nil
+}
+
+// exportFromNodes fetches each node's records of the poll into dir, one
+// file per node, with a progress bar on a terminal.
+func exportFromNodes(nodes []string, poll, token, dir string, stderr io.Writer) int {
+	if dir == "-" {
+		dir = "."
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	for _, n := range nodes {
+		res, err := newClient(n, token).do("GET", "/v1/polls/"+url.PathEscape(poll)+"/ledger", nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: %v\n", err)
+			return 1
+		}
+		u, _ := url.Parse(n)
+		name := filepath.Join(dir, strings.NewReplacer(":", "_", "/", "_").Replace(u.Host)+"-"+poll+".ndjson")
+		f, err := os.Create(name)
+		if err != nil {
+			res.Body.Close()
+			fmt.Fprintf(stderr, "tally: %v\n", err)
+			return 1
+		}
+		var w io.Writer = f
+		if sf, ok := stderr.(*os.File); ok && term.IsTerminal(int(sf.Fd())) {
+			w = io.MultiWriter(f, progressbar.DefaultBytes(-1, "fetching "+u.Host))
+		}
+		nbytes, err := io.Copy(w, res.Body)
+		res.Body.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: %s: %v\n", n, err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: %d bytes → %s\n", n, nbytes, name)
+	}
+	return 0
+}
+
+func runPoll(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "result":
+		return pollResult(args[1:], stdout, stderr)
+	case "certify":
+		return pollCertify(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "tally poll: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// pollResult prints a node's certified result and, given export files,
+// whether they reproduce it.
+func pollResult(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally poll result", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	node := fs.String("node", "http://127.0.0.1:8080", "a node of the cluster")
+	poll := fs.String("poll", "", "poll id")
+	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
+	if err := fs.Parse(args); err != nil || *poll == "" {
+		fmt.Fprintln(stderr, "usage: tally poll result --node URL --poll ID [--json] [EXPORT.ndjson…]")
+		return 2
+	}
+	res, err := newClient(*node, "").do("GET", "/v1/polls/"+url.PathEscape(*poll)+"/result", nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	var v certify.View
+	err = json.NewDecoder(res.Body).Decode(&v)
+	res.Body.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		writeJSON(stdout, v)
+	} else {
+		printView(stdout, v)
+	}
+	if v.Status != "reconciled" {
+		return 1
+	}
+	if fs.NArg() == 0 {
+		return 0
+	}
+	in, err := openInputs(fs.Args(), stderr, "reproducing")
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	streams := make([]iter.Seq2[ledger.Record, error], len(in.files))
+	for i := range in.files {
+		streams[i] = in.stream(i)
+	}
+	var closesAt int64
+	if v.Detail != nil {
+		closesAt = v.Detail.ClosesAt
+	}
+	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: closesAt}, streams...)
+	in.close()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: the files do not reconcile: %v\n", err)
+		return 1
+	}
+	if mine.Digest != v.Digest {
+		fmt.Fprintf(stdout, "\nNOT REPRODUCED: the files give digest %s (total %d, %d records)\n", mine.Digest, mine.Total, mine.Records)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nreproduced: %d files give the same digest %s\n", len(in.files), mine.Digest)
+	return 0
+}
+
+func printView(w io.Writer, v certify.View) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "poll\t%s\nstatus\t%s\n", v.Poll, v.Status)
+	if v.Reason != "" {
+		fmt.Fprintf(tw, "reason\t%s\n", v.Reason)
+	}
+	if v.Coordinator != "" {
+		fmt.Fprintf(tw, "coordinator\t%s\n", v.Coordinator)
+	}
+	tw.Flush()
+	if v.Detail != nil && v.Detail.Result != nil {
+		for _, e := range v.Detail.Excluded {
+			fmt.Fprintf(w, "EXCLUDED replica %s: %s\n", e.Replica, e.Reason)
+		}
+		printResult(w, v.Detail.Result)
+	}
+}
+
+// pollCertify asks a node to certify now, optionally without replicas.
+func pollCertify(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally poll certify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	node := fs.String("node", "http://127.0.0.1:8080", "a full node of the cluster")
+	poll := fs.String("poll", "", "poll id")
+	token := fs.String("token", os.Getenv("TALLY_ADMIN_TOKEN"), "admin token [$TALLY_ADMIN_TOKEN]")
+	reason := fs.String("reason", "", "why the excluded replicas are left out (required with --exclude)")
+	var exclude stringList
+	fs.Var(&exclude, "exclude", "certify without this replica (repeatable); recorded in the result")
+	if err := fs.Parse(args); err != nil || *poll == "" || len(exclude) > 0 && *reason == "" {
+		fmt.Fprintln(stderr, "usage: tally poll certify --node URL --poll ID [--exclude REPLICA --reason TEXT]…")
+		return 2
+	}
+	body, _ := json.Marshal(map[string]any{"exclude": []string(exclude), "reason": *reason})
+	res, err := newClient(*node, *token).do("POST", "/v1/polls/"+url.PathEscape(*poll)+"/certify", strings.NewReader(string(body)))
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	defer res.Body.Close()
+	var v certify.View
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	printView(stdout, v)
+	if v.Status != "reconciled" {
+		return 1
+	}
+	return 0
+}
