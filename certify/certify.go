@@ -41,16 +41,16 @@ type Fetcher func(ctx context.Context, p Peer, poll string) (io.ReadCloser, erro
 
 // Config configures a Certifier. Zero durations mean the defaults.
 type Config struct {
-	State      *state.State   // required
-	Ledger     *ledger.Ledger // required: this replica's records
-	Replica    string         // this node's replica id
-	Name       string         // this node's name
-	Full       bool           // this node takes votes (may coordinate)
-	Peers      func() []Peer  // live members, this node included
+	State   *state.State   // required
+	Ledger  *ledger.Ledger // required: this replica's records
+	Replica string         // this node's replica id
+	Name    string         // this node's name
+	Full    bool           // this node takes votes (may coordinate)
+	Peers   func() []Peer  // live members, this node included
 	// Synced reports whether this node's view of the cluster is complete
 	// enough to certify (it merged a peer's full state); nil: always.
-	Synced func() bool
-	Fetch      Fetcher        // nil: HTTP with AdminToken
+	Synced     func() bool
+	Fetch      Fetcher // nil: HTTP with AdminToken
 	AdminToken string
 	Clock      interface{ Now() (hlc.Timestamp, error) }
 	TrustFloor float64
