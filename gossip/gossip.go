@@ -334,6 +334,9 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		g.log.Warn("dropping gossip from a clock too far ahead", "from", msg.Replica, "err", err)
 		return false
 	}
+	if msg.Kind == KindFull {
+		defer g.synced.Store(true) // a full state merged, not one dropped for skew
+	}
 	changed := false
 	for _, p := range msg.Polls {
 		if p.Def != nil {
@@ -387,9 +390,6 @@ func (g *Gossip) receive(path string, b []byte) {
 		return
 	}
 	g.apply(path, msg)
-	if msg.Kind == KindFull {
-		g.synced.Store(true)
-	}
 }
 
 // gossiped reports whether a poll's state is still worth spreading: it has

@@ -197,10 +197,9 @@ func TestCertificationPendingWhileAReplicaIsDown(t *testing.T) {
 		v := up[0].result(t, "p")
 		return v.Status == "pending" && strings.Contains(v.Reason, down.replica) && strings.Contains(v.Reason, "expected 1 records")
 	})
-	back := startNode(t, down.cfg.DataDir, func(c *Config) {
+	back := startNodeAt(t, down.cfg.DataDir, up[0].clock.ms.Load(), func(c *Config) {
 		c.Region, c.Join, c.NodeName, c.PushPull = "ap-south", up[0].GossipAddr(), down.cfg.NodeName, 500*time.Millisecond
 	})
-	back.clock.ms.Store(up[0].clock.ms.Load())
 	all := []*testNode{up[0], up[1], back}
 	if v := certifiedEverywhere(t, all, "p"); v.Total != 3 || len(v.Detail.Result.Replicas) != 3 {
 		t.Fatalf("certified: %+v", v)
@@ -330,11 +329,10 @@ func TestCoordinatorTakeover(t *testing.T) {
 	mu.Lock()
 	coord = "" // the restarted node collects normally
 	mu.Unlock()
-	back := startNode(t, first.cfg.DataDir, func(c *Config) {
+	back := startNodeAt(t, first.cfg.DataDir, rest[0].clock.ms.Load(), func(c *Config) {
 		c.Region, c.Join, c.NodeName, c.PushPull = first.cfg.Region, rest[0].GossipAddr(), first.cfg.NodeName, 500*time.Millisecond
 		c.Fetch, c.TakeoverAfter = first.cfg.Fetch, 2*time.Second
 	})
-	back.clock.ms.Store(rest[0].clock.ms.Load())
 	got := certifiedEverywhere(t, append(rest, back), "p")
 	if got.Total != 3 {
 		t.Fatalf("certified: %+v", got)

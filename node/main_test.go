@@ -40,8 +40,15 @@ var nodeNames atomic.Int64
 
 func startNode(t testing.TB, dir string, mutate func(*Config)) *testNode {
 	t.Helper()
+	return startNodeAt(t, dir, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli(), mutate)
+}
+
+// startNodeAt starts a node whose fake clock reads ms (a node restarted
+// into a cluster whose clocks the test has moved on).
+func startNodeAt(t testing.TB, dir string, ms int64, mutate func(*Config)) *testNode {
+	t.Helper()
 	clock := &fakeClock{}
-	clock.ms.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
+	clock.ms.Store(ms)
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken = dir, "127.0.0.1:0", testToken
 	cfg.NodeName = fmt.Sprintf("node-%d", nodeNames.Add(1))
