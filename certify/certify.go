@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -310,7 +311,12 @@ func (c *Certifier) stream(ctx context.Context, poll, replica string, p Peer) it
 				return
 			}
 			defer body.Close()
-			src = ledger.ReadNDJSON(body)
+			br := bufio.NewReaderSize(body, 64<<10)
+			if ledger.IsStream(br) {
+				src = ledger.ReadStream(br)
+			} else {
+				src = ledger.ReadNDJSON(br)
+			}
 		}
 		for r, err := range src {
 			if err != nil {
@@ -386,12 +392,13 @@ func (c *Certifier) write(poll, status, reason string, detail Detail) (state.Cer
 	return held, nil
 }
 
-// fetchHTTP asks a peer for its export over HTTP with the admin token.
+// fetchHTTP asks a peer for its records over HTTP with the admin token, in
+// the binary stream format (NDJSON is the auditor's; both are accepted).
 func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.ReadCloser, error) {
 	if p.HTTPAddr == "" {
 		return nil, errors.New("member announces no HTTP address")
 	}
-	u := "http://" + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger"
+	u := "http://" + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tally/api"
+	"tally/ledger"
 	"tally/poll"
 	"tally/state"
 )
@@ -141,13 +142,17 @@ func (p *Pipeline) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Now().Add(10 * time.Minute))
-	if _, err := p.cfg.Ledger.Export(w, id); err != nil {
-		// Headers are gone; the truncated stream fails verification.
+	// Headers are gone by the time an error could happen; a truncated
+	// stream fails verification.
+	if r.URL.Query().Get("format") == "binary" { // node to node, for certification
+		w.Header().Set("Content-Type", ledger.StreamContentType)
+		p.cfg.Ledger.ExportStream(w, id)
 		return
 	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	p.cfg.Ledger.Export(w, id)
 }
 
 func (p *Pipeline) writeView(w http.ResponseWriter, status int, id string) {

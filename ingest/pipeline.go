@@ -24,6 +24,7 @@ type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
 	Export(w io.Writer, poll string) (int, error)
+	ExportStream(w io.Writer, poll string) (int, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)

@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -176,6 +177,69 @@ func FuzzReadNDJSON(f *testing.F) {
 	f.Add([]byte("{}\n\n{"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for rec, err := range ReadNDJSON(bytes.NewReader(b)) {
+			if err != nil {
+				return
+			}
+			if err := rec.Validate(); err != nil {
+				t.Fatalf("reader yielded an invalid record: %v", err)
+			}
+		}
+	})
+}
+
+func TestStreamRoundTripAndTampering(t *testing.T) {
+	var recs []Record
+	ch := chainer{}
+	for i := range 5 {
+		r := vote("p", fmt.Sprintf("v%d", i), "o", fmt.Sprintf("k%d", i), int64(10+i))
+		r.Replica = "eu-1"
+		recs = append(recs, ch.add(r))
+	}
+	var buf bytes.Buffer
+	if n, err := WriteStream(&buf, sliceSeq(recs)); err != nil || n != 5 {
+		t.Fatalf("write: %d %v", n, err)
+	}
+	good := buf.Bytes()
+	var got []Record
+	for r, err := range ReadStream(bytes.NewReader(good)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if len(got) != 5 || got[4].Hash() != recs[4].Hash() {
+		t.Fatalf("round trip: %d records", len(got))
+	}
+	last := len(good) - 40 // inside the last record, before its hash
+	cases := map[string][]byte{
+		"no magic":            good[len(streamMagic):],
+		"truncated":           good[:len(good)-5],
+		"last record altered": append(append(append([]byte(nil), good[:last]...), good[last]^1), good[last+1:]...),
+		"hash altered":        append(append([]byte(nil), good[:len(good)-1]...), good[len(good)-1]^1),
+		"huge length":         append([]byte(streamMagic), 0xff, 0xff, 0xff, 0xff, 0x0f),
+	}
+	for name, b := range cases {
+		var err error
+		for _, e := range ReadStream(bytes.NewReader(b)) {
+			if e != nil {
+				err = e
+			}
+		}
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzReadStream(f *testing.F) {
+	r := vote("p", "v", "o", "k", 5)
+	r.Replica, r.Seq = "eu-1", 1
+	var buf bytes.Buffer
+	WriteStream(&buf, sliceSeq([]Record{r}))
+	f.Add(buf.Bytes())
+	f.Add([]byte(streamMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for rec, err := range ReadStream(bytes.NewReader(b)) {
 			if err != nil {
 				return
 			}

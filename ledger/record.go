@@ -272,7 +272,10 @@ func (d *decoder) bytes(n int) []byte {
 		d.fail("truncated")
 	}
 	if d.err != nil {
-		return zeros[:n]
+		if n <= len(zeros) {
+			return zeros[:n]
+		}
+		return make([]byte, n) // n is bounded by the caller's limit
 	}
 	out := d.b[:n]
 	d.b = d.b[n:]

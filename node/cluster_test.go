@@ -14,7 +14,7 @@ import (
 )
 
 // startCluster starts one node per region entry, each joining the first.
-func startCluster(t *testing.T, regions []string, mutate func(i int, c *Config)) []*testNode {
+func startCluster(t testing.TB, regions []string, mutate func(i int, c *Config)) []*testNode {
 	t.Helper()
 	var nodes []*testNode
 	for i, region := range regions {
@@ -63,7 +63,7 @@ func havePoll(t testing.TB, nodes []*testNode, poll string) {
 }
 
 // agree waits until every node shows want for the poll.
-func agree(t *testing.T, nodes []*testNode, poll string, want map[string]int64) {
+func agree(t testing.TB, nodes []*testNode, poll string, want map[string]int64) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"tally/ledger"
+)
+
+// BenchmarkCertifyMillionVotes: 1,000,000 votes ledgered across three
+// regions (333,334 / 333,333 / 333,333, appended straight into each node's
+// ledger in synced batches, their record counts spread by gossip), then the
+// poll closes: the time from close + grace (+ the 1 s settle, which the
+// test's clocks skip) to the certified result served by every region. The
+// coordinator fetches the two other replicas' records over HTTP as NDJSON
+// and reconciles all three with its own, on the same two cores that serve
+// the exports. It prints seconds; nothing is asserted about time. Run with
+// ./bench/certify.sh.
+func BenchmarkCertifyMillionVotes(b *testing.B) {
+	const votes = 1_000_000
+	for range b.N {
+		nodes := startCluster(b, []string{"eu-west", "us-east", "ap-south"}, nil)
+		nodes[0].createPoll(b, "p") // 60 s, grace 5 s
+		havePoll(b, nodes, "p")
+		def, _ := nodes[0].state.Poll("p")
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				share := votes / 3
+				if i == 0 {
+					share += votes % 3
+				}
+				rng := rand.New(rand.NewPCG(uint64(i), 7))
+				batch := make([]ledger.Record, 0, 5000)
+				flush := func() {
+					if _, err := n.ledger.Append(batch...); err != nil {
+						b.Error(err)
+					}
+					n.state.AddRecords("p", uint64(len(batch)))
+					batch = batch[:0]
+				}
+				for k := range share {
+					voter := fmt.Sprintf("%s-v%d", n.cfg.Region, k)
+					batch = append(batch, ledger.Record{Poll: "p", Voter: voter, Option: []string{"a", "b", "c"}[rng.IntN(3)],
+						Idem: voter, Wall: def.OpensAt + 1 + int64(k%50000), Trust: 1, Counted: true})
+					if len(batch) == cap(batch) {
+						flush()
+					}
+				}
+				if len(batch) > 0 {
+					flush()
+				}
+			}()
+		}
+		wg.Wait()
+		waitFor(b, func() bool { // every region knows every replica's count
+			for _, n := range nodes {
+				t, _ := n.state.Tally("p")
+				var sum uint64
+				for _, c := range t.RecordCounts() {
+					sum += c
+				}
+				if sum != votes {
+					return false
+				}
+			}
+			return true
+		})
+		b.ResetTimer()
+		advanceAll(nodes, 67*time.Second) // past close (60 s), grace (5 s) and settle (1 s)
+		start := time.Now()
+		var first time.Duration
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			done := 0
+			for _, n := range nodes {
+				if c, ok := n.state.Certificate("p"); ok && c.Status == "reconciled" {
+					done++
+				}
+			}
+			if done > 0 && first == 0 {
+				first = time.Since(start)
+			}
+			if done == len(nodes) {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("not certified within 5 minutes")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		all := time.Since(start)
+		b.StopTimer()
+		c, _ := nodes[0].state.Certificate("p")
+		if c.Total != votes {
+			b.Fatalf("certified total %d, want %d", c.Total, votes)
+		}
+		b.ReportMetric(first.Seconds(), "s-first-region")
+		b.ReportMetric(all.Seconds(), "s-every-region")
+	}
+}
