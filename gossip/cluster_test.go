@@ -164,6 +164,11 @@ func TestGarbageDropped(t *testing.T) {
 	a := startMember(t, "a", "eu-west", nil, nil)
 	a.create(t, testPoll("p"))
 	a.st.Count("p", "a", 2)
+	// The member's subscription must have reached the server first.
+	waitFor(t, 10*time.Second, "nats connected", a.NATSConnected)
+	a.natsMu.Lock()
+	a.nc.Flush()
+	a.natsMu.Unlock()
 	nc, err := nats.Connect(a.emb.srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -60,3 +60,11 @@ func (a *acks) put(poll, idem string) {
 	}
 	p.m[h] = struct{}{}
 }
+
+// forget marks a poll's set incomplete: every key of it is then checked in
+// the ledger (after a restart from a checkpoint, which keeps no keys).
+func (a *acks) forget(poll string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.polls[poll] = &pollAcks{m: make(map[uint64]struct{}), incomplete: true}
+}

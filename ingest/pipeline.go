@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,12 +67,13 @@ type Config struct {
 
 // Pipeline is the vote path. It is safe for concurrent use.
 type Pipeline struct {
-	cfg     Config
-	voters  *voters
-	acks    *acks
-	ipLim   *limiter
-	voteLim *limiter
-	m       *metrics
+	cfg      Config
+	inflight sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
+	voters   *voters
+	acks     *acks
+	ipLim    *limiter
+	voteLim  *limiter
+	m        *metrics
 }
 
 // New returns a pipeline.
@@ -210,6 +212,8 @@ func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, err
 			Counted: !late && trust >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
 		}
 	}
+	p.inflight.RLock()
+	defer p.inflight.RUnlock()
 	appended, err := p.cfg.Ledger.Append(recs...)
 	if err != nil {
 		giveBack()

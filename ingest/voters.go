@@ -44,8 +44,10 @@ func newVoters() *voters {
 // it, under the voter's lock so concurrent votes of one voter serialize.
 // Nothing is moved when r is older than the vote that counts, or picks the
 // same option.
+func (v *voters) shard(voter string) uint64 { return maphash.String(v.seed, voter) % voterShards }
+
 func (v *voters) apply(r *ledger.Record, move func(from, to string)) {
-	sh := &v.shards[maphash.String(v.seed, r.Voter)%voterShards]
+	sh := &v.shards[v.shard(r.Voter)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	m, ok := sh.polls[r.Poll]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,6 +248,28 @@ func (l *Ledger) Scan(poll string) iter.Seq2[Record, error] {
 // chain in sequence order. A node rebuilds its state from it at start-up.
 func (l *Ledger) Replay() iter.Seq2[Record, error] {
 	return l.scan([]byte{prefixRecord}, []byte{prefixRecord + 1})
+}
+
+// ReplayAfter yields replica's records of every poll whose seq is above
+// after[poll] (all of them for a poll not in after): the tail a restart
+// replays on top of a checkpoint.
+func (l *Ledger) ReplayAfter(replica string, after map[string]uint64) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		polls, err := l.Polls()
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		for _, poll := range polls {
+			lower := recordKey(nil, poll, replica, after[poll]+1)
+			upper := recordKey(nil, poll, replica, math.MaxUint64)
+			for r, err := range l.scan(lower, upper) {
+				if !yield(r, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
 }
 
 func (l *Ledger) scan(lower, upper []byte) iter.Seq2[Record, error] {

@@ -41,6 +41,7 @@ type Config struct {
 	Retention       time.Duration // closed polls stop being gossiped this long after close
 	Role            string        // full or edge
 	CertifySettle   time.Duration // after close + grace, before certifying
+	CheckpointEvery time.Duration // how often the vote state is checkpointed; 0: only at shutdown
 	TakeoverAfter   time.Duration // how long each next node waits before taking certification over
 	Tick            time.Duration // fan-out tick
 	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
@@ -86,6 +87,7 @@ func DefaultConfig() Config {
 		NATSGatewayAddr:   ":7222",
 		Retention:         24 * time.Hour,
 		CertifySettle:     time.Second,
+		CheckpointEvery:   time.Minute,
 		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
 		Tick:              250 * time.Millisecond,
@@ -124,6 +126,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
+	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (takes votes and serves viewers) or edge (serves viewers from gossiped state only)")

@@ -149,7 +149,7 @@ func (tn *testNode) createPoll(t testing.TB, id string) {
 	}
 }
 
-func (tn *testNode) totals(t *testing.T, id string) map[string]int64 {
+func (tn *testNode) totals(t testing.TB, id string) map[string]int64 {
 	t.Helper()
 	r := tn.call(t, "GET", "/v1/polls/"+id, "")
 	out := map[string]int64{}

@@ -7,10 +7,11 @@ import (
 
 // nodeMetrics are the series the node itself owns; ingest registers its own.
 type nodeMetrics struct {
-	commitSeconds prometheus.Histogram
-	batchRecords  prometheus.Histogram
-	replaySeconds prometheus.Gauge
-	replayRecords prometheus.Gauge
+	commitSeconds     prometheus.Histogram
+	batchRecords      prometheus.Histogram
+	replaySeconds     prometheus.Gauge
+	checkpointSeconds prometheus.Gauge
+	replayRecords     prometheus.Gauge
 }
 
 func (n *Node) registerMetrics(reg *prometheus.Registry) error {
@@ -29,11 +30,14 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 			Name: "tally_replay_seconds", Help: "How long the start-up replay of the ledger took.",
 		}),
 		replayRecords: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tally_replay_records", Help: "Records applied by the start-up replay.",
+			Name: "tally_replay_records", Help: "Records applied by the start-up replay (after the checkpoint, if one was loaded).",
+		}),
+		checkpointSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_checkpoint_seconds", Help: "How long the last checkpoint took to write.",
 		}),
 	}
 	cs := []prometheus.Collector{
-		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords,
+		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -218,7 +218,8 @@ func (n *Node) Run(ctx context.Context) error {
 	n.banner()
 
 	start := time.Now()
-	applied, err := n.ingest.Replay(n.ledger.Replay(), n.replica)
+	applied, err := n.restore()
+	replayed := err == nil
 	if err != nil {
 		err = fmt.Errorf("node: replay: %w", err)
 	} else {
@@ -229,14 +230,16 @@ func (n *Node) Run(ctx context.Context) error {
 		if err = n.gossip.Start(); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
 			certCtx, stopCert := context.WithCancel(context.Background())
-			certDone := make(chan struct{})
-			go func() { defer close(certDone); n.certify.Run(certCtx) }()
+			certDone := make(chan struct{}, 2)
+			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
+			go func() { defer func() { certDone <- struct{}{} }(); n.checkpointLoop(certCtx) }()
 			n.ready.Store(true)
 			select {
 			case <-ctx.Done():
 			case err = <-serveErr:
 			}
 			stopCert()
+			<-certDone
 			<-certDone
 		}
 	}
@@ -253,6 +256,13 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	if replayed {
+		// The memory state is whole and no request is in flight any more: a
+		// checkpoint now makes the next start replay nothing.
+		if cerr := n.checkpoint(); cerr != nil {
+			n.log.Error("final checkpoint", "err", cerr)
+		}
 	}
 	err = errors.Join(err, n.closeStorage())
 	n.log.Info("stopped", "replica", n.replica, "err", err)

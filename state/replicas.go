@@ -96,3 +96,18 @@ func (s *State) RegionsHeard() map[string]int64 {
 	}
 	return out
 }
+
+// OwnCounts returns this replica's (P, N) per option of the poll and its
+// record count, as its cells hold them now (for checkpoints).
+func (s *State) OwnCounts(pollID string) (map[string][2]uint64, uint64, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make(map[string][2]uint64, len(ps.local.options))
+	for option, col := range ps.local.options {
+		p, n := ps.local.sum(col)
+		out[option] = [2]uint64{p, n}
+	}
+	return out, ps.local.recordCount(), nil
+}

@@ -245,7 +245,36 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	return ps.tally.Merge(delta), nil
+	changed := ps.tally.Merge(delta)
+	if changed {
+		s.lift(ps)
+	}
+	return changed, nil
+}
+
+// lift raises this replica's cells when the cluster reports own entries
+// above them. That happens after a restart: the ledger replay applies
+// votes in sequence order, and a voter's changes of mind applied in
+// another order than when they were live make fewer (or more) increments
+// and decrements for the same count. The cluster still holds the old,
+// higher P and N as maxima, so new votes would hide under them. The cells
+// are raised to P' = max(P, Pr, Nr+v), N' = P'-v, with v the local count:
+// both at or above what the cluster holds, the count unchanged. Callers
+// hold ps.mu.
+func (s *State) lift(ps *pollState) {
+	for option, col := range ps.local.options {
+		c := ps.tally.Counter(option)
+		rp, rn := c.P.Get(s.replica), c.N.Get(s.replica)
+		p, n := ps.local.sum(col)
+		if rp <= p && rn <= n {
+			continue
+		}
+		v := int64(p) - int64(n)
+		np := max(int64(p), int64(rp), int64(rn)+v)
+		nn := np - v
+		ps.local.add(option, np-int64(p))
+		ps.local.add(option, -(nn - int64(n)))
+	}
 }
 
 // fold copies this replica's cells into the tally. Cells only grow, so the

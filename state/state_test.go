@@ -142,3 +142,35 @@ func TestDefinitionsPersistAndLastWriterWins(t *testing.T) {
 		t.Fatalf("polls = %v", again.Polls())
 	}
 }
+
+// TestMergeLiftsOwnCells: after a restart the cluster may report this
+// replica's P and N above what its replay rebuilt (same count, more
+// changes of mind on the way); the cells are raised to dominate them with
+// the count unchanged, so the next vote shows everywhere.
+func TestMergeLiftsOwnCells(t *testing.T) {
+	s, _ := New(Config{Replica: "eu-1"})
+	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Count("p", "red", 3) // replayed: P 3, N 0, count 3
+	old := crdt.NewTally()
+	old.MergeEntry("eu-1", "red", 5, 2) // before the restart: P 5, N 2, count 3
+	if _, err := s.Merge("p", old); err != nil {
+		t.Fatal(err)
+	}
+	if tot, _, _ := s.Totals("p"); tot["red"] != 3 {
+		t.Fatalf("count after the lift: %d, want 3", tot["red"])
+	}
+	s.Count("p", "red", 1)
+	// What this replica now reports dominates the old entry and carries the vote.
+	mine, _ := s.Tally("p")
+	c := mine.Counter("red")
+	if c.P.Get("eu-1") < 5 || c.N.Get("eu-1") < 2 || c.Value() != 4 {
+		t.Fatalf("own entry P %d N %d value %d", c.P.Get("eu-1"), c.N.Get("eu-1"), c.Value())
+	}
+	// A node that held the old entry sees the new vote.
+	other := crdt.NewTally()
+	other.MergeEntry("eu-1", "red", 5, 2)
+	other.Merge(mine)
+	if other.Value("red") != 4 {
+		t.Fatalf("another node sees %d, want 4", other.Value("red"))
+	}
+}

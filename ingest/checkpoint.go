@@ -1,0 +1,305 @@
+package ingest
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// A checkpoint is this replica's in-memory vote state at one instant:
+// per poll, how many of its records are applied, its exact (P, N) per
+// option and its record count, and every voter's current vote. A restart
+// loads it and replays only the ledger records after it. Idempotency keys
+// are not kept: polls restored from a checkpoint check every key in the
+// ledger index (correct, a little slower for those polls).
+
+// ErrCheckpoint is returned for a checkpoint that cannot be used.
+var ErrCheckpoint = errors.New("ingest: bad checkpoint")
+
+const checkpointMagic = "TALLY-CHECKPOINT-1\n"
+
+// pollSnapshot is one poll's state in a checkpoint.
+type pollSnapshot struct {
+	poll    string
+	applied uint64               // records of this replica applied (its chain head)
+	counts  map[string][2]uint64 // option → (P, N)
+	records uint64
+	voters  []voterEntry
+}
+
+// voterEntry is one voter's current vote in a checkpoint.
+type voterEntry struct {
+	voter string
+	c     current
+}
+
+// Heads returns how many records of the poll this replica's chain holds.
+type Heads func(poll string) (uint64, error)
+
+// WriteCheckpoint snapshots the vote state and writes it to w. Votes are
+// held back only while the state is copied, not while it is written: the
+// copy is taken with no vote between its ledger append and its count, so
+// every record up to each poll's chain head is in the snapshot and none
+// after it.
+func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, voters int, err error) {
+	p.inflight.Lock()
+	snaps, err := p.snapshot(heads)
+	p.inflight.Unlock()
+	if err != nil {
+		return 0, 0, err
+	}
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 256<<10)
+	bw.WriteString(checkpointMagic)
+	buf := binary.AppendUvarint(nil, uint64(len(snaps)))
+	for _, s := range snaps {
+		options := slices.Sorted(maps.Keys(s.counts))
+		index := make(map[string]uint64, len(options))
+		buf = appendStr(buf, s.poll)
+		buf = binary.AppendUvarint(buf, s.applied)
+		buf = binary.AppendUvarint(buf, s.records)
+		buf = binary.AppendUvarint(buf, uint64(len(options)))
+		for i, o := range options {
+			index[o] = uint64(i)
+			buf = appendStr(buf, o)
+			buf = binary.AppendUvarint(buf, s.counts[o][0])
+			buf = binary.AppendUvarint(buf, s.counts[o][1])
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(s.voters)))
+		for _, e := range s.voters {
+			voter, c := e.voter, e.c
+			buf = appendStr(buf, voter)
+			buf = binary.AppendUvarint(buf, index[c.option])
+			buf = binary.AppendVarint(buf, c.wall)
+			buf = binary.AppendUvarint(buf, uint64(c.logical))
+			buf = binary.AppendUvarint(buf, c.seq)
+			if len(buf) > 128<<10 {
+				bw.Write(buf)
+				buf = buf[:0]
+			}
+			voters++
+		}
+	}
+	bw.Write(buf)
+	if err := bw.Flush(); err != nil {
+		return 0, 0, fmt.Errorf("ingest: write checkpoint: %w", err)
+	}
+	if _, err := w.Write(h.Sum(nil)); err != nil {
+		return 0, 0, fmt.Errorf("ingest: write checkpoint: %w", err)
+	}
+	return len(snaps), voters, nil
+}
+
+// snapshot copies the state. Callers hold p.inflight exclusively.
+func (p *Pipeline) snapshot(heads Heads) ([]pollSnapshot, error) {
+	byPoll := map[string]*pollSnapshot{}
+	for _, d := range p.cfg.State.Polls() {
+		counts, records, err := p.cfg.State.OwnCounts(d.ID)
+		if err != nil {
+			return nil, err
+		}
+		applied, err := heads(d.ID)
+		if err != nil {
+			return nil, err
+		}
+		byPoll[d.ID] = &pollSnapshot{poll: d.ID, applied: applied, counts: counts, records: records}
+	}
+	// Appending to slices, not inserting into a map: this runs while votes wait.
+	for i := range p.voters.shards {
+		sh := &p.voters.shards[i]
+		sh.mu.Lock()
+		for poll, m := range sh.polls {
+			if s, ok := byPoll[poll]; ok {
+				s.voters = slices.Grow(s.voters, len(m))
+				for voter, c := range m {
+					s.voters = append(s.voters, voterEntry{voter, c})
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	out := make([]pollSnapshot, 0, len(byPoll))
+	for _, id := range slices.Sorted(maps.Keys(byPoll)) {
+		out = append(out, *byPoll[id])
+	}
+	return out, nil
+}
+
+// LoadCheckpoint restores the state a checkpoint holds into a pipeline that
+// has counted nothing yet, and returns, per poll, how many of this
+// replica's records it covers (replay the rest). A checkpoint that is
+// damaged, names a poll the state does not know, or covers more records
+// than the ledger holds is refused with ErrCheckpoint and nothing is
+// restored.
+func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	if len(b) < len(checkpointMagic)+sha256.Size || string(b[:len(checkpointMagic)]) != checkpointMagic {
+		return nil, fmt.Errorf("%w: not a checkpoint", ErrCheckpoint)
+	}
+	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if got := sha256.Sum256(body); string(got[:]) != string(sum) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
+	}
+	d := &ckReader{b: body[len(checkpointMagic):]}
+	snaps := make([]pollSnapshot, d.count())
+	for i := range snaps {
+		s := &snaps[i]
+		s.poll, s.applied, s.records = d.str(), d.uvarint(), d.uvarint()
+		options := make([]string, d.count())
+		s.counts = make(map[string][2]uint64, len(options))
+		for j := range options {
+			options[j] = d.str()
+			s.counts[options[j]] = [2]uint64{d.uvarint(), d.uvarint()}
+		}
+		n := d.count()
+		s.voters = make([]voterEntry, 0, n)
+		def, ok := p.cfg.State.Poll(s.poll)
+		if !ok && d.err == nil {
+			d.err = fmt.Errorf("poll %q has no definition", s.poll)
+		}
+		for range n {
+			voter := d.str()
+			oi := d.uvarint()
+			c := current{wall: d.varint(), logical: uint32(d.uvarint()), seq: d.uvarint()}
+			if d.err != nil {
+				break
+			}
+			if oi >= uint64(len(options)) {
+				d.err = errors.New("option index out of range")
+				break
+			}
+			c.option, _ = def.OptionID(options[oi])
+			s.voters = append(s.voters, voterEntry{voter, c})
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, d.err)
+		}
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCheckpoint, len(d.b))
+	}
+	for _, s := range snaps {
+		head, err := heads(s.poll)
+		if err != nil {
+			return nil, err
+		}
+		if s.applied > head {
+			return nil, fmt.Errorf("%w: it covers %d records of poll %q, the ledger holds %d", ErrCheckpoint, s.applied, s.poll, head)
+		}
+	}
+	// Checked whole: apply.
+	applied := make(map[string]uint64, len(snaps))
+	for _, s := range snaps {
+		for option, pn := range s.counts {
+			if err := errors.Join(p.cfg.State.Count(s.poll, option, int64(pn[0])), p.cfg.State.Count(s.poll, option, -int64(pn[1]))); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+			}
+		}
+		if err := p.cfg.State.AddRecords(s.poll, s.records); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+		}
+		p.restoreVoters(s.poll, s.voters)
+		p.acks.forget(s.poll)
+		applied[s.poll] = s.applied
+	}
+	return applied, nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// ckReader reads a checkpoint body, keeping the first error.
+type ckReader struct {
+	b   []byte
+	err error
+}
+
+func (d *ckReader) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *ckReader) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length that cannot exceed what is left to read.
+func (d *ckReader) count() int {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.err = fmt.Errorf("count %d beyond the data", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *ckReader) str() string {
+	n := d.count()
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// restoreVoters puts a poll's voters into the shards: grouped by shard
+// first, into maps sized once, two workers on disjoint shards.
+func (p *Pipeline) restoreVoters(poll string, entries []voterEntry) {
+	var byShard [voterShards][]voterEntry
+	for _, e := range entries {
+		i := p.voters.shard(e.voter)
+		byShard[i] = append(byShard[i], e)
+	}
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < voterShards; i += workers {
+				sh := &p.voters.shards[i]
+				sh.mu.Lock()
+				m, ok := sh.polls[poll]
+				if !ok {
+					m = make(map[string]current, len(byShard[i]))
+					sh.polls[poll] = m
+				}
+				for _, e := range byShard[i] {
+					m[e.voter] = e.c
+				}
+				sh.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}

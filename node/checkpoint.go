@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+const checkpointFile = "checkpoint" // the vote state at one instant; see ingest.WriteCheckpoint
+
+// heads is this replica's chain length per poll.
+func (n *Node) heads(poll string) (uint64, error) {
+	c, _, err := n.ledger.Head(poll, n.replica)
+	return c, err
+}
+
+// restore replays the ledger into memory: from the checkpoint and the
+// records after it when there is a usable one, else from the start. It
+// returns the records replayed.
+func (n *Node) restore() (int, error) {
+	f, err := os.Open(filepath.Join(n.cfg.DataDir, checkpointFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return n.ingest.Replay(n.ledger.Replay(), n.replica)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	applied, err := n.ingest.LoadCheckpoint(f, n.heads)
+	if err != nil {
+		n.log.Warn("checkpoint not usable; replaying the whole ledger", "err", err)
+		return n.ingest.Replay(n.ledger.Replay(), n.replica)
+	}
+	n.log.Info("checkpoint loaded", "polls", len(applied))
+	return n.ingest.Replay(n.ledger.ReplayAfter(n.replica, applied), n.replica)
+}
+
+// checkpoint writes the vote state to the data dir: a temporary file,
+// fsynced, renamed over the old one.
+func (n *Node) checkpoint() error {
+	start := time.Now()
+	path := filepath.Join(n.cfg.DataDir, checkpointFile)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("node: checkpoint: %w", err)
+	}
+	polls, voters, err := n.ingest.WriteCheckpoint(f, n.heads)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(n.cfg.DataDir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("node: checkpoint: %w", err)
+	}
+	n.m.checkpointSeconds.Set(time.Since(start).Seconds())
+	n.log.Debug("checkpoint written", "polls", polls, "voters", voters, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// checkpointLoop writes a checkpoint every CheckpointEvery until ctx ends.
+func (n *Node) checkpointLoop(ctx context.Context) {
+	if n.cfg.CheckpointEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(n.cfg.CheckpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := n.checkpoint(); err != nil {
+				n.log.Error("checkpoint", "err", err)
+			}
+		}
+	}
+}
