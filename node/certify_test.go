@@ -338,3 +338,46 @@ func TestCoordinatorTakeover(t *testing.T) {
 		t.Fatalf("certified: %+v", got)
 	}
 }
+
+// TestCertifyEndpointRefusesBadInput: hostile and malformed requests to
+// the certify and result endpoints get clear errors and change nothing.
+func TestCertifyEndpointRefusesBadInput(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	tn.createPoll(t, "p")
+	cases := []struct {
+		name, path, body string
+		admin            bool
+		status           int
+		code             string
+	}{
+		{"no token", "/v1/polls/p/certify", `{}`, false, 401, "unauthorized"},
+		{"unknown poll", "/v1/polls/nope/certify", `{}`, true, 404, "poll_not_found"},
+		{"open poll", "/v1/polls/p/certify", `{}`, true, 409, "poll_not_closed"},
+		{"not json", "/v1/polls/p/certify", `{"exclude":`, true, 400, "invalid_request"},
+		{"unknown field", "/v1/polls/p/certify", `{"exclude":[],"force":true}`, true, 400, "invalid_request"},
+		{"bad replica id", "/v1/polls/p/certify", `{"exclude":["../etc"],"reason":"x"}`, true, 400, "invalid_request"},
+		{"exclude without reason", "/v1/polls/p/certify", `{"exclude":["eu-1"]}`, true, 400, "invalid_request"},
+		{"control chars in reason", "/v1/polls/p/certify", `{"exclude":["eu-1"],"reason":"a\u0000b"}`, true, 400, "invalid_request"},
+		{"huge body", "/v1/polls/p/certify", `{"reason":"` + strings.Repeat("x", 20000) + `"}`, true, 413, "too_large"},
+	}
+	for _, c := range cases {
+		var r response
+		if c.admin {
+			r = tn.admin(t, "POST", c.path, c.body)
+		} else {
+			r = tn.call(t, "POST", c.path, c.body)
+		}
+		if r.status != c.status || r.code() != c.code {
+			t.Errorf("%s: %d %s, want %d %s", c.name, r.status, r.raw, c.status, c.code)
+		}
+	}
+	if _, ok := tn.state.Certificate("p"); ok {
+		t.Fatal("a refused request wrote a certificate")
+	}
+	if r := tn.call(t, "GET", "/v1/polls/nope/result", ""); r.status != 404 || r.code() != "poll_not_found" {
+		t.Fatalf("result of an unknown poll: %d %s", r.status, r.raw)
+	}
+	if v := tn.result(t, "p"); v.Status != "pending" || v.Reason != "the poll is not closed" {
+		t.Fatalf("result of an open poll: %+v", v)
+	}
+}
