@@ -164,15 +164,18 @@ func (c *Certifier) due() []string {
 		if rank < 0 {
 			continue
 		}
-		if now.Before(time.UnixMilli(d.ClosesAt + d.GraceMs).Add(c.cfg.Settle)) {
+		if now.UnixMilli() < d.ClosesAt+d.GraceMs {
 			continue
 		}
+		// The settle and takeover delays run on this process's clock from
+		// when it first saw the poll past grace, so the last record counts
+		// have time to arrive whatever the wall clocks say.
 		since, ok := c.dueSince[d.ID]
 		if !ok {
 			since = mono
 			c.dueSince[d.ID] = since
 		}
-		if mono.Sub(since) < time.Duration(rank)*c.cfg.TakeoverAfter || mono.Sub(c.attempts[d.ID]) < c.cfg.Retry {
+		if mono.Sub(since) < c.cfg.Settle+time.Duration(rank)*c.cfg.TakeoverAfter || mono.Sub(c.attempts[d.ID]) < c.cfg.Retry {
 			continue
 		}
 		c.attempts[d.ID] = mono
@@ -231,6 +234,11 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 	peers := map[string]Peer{}
 	for _, p := range c.cfg.Peers() {
 		peers[p.Replica] = p
+		if _, ok := expected[p.Replica]; !ok && p.Full {
+			// A live full member whose count has not reached us yet: ask it
+			// anyway; its export says what it holds.
+			expected[p.Replica] = 0
+		}
 	}
 	detail := Detail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
 	var replicas []string
@@ -241,11 +249,13 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 			}
 		}
 	}) {
-		if excluded[r] || expected[r] == 0 {
+		if excluded[r] {
 			continue
 		}
 		if _, live := peers[r]; !live && r != c.cfg.Replica {
-			detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "not a live member of the cluster"})
+			if expected[r] > 0 {
+				detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "not a live member of the cluster"})
+			}
 			continue
 		}
 		replicas = append(replicas, r)
@@ -272,7 +282,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 		}
 	}
 	for _, r := range replicas {
-		if !slices.ContainsFunc(res.Replicas, func(ch ledger.Chain) bool { return ch.Replica == r }) {
+		if expected[r] > 0 && !slices.ContainsFunc(res.Replicas, func(ch ledger.Chain) bool { return ch.Replica == r }) {
 			detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "export held no records"})
 		}
 	}

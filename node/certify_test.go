@@ -381,3 +381,50 @@ func TestCertifyEndpointRefusesBadInput(t *testing.T) {
 		t.Fatalf("result of an open poll: %+v", v)
 	}
 }
+
+// TestSkewedClocksAgreeOnWhichVotesAreIn: three regions whose clocks
+// differ by up to ±2 s (the HLC refuses remote times more than 5 s ahead)
+// take votes around the close. Each node decides at ingest by its HLC
+// stamp (accepted before closes_at, late after), the certified result
+// applies the same rule to the stamps in the ledgers, and every region
+// serves the same result: what was acked "accepted" is exactly what counts.
+func TestSkewedClocksAgreeOnWhichVotesAreIn(t *testing.T) {
+	offsets := []time.Duration{0, 2 * time.Second, -2 * time.Second}
+	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
+	for i, n := range nodes {
+		n.clock.advance(offsets[i])
+	}
+	nodes[0].createPoll(t, "p") // closes 60 s after eu-west's now, grace 5 s
+	havePoll(t, nodes, "p")
+	accepted := map[string]string{} // voter → option acked "accepted"
+	late := 0
+	step := 0
+	for _, at := range []time.Duration{57 * time.Second, 900 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond, 900 * time.Millisecond} {
+		advanceAll(nodes, at)
+		for i, n := range nodes {
+			voter := fmt.Sprintf("v%d-%d", step, i)
+			option := []string{"a", "b", "c"}[(step+i)%3]
+			switch s := n.castVote(t, "p", option, voter, voter); s {
+			case "accepted":
+				accepted[voter] = option
+			case "late":
+				late++
+			default:
+				t.Fatalf("vote at %s: %s", n.replica, s)
+			}
+		}
+		step++
+	}
+	if len(accepted) == 0 || late == 0 {
+		t.Fatalf("the schedule should straddle the close: %d accepted, %d late", len(accepted), late)
+	}
+	advanceAll(nodes, 10*time.Second)
+	got := certifiedEverywhere(t, nodes, "p")
+	want := map[string]uint64{}
+	for _, o := range accepted {
+		want[o]++
+	}
+	if !maps.Equal(got.Totals, want) || got.Detail.Result.Late != uint64(late) {
+		t.Fatalf("certified %v (late %d); acked accepted %v (late %d)", got.Totals, got.Detail.Result.Late, want, late)
+	}
+}
