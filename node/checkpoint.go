@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,27 +44,12 @@ func (n *Node) restore() (int, error) {
 // fsynced, renamed over the old one.
 func (n *Node) checkpoint() error {
 	start := time.Now()
-	path := filepath.Join(n.cfg.DataDir, checkpointFile)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	var polls, voters int
+	err := writeAtomic(n.cfg.DataDir, checkpointFile, func(w io.Writer) (err error) {
+		polls, voters, err = n.ingest.WriteCheckpoint(w, n.heads)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("node: checkpoint: %w", err)
-	}
-	polls, voters, err := n.ingest.WriteCheckpoint(f, n.heads)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(n.cfg.DataDir)
-	}
-	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("node: checkpoint: %w", err)
 	}
 	n.m.checkpointSeconds.Set(time.Since(start).Seconds())

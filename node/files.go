@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,12 +38,24 @@ func readOrCreate(dir, name string, make func() (string, error)) (value string, 
 	if err != nil {
 		return "", false, err
 	}
+	err = writeAtomic(dir, name, func(w io.Writer) error {
+		_, err := io.WriteString(w, v+"\n")
+		return err
+	})
+	return v, err == nil, err
+}
+
+// writeAtomic replaces dir/name with what write produces: written to a
+// temporary file, fsynced, renamed over the old one, the directory fsynced.
+// A crash leaves the old file or the new one, never a mix.
+func writeAtomic(dir, name string, write func(io.Writer) error) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return "", false, err
+		return err
 	}
-	_, err = f.WriteString(v + "\n")
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -53,9 +66,10 @@ func readOrCreate(dir, name string, make func() (string, error)) (value string, 
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		return "", false, err
+		os.Remove(tmp)
+		return err
 	}
-	return v, true, syncDir(dir)
+	return syncDir(dir)
 }
 
 func syncDir(dir string) error {
