@@ -1,0 +1,145 @@
+package session
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newSigner(t testing.TB) (*Signer, *clock) {
+	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	s, err := NewSigner([]byte("0123456789abcdef0123"), time.Hour, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+func TestTokens(t *testing.T) {
+	s, c := newSigner(t)
+	me, other := ClientHash("203.0.113.7", "phone"), ClientHash("198.51.100.9", "phone")
+	tok, issued, err := s.Issue(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Verify(tok, me)
+	if err != nil || got.Voter != issued.Voter || len(got.Voter) != 32 {
+		t.Fatalf("verify: %+v %v", got, err)
+	}
+	second, _, _ := s.Issue(me)
+	if g2, _ := s.Verify(second, me); g2.Voter == got.Voter {
+		t.Fatal("two tokens share a voter id")
+	}
+	other2, _ := NewSigner([]byte("another secret of 20b"), time.Hour, c.now)
+	foreign, _, _ := other2.Issue(me)
+	body := tok[len(tokenPrefix):strings.LastIndex(tok, ".")]
+	cases := map[string]struct {
+		tok    string
+		client [8]byte
+		want   error
+	}{
+		"empty":                 {"", me, ErrMalformed},
+		"garbage":               {"hello", me, ErrMalformed},
+		"no signature":          {tokenPrefix + body, me, ErrMalformed},
+		"bad base64":            {tokenPrefix + "!!!." + "???", me, ErrMalformed},
+		"huge":                  {tokenPrefix + strings.Repeat("A", 500), me, ErrMalformed},
+		"other secret (forged)": {foreign, me, ErrForged},
+		"tampered payload":      {tokenPrefix + flip(body) + tok[strings.LastIndex(tok, "."):], me, ErrForged},
+		"another IP":            {tok, other, ErrMismatch},
+	}
+	for name, c := range cases {
+		if _, err := s.Verify(c.tok, c.client); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+	}
+	c.t = c.t.Add(2 * time.Hour)
+	if _, err := s.Verify(tok, me); !errors.Is(err, ErrExpired) {
+		t.Errorf("expired: got %v", err)
+	}
+}
+
+// flip changes one character of a base64 string.
+func flip(s string) string {
+	b := []byte(s)
+	if b[3] == 'A' {
+		b[3] = 'B'
+	} else {
+		b[3] = 'A'
+	}
+	return string(b)
+}
+
+// solve finds a nonce by brute force, as the page's worker does.
+func solve(challenge string, bits int) string {
+	for i := 0; ; i++ {
+		n := strconv.Itoa(i)
+		if LeadingZeroBits(challenge, n) >= bits {
+			return n
+		}
+	}
+}
+
+func TestProofOfWork(t *testing.T) {
+	s, c := newSigner(t)
+	me, other := ClientHash("203.0.113.7", "ua"), ClientHash("203.0.113.8", "ua")
+	var used Used
+	ch, err := s.Challenge(10, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce := solve(ch, 10)
+	wrong := nonce
+	for LeadingZeroBits(ch, wrong) >= 10 {
+		wrong += "0"
+	}
+	if err := s.Check(ch, wrong, me, &used); !errors.Is(err, ErrBadSolution) {
+		t.Fatalf("wrong solution: %v", err)
+	}
+	if err := s.Check(ch, nonce, other, &used); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another client: %v", err)
+	}
+	if err := s.Check(ch, nonce, me, &used); err != nil {
+		t.Fatalf("right solution: %v", err)
+	}
+	if err := s.Check(ch, nonce, me, &used); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("replayed solution: %v", err)
+	}
+	for name, bad := range map[string]string{"garbage": "x", "tampered": challengePrefix + flip(ch[len(challengePrefix):])} {
+		if err := s.Check(bad, "1", me, &used); !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrForged) {
+			t.Errorf("%s challenge: %v", name, err)
+		}
+	}
+	late, _ := s.Challenge(1, me)
+	c.t = c.t.Add(3 * time.Minute)
+	if err := s.Check(late, solve(late, 1), me, &used); !errors.Is(err, ErrExpired) {
+		t.Fatalf("expired challenge: %v", err)
+	}
+}
+
+func FuzzVerify(f *testing.F) {
+	s, _ := newSigner(f)
+	tok, _, _ := s.Issue(ClientHash("a", "b"))
+	f.Add(tok)
+	f.Add("s1..")
+	f.Fuzz(func(t *testing.T, tok string) {
+		if _, err := s.Verify(tok, ClientHash("a", "b")); err == nil && !strings.HasPrefix(tok, tokenPrefix) {
+			t.Fatal("accepted a token without the prefix")
+		}
+	})
+}
+
+func FuzzCheck(f *testing.F) {
+	s, _ := newSigner(f)
+	ch, _ := s.Challenge(1, ClientHash("a", "b"))
+	f.Add(ch, "1")
+	f.Fuzz(func(t *testing.T, ch, nonce string) {
+		var used Used
+		s.Check(ch, nonce, ClientHash("a", "b"), &used) // must not panic
+	})
+}

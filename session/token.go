@@ -1,0 +1,115 @@
+package session
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors of Verify, each with its own API code.
+var (
+	ErrMalformed = errors.New("session: malformed token")
+	ErrForged    = errors.New("session: bad signature")
+	ErrExpired   = errors.New("session: token expired")
+	ErrMismatch  = errors.New("session: token issued to another client")
+)
+
+const (
+	tokenPrefix  = "s1."
+	tokenPayload = 1 + 16 + 8 + 8 // version, voter, issued (ms), client hash
+	macSize      = 16
+	// MaxTokenLen bounds a token on the wire.
+	MaxTokenLen = 128
+)
+
+// Signer issues and verifies tokens and challenges.
+type Signer struct {
+	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
+}
+
+// NewSigner returns a signer; secret must be at least 16 bytes.
+func NewSigner(secret []byte, ttl time.Duration, now func() time.Time) (*Signer, error) {
+	if len(secret) < 16 {
+		return nil, errors.New("session: secret must be at least 16 bytes")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Signer{secret: secret, ttl: ttl, now: now}, nil
+}
+
+// Token is a verified voter token.
+type Token struct {
+	Voter  string    // 32 hex characters
+	Issued time.Time // when it was issued
+}
+
+// ClientHash binds a token to a client: its IP address and user agent.
+func ClientHash(ip, userAgent string) [8]byte {
+	h := sha256.Sum256([]byte(ip + "\x00" + userAgent))
+	return [8]byte(h[:8])
+}
+
+// Issue returns a new token for a new random voter.
+func (s *Signer) Issue(client [8]byte) (string, Token, error) {
+	var voter [16]byte
+	if _, err := rand.Read(voter[:]); err != nil {
+		return "", Token{}, err
+	}
+	now := s.now()
+	p := make([]byte, 0, tokenPayload)
+	p = append(p, 1)
+	p = append(p, voter[:]...)
+	p = binary.BigEndian.AppendUint64(p, uint64(now.UnixMilli()))
+	p = append(p, client[:]...)
+	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli())}, nil
+}
+
+// Verify checks a token's form, signature, age and client.
+func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
+	if len(token) > MaxTokenLen || !strings.HasPrefix(token, tokenPrefix) {
+		return Token{}, ErrMalformed
+	}
+	body, sig, ok := strings.Cut(token[len(tokenPrefix):], ".")
+	if !ok {
+		return Token{}, ErrMalformed
+	}
+	p, err1 := dec(body)
+	mac, err2 := dec(sig)
+	if err1 != nil || err2 != nil || len(p) != tokenPayload || p[0] != 1 || len(mac) != macSize {
+		return Token{}, ErrMalformed
+	}
+	if !hmac.Equal(mac, s.mac("token", p)) {
+		return Token{}, ErrForged
+	}
+	issued := time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25])))
+	if age := s.now().Sub(issued); age > s.ttl || age < -time.Minute {
+		return Token{}, fmt.Errorf("%w: issued %s ago", ErrExpired, age.Round(time.Second))
+	}
+	if !hmac.Equal(p[25:33], client[:]) {
+		return Token{}, ErrMismatch
+	}
+	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued}, nil
+}
+
+// mac signs b in a domain (token or challenge), truncated to 16 bytes.
+func (s *Signer) mac(domain string, b []byte) []byte {
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(domain))
+	m.Write([]byte{0})
+	m.Write(b)
+	return m.Sum(nil)[:macSize]
+}
+
+func enc(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func dec(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
