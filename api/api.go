@@ -16,18 +16,23 @@ import (
 
 // Error codes of the v1 API. Every 4xx answer carries one.
 const (
-	CodeInvalidRequest = "invalid_request"
-	CodeUnauthorized   = "unauthorized"
-	CodePollNotFound   = "poll_not_found"
-	CodePollNotOpen    = "poll_not_open"
-	CodePollClosed     = "poll_closed"
-	CodeTooLarge       = "too_large"
-	CodeInvalidOption  = "invalid_option"
-	CodeRateLimited    = "rate_limited"
-	CodeInternal       = "internal"
-	CodeUnavailable    = "unavailable"
-	CodeEdgeNode       = "edge_node"
-	CodePollNotClosed  = "poll_not_closed"
+	CodeInvalidRequest  = "invalid_request"
+	CodeUnauthorized    = "unauthorized"
+	CodePollNotFound    = "poll_not_found"
+	CodePollNotOpen     = "poll_not_open"
+	CodePollClosed      = "poll_closed"
+	CodeTooLarge        = "too_large"
+	CodeInvalidOption   = "invalid_option"
+	CodeRateLimited     = "rate_limited"
+	CodeInternal        = "internal"
+	CodeUnavailable     = "unavailable"
+	CodeEdgeNode        = "edge_node"
+	CodePollNotClosed   = "poll_not_closed"
+	CodeSessionRequired = "session_required"
+	CodeSessionInvalid  = "session_invalid"
+	CodeSessionExpired  = "session_expired"
+	CodeSessionMismatch = "session_mismatch"
+	CodePuzzleFailed    = "puzzle_failed"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

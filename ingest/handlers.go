@@ -28,7 +28,18 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	results, err := p.Submit(r.PathValue("poll"), votes, ClientIP(r, p.cfg.TrustedProxies))
+	ip := ClientIP(r, p.cfg.TrustedProxies)
+	voter, err := p.voterOf(r, ip)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if voter != "" { // the token's voter, whatever the body says
+		for i := range votes {
+			votes[i].Voter = voter
+		}
+	}
+	results, err := p.Submit(r.PathValue("poll"), votes, ip)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -173,6 +184,10 @@ func (p *Pipeline) Vote(pollID string, body []byte, ip string) (any, error) {
 	votes, err := DecodeVotes(body)
 	if err != nil {
 		return nil, err
+	}
+	if p.sessions != nil && p.sessions.cfg.Require {
+		// The socket carries no token yet: with tokens required, vote over HTTP.
+		return nil, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: send them over HTTP with the %s header", SessionHeader)
 	}
 	results, err := p.Submit(pollID, votes, ip)
 	if err != nil {

@@ -63,6 +63,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the wall clock for rate limits; defaults to time.Now.
 	Now func() time.Time
+	// Sessions configures voter tokens; a nil Signer turns them off.
+	Sessions Sessions
 }
 
 // Pipeline is the vote path. It is safe for concurrent use.
@@ -73,6 +75,7 @@ type Pipeline struct {
 	acks     *acks
 	ipLim    *limiter
 	voteLim  *limiter
+	sessions *sessionState // nil: tokens off
 	m        *metrics
 }
 
@@ -102,6 +105,12 @@ func New(cfg Config) (*Pipeline, error) {
 		ipLim:   newLimiter(cfg.Limits.IPRate, cfg.Limits.IPBurst),
 		voteLim: newLimiter(cfg.Limits.VoterRate, cfg.Limits.VoterBurst),
 		m:       m,
+		sessions: func() *sessionState {
+			if cfg.Sessions.Signer == nil {
+				return nil
+			}
+			return newSessionState(cfg.Sessions)
+		}(),
 	}, nil
 }
 

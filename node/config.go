@@ -42,6 +42,10 @@ type Config struct {
 	Role            string        // full or edge
 	CertifySettle   time.Duration // after close + grace, before certifying
 	CheckpointEvery time.Duration // how often the vote state is checkpointed; 0: only at shutdown
+	SessionSecret   string        // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
+	RequireSession  bool          // refuse votes without a voter token
+	PowBits         int           // proof-of-work difficulty before a token; 0: none
+	TokensPerMinute int           // voter tokens per IP per minute
 	TakeoverAfter   time.Duration // how long each next node waits before taking certification over
 	Tick            time.Duration // fan-out tick
 	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
@@ -88,6 +92,8 @@ func DefaultConfig() Config {
 		Retention:         24 * time.Hour,
 		CertifySettle:     time.Second,
 		CheckpointEvery:   time.Minute,
+		PowBits:           16,
+		TokensPerMinute:   20,
 		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
 		Tick:              250 * time.Millisecond,
@@ -126,6 +132,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
+	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret (16+ bytes) signing voter tokens; every region must share it (default: generated in the data dir, tokens then work only at this node)")
+	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")
+	fs.IntVar(&c.PowBits, "pow-bits", c.PowBits, "proof-of-work difficulty (leading zero bits) before a voter token is issued; rises for an address asking for many; 0: none")
+	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address may obtain per minute")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")

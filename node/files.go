@@ -16,11 +16,12 @@ import (
 
 // The data directory's layout.
 const (
-	ledgerDir      = "ledger"     // Pebble
-	replicaIDFile  = "replica-id" // this node's replica id, never reused
-	adminTokenFile = "admin-token"
-	ipSaltFile     = "ip-salt"
-	hlcFile        = "hlc" // the clock's high-water mark
+	ledgerDir         = "ledger"     // Pebble
+	replicaIDFile     = "replica-id" // this node's replica id, never reused
+	adminTokenFile    = "admin-token"
+	ipSaltFile        = "ip-salt"
+	sessionSecretFile = "session-secret" // signs voter tokens when --session-secret is not given
+	hlcFile           = "hlc"            // the clock's high-water mark
 )
 
 // readOrCreate returns the trimmed content of dir/name, creating the file

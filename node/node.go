@@ -22,6 +22,7 @@ import (
 	"tally/ingest"
 	"tally/ledger"
 	"tally/poll"
+	"tally/session"
 	"tally/state"
 )
 
@@ -126,9 +127,20 @@ func New(cfg Config) (n *Node, err error) {
 	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger}); err != nil {
 		return nil, err
 	}
+	secret := cfg.SessionSecret
+	if secret == "" {
+		if secret, _, err = readOrCreate(cfg.DataDir, sessionSecretFile, func() (string, error) { return randomHex(32) }); err != nil {
+			return nil, fmt.Errorf("node: session secret: %w", err)
+		}
+	}
+	signer, err := session.NewSigner([]byte(secret), ingest.SessionTTL, cfg.Now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --session-secret: %v", ErrConfig, err)
+	}
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
 		IPSalt: []byte(salt), TrustedProxies: trusted, Registerer: n.reg, Now: cfg.Now,
+		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute},
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,190 @@
+package ingest
+
+import (
+	"errors"
+	"math/bits"
+	"net/http"
+	"sync"
+	"time"
+
+	"tally/api"
+	"tally/session"
+)
+
+// SessionHeader carries a voter token on vote requests.
+const SessionHeader = "Tally-Session"
+
+// Sessions configures voter tokens. A nil Signer turns them off.
+type Sessions struct {
+	Signer  *session.Signer
+	Require bool // votes without a token are refused (production)
+	// PowBits is the base difficulty of the puzzle solved before a token
+	// is issued; 0: no puzzle.
+	PowBits int
+	// TokensPerMinute bounds the tokens one IP obtains per minute.
+	TokensPerMinute int
+}
+
+// sessionState is the pipeline's token bookkeeping.
+type sessionState struct {
+	cfg    Sessions
+	lim    *limiter
+	used   session.Used
+	mu     sync.Mutex
+	recent map[string]*window // IP → tokens issued in the current minute
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+func newSessionState(cfg Sessions) *sessionState {
+	per := cfg.TokensPerMinute
+	if per <= 0 {
+		per = 20
+	}
+	return &sessionState{cfg: cfg, lim: newLimiter(float64(per)/60, per), recent: map[string]*window{}}
+}
+
+// difficulty is the puzzle's bits for an IP: the base, plus one more bit
+// for every doubling of the tokens it obtained in the last minute beyond
+// four (a phone on a shared address pays little; a script pays more each
+// time).
+func (s *sessionState) difficulty(ip string, now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.recent[ip]
+	if w == nil || now.Sub(w.start) > time.Minute {
+		return s.cfg.PowBits
+	}
+	return s.cfg.PowBits + min(bits.Len(uint(w.n/4)), 8)
+}
+
+func (s *sessionState) issued(ip string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.recent) > 200_000 { // bounded: forget windows that ended
+		for k, w := range s.recent {
+			if now.Sub(w.start) > time.Minute {
+				delete(s.recent, k)
+			}
+		}
+	}
+	w := s.recent[ip]
+	if w == nil || now.Sub(w.start) > time.Minute {
+		w = &window{start: now}
+		s.recent[ip] = w
+	}
+	w.n++
+}
+
+// sessionRequest is the body of POST /v1/session.
+type sessionRequest struct {
+	Challenge string `json:"challenge,omitempty"`
+	Nonce     string `json:"nonce,omitempty"`
+}
+
+// SessionResponse is the answer: a token, or a puzzle to solve first.
+type SessionResponse struct {
+	Status    string `json:"status"` // "issued" or "challenge"
+	Token     string `json:"token,omitempty"`
+	Voter     string `json:"voter,omitempty"`
+	ExpiresAt int64  `json:"expires_at,omitempty"`
+	Challenge string `json:"challenge,omitempty"`
+	Bits      int    `json:"bits,omitempty"`
+}
+
+// HandleSession serves POST /v1/session: with proof of work on, the first
+// call answers a signed puzzle and the second, carrying its solution, the
+// token.
+func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
+	s := p.sessions
+	if s == nil {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node"))
+		return
+	}
+	var req sessionRequest
+	if r.ContentLength != 0 {
+		body, err := api.ReadBody(w, r, 1024)
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		if err := api.Unmarshal(body, &req); err != nil {
+			api.WriteError(w, err)
+			return
+		}
+	}
+	ip := ClientIP(r, p.cfg.TrustedProxies)
+	client := session.ClientHash(ip, r.UserAgent())
+	now := p.cfg.Now()
+	if s.cfg.PowBits > 0 {
+		if req.Challenge == "" {
+			bits := s.difficulty(ip, now)
+			ch, err := s.cfg.Signer.Challenge(bits, client)
+			if err != nil {
+				api.WriteError(w, err)
+				return
+			}
+			api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "challenge", Challenge: ch, Bits: bits})
+			return
+		}
+		if err := s.cfg.Signer.Check(req.Challenge, req.Nonce, client, &s.used); err != nil {
+			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
+			api.WriteError(w, sessionError(err))
+			return
+		}
+		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
+	}
+	if ok, wait, _ := s.lim.reserve(ip, 1, now); !ok {
+		p.m.sessions.WithLabelValues("rate_limited").Inc()
+		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address"))
+		return
+	}
+	tok, t, err := s.cfg.Signer.Issue(client)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	s.issued(ip, now)
+	p.m.sessions.WithLabelValues("issued").Inc()
+	api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(SessionTTL).UnixMilli()})
+}
+
+// SessionTTL is how long a token is good for (give the Signer this TTL).
+const SessionTTL = 24 * time.Hour
+
+// voterOf resolves the voter of a vote request: the token's voter when a
+// token is given (checked against the client), else the body's — unless
+// tokens are required.
+func (p *Pipeline) voterOf(r *http.Request, ip string) (voter string, err error) {
+	tok := r.Header.Get(SessionHeader)
+	s := p.sessions
+	switch {
+	case s == nil:
+		return "", nil
+	case tok == "" && s.cfg.Require:
+		return "", api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header", SessionHeader)
+	case tok == "":
+		return "", nil
+	}
+	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, r.UserAgent()))
+	if err != nil {
+		return "", sessionError(err)
+	}
+	return t.Voter, nil
+}
+
+// sessionError maps session errors to API errors, one code each.
+func sessionError(err error) error {
+	switch {
+	case errors.Is(err, session.ErrExpired):
+		return api.Errorf(http.StatusUnauthorized, api.CodeSessionExpired, "%v", err)
+	case errors.Is(err, session.ErrMismatch):
+		return api.Errorf(http.StatusUnauthorized, api.CodeSessionMismatch, "%v: get a new one from this device and network", err)
+	case errors.Is(err, session.ErrBadSolution), errors.Is(err, session.ErrReplayed):
+		return api.Errorf(http.StatusForbidden, api.CodePuzzleFailed, "%v", err)
+	}
+	return api.Errorf(http.StatusUnauthorized, api.CodeSessionInvalid, "%v", err)
+}

@@ -1,0 +1,128 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"tally/session"
+)
+
+// getToken runs the session flow: ask, solve the puzzle, get a token.
+func (tn *testNode) getToken(t *testing.T, ua string) (token, voter string, bits int) {
+	t.Helper()
+	r := tn.call(t, "POST", "/v1/session", "", "User-Agent", ua)
+	if r.status != http.StatusOK || r.body["status"] != "challenge" {
+		t.Fatalf("session: %d %s", r.status, r.raw)
+	}
+	ch, bits := r.body["challenge"].(string), int(r.body["bits"].(float64))
+	nonce := 0
+	for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
+		nonce++
+	}
+	body, _ := json.Marshal(map[string]string{"challenge": ch, "nonce": strconv.Itoa(nonce)})
+	r = tn.call(t, "POST", "/v1/session", string(body), "User-Agent", ua)
+	if r.status != http.StatusOK || r.body["status"] != "issued" {
+		t.Fatalf("session with solution: %d %s", r.status, r.raw)
+	}
+	return r.body["token"].(string), r.body["voter"].(string), bits
+}
+
+// TestVoterSessions: tokens after a puzzle, votes counted under the
+// token's voter, and forged, expired, replayed-from-another-client and
+// malformed tokens and wrong or reused solutions refused with clear codes,
+// none of them changing the tally.
+func TestVoterSessions(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.RequireSession, c.PowBits, c.TokensPerMinute = true, 6, 12 })
+	tn.createPoll(t, "p")
+	tok, voter, bits := tn.getToken(t, "phone")
+	if bits != 6 || len(voter) != 32 {
+		t.Fatalf("bits %d voter %q", bits, voter)
+	}
+	vote := func(token, ua, idem, option string) response {
+		hs := []string{"User-Agent", ua}
+		if token != "" {
+			hs = append(hs, "Tally-Session", token)
+		}
+		return tn.call(t, "POST", "/v1/polls/p/votes", fmt.Sprintf(`{"option":%q,"voter":"whatever","idem":%q}`, option, idem), hs...)
+	}
+	if r := vote(tok, "phone", "i1", "a"); r.status != 200 {
+		t.Fatalf("vote with token: %d %s", r.status, r.raw)
+	}
+	if r := vote(tok, "phone", "i2", "b"); r.status != 200 { // the same voter changes their mind
+		t.Fatalf("second vote: %d %s", r.status, r.raw)
+	}
+	if got := tn.totals(t, "p"); got["a"] != 0 || got["b"] != 1 {
+		t.Fatalf("totals %v: the token's voter counts once, last vote wins", got)
+	}
+
+	forged := tok[:len(tok)-3] + "AAA"
+	cases := []struct {
+		name, token, ua string
+		status          int
+		code            string
+	}{
+		{"no token", "", "phone", 401, "session_required"},
+		{"garbage", "hello", "phone", 401, "session_invalid"},
+		{"forged", forged, "phone", 401, "session_invalid"},
+		{"another client", tok, "laptop", 401, "session_mismatch"},
+	}
+	for i, c := range cases {
+		if r := vote(c.token, c.ua, fmt.Sprintf("x%d", i), "c"); r.status != c.status || r.code() != c.code {
+			t.Errorf("%s: %d %s", c.name, r.status, r.raw)
+		}
+	}
+	// Puzzle failures.
+	r := tn.call(t, "POST", "/v1/session", "", "User-Agent", "phone")
+	ch := r.body["challenge"].(string)
+	wrong := 0
+	for session.LeadingZeroBits(ch, strconv.Itoa(wrong)) >= int(r.body["bits"].(float64)) {
+		wrong++
+	}
+	if r := tn.call(t, "POST", "/v1/session", fmt.Sprintf(`{"challenge":%q,"nonce":"%d"}`, ch, wrong), "User-Agent", "phone"); r.status != 403 || r.code() != "puzzle_failed" {
+		t.Errorf("wrong solution: %d %s", r.status, r.raw)
+	}
+	for _, body := range []string{`{"challenge":"c1.x.y","nonce":"1"}`, `{"challenge":1}`, `{"nonce":"1","extra":true}`, `{`} {
+		if r := tn.call(t, "POST", "/v1/session", body, "User-Agent", "phone"); r.status < 400 || r.status >= 500 || r.code() == "" {
+			t.Errorf("bad session request %s: %d %s", body, r.status, r.raw)
+		}
+	}
+	// Expired.
+	tn.clock.advance(25 * time.Hour)
+	if r := vote(tok, "phone", "late", "c"); r.status != 401 || r.code() != "session_expired" {
+		t.Errorf("expired: %d %s", r.status, r.raw)
+	}
+	if got := tn.totals(t, "p"); got["_total"] != 1 {
+		t.Fatalf("refused requests changed the tally: %v", got)
+	}
+}
+
+// TestTokenLimitsAndRisingDifficulty: an address asking for many tokens
+// gets harder puzzles, then 429s.
+func TestTokenLimitsAndRisingDifficulty(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits, c.TokensPerMinute = 2, 10 })
+	first, last := 0, 0
+	for i := range 10 {
+		_, _, bits := tn.getToken(t, "script")
+		if i == 0 {
+			first = bits
+		}
+		last = bits
+	}
+	if last <= first {
+		t.Fatalf("difficulty did not rise: %d → %d", first, last)
+	}
+	r := tn.call(t, "POST", "/v1/session", "", "User-Agent", "script")
+	ch, bits := r.body["challenge"].(string), int(r.body["bits"].(float64))
+	nonce := 0
+	for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
+		nonce++
+	}
+	r = tn.call(t, "POST", "/v1/session", fmt.Sprintf(`{"challenge":%q,"nonce":"%d"}`, ch, nonce), "User-Agent", "script")
+	if r.status != http.StatusTooManyRequests || r.code() != "rate_limited" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("11th token in a minute: %d %s", r.status, r.raw)
+	}
+}
