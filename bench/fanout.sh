@@ -19,7 +19,7 @@ trap cleanup EXIT
 go build -o "$tmp/node" ./cmd/node
 go build -o "$tmp/tally" ./cmd/tally
 for i in $(seq 1 "$nodes"); do
-  "$tmp/node" --data-dir "$tmp/data$i" --http-addr "127.0.0.1:$((18180 + i))" --rate-ip 0 --rate-voter 0 \
+  "$tmp/node" --data-dir "$tmp/data$i" --http-addr "127.0.0.1:$((18180 + i))" --rate-ip 0 --rate-voter 0 --trust-floor 0 \
     --max-viewers $((per + 500)) > "$tmp/node$i.log" 2>&1 &
   pids+=($!)
 done

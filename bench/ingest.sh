@@ -34,7 +34,7 @@ go build -o "$tmp/node" ./cmd/node
 go build -o "$tmp/tally" ./cmd/tally
 go build -o "$tmp/usual" ./bench/usual
 
-"$tmp/node" --data-dir "$tmp/data" --http-addr 127.0.0.1:18081 --rate-ip 0 --rate-voter 0 > "$tmp/node.log" 2>&1 &
+"$tmp/node" --data-dir "$tmp/data" --http-addr 127.0.0.1:18081 --rate-ip 0 --rate-voter 0 --trust-floor 0 > "$tmp/node.log" 2>&1 &
 node=$!; pids+=($node)
 "$tmp/usual" --store none --addr 127.0.0.1:18090 > "$tmp/bare.log" 2>&1 &
 pids+=($!)

@@ -29,17 +29,19 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := ClientIP(r, p.cfg.TrustedProxies)
-	voter, err := p.voterOf(r, ip)
+	voter, issued, err := p.voterOf(r, ip)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
+	client := Client{IP: ip, TokenAge: -1, SocketAge: -1}
 	if voter != "" { // the token's voter, whatever the body says
 		for i := range votes {
 			votes[i].Voter = voter
 		}
+		client.TokenAge = p.cfg.Now().Sub(issued)
 	}
-	results, err := p.Submit(r.PathValue("poll"), votes, ip)
+	results, err := p.SubmitFrom(r.PathValue("poll"), votes, client)
 	if err != nil {
 		api.WriteError(w, err)
 		return

@@ -8,6 +8,8 @@ type metrics struct {
 	votes    *prometheus.CounterVec
 	latency  prometheus.Histogram
 	sessions *prometheus.CounterVec
+	trust    prometheus.Histogram
+	shadowed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -21,6 +23,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from receiving a vote request to its acknowledgement, ledger fsync included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
+		trust: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tally_vote_trust",
+			Help:    "Trust scores of ledgered votes; those under the floor are shadowed (counted in tally_votes_total{reason=\"shadowed\"}).",
+			Buckets: []float64{0.05, 0.1, 0.15, 0.25, 0.5, 0.75, 0.99, 1},
+		}),
+		shadowed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_votes_shadowed_total",
+			Help: "Votes ledgered and acknowledged but not counted: trust score under the floor.",
+		}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sessions_total",
 			Help: "Voter-token requests by outcome: issued, puzzle_solved, puzzle_refused, rate_limited.",
@@ -29,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.votes, m.latency, m.sessions} {
+	for _, c := range []prometheus.Collector{m.votes, m.latency, m.sessions, m.trust, m.shadowed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

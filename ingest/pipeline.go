@@ -52,8 +52,8 @@ type Config struct {
 	State  *state.State
 	Clock  *hlc.Clock
 	Limits Limits
-	// TrustFloor: votes scoring below it are ledgered and acknowledged but
-	// not counted. Every vote scores 1.0 until the abuse work lands.
+	// TrustFloor: votes scoring below it (see Score) are ledgered and
+	// acknowledged like any other but not counted.
 	TrustFloor float64
 	// IPSalt salts the client IP hash stored with each vote.
 	IPSalt []byte
@@ -65,18 +65,23 @@ type Config struct {
 	Now func() time.Time
 	// Sessions configures voter tokens; a nil Signer turns them off.
 	Sessions Sessions
+	// Datacenters are address ranges of datacenters and proxies: votes
+	// from them score low.
+	Datacenters []netip.Prefix
 }
 
 // Pipeline is the vote path. It is safe for concurrent use.
 type Pipeline struct {
-	cfg      Config
-	inflight sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
-	voters   *voters
-	acks     *acks
-	ipLim    *limiter
-	voteLim  *limiter
-	sessions *sessionState // nil: tokens off
-	m        *metrics
+	cfg         Config
+	inflight    sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
+	voters      *voters
+	acks        *acks
+	ipLim       *limiter
+	voteLim     *limiter
+	sessions    *sessionState // nil: tokens off
+	tracker     *tracker
+	datacenters ranges
+	m           *metrics
 }
 
 // New returns a pipeline.
@@ -99,12 +104,14 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("ingest: cannot register metrics: %w", err)
 	}
 	return &Pipeline{
-		cfg:     cfg,
-		voters:  newVoters(),
-		acks:    newAcks(cfg.Limits.MaxAcks),
-		ipLim:   newLimiter(cfg.Limits.IPRate, cfg.Limits.IPBurst),
-		voteLim: newLimiter(cfg.Limits.VoterRate, cfg.Limits.VoterBurst),
-		m:       m,
+		cfg:         cfg,
+		voters:      newVoters(),
+		acks:        newAcks(cfg.Limits.MaxAcks),
+		ipLim:       newLimiter(cfg.Limits.IPRate, cfg.Limits.IPBurst),
+		voteLim:     newLimiter(cfg.Limits.VoterRate, cfg.Limits.VoterBurst),
+		m:           m,
+		tracker:     newTracker(),
+		datacenters: ranges(cfg.Datacenters),
 		sessions: func() *sessionState {
 			if cfg.Sessions.Signer == nil {
 				return nil
@@ -118,8 +125,21 @@ func New(cfg Config) (*Pipeline, error) {
 // client at ip. It returns one Result per vote, in order, or an *api.Error
 // for the whole request, in which case nothing was ledgered or counted.
 func (p *Pipeline) Submit(pollID string, votes []Vote, ip string) ([]Result, error) {
+	return p.SubmitFrom(pollID, votes, Client{IP: ip, TokenAge: -1, SocketAge: -1})
+}
+
+// Client is what the pipeline knows of the sender of votes, for the
+// trust score.
+type Client struct {
+	IP        string
+	TokenAge  time.Duration // age of the voter token; < 0: none
+	SocketAge time.Duration // age of the WebSocket the votes came on; < 0: not a socket
+}
+
+// SubmitFrom is Submit with everything known about the client.
+func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, error) {
 	start := time.Now()
-	results, err := p.submit(pollID, votes, ip)
+	results, err := p.submit(pollID, votes, c)
 	p.m.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		reason := api.CodeInternal
@@ -136,7 +156,8 @@ func (p *Pipeline) Submit(pollID string, votes []Vote, ip string) ([]Result, err
 	return results, nil
 }
 
-func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, error) {
+func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
+	ip := c.IP
 	def, ok := p.cfg.State.Poll(pollID)
 	if !ok {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
@@ -214,7 +235,17 @@ func (p *Pipeline) submit(pollID string, votes []Vote, ip string) ([]Result, err
 		case poll.InGrace:
 			late = true
 		}
-		const trust = 1.0
+		perMin, ipVoters := p.tracker.observe(ip, votes[i].Voter, now)
+		sig := Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
+			Datacenter: p.datacenters.contains(ip)}
+		if prev, ok := p.voters.lastWall(pollID, votes[i].Voter); ok && ts.Wall > prev {
+			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
+		}
+		trust := Score(sig)
+		p.m.trust.Observe(trust)
+		if trust < p.cfg.TrustFloor && !late {
+			p.m.shadowed.Inc()
+		}
 		recs[j] = ledger.Record{
 			Poll: pollID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
 			Wall: ts.Wall, Logical: ts.Logical, Trust: trust,

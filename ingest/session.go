@@ -158,22 +158,22 @@ const SessionTTL = 24 * time.Hour
 // voterOf resolves the voter of a vote request: the token's voter when a
 // token is given (checked against the client), else the body's — unless
 // tokens are required.
-func (p *Pipeline) voterOf(r *http.Request, ip string) (voter string, err error) {
+func (p *Pipeline) voterOf(r *http.Request, ip string) (voter string, issued time.Time, err error) {
 	tok := r.Header.Get(SessionHeader)
 	s := p.sessions
 	switch {
 	case s == nil:
-		return "", nil
+		return "", time.Time{}, nil
 	case tok == "" && s.cfg.Require:
-		return "", api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header", SessionHeader)
+		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header", SessionHeader)
 	case tok == "":
-		return "", nil
+		return "", time.Time{}, nil
 	}
 	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, r.UserAgent()))
 	if err != nil {
-		return "", sessionError(err)
+		return "", time.Time{}, sessionError(err)
 	}
-	return t.Voter, nil
+	return t.Voter, t.Issued, nil
 }
 
 // sessionError maps session errors to API errors, one code each.

@@ -70,3 +70,12 @@ func (v *voters) apply(r *ledger.Record, move func(from, to string)) {
 		move(cur.option, r.Option)
 	}
 }
+
+// lastWall returns the HLC wall time of the voter's counted vote.
+func (v *voters) lastWall(poll, voter string) (int64, bool) {
+	sh := &v.shards[v.shard(voter)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c, ok := sh.polls[poll][voter]
+	return c.wall, ok
+}

@@ -93,6 +93,7 @@ func DefaultConfig() Config {
 		CertifySettle:     time.Second,
 		CheckpointEvery:   time.Minute,
 		PowBits:           16,
+		TrustFloor:        ingest.DefaultTrustFloor,
 		TokensPerMinute:   20,
 		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
@@ -148,7 +149,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.VoterBurst, "rate-voter-burst", c.Limits.VoterBurst, "burst of votes per voter id")
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", c.Limits.MaxBody, "largest request body in bytes")
 	fs.IntVar(&c.Limits.MaxAcks, "max-acks", c.Limits.MaxAcks, "idempotency keys remembered in memory per poll (beyond: ledger lookups)")
-	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes with a lower trust score are ledgered but not counted")
+	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes whose trust score (0-1, from their client's behaviour) is lower are ledgered and acknowledged but not counted; 0: count all")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "create a demo poll when there is none")
 	fs.Func("origins", "comma-separated host patterns (path.Match) allowed to open live streams besides the page's own origin", func(s string) error {
 		c.Origins = nil

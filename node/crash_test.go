@@ -31,7 +31,7 @@ func startProcess(t *testing.T, bin, dir string, extra ...string) *procNode {
 	t.Helper()
 	args := append([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
 		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--admin-token", testToken,
-		"--rate-ip", "0", "--rate-voter", "0", "--demo=false"}, extra...)
+		"--rate-ip", "0", "--rate-voter", "0", "--trust-floor", "0", "--demo=false"}, extra...)
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -16,8 +16,10 @@ go build -o bin/node ./cmd/node
 
 [ -s "$base/admin-token" ] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$base/admin-token"
 [ -s "$base/gossip-key" ] || head -c 32 /dev/urandom | base64 > "$base/gossip-key"
+[ -s "$base/session-secret" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$base/session-secret"
 token=$(cat "$base/admin-token")
 key=$(cat "$base/gossip-key")
+secret=$(cat "$base/session-secret")
 
 regions=(eu-west us-east ap-south)
 seeds="127.0.0.1:7947,127.0.0.1:7948,127.0.0.1:7949"
@@ -37,7 +39,7 @@ for i in 0 1 2; do
     --http-addr "127.0.0.1:$((8081 + i))" --gossip-addr "127.0.0.1:$((7947 + i))" --join "$seeds" \
     --gossip-key "$key" --gossip-profile lan --push-pull-interval 5s \
     --nats-addr "127.0.0.1:$((4223 + i))" --nats-cluster-addr "127.0.0.1:$((6223 + i))" \
-    --nats-gateway-addr "127.0.0.1:$((7223 + i))" --admin-token "$token" --demo="$demo" \
+    --nats-gateway-addr "127.0.0.1:$((7223 + i))" --admin-token "$token" --session-secret "$secret" --demo="$demo" \
     > "$base/$region.log" 2>&1 &
   pids+=($!)
 done
