@@ -29,7 +29,8 @@ type Source interface {
 // POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
 // or an error (an *api.Error for a refusal).
 type Voter interface {
-	Vote(poll string, body []byte, ip string) (any, error)
+	// connected is how long the socket has been open (a trust signal).
+	Vote(poll string, body []byte, ip string, connected time.Duration) (any, error)
 }
 
 // Config configures a Server. Zero values mean the defaults.

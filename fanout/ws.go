@@ -78,10 +78,10 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer v.hub.remove(v, "gone")
-	s.readLoop(v, c, pollID, ip)
+	s.readLoop(v, c, pollID, ip, time.Now())
 }
 
-func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string) {
+func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string, opened time.Time) {
 	lim := rate.NewLimiter(rate.Limit(s.cfg.InboundPerSec), int(2*s.cfg.InboundPerSec)+1)
 	for {
 		typ, rd, err := c.Reader(context.Background()) // Close ends it by closing the connection
@@ -109,7 +109,7 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string) {
 		case "resync":
 			v.hub.resync(v)
 		case "vote":
-			s.vote(c, in, pollID, ip)
+			s.vote(c, in, pollID, ip, time.Since(opened))
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return
@@ -117,13 +117,13 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string) {
 	}
 }
 
-func (s *Server) vote(c *websocket.Conn, in inbound, pollID, ip string) {
+func (s *Server) vote(c *websocket.Conn, in inbound, pollID, ip string, connected time.Duration) {
 	out := reply{Type: TypeAck, Ref: in.Ref}
 	var err error
 	if s.cfg.Voter == nil {
 		err = api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes")
 	} else {
-		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, ip)
+		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, ip, connected)
 	}
 	if err != nil {
 		e := &api.Error{}

@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -65,4 +67,23 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// ReadRanges reads CIDRs (or single addresses), one per line, from a
+// ranges file; blank lines and # comments are skipped. Errors name the line.
+func ReadRanges(r io.Reader) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		ps, err := ParseCIDRs(line)
+		if err != nil || len(ps) != 1 {
+			return nil, fmt.Errorf("ingest: line %d: %q is not an address range", n, line)
+		}
+		out = append(out, ps...)
+	}
+	return out, sc.Err()
 }

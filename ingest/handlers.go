@@ -179,7 +179,7 @@ func (p *Pipeline) writeView(w http.ResponseWriter, status int, id string) {
 
 // Vote takes a vote request body from another transport (the WebSocket):
 // the same decoding, pipeline and acknowledgement as HandleVotes.
-func (p *Pipeline) Vote(pollID string, body []byte, ip string) (any, error) {
+func (p *Pipeline) Vote(pollID string, body []byte, ip string, connected time.Duration) (any, error) {
 	if int64(len(body)) > p.cfg.Limits.MaxBody {
 		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
 	}
@@ -191,7 +191,7 @@ func (p *Pipeline) Vote(pollID string, body []byte, ip string) (any, error) {
 		// The socket carries no token yet: with tokens required, vote over HTTP.
 		return nil, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: send them over HTTP with the %s header", SessionHeader)
 	}
-	results, err := p.Submit(pollID, votes, ip)
+	results, err := p.SubmitFrom(pollID, votes, Client{IP: ip, TokenAge: -1, SocketAge: connected})
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@ type Config struct {
 	RequireSession  bool          // refuse votes without a voter token
 	PowBits         int           // proof-of-work difficulty before a token; 0: none
 	TokensPerMinute int           // voter tokens per IP per minute
+	DatacenterFile  string        // CIDRs of datacenters/proxies, one per line: votes from them score low
 	TakeoverAfter   time.Duration // how long each next node waits before taking certification over
 	Tick            time.Duration // fan-out tick
 	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
@@ -136,6 +137,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret (16+ bytes) signing voter tokens; every region must share it (default: generated in the data dir, tokens then work only at this node)")
 	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")
 	fs.IntVar(&c.PowBits, "pow-bits", c.PowBits, "proof-of-work difficulty (leading zero bits) before a voter token is issued; rises for an address asking for many; 0: none")
+	fs.StringVar(&c.DatacenterFile, "datacenter-ranges", c.DatacenterFile, "file of datacenter/proxy CIDRs, one per line (see deploy/datacenter-ranges.example); votes from them get a low trust score")
 	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address may obtain per minute")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -133,6 +134,18 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("node: session secret: %w", err)
 		}
 	}
+	var datacenters []netip.Prefix
+	if cfg.DatacenterFile != "" {
+		f, err := os.Open(cfg.DatacenterFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --datacenter-ranges: %v", ErrConfig, err)
+		}
+		datacenters, err = ingest.ReadRanges(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w: --datacenter-ranges %s: %v", ErrConfig, cfg.DatacenterFile, err)
+		}
+	}
 	signer, err := session.NewSigner([]byte(secret), ingest.SessionTTL, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --session-secret: %v", ErrConfig, err)
@@ -140,7 +153,8 @@ func New(cfg Config) (n *Node, err error) {
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
 		IPSalt: []byte(salt), TrustedProxies: trusted, Registerer: n.reg, Now: cfg.Now,
-		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute},
+		Datacenters: datacenters,
+		Sessions:    ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute},
 	})
 	if err != nil {
 		return nil, err

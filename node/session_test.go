@@ -2,7 +2,10 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"net/http"
 	"strconv"
 	"testing"
@@ -124,5 +127,31 @@ func TestTokenLimitsAndRisingDifficulty(t *testing.T) {
 	r = tn.call(t, "POST", "/v1/session", fmt.Sprintf(`{"challenge":%q,"nonce":"%d"}`, ch, nonce), "User-Agent", "script")
 	if r.status != http.StatusTooManyRequests || r.code() != "rate_limited" || r.header.Get("Retry-After") == "" {
 		t.Fatalf("11th token in a minute: %d %s", r.status, r.raw)
+	}
+}
+
+// TestDatacenterVotesAreShadowed: a vote from a listed range is ledgered
+// and acknowledged like any other and not counted, live or certified.
+func TestDatacenterVotesAreShadowed(t *testing.T) {
+	file := t.TempDir() + "/ranges"
+	os.WriteFile(file, []byte("# test ranges\n127.0.0.0/8 # loopback stands in for a datacenter\n"), 0o600)
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.DatacenterFile = file })
+	tn.createPoll(t, "p")
+	if s := tn.castVote(t, "p", "a", "bot", "bot-1"); s != "accepted" {
+		t.Fatalf("acked %q, want the same answer as any vote", s)
+	}
+	if got := tn.totals(t, "p"); got["_total"] != 0 {
+		t.Fatalf("a datacenter vote was counted: %v", got)
+	}
+	tn.clock.advance(2 * time.Minute)
+	if v := certifiedEverywhere(t, []*testNode{tn}, "p"); v.Total != 0 || v.Detail.Result.Shadowed != 1 {
+		t.Fatalf("certified: total %d, shadowed %d", v.Total, v.Detail.Result.Shadowed)
+	}
+	bad := t.TempDir() + "/bad"
+	os.WriteFile(bad, []byte("10.0.0.0/8\nnot-a-range\n"), 0o600)
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.HTTPAddr, cfg.DatacenterFile = t.TempDir(), "127.0.0.1:0", bad
+	if _, err := New(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("a bad ranges file: %v", err)
 	}
 }
