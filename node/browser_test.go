@@ -53,8 +53,20 @@ func TestBrowserVoteAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The tap reached the server (not only the optimistic display).
+	// The tap reached the server (not only the optimistic display), under
+	// the voter of the token the page got by solving the puzzle in its worker.
 	waitFor(t, func() bool { return tn.totals(t, "p")["a"] == 1 })
+	for r, err := range tn.ledger.Scan("p") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Voter) != 32 || strings.Trim(r.Voter, "0123456789abcdef") != "" {
+			t.Fatalf("the page voted as %q, not as its token's voter", r.Voter)
+		}
+	}
+	if solved := counterValue(t, tn, "tally_sessions_total", "puzzle_solved"); solved < 1 {
+		t.Fatalf("no puzzle solved by the page (%v)", solved)
+	}
 
 	// Another voter's vote arrives over the WebSocket.
 	result(t, tn.call(t, "POST", "/v1/polls/p/votes", vote("b", "bob", "bob-1")), 0)
@@ -155,4 +167,26 @@ func browser(t *testing.T) context.Context {
 // until waits for a JavaScript condition to hold on the page.
 func until(js string) chromedp.Action[chromedp.Void] {
 	return void(chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second)))
+}
+
+// counterValue reads a labelled counter from the node's registry.
+func counterValue(t *testing.T, tn *testNode, name, label string) float64 {
+	t.Helper()
+	mfs, err := tn.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

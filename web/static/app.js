@@ -23,8 +23,8 @@ const saveChoices = () => localStorage.setItem("tally.choices", JSON.stringify(c
 
 function setConn(text) { $("#conn").textContent = text; }
 
-async function api(method, path, body, token) {
-  const headers = {};
+async function api(method, path, body, token, extra = {}) {
+  const headers = { ...extra };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (token) headers["Authorization"] = "Bearer " + token;
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -81,6 +81,37 @@ class LiveStream {
   close() { this.closed = true; if (this.ws) this.ws.close(); if (this.es) this.es.close(); }
 }
 
+// The voter session: a signed token from POST /v1/session, obtained before
+// the first vote. When the node asks for a puzzle first, a Web Worker
+// solves it (the page stays responsive); the token is kept for next time.
+let sessionPromise = null;
+function solvePuzzle(challenge, bits) {
+  return new Promise((resolve, reject) => {
+    const w = new Worker("pow.js");
+    w.onmessage = ev => { w.terminate(); resolve(ev.data.nonce); };
+    w.onerror = err => { w.terminate(); reject(new Error("puzzle solver failed: " + err.message)); };
+    w.postMessage({ challenge, bits });
+  });
+}
+function session() {
+  const saved = JSON.parse(localStorage.getItem("tally.session") || "null");
+  if (saved && saved.expires_at > Date.now() + 60000) return Promise.resolve(saved);
+  if (!sessionPromise) {
+    sessionPromise = (async () => {
+      let res = await api("POST", "/v1/session");
+      if (res.status === "challenge") {
+        const nonce = await solvePuzzle(res.challenge, res.bits);
+        res = await api("POST", "/v1/session", { challenge: res.challenge, nonce });
+      }
+      localStorage.setItem("tally.session", JSON.stringify(res));
+      return res;
+    })().finally(() => { sessionPromise = null; });
+  }
+  return sessionPromise;
+}
+// Start early: by the first tap the token is usually there.
+session().catch(() => {});
+
 // Voting: taps are shown at once, sent in batches (400 ms window, at most
 // 10 per request), and reverted with the reason if the server refuses them.
 const outbox = [];
@@ -99,7 +130,11 @@ async function flush() {
     const batch = [];
     while (outbox.length && outbox[0].poll === poll && batch.length < 10) batch.push(outbox.shift());
     try {
-      const res = await api("POST", `/v1/polls/${encodeURIComponent(poll)}/votes`, { votes: batch.map(b => b.vote) });
+      let sess = null;
+      try { sess = await session(); } catch (err) { /* a node without sessions: vote without a token */ }
+      const votes = batch.map(b => sess ? { ...b.vote, voter: sess.voter } : b.vote);
+      const headers = sess ? { "Tally-Session": sess.token } : {};
+      const res = await api("POST", `/v1/polls/${encodeURIComponent(poll)}/votes`, { votes }, undefined, headers);
       const late = res.results.some(r => r.status === "late");
       batch[batch.length - 1].view.settled(late ? "Your vote arrived after the close: it is kept, not counted." : "");
     } catch (err) {
