@@ -183,6 +183,17 @@ func runSimulation(t *testing.T, votes []simVote) (*ledger.Result, int, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An auditor re-running the filter on the recorded signals reaches the
+	// same decisions (tally ledger merge --rescore).
+	again, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt, Shadow: func(r *ledger.Record) bool {
+		return Score(FromLedger(r.Signals)) < DefaultTrustFloor
+	}}, l.Scan("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Digest != res.Digest {
+		t.Fatalf("re-running the filter from the signals: shadowed %d vs %d", again.Shadowed, res.Shadowed)
+	}
 	return res, honestShadowed, honest
 }
 

@@ -250,6 +250,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			Poll: pollID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
 			Wall: ts.Wall, Logical: ts.Logical, Trust: trust,
 			Counted: !late && trust >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
+			Signals: sig.ledger(),
 		}
 	}
 	p.inflight.RLock()

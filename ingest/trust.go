@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"tally/ledger"
 )
 
 // Signals are what a vote's trust score is computed from. Each is a fact
@@ -53,6 +55,31 @@ func Score(s Signals) float64 {
 		f *= 0.1
 	}
 	return f
+}
+
+// ledger converts the signals to the form kept in the vote's record.
+func (s Signals) ledger() *ledger.Signals {
+	ms := func(d time.Duration) int64 {
+		if d < 0 {
+			return -1
+		}
+		return d.Milliseconds()
+	}
+	return &ledger.Signals{SincePrevMs: ms(s.SincePrevious), IPVotesPerMin: uint64(math.Round(s.IPVotesPerMin)), IPVoters: uint64(s.IPVoters),
+		TokenAgeMs: ms(s.TokenAge), SocketAgeMs: ms(s.SocketAge), Datacenter: s.Datacenter}
+}
+
+// FromLedger is the inverse of the conversion above, for re-running the
+// filter on exported records.
+func FromLedger(l *ledger.Signals) Signals {
+	d := func(ms int64) time.Duration {
+		if ms < 0 {
+			return -1
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	return Signals{SincePrevious: d(l.SincePrevMs), IPVotesPerMin: float64(l.IPVotesPerMin), IPVoters: int(l.IPVoters),
+		TokenAge: d(l.TokenAgeMs), SocketAge: d(l.SocketAgeMs), Datacenter: l.Datacenter}
 }
 
 // DefaultTrustFloor is the score under which a vote is shadowed.

@@ -18,19 +18,20 @@ const MaxLineBytes = 4096
 // recordJSON is a record's export form: one JSON object per line. It
 // carries the record's own hash so a reader can check each line alone.
 type recordJSON struct {
-	Poll    string  `json:"poll"`
-	Replica string  `json:"replica"`
-	Seq     uint64  `json:"seq"`
-	HLC     string  `json:"hlc"`
-	Voter   string  `json:"voter"`
-	Option  string  `json:"option"`
-	Idem    string  `json:"idem"`
-	Trust   float64 `json:"trust"`
-	Counted bool    `json:"counted"`
-	Late    bool    `json:"late"`
-	IPHash  string  `json:"ip_hash"`
-	Prev    Hash    `json:"prev"`
-	Hash    Hash    `json:"hash"`
+	Poll    string   `json:"poll"`
+	Replica string   `json:"replica"`
+	Seq     uint64   `json:"seq"`
+	HLC     string   `json:"hlc"`
+	Voter   string   `json:"voter"`
+	Option  string   `json:"option"`
+	Idem    string   `json:"idem"`
+	Trust   float64  `json:"trust"`
+	Counted bool     `json:"counted"`
+	Late    bool     `json:"late"`
+	IPHash  string   `json:"ip_hash"`
+	Prev    Hash     `json:"prev"`
+	Signals *Signals `json:"signals,omitempty"`
+	Hash    Hash     `json:"hash"`
 }
 
 // MarshalJSON encodes the record in its export form.
@@ -40,7 +41,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		HLC:   hlc.Timestamp{Wall: r.Wall, Logical: r.Logical}.String(),
 		Voter: r.Voter, Option: r.Option, Idem: r.Idem,
 		Trust: r.Trust, Counted: r.Counted, Late: r.Late, IPHash: r.IPHash,
-		Prev: r.Prev, Hash: r.Hash(),
+		Prev: r.Prev, Signals: r.Signals, Hash: r.Hash(),
 	})
 }
 
@@ -64,7 +65,7 @@ func DecodeRecordJSON(line []byte) (Record, error) {
 	r := Record{
 		Poll: j.Poll, Replica: j.Replica, Seq: j.Seq, Wall: ts.Wall, Logical: ts.Logical,
 		Voter: j.Voter, Option: j.Option, Idem: j.Idem, Trust: j.Trust,
-		Counted: j.Counted, Late: j.Late, IPHash: j.IPHash, Prev: j.Prev,
+		Counted: j.Counted, Late: j.Late, IPHash: j.IPHash, Prev: j.Prev, Signals: j.Signals,
 	}
 	if err := r.Validate(); err != nil {
 		return Record{}, err

@@ -249,3 +249,29 @@ func FuzzReadStream(f *testing.F) {
 		}
 	})
 }
+
+// TestSignalsRoundTrip: a record's trust signals survive the binary form,
+// the NDJSON export and the stream, and are covered by its hash.
+func TestSignalsRoundTrip(t *testing.T) {
+	r := vote("p", "v", "o", "k", 5)
+	r.Replica, r.Seq = "eu-1", 1
+	plain := r.Hash()
+	r.Signals = &Signals{SincePrevMs: 1200, IPVotesPerMin: 640, IPVoters: 3, TokenAgeMs: -1, SocketAgeMs: 800, Datacenter: true}
+	if r.Hash() == plain {
+		t.Fatal("signals are not covered by the hash")
+	}
+	back, err := DecodeRecord(r.AppendBinary(nil))
+	if err != nil || back.Signals == nil || *back.Signals != *r.Signals || back.Hash() != r.Hash() {
+		t.Fatalf("binary: %+v %v", back.Signals, err)
+	}
+	line, _ := r.MarshalJSON()
+	fromJSON, err := DecodeRecordJSON(line)
+	if err != nil || fromJSON.Signals == nil || *fromJSON.Signals != *r.Signals {
+		t.Fatalf("json %s: %+v %v", line, fromJSON.Signals, err)
+	}
+	bad := r.AppendBinary(nil)
+	bad[len(bad)-1] = 7 // datacenter flag out of range
+	if _, err := DecodeRecord(bad); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("bad datacenter flag: %v", err)
+	}
+}

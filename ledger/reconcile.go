@@ -36,6 +36,10 @@ type ReconcileConfig struct {
 	// TrustFloor, when above zero, also shadows counted records whose
 	// trust score is below it.
 	TrustFloor float64
+	// Shadow, when set, decides instead of the records' own Counted flag
+	// and trust score which non-late records are shadowed (an auditor
+	// re-running the filter on the recorded signals).
+	Shadow func(*Record) bool
 	// ClosesAt, when set, is the poll's final close (Unix ms): records
 	// stamped at or after it by their HLC are late, whatever their node
 	// knew when it took them (a close made in another region may arrive
@@ -184,7 +188,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 				switch {
 				case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
 					c.late++
-				case !r.Counted || r.Trust < cfg.TrustFloor:
+				case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
 					c.shadowed++
 				case l == nil || r.After(l):
 					latest[r.Voter] = r

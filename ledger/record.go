@@ -67,6 +67,19 @@ type Record struct {
 	Late    bool    // arrived after close, within grace
 	IPHash  string  // salted hash of the client IP, hex
 	Prev    Hash    // SHA-256 of the previous record of (poll, replica); zero for seq 1
+	// Signals are what the trust score was computed from, kept so an
+	// auditor can re-run the filter; nil for records written without them.
+	Signals *Signals
+}
+
+// Signals are a vote's trust signals as ledgered (see ingest.Signals).
+type Signals struct {
+	SincePrevMs   int64  `json:"since_prev_ms"`    // since the voter's previous vote; 0: none
+	IPVotesPerMin uint64 `json:"ip_votes_per_min"` // the address's votes over the last minute
+	IPVoters      uint64 `json:"ip_voters"`        // distinct voters from the address in 10 minutes
+	TokenAgeMs    int64  `json:"token_age_ms"`     // -1: no token
+	SocketAgeMs   int64  `json:"socket_age_ms"`    // -1: not over a socket
+	Datacenter    bool   `json:"datacenter"`
 }
 
 // HLC returns the record's hybrid logical timestamp, replica included.
@@ -180,6 +193,7 @@ const (
 	encodingVersion = 1
 	flagCounted     = 1 << 0
 	flagLate        = 1 << 1
+	flagSignals     = 1 << 2 // the trust signals follow the previous hash
 )
 
 // AppendBinary appends the canonical binary encoding of r to buf: the bytes
@@ -202,9 +216,25 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 	if r.Late {
 		flags |= flagLate
 	}
+	if r.Signals != nil {
+		flags |= flagSignals
+	}
 	buf = append(buf, flags)
 	buf = appendString(buf, r.IPHash)
-	return append(buf, r.Prev[:]...)
+	buf = append(buf, r.Prev[:]...)
+	if sg := r.Signals; sg != nil {
+		buf = binary.AppendVarint(buf, sg.SincePrevMs)
+		buf = binary.AppendUvarint(buf, sg.IPVotesPerMin)
+		buf = binary.AppendUvarint(buf, sg.IPVoters)
+		buf = binary.AppendVarint(buf, sg.TokenAgeMs)
+		buf = binary.AppendVarint(buf, sg.SocketAgeMs)
+		dc := byte(0)
+		if sg.Datacenter {
+			dc = 1
+		}
+		buf = append(buf, dc)
+	}
+	return buf
 }
 
 // DecodeRecord decodes the canonical binary encoding and validates the
@@ -229,12 +259,23 @@ func DecodeRecord(b []byte) (Record, error) {
 	r.Idem = d.string(MaxIdemLen)
 	r.Trust = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
 	flags := d.byte()
-	if flags&^(flagCounted|flagLate) != 0 {
+	if flags&^(flagCounted|flagLate|flagSignals) != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	r.Counted, r.Late = flags&flagCounted != 0, flags&flagLate != 0
 	r.IPHash = d.string(MaxIPHashLen)
 	copy(r.Prev[:], d.bytes(len(r.Prev)))
+	if flags&flagSignals != 0 && d.err == nil {
+		r.Signals = &Signals{SincePrevMs: d.varint(), IPVotesPerMin: d.uvarint(), IPVoters: d.uvarint(),
+			TokenAgeMs: d.varint(), SocketAgeMs: d.varint()}
+		switch dc := d.byte(); {
+		case d.err != nil:
+		case dc > 1:
+			d.fail("datacenter flag %d", dc)
+		default:
+			r.Signals.Datacenter = dc == 1
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
@@ -306,4 +347,17 @@ func (d *decoder) string(max int) string {
 		return ""
 	}
 	return string(d.bytes(int(n)))
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
 }

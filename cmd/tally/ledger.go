@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"tally/ingest"
 	"tally/ledger"
 )
 
@@ -149,6 +150,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
+	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's ingest.Score and shadow those under --trust-floor (default 0.15)")
 	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] [--closes-at MS] FILE...")
@@ -165,7 +167,20 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	for i := range in.files {
 		streams[i] = in.stream(i)
 	}
-	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt}, streams...)
+	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt}
+	if *rescore {
+		f := *floor
+		if f == 0 {
+			f = ingest.DefaultTrustFloor
+		}
+		rc.Shadow = func(r *ledger.Record) bool {
+			if r.Signals == nil { // written without signals: keep the node's decision
+				return !r.Counted
+			}
+			return ingest.Score(ingest.FromLedger(r.Signals)) < f
+		}
+	}
+	res, err := ledger.ReconcileWith(rc, streams...)
 	in.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: cannot merge: %v\n", err)
