@@ -29,7 +29,8 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := ClientIP(r, p.cfg.TrustedProxies)
-	voter, issued, err := p.voterOf(r, ip)
+	def, _ := p.cfg.State.Poll(r.PathValue("poll"))
+	voter, issued, err := p.voterOf(r, ip, def.Public)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -187,7 +188,7 @@ func (p *Pipeline) Vote(pollID string, body []byte, ip string, connected time.Du
 	if err != nil {
 		return nil, err
 	}
-	if p.sessions != nil && p.sessions.cfg.Require {
+	if def, _ := p.cfg.State.Poll(pollID); p.sessions != nil && (p.sessions.cfg.Require || def.Public) {
 		// The socket carries no token yet: with tokens required, vote over HTTP.
 		return nil, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: send them over HTTP with the %s header", SessionHeader)
 	}

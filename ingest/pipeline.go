@@ -80,6 +80,7 @@ type Pipeline struct {
 	voteLim     *limiter
 	sessions    *sessionState // nil: tokens off
 	tracker     *tracker
+	pollLims    sync.Map // poll id → *pollLimiters, for polls with their own limits
 	datacenters ranges
 	m           *metrics
 }
@@ -201,13 +202,14 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			undo()
 		}
 	}
-	ok, wait, undo := p.ipLim.reserve(ip, len(fresh), now)
+	ipLim, voteLim := p.limitersFor(&def)
+	ok, wait, undo := ipLim.reserve(ip, len(fresh), now)
 	if !ok {
 		return nil, rateLimited(wait, "too many votes from this address")
 	}
 	taken = append(taken, undo)
 	for _, i := range fresh {
-		ok, wait, undo := p.voteLim.reserve(votes[i].Voter, 1, now)
+		ok, wait, undo := voteLim.reserve(votes[i].Voter, 1, now)
 		if !ok {
 			giveBack()
 			return nil, rateLimited(wait, "too many votes from voter %q", votes[i].Voter)
@@ -325,4 +327,38 @@ func rateLimited(wait time.Duration, format string, args ...any) error {
 	e := api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, format, args...)
 	e.RetryAfter = wait
 	return e
+}
+
+// pollLimiters are one poll's own rate limits.
+type pollLimiters struct {
+	limits   poll.Limits
+	ip, vote *limiter
+}
+
+// limitersFor returns the poll's own limiters where it sets limits, the
+// node's otherwise.
+func (p *Pipeline) limitersFor(def *poll.Definition) (ip, vote *limiter) {
+	ip, vote = p.ipLim, p.voteLim
+	if def.Limits == nil {
+		return ip, vote
+	}
+	v, ok := p.pollLims.Load(def.ID)
+	if !ok || v.(*pollLimiters).limits != *def.Limits { // first use, or the limits changed
+		l := &pollLimiters{limits: *def.Limits,
+			ip:   newLimiter(def.Limits.IPRate, int(max(1, 2*def.Limits.IPRate))),
+			vote: newLimiter(def.Limits.VoterRate, int(max(1, 2*def.Limits.VoterRate)))}
+		v, _ = p.pollLims.LoadOrStore(def.ID, l)
+		if v.(*pollLimiters).limits != *def.Limits {
+			p.pollLims.Store(def.ID, l)
+			v = l
+		}
+	}
+	pl := v.(*pollLimiters)
+	if pl.ip != nil {
+		ip = pl.ip
+	}
+	if pl.vote != nil {
+		vote = pl.vote
+	}
+	return ip, vote
 }

@@ -142,7 +142,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address"))
 		return
 	}
-	tok, t, err := s.cfg.Signer.Issue(client)
+	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -158,13 +158,13 @@ const SessionTTL = 24 * time.Hour
 // voterOf resolves the voter of a vote request: the token's voter when a
 // token is given (checked against the client), else the body's — unless
 // tokens are required.
-func (p *Pipeline) voterOf(r *http.Request, ip string) (voter string, issued time.Time, err error) {
+func (p *Pipeline) voterOf(r *http.Request, ip string, public bool) (voter string, issued time.Time, err error) {
 	tok := r.Header.Get(SessionHeader)
 	s := p.sessions
 	switch {
 	case s == nil:
 		return "", time.Time{}, nil
-	case tok == "" && s.cfg.Require:
+	case tok == "" && (s.cfg.Require || public):
 		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header", SessionHeader)
 	case tok == "":
 		return "", time.Time{}, nil
@@ -172,6 +172,9 @@ func (p *Pipeline) voterOf(r *http.Request, ip string) (voter string, issued tim
 	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, r.UserAgent()))
 	if err != nil {
 		return "", time.Time{}, sessionError(err)
+	}
+	if public && !t.PoW {
+		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "this poll is public: its votes need a token earned by solving the puzzle")
 	}
 	return t.Voter, t.Issued, nil
 }

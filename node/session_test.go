@@ -155,3 +155,44 @@ func TestDatacenterVotesAreShadowed(t *testing.T) {
 		t.Fatalf("a bad ranges file: %v", err)
 	}
 }
+
+// TestPublicPollsAndPollLimits: a public poll takes votes only with a token
+// earned by solving the puzzle; a poll's own rate limits replace the
+// node's.
+func TestPublicPollsAndPollLimits(t *testing.T) {
+	secret := "shared-secret-0123456789"
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.SessionSecret, c.PowBits = secret, 4 })
+	cheap := startNode(t, t.TempDir(), func(c *Config) { c.SessionSecret, c.PowBits = secret, 0 }) // issues tokens without a puzzle
+	r := tn.admin(t, "POST", "/v1/polls", `{"id":"pub","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"public":true,"limits":{"voter_rate":0.5}}`)
+	if r.status != 201 || r.body["public"] != true {
+		t.Fatalf("create public poll: %d %s", r.status, r.raw)
+	}
+	vote := func(token, idem string) response {
+		hs := []string{"User-Agent", "ua"}
+		if token != "" {
+			hs = append(hs, "Tally-Session", token)
+		}
+		return tn.call(t, "POST", "/v1/polls/pub/votes", fmt.Sprintf(`{"option":"a","voter":"x","idem":%q}`, idem), hs...)
+	}
+	if r := vote("", "i0"); r.status != 401 || r.code() != "session_required" {
+		t.Fatalf("public poll without a token: %d %s", r.status, r.raw)
+	}
+	r = cheap.call(t, "POST", "/v1/session", "", "User-Agent", "ua")
+	if r.body["status"] != "issued" {
+		t.Fatalf("puzzle-free token: %s", r.raw)
+	}
+	if r := vote(r.body["token"].(string), "i1"); r.status != 401 || r.code() != "session_required" {
+		t.Fatalf("public poll with a token that skipped the puzzle: %d %s", r.status, r.raw)
+	}
+	tok, _, _ := tn.getToken(t, "ua")
+	if r := vote(tok, "i2"); r.status != 200 {
+		t.Fatalf("public poll with an earned token: %d %s", r.status, r.raw)
+	}
+	// The poll allows one vote per voter every 2 s (burst 1): the next is refused.
+	if r := vote(tok, "i3"); r.status != 429 || r.code() != "rate_limited" {
+		t.Fatalf("poll's own voter limit: %d %s", r.status, r.raw)
+	}
+	if r := tn.admin(t, "POST", "/v1/polls", `{"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"limits":{"ip_rate":-1}}`); r.status != 400 {
+		t.Fatalf("negative limit accepted: %d %s", r.status, r.raw)
+	}
+}

@@ -42,6 +42,18 @@ type Definition struct {
 	OpensAt  int64    `json:"opens_at"`
 	ClosesAt int64    `json:"closes_at"`
 	GraceMs  int64    `json:"grace_ms"`
+	// Public polls take votes only with a voter token earned by solving
+	// the proof-of-work puzzle.
+	Public bool `json:"public,omitempty"`
+	// Limits override the node's vote rate limits for this poll.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are a poll's own vote rate limits (votes per second, with a burst
+// of twice that, at least one); zero fields keep the node's.
+type Limits struct {
+	IPRate    float64 `json:"ip_rate,omitempty"`
+	VoterRate float64 `json:"voter_rate,omitempty"`
 }
 
 // Status is where a poll is in its lifecycle.
@@ -139,6 +151,13 @@ func (d *Definition) Validate() error {
 	}
 	if d.OpensAt <= 0 {
 		return fail("opens_at must be set")
+	}
+	if l := d.Limits; l != nil {
+		for name, v := range map[string]float64{"ip_rate": l.IPRate, "voter_rate": l.VoterRate} {
+			if v < 0 || v > 1e6 || v != v {
+				return fail("limits.%s must be 0-1000000 votes per second", name)
+			}
+		}
 	}
 	if d.ClosesAt <= d.OpensAt {
 		return fail("closes_at must be after opens_at")

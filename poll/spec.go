@@ -18,6 +18,8 @@ type Spec struct {
 	ClosesAt  *int64   `json:"closes_at,omitempty"`  // Unix ms
 	DurationS *float64 `json:"duration_s,omitempty"` // seconds from opens_at
 	GraceS    *float64 `json:"grace_s,omitempty"`    // default 2 s
+	Public    bool     `json:"public,omitempty"`     // votes need a token earned with the puzzle
+	Limits    *Limits  `json:"limits,omitempty"`     // this poll's own rate limits
 }
 
 // DefaultDuration is how long a poll runs when the spec says nothing.
@@ -25,7 +27,8 @@ const DefaultDuration = 60 * time.Second
 
 // Definition fills in the defaults at wall time nowMs and validates.
 func (s Spec) Definition(nowMs int64) (Definition, error) {
-	d := Definition{ID: s.ID, Question: s.Question, Options: s.Options, OpensAt: nowMs, GraceMs: DefaultGrace.Milliseconds()}
+	d := Definition{ID: s.ID, Question: s.Question, Options: s.Options, OpensAt: nowMs, GraceMs: DefaultGrace.Milliseconds(),
+		Public: s.Public, Limits: s.Limits}
 	if d.ID == "" {
 		d.ID = newID()
 	}

@@ -24,20 +24,20 @@ func newSigner(t testing.TB) (*Signer, *clock) {
 func TestTokens(t *testing.T) {
 	s, c := newSigner(t)
 	me, other := ClientHash("203.0.113.7", "phone"), ClientHash("198.51.100.9", "phone")
-	tok, issued, err := s.Issue(me)
+	tok, issued, err := s.Issue(me, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Verify(tok, me)
-	if err != nil || got.Voter != issued.Voter || len(got.Voter) != 32 {
+	if err != nil || got.Voter != issued.Voter || len(got.Voter) != 32 || !got.PoW {
 		t.Fatalf("verify: %+v %v", got, err)
 	}
-	second, _, _ := s.Issue(me)
+	second, _, _ := s.Issue(me, true)
 	if g2, _ := s.Verify(second, me); g2.Voter == got.Voter {
 		t.Fatal("two tokens share a voter id")
 	}
 	other2, _ := NewSigner([]byte("another secret of 20b"), time.Hour, c.now)
-	foreign, _, _ := other2.Issue(me)
+	foreign, _, _ := other2.Issue(me, false)
 	body := tok[len(tokenPrefix):strings.LastIndex(tok, ".")]
 	cases := map[string]struct {
 		tok    string
@@ -124,7 +124,7 @@ func TestProofOfWork(t *testing.T) {
 
 func FuzzVerify(f *testing.F) {
 	s, _ := newSigner(f)
-	tok, _, _ := s.Issue(ClientHash("a", "b"))
+	tok, _, _ := s.Issue(ClientHash("a", "b"), false)
 	f.Add(tok)
 	f.Add("s1..")
 	f.Fuzz(func(t *testing.T, tok string) {

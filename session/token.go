@@ -23,7 +23,9 @@ var (
 
 const (
 	tokenPrefix  = "s1."
-	tokenPayload = 1 + 16 + 8 + 8 // version, voter, issued (ms), client hash
+	tokenPayload = 1 + 16 + 8 + 8 + 1 // version, voter, issued (ms), client hash, flags
+	tokenVersion = 2
+	flagPoW      = 1 // issued after a solved puzzle
 	macSize      = 16
 	// MaxTokenLen bounds a token on the wire.
 	MaxTokenLen = 128
@@ -51,6 +53,7 @@ func NewSigner(secret []byte, ttl time.Duration, now func() time.Time) (*Signer,
 type Token struct {
 	Voter  string    // 32 hex characters
 	Issued time.Time // when it was issued
+	PoW    bool      // issued after a solved proof-of-work puzzle
 }
 
 // ClientHash binds a token to a client: its IP address and user agent.
@@ -59,19 +62,25 @@ func ClientHash(ip, userAgent string) [8]byte {
 	return [8]byte(h[:8])
 }
 
-// Issue returns a new token for a new random voter.
-func (s *Signer) Issue(client [8]byte) (string, Token, error) {
+// Issue returns a new token for a new random voter; pow records that the
+// client solved a puzzle for it.
+func (s *Signer) Issue(client [8]byte, pow bool) (string, Token, error) {
 	var voter [16]byte
 	if _, err := rand.Read(voter[:]); err != nil {
 		return "", Token{}, err
 	}
 	now := s.now()
 	p := make([]byte, 0, tokenPayload)
-	p = append(p, 1)
+	p = append(p, tokenVersion)
 	p = append(p, voter[:]...)
 	p = binary.BigEndian.AppendUint64(p, uint64(now.UnixMilli()))
 	p = append(p, client[:]...)
-	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli())}, nil
+	var flags byte
+	if pow {
+		flags |= flagPoW
+	}
+	p = append(p, flags)
+	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli()), PoW: pow}, nil
 }
 
 // Verify checks a token's form, signature, age and client.
@@ -85,7 +94,7 @@ func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
 	}
 	p, err1 := dec(body)
 	mac, err2 := dec(sig)
-	if err1 != nil || err2 != nil || len(p) != tokenPayload || p[0] != 1 || len(mac) != macSize {
+	if err1 != nil || err2 != nil || len(p) != tokenPayload || p[0] != tokenVersion || len(mac) != macSize {
 		return Token{}, ErrMalformed
 	}
 	if !hmac.Equal(mac, s.mac("token", p)) {
@@ -98,7 +107,7 @@ func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
 	if !hmac.Equal(p[25:33], client[:]) {
 		return Token{}, ErrMismatch
 	}
-	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued}, nil
+	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued, PoW: p[33]&flagPoW != 0}, nil
 }
 
 // mac signs b in a domain (token or challenge), truncated to 16 bytes.
