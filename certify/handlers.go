@@ -99,12 +99,7 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	poll := r.PathValue("poll")
 	var req certifyRequest
 	if r.ContentLength != 0 {
-		body, err := api.ReadBody(w, r, 16<<10)
-		if err != nil {
-			api.WriteError(w, err)
-			return
-		}
-		if err := api.Unmarshal(body, &req); err != nil {
+		if err := api.DecodeJSON(w, r, 16<<10, &req); err != nil {
 			api.WriteError(w, err)
 			return
 		}

@@ -106,12 +106,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	var req sessionRequest
 	if r.ContentLength != 0 {
-		body, err := api.ReadBody(w, r, 1024)
-		if err != nil {
-			api.WriteError(w, err)
-			return
-		}
-		if err := api.Unmarshal(body, &req); err != nil {
+		if err := api.DecodeJSON(w, r, 1024, &req); err != nil {
 			api.WriteError(w, err)
 			return
 		}
