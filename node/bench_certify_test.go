@@ -47,7 +47,8 @@ func BenchmarkCertifyMillionVotes(b *testing.B) {
 				for k := range share {
 					voter := fmt.Sprintf("%s-v%d", n.cfg.Region, k)
 					batch = append(batch, ledger.Record{Poll: "p", Voter: voter, Option: []string{"a", "b", "c"}[rng.IntN(3)],
-						Idem: voter, Wall: def.OpensAt + 1 + int64(k%50000), Trust: 1, Counted: true})
+						Idem: voter, Wall: def.OpensAt + 1 + int64(k%50000), Trust: 1, Counted: true,
+						Signals: &ledger.Signals{SincePrevMs: 0, IPVotesPerMin: 12, IPVoters: 3, TokenAgeMs: 8000, SocketAgeMs: -1}})
 					if len(batch) == cap(batch) {
 						flush()
 					}

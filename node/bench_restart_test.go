@@ -26,7 +26,8 @@ func BenchmarkRestartMillionRecords(b *testing.B) {
 	for k := range votes {
 		voter := fmt.Sprintf("voter-%d", k)
 		batch = append(batch, ledger.Record{Poll: "p", Voter: voter, Option: []string{"a", "b", "c"}[k%3], Idem: voter,
-			Wall: def.OpensAt + 1 + int64(k%50000), Trust: 1, Counted: true})
+			Wall: def.OpensAt + 1 + int64(k%50000), Trust: 1, Counted: true,
+			Signals: &ledger.Signals{SincePrevMs: 0, IPVotesPerMin: 12, IPVoters: 3, TokenAgeMs: 8000, SocketAgeMs: -1}})
 		if len(batch) == cap(batch) || k == votes-1 {
 			if _, err := tn.ledger.Append(batch...); err != nil {
 				b.Fatal(err)
