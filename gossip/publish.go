@@ -17,7 +17,7 @@ type publisher struct {
 	versions map[string]uint64        // poll → own tally version published
 	defs     map[string]hlc.Timestamp // poll → own definition write published
 	certs    map[string]hlc.Timestamp // poll → own certificate published
-	last     time.Time                // last refresh (or heartbeat)
+	last     time.Time                // last refresh (or heartbeat), process clock
 }
 
 // publishLoop publishes this replica's changes every PublishEvery, when
@@ -60,9 +60,9 @@ func (g *Gossip) publishOnce() bool {
 	versions := map[string]uint64{}
 	defs := map[string]hlc.Timestamp{}
 	certs := map[string]hlc.Timestamp{}
-	now := g.cfg.Now()
-	nowMs := now.UnixMilli()
-	refresh := g.refreshNow.Swap(false) || now.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
+	nowMs := g.cfg.Now().UnixMilli() // wall time: which polls are live
+	mono := time.Now()               // process time: when the next refresh is due
+	refresh := g.refreshNow.Swap(false) || mono.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
 	for _, d := range g.cfg.State.Polls() {
 		if !g.gossiped(d, nowMs) {
 			continue
@@ -106,7 +106,7 @@ func (g *Gossip) publishOnce() bool {
 		return false
 	}
 	if refresh {
-		g.pub.last = now
+		g.pub.last = mono
 	}
 	for id, v := range versions {
 		g.pub.versions[id] = v

@@ -3,6 +3,7 @@ package ledger
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -94,8 +95,10 @@ func ReadStream(r io.Reader) iter.Seq2[Record, error] {
 				yield(Record{}, fmt.Errorf("record %d: %w: truncated", n, ErrMalformed))
 				return
 			}
+			// The bytes are checked against the stated hash as they came (no
+			// re-encoding); the chain check then hashes the decoded record.
 			rec, err := DecodeRecord(buf[:size])
-			if err == nil && Hash(buf[size:]) != rec.Hash() {
+			if err == nil && Hash(buf[size:]) != sha256.Sum256(buf[:size]) {
 				err = fmt.Errorf("%w: hash does not match the record", ErrChain)
 			}
 			if err == nil && poll != "" && rec.Poll != poll {
