@@ -10,12 +10,16 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"tally/hlc"
 	"tally/ledger"
@@ -61,18 +65,20 @@ type Config struct {
 	TakeoverAfter time.Duration // each later rank waits this much more; default 5s
 	Retry         time.Duration // between attempts at one poll; default 2s
 
-	Logger *slog.Logger
-	Now    func() time.Time
+	Logger     *slog.Logger
+	Now        func() time.Time
+	Registerer prometheus.Registerer // nil: metrics not registered
 }
 
 // Certifier certifies closed polls. Run drives it; Certify is one attempt.
 type Certifier struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	attempts *prometheus.CounterVec // by outcome
 
 	mu       sync.Mutex
 	dueSince map[string]time.Time // poll → when this node first saw it due (monotonic)
-	attempts map[string]time.Time // poll → last attempt (monotonic)
+	lastTry  map[string]time.Time // poll → last attempt (monotonic)
 }
 
 // New checks cfg.
@@ -95,7 +101,16 @@ func New(cfg Config) (*Certifier, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), attempts: map[string]time.Time{}, dueSince: map[string]time.Time{}}
+	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), lastTry: map[string]time.Time{}, dueSince: map[string]time.Time{}}
+	c.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_certify_attempts_total",
+		Help: "Certification attempts by outcome: reconciled, pending, error, panic.",
+	}, []string{"outcome"})
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c.attempts); err != nil {
+			return nil, fmt.Errorf("certify: cannot register metrics: %w", err)
+		}
+	}
 	if c.cfg.Fetch == nil {
 		c.cfg.Fetch = c.fetchHTTP
 	}
@@ -126,10 +141,35 @@ func (c *Certifier) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		for _, poll := range c.due() {
-			if _, err := c.Certify(ctx, poll, nil); err != nil && !errors.Is(err, ErrIncomplete) && !errors.Is(err, ErrNotClosed) {
-				c.log.Warn("certification attempt", "poll", poll, "err", err)
-			}
+			c.attempt(ctx, poll)
 		}
+	}
+}
+
+// attempt makes one background attempt at the poll. Whatever goes wrong in
+// it, a panic included, stays with that poll: it is logged, counted, written
+// as a pending certificate where possible, and retried after cfg.Retry.
+func (c *Certifier) attempt(ctx context.Context, poll string) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.attempts.WithLabelValues("panic").Inc()
+			c.log.Error("certification attempt panicked; will retry", "poll", poll, "panic", v, "stack", string(debug.Stack()))
+			func() {
+				defer func() { _ = recover() }() // the pending write itself must not take the loop down
+				c.pending(poll, Detail{Coordinator: c.cfg.Name, Missing: []Missing{{Replica: c.cfg.Replica, Error: fmt.Sprintf("internal error: %v", v)}}})
+			}()
+		}
+	}()
+	_, err := c.Certify(ctx, poll, nil)
+	switch {
+	case err == nil:
+		c.attempts.WithLabelValues("reconciled").Inc()
+	case errors.Is(err, ErrIncomplete):
+		c.attempts.WithLabelValues("pending").Inc()
+	case errors.Is(err, ErrNotClosed):
+	default:
+		c.attempts.WithLabelValues("error").Inc()
+		c.log.Warn("certification attempt failed; will retry", "poll", poll, "err", err)
 	}
 }
 
@@ -175,10 +215,10 @@ func (c *Certifier) due() []string {
 			since = mono
 			c.dueSince[d.ID] = since
 		}
-		if mono.Sub(since) < c.cfg.Settle+time.Duration(rank)*c.cfg.TakeoverAfter || mono.Sub(c.attempts[d.ID]) < c.cfg.Retry {
+		if mono.Sub(since) < c.cfg.Settle+time.Duration(rank)*c.cfg.TakeoverAfter || mono.Sub(c.lastTry[d.ID]) < c.cfg.Retry {
 			continue
 		}
-		c.attempts[d.ID] = mono
+		c.lastTry[d.ID] = mono
 		out = append(out, d.ID)
 	}
 	return out
@@ -223,7 +263,8 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 	if err != nil {
 		return state.Certificate{}, err
 	}
-	expected := tally.RecordCounts()
+	expected := make(map[string]uint64) // replica → records it holds, as far as we know
+	maps.Copy(expected, tally.RecordCounts())
 	if n := c.localCount(poll); n > expected[c.cfg.Replica] {
 		expected[c.cfg.Replica] = n
 	}
@@ -311,6 +352,19 @@ func (c *Certifier) localCount(poll string) uint64 {
 // in an export are skipped; every error names the replica.
 func (c *Certifier) stream(ctx context.Context, poll, replica string, p Peer) iter.Seq2[ledger.Record, error] {
 	return func(yield func(ledger.Record, error) bool) {
+		// Reconcile reads each stream on a goroutine of its own: a panic in
+		// the fetch or a decoder must end this replica's stream with an
+		// error, not the process.
+		inYield := false
+		defer func() {
+			if v := recover(); v != nil {
+				if inYield {
+					panic(v)
+				}
+				c.log.Error("reading a replica's records panicked", "poll", poll, "replica", replica, "panic", v, "stack", string(debug.Stack()))
+				yield(ledger.Record{}, &replicaError{replica, fmt.Errorf("internal error: %v", v)})
+			}
+		}()
 		var src iter.Seq2[ledger.Record, error]
 		if replica == c.cfg.Replica {
 			src = c.cfg.Ledger.Scan(poll)
@@ -336,7 +390,10 @@ func (c *Certifier) stream(ctx context.Context, poll, replica string, p Peer) it
 			if r.Replica != replica || r.Poll != poll {
 				continue
 			}
-			if !yield(r, nil) {
+			inYield = true
+			more := yield(r, nil)
+			inYield = false
+			if !more {
 				return
 			}
 		}

@@ -127,8 +127,13 @@ func (t *Tally) Counter(option string) PNCounter {
 // Records returns the replica's ledger record count for the poll.
 func (t *Tally) Records(replica string) uint64 { return t.records.Get(replica) }
 
-// RecordCounts returns a copy of the per-replica record counts.
-func (t *Tally) RecordCounts() map[string]uint64 { return maps.Clone(t.records.m) }
+// RecordCounts returns a copy of the per-replica record counts; never nil,
+// so callers may add to it (a poll nobody voted in has no entries).
+func (t *Tally) RecordCounts() map[string]uint64 {
+	out := make(map[string]uint64, len(t.records.m))
+	maps.Copy(out, t.records.m)
+	return out
+}
 
 // Version returns the local version: it rises with every change.
 func (t *Tally) Version() uint64 { return t.version }

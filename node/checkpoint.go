@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 )
 
@@ -69,9 +70,22 @@ func (n *Node) checkpointLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := n.checkpoint(); err != nil {
-				n.log.Error("checkpoint", "err", err)
+			if err := n.safeCheckpoint(); err != nil {
+				n.m.checkpointFails.Inc()
+				n.log.Error("checkpoint failed; will retry at the next tick", "err", err)
 			}
 		}
 	}
+}
+
+// safeCheckpoint is checkpoint with a panic turned into an error: a bug in
+// the background write must not take the node down (the ledger still holds
+// every record; the next start replays more of it).
+func (n *Node) safeCheckpoint() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("node: checkpoint panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return n.checkpoint()
 }

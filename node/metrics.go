@@ -12,6 +12,7 @@ type nodeMetrics struct {
 	replaySeconds     prometheus.Gauge
 	checkpointSeconds prometheus.Gauge
 	replayRecords     prometheus.Gauge
+	checkpointFails   prometheus.Counter
 }
 
 func (n *Node) registerMetrics(reg *prometheus.Registry) error {
@@ -35,9 +36,12 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		checkpointSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tally_checkpoint_seconds", Help: "How long the last checkpoint took to write.",
 		}),
+		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_checkpoint_failures_total", Help: "Background checkpoints that failed (retried at the next tick).",
+		}),
 	}
 	cs := []prometheus.Collector{
-		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds,
+		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -1,0 +1,129 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tally/certify"
+)
+
+// A poll nobody voted in is certified with total 0, and the node keeps
+// serving and restarts on its data dir (it used to panic in Certify on a
+// nil record-count map, and again at every restart).
+func TestPollWithNoVotesCertifiesZero(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, nil)
+	r := n.admin(t, "POST", "/v1/polls", `{"id":"empty","question":"Anyone?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":1,"grace_s":0}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	n.clock.advance(5 * time.Second)
+	v := certifiedEverywhere(t, []*testNode{n}, "empty")
+	if v.Total != 0 || v.Digest == "" {
+		t.Fatalf("certified: %+v", v)
+	}
+	if err := n.stop(); err != nil {
+		t.Fatal(err)
+	}
+	back := startNodeAt(t, dir, n.clock.ms.Load(), nil)
+	if v := back.result(t, "empty"); v.Status != "reconciled" || v.Total != 0 {
+		t.Fatalf("after restart: %+v", v)
+	}
+	if r := back.call(t, "GET", "/readyz", ""); r.status != http.StatusOK {
+		t.Fatalf("readyz after restart: %d", r.status)
+	}
+}
+
+// A panic inside one poll's certification stays with that poll: the node
+// keeps serving, the failure is a pending certificate with its reason and
+// a metric, other polls certify, and the poll certifies once the cause is
+// gone.
+func TestCertificationPanicIsContainedAndRetried(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	honest := &tamper{}
+	fetch := func(ctx context.Context, p certify.Peer, poll string) (io.ReadCloser, error) {
+		if poll == "bad" && broken.Load() {
+			panic("injected fault in the fetch of " + poll)
+		}
+		return honest.fetch(ctx, p, poll)
+	}
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) { c.Fetch = fetch })
+	for _, id := range []string{"bad", "good"} {
+		nodes[0].createPoll(t, id)
+		havePoll(t, nodes, id)
+		for i, n := range nodes {
+			n.castVote(t, id, "a", fmt.Sprintf("v%d", i), fmt.Sprintf("%s-%d", id, i))
+		}
+	}
+	agree(t, nodes, "bad", map[string]int64{"a": 2, "b": 0, "c": 0})
+	agree(t, nodes, "good", map[string]int64{"a": 2, "b": 0, "c": 0})
+	advanceAll(nodes, 80*time.Second)
+	certifiedEverywhere(t, nodes, "good")
+	waitFor(t, func() bool {
+		for _, n := range nodes {
+			if v := n.result(t, "bad"); v.Status == "pending" && strings.Contains(v.Reason, "internal error") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, n := range nodes {
+		if r := n.call(t, "GET", "/readyz", ""); r.status != http.StatusOK {
+			t.Fatalf("%s not ready after a certification panic: %d", n.replica, r.status)
+		}
+	}
+	if got := metricValue(t, nodes, "tally_certify_attempts_total", `outcome="pending"`); got < 1 {
+		t.Fatalf("pending attempts counted: %v", got)
+	}
+	broken.Store(false)
+	if v := certifiedEverywhere(t, nodes, "bad"); v.Total != 2 {
+		t.Fatalf("after the fault: %+v", v)
+	}
+}
+
+// metricValue sums a series over the nodes' /metrics, for lines holding label.
+func metricValue(t testing.TB, nodes []*testNode, name, label string) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range nodes {
+		r := n.call(t, "GET", "/metrics", "")
+		for line := range strings.Lines(r.raw) {
+			if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, label) {
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// A checkpoint that cannot be written is counted and retried; the node
+// keeps serving, and a later checkpoint succeeds once the cause is gone.
+func TestCheckpointFailureIsCountedAndRetried(t *testing.T) {
+	dir := t.TempDir()
+	block := filepath.Join(dir, checkpointFile+".tmp")
+	if err := os.MkdirAll(filepath.Join(block, "x"), 0o700); err != nil { // the temporary file cannot be created
+		t.Fatal(err)
+	}
+	n := startNode(t, dir, func(c *Config) { c.CheckpointEvery = 20 * time.Millisecond })
+	waitFor(t, func() bool { return metricValue(t, []*testNode{n}, "tally_checkpoint_failures_total", "") >= 2 })
+	n.createPoll(t, "p")
+	if s := n.castVote(t, "p", "a", "v", "i"); s != "accepted" {
+		t.Fatalf("vote while checkpoints fail: %s", s)
+	}
+	if err := os.RemoveAll(block); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, checkpointFile)); return err == nil })
+}
