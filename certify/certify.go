@@ -204,7 +204,7 @@ func (c *Certifier) due() []string {
 		if rank < 0 {
 			continue
 		}
-		if now.UnixMilli() < d.ClosesAt+d.GraceMs {
+		if now.UnixMilli() < d.GraceEnd() {
 			continue
 		}
 		// The settle and takeover delays run on this process's clock from
@@ -256,7 +256,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 	if !ok {
 		return state.Certificate{}, fmt.Errorf("certify: no poll %q", poll)
 	}
-	if def.ClosesAt == 0 || c.cfg.Now().UnixMilli() < def.ClosesAt+def.GraceMs {
+	if def.ClosesAt == 0 || c.cfg.Now().UnixMilli() < def.GraceEnd() {
 		return state.Certificate{}, fmt.Errorf("%w: %q", ErrNotClosed, poll)
 	}
 	tally, err := c.cfg.State.Tally(poll)

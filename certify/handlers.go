@@ -41,8 +41,8 @@ func (c *Certifier) ViewOf(poll string) (View, error) {
 		switch {
 		case def.ClosesAt == 0 || now < def.ClosesAt:
 			v.Reason = "the poll is not closed"
-		case now < def.ClosesAt+def.GraceMs:
-			v.Reason = fmt.Sprintf("in the grace window until %s", time.UnixMilli(def.ClosesAt+def.GraceMs).UTC().Format(time.RFC3339))
+		case now < def.GraceEnd():
+			v.Reason = fmt.Sprintf("in the grace window until %s", time.UnixMilli(def.GraceEnd()).UTC().Format(time.RFC3339))
 		default:
 			v.Reason = "waiting for the coordinator's first attempt"
 		}

@@ -395,7 +395,7 @@ func (g *Gossip) receive(path string, b []byte) {
 // gossiped reports whether a poll's state is still worth spreading: it has
 // not been closed for longer than grace plus the retention period.
 func (g *Gossip) gossiped(d poll.Definition, nowMs int64) bool {
-	return d.ClosesAt == 0 || nowMs < d.ClosesAt+d.GraceMs+g.cfg.Retention.Milliseconds()
+	return d.ClosesAt == 0 || nowMs < poll.AddMs(d.GraceEnd(), g.cfg.Retention.Milliseconds())
 }
 
 // fullState builds the message push/pull exchanges: every gossiped poll's

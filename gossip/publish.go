@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tally/hlc"
+	"tally/poll"
 )
 
 // refreshAfterClose is how long after close plus grace a poll is still
@@ -67,7 +68,7 @@ func (g *Gossip) publishOnce() bool {
 		if !g.gossiped(d, nowMs) {
 			continue
 		}
-		live := refresh && (d.ClosesAt == 0 || nowMs < d.ClosesAt+d.GraceMs+refreshAfterClose.Milliseconds())
+		live := refresh && (d.ClosesAt == 0 || nowMs < poll.AddMs(d.GraceEnd(), refreshAfterClose.Milliseconds()))
 		var u PollUpdate
 		if reg, ok := g.cfg.State.PollRegister(d.ID); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[d.ID]) {
 			u.Def, defs[d.ID] = &reg, reg.TS

@@ -89,7 +89,7 @@ func TestDecodeHostile(t *testing.T) {
 		b = appendBytes(b, []byte(def))
 		return appendBytes(appendBytes(b, nil), nil)
 	}
-	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1,"closes_at":2}}`
+	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1796083200000,"closes_at":1796083260000}}`
 	withCert := func(cert string) []byte {
 		b := withDef(validDef)
 		b = b[:len(b)-1] // no certificate

@@ -1,6 +1,7 @@
 package hlc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -111,7 +112,7 @@ func (c *Clock) Now() (Timestamp, error) {
 // physical time is refused with ErrSkew, counted, and not adopted.
 func (c *Clock) Update(remote Timestamp) error {
 	phys := c.now().UnixMilli()
-	if remote.Wall-phys > c.maxSkew {
+	if remote.Wall > phys && remote.Wall-phys > c.maxSkew { // the first test keeps the subtraction from wrapping
 		c.refused.Add(1)
 		return fmt.Errorf("%w: %s is %dms ahead of local time (max %dms)",
 			ErrSkew, remote, remote.Wall-phys, c.maxSkew)
@@ -120,6 +121,55 @@ func (c *Clock) Update(remote Timestamp) error {
 	defer c.mu.Unlock()
 	c.advance(phys, remote)
 	return c.persist()
+}
+
+// Ahead returns how far the clock's newest time is ahead of physical time:
+// after a crash, the high-water mark it resumed from (up to one Window).
+func (c *Clock) Ahead() time.Duration {
+	phys := c.now().UnixMilli()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Duration(max(c.last.Wall-phys, 0)) * time.Millisecond
+}
+
+// WaitOutMark blocks, on the process's own timer, until physical time has
+// reached the time the clock resumed from, but at most one Window (beyond
+// that physical time itself went back, and waiting cannot help). A node
+// calls it before it serves, so that a vote it stamps after a quick restart
+// is not stamped ahead of the wall clock: a change of mind sent a moment
+// later to another node would otherwise order before it. It returns the
+// time waited.
+func (c *Clock) WaitOutMark(ctx context.Context) (time.Duration, error) {
+	d := min(c.Ahead(), time.Duration(c.window)*time.Millisecond)
+	if d <= 0 {
+		return 0, nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-t.C:
+		return d, nil
+	}
+}
+
+// Close saves the exact high-water mark (the newest wall time plus one),
+// so that a clean restart resumes at physical time and need not wait. The
+// clock keeps working after Close; the next Now that reaches the mark
+// saves a new one.
+func (c *Clock) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.store == nil {
+		return nil
+	}
+	mark := c.last.Wall + 1
+	if err := c.store.Save(mark); err != nil {
+		return fmt.Errorf("%w: cannot save: %w", ErrStore, err)
+	}
+	c.mark = mark
+	return nil
 }
 
 // Refused returns how many remote timestamps Update refused for skew.
@@ -138,20 +188,20 @@ func (c *Clock) Last() Timestamp {
 // logical value at that wall time. Callers hold c.mu.
 func (c *Clock) advance(phys int64, remote Timestamp) {
 	wall := max(phys, c.last.Wall, remote.Wall)
-	var logical uint32
+	var logical uint64 // wide, so a remote counter at its maximum cannot wrap to 0
 	switch {
 	case wall == c.last.Wall && wall == remote.Wall:
-		logical = max(c.last.Logical, remote.Logical) + 1
+		logical = uint64(max(c.last.Logical, remote.Logical)) + 1
 	case wall == c.last.Wall:
-		logical = c.last.Logical + 1
+		logical = uint64(c.last.Logical) + 1
 	case wall == remote.Wall:
-		logical = remote.Logical + 1
+		logical = uint64(remote.Logical) + 1
 	}
-	if logical == math.MaxUint32 {
+	if logical > math.MaxUint32 {
 		// Four billion events in one millisecond: step the wall instead.
 		wall, logical = wall+1, 0
 	}
-	c.last = Timestamp{Wall: wall, Logical: logical}
+	c.last = Timestamp{Wall: wall, Logical: uint32(logical)}
 }
 
 // persist saves a new high-water mark when the clock reached the old one.

@@ -1,7 +1,9 @@
 package hlc
 
 import (
+	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -172,5 +174,71 @@ func TestParseRoundTrip(t *testing.T) {
 		if _, err := Parse(bad); !errors.Is(err, ErrMalformed) {
 			t.Errorf("Parse(%q) err = %v, want ErrMalformed", bad, err)
 		}
+	}
+}
+
+// A remote timestamp at the edges of its fields never makes the clock go
+// back or wrap: a logical counter at its maximum steps the wall, and a
+// hostile wall time far in the past or future is either absorbed or
+// refused.
+func TestUpdateAtTheEdges(t *testing.T) {
+	m := newManual(1_000_000)
+	c := mustNew(t, Config{Replica: "a", Now: m.now})
+	before := mustNow(t, c)
+	remote := Timestamp{Wall: 1_000_000, Logical: math.MaxUint32, Replica: "b"}
+	if err := c.Update(remote); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustNow(t, c); !remote.Less(got) || !before.Less(got) {
+		t.Fatalf("after a remote at the logical maximum, Now() = %v (remote %v)", got, remote)
+	}
+	for _, wall := range []int64{math.MinInt64, -1, 0} {
+		prev := c.Last()
+		if err := c.Update(Timestamp{Wall: wall, Logical: math.MaxUint32}); err != nil {
+			t.Fatalf("a remote in the past (%d) refused: %v", wall, err)
+		}
+		if got := mustNow(t, c); !prev.Less(got) {
+			t.Fatalf("went back after a remote at %d: %v then %v", wall, prev, got)
+		}
+	}
+	if err := c.Update(Timestamp{Wall: math.MaxInt64}); !errors.Is(err, ErrSkew) {
+		t.Fatalf("a remote at the end of time: %v", err)
+	}
+}
+
+// After a crash the clock resumes from its mark, ahead of physical time by
+// at most a Window; WaitOutMark waits that out on the process's timer, and
+// a clean Close leaves nothing to wait.
+func TestWaitOutMarkAfterCrashNotAfterClose(t *testing.T) {
+	store := FileStore{Path: filepath.Join(t.TempDir(), "hlc")}
+	c := mustNew(t, Config{Replica: "a", Store: store, Window: 300 * time.Millisecond})
+	last := mustNow(t, c)
+	// Crash: no Close. The restart resumes at the mark, ahead of the wall.
+	c2 := mustNew(t, Config{Replica: "a", Store: store, Window: 300 * time.Millisecond})
+	if a := c2.Ahead(); a <= 0 || a > 300*time.Millisecond {
+		t.Fatalf("ahead after a crash: %v", a)
+	}
+	if _, err := c2.WaitOutMark(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ts := mustNow(t, c2)
+	if !last.Less(ts) || ts.Wall > time.Now().UnixMilli() {
+		t.Fatalf("after waiting: %v (last %v, wall %d)", ts, last, time.Now().UnixMilli())
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c3 := mustNew(t, Config{Replica: "a", Store: store, Window: 300 * time.Millisecond})
+	if a := c3.Ahead(); a > 2*time.Millisecond {
+		t.Fatalf("ahead after a clean close: %v", a)
+	}
+	if got := mustNow(t, c3); !ts.Less(got) {
+		t.Fatalf("after a clean restart: %v, not after %v", got, ts)
+	}
+	// A physical clock far behind the mark waits one Window, not forever.
+	m := newManual(0)
+	c4 := mustNew(t, Config{Replica: "a", Now: m.now, Store: store, Window: 50 * time.Millisecond})
+	if d, err := c4.WaitOutMark(context.Background()); err != nil || d != 50*time.Millisecond {
+		t.Fatalf("wait with the clock gone back: %v %v", d, err)
 	}
 }

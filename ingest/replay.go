@@ -21,6 +21,9 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 			continue
 		}
 		def, ok := p.cfg.State.Poll(r.Poll)
+		if _, aside := p.cfg.State.SetAside()[r.Poll]; !ok && aside {
+			continue // its definition was set aside at load: not served, records kept
+		}
 		if !ok {
 			return n, fmt.Errorf("ingest: ledger holds votes for poll %q, which has no definition", r.Poll)
 		}

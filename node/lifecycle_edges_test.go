@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tally/certify"
+	"tally/hlc"
 )
 
 // A poll nobody voted in is certified with total 0, and the node keeps
@@ -126,4 +127,91 @@ func TestCheckpointFailureIsCountedAndRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, checkpointFile)); return err == nil })
+}
+
+// A node restarted within 0.2 s of a crash must not stamp the votes it acks
+// ahead of the wall clock: a change of mind that the same client sends a
+// moment later to another node (same wall clock) must order after it. The
+// crash leaves the clock's saved mark up to a second ahead; the node waits
+// it out before it serves.
+func TestQuickRestartDoesNotStampAheadOfAChangeOfMind(t *testing.T) {
+	realClock := func(c *Config) { c.Now = time.Now }
+	createReal := func(n *testNode) {
+		r := n.admin(t, "POST", "/v1/polls", `{"id":"p","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":600}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.raw)
+		}
+	}
+	dirA := t.TempDir()
+	a := startNode(t, dirA, realClock)
+	b := startNode(t, t.TempDir(), realClock)
+	createReal(a)
+	createReal(b)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What an unclean stop leaves: the mark saved one window ahead of the
+	// newest stamp, taken a moment before the crash.
+	mark := time.Now().UnixMilli() + 1000
+	if err := os.WriteFile(filepath.Join(dirA, hlcFile), []byte(strconv.FormatInt(mark, 10)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a = startNode(t, dirA, realClock)
+	for i := range 5 {
+		voter := fmt.Sprintf("v%d", i)
+		if s := a.castVote(t, "p", "a", voter, voter+"-1"); s != "accepted" {
+			t.Fatalf("first vote: %s", s)
+		}
+		time.Sleep(5 * time.Millisecond) // the client's think time, not a wait for a condition
+		if s := b.castVote(t, "p", "b", voter, voter+"-2"); s != "accepted" {
+			t.Fatalf("change of mind: %s", s)
+		}
+	}
+	stamps := func(n *testNode) map[string]hlc.Timestamp {
+		out := map[string]hlc.Timestamp{}
+		for r, err := range n.Ledger().Scan("p") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[r.Voter] = hlc.Timestamp{Wall: r.Wall, Logical: r.Logical, Replica: r.Replica}
+		}
+		return out
+	}
+	first, second := stamps(a), stamps(b)
+	for voter, ts := range first {
+		if !ts.Less(second[voter]) {
+			t.Errorf("%s: the acked vote at the restarted node is stamped %v, after the change of mind %v", voter, ts, second[voter])
+		}
+	}
+}
+
+// Times and rates out of their documented bounds are refused with a clear
+// 400 and create nothing; a window at its bounds is accepted.
+func TestPollTimesAndLimitsAreBounded(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	now := n.clock.ms.Load()
+	opts := `"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]`
+	for name, body := range map[string]string{
+		"closes_at max int64":   `{"id":"x1",` + opts + `,"closes_at":9223372036854775807}`,
+		"closes_at in the past": fmt.Sprintf(`{"id":"x2",%s,"closes_at":%d}`, opts, now-1000),
+		"opens_at min int64":    `{"id":"x3",` + opts + `,"opens_at":-9223372036854775808}`,
+		"opens_at a year ahead": fmt.Sprintf(`{"id":"x4",%s,"opens_at":%d}`, opts, now+365*24*3600*1000),
+		"duration over 7 days":  `{"id":"x5",` + opts + `,"duration_s":604801}`,
+		"duration 1e308":        `{"id":"x6",` + opts + `,"duration_s":1e308}`,
+		"grace 1e308":           `{"id":"x7",` + opts + `,"grace_s":1e308}`,
+		"ip_rate 1e-300":        `{"id":"x8",` + opts + `,"limits":{"ip_rate":1e-300}}`,
+		"voter_rate negative":   `{"id":"x9",` + opts + `,"limits":{"voter_rate":-5}}`,
+	} {
+		r := n.admin(t, "POST", "/v1/polls", body)
+		if r.status != http.StatusBadRequest || r.code() != "invalid_request" {
+			t.Errorf("%s: %d %s", name, r.status, r.raw)
+		}
+	}
+	if r := n.call(t, "GET", "/v1/polls", ""); strings.Contains(r.raw, `"x`) {
+		t.Fatalf("a refused poll was created: %s", r.raw)
+	}
+	r := n.admin(t, "POST", "/v1/polls", fmt.Sprintf(`{"id":"edge",%s,"opens_at":%d,"duration_s":604800,"grace_s":300,"limits":{"ip_rate":0.01}}`, opts, now+30*24*3600*1000))
+	if r.status != http.StatusCreated || r.body["status"] != "scheduled" {
+		t.Fatalf("a poll at its bounds: %d %s", r.status, r.raw)
+	}
 }

@@ -128,6 +128,9 @@ func New(cfg Config) (n *Node, err error) {
 	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger}); err != nil {
 		return nil, err
 	}
+	for id, why := range n.state.SetAside() {
+		cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
+	}
 	secret := cfg.SessionSecret
 	if secret == "" {
 		if secret, _, err = readOrCreate(cfg.DataDir, sessionSecretFile, func() (string, error) { return randomHex(32) }); err != nil {
@@ -252,6 +255,15 @@ func (n *Node) Run(ctx context.Context) error {
 		n.m.replaySeconds.Set(time.Since(start).Seconds())
 		n.m.replayRecords.Set(float64(applied))
 		n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
+		// After a crash the clock resumes from its saved mark, up to a
+		// second ahead of the wall: wait that out before taking votes, so a
+		// vote acked now never orders after a change of mind that the same
+		// client sends to another region a moment later.
+		if waited, _ := n.clock.WaitOutMark(ctx); waited > 0 {
+			n.log.Info("waited out the clock's high-water mark after an unclean stop", "waited", waited.Round(time.Millisecond))
+		}
+	}
+	if err == nil && ctx.Err() == nil {
 		n.gossip.SetHTTPAddr(n.Addr())
 		if err = n.gossip.Start(); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
@@ -291,6 +303,9 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	err = errors.Join(err, n.closeStorage())
+	if cerr := n.clock.Close(); cerr != nil { // a clean stop: the next start need not wait
+		err = errors.Join(err, fmt.Errorf("node: %w", cerr))
+	}
 	n.log.Info("stopped", "replica", n.replica, "err", err)
 	return err
 }

@@ -3,6 +3,7 @@ package poll
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"tally/ids"
@@ -25,7 +26,33 @@ const (
 	MaxDuration    = 7 * 24 * time.Hour
 	MaxGrace       = 5 * time.Minute
 	DefaultGrace   = 2 * time.Second
+	// MaxLead is how far ahead a poll may be scheduled when it is created.
+	MaxLead = 30 * 24 * time.Hour
+	// MinRate and MaxRate bound a poll's own rate limits (votes per
+	// second): at the floor a limited client waits at most 100 s.
+	MinRate = 0.01
+	MaxRate = 1e6
 )
+
+// MinTime and MaxTime bound every time in a definition (Unix ms,
+// 2000-01-01 and 2200-01-01 UTC), so window arithmetic cannot overflow.
+const (
+	MinTime int64 = 946_684_800_000
+	MaxTime int64 = 7_258_118_400_000
+)
+
+// AddMs returns a+b, saturating at the int64 range instead of wrapping:
+// window ends computed with it never overflow whatever a peer sent.
+func AddMs(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
+}
 
 // Option is one answer a voter can pick.
 type Option struct {
@@ -99,11 +126,15 @@ func (d *Definition) WindowAt(ms int64) Window {
 		return BeforeOpen
 	case ms < d.ClosesAt:
 		return InWindow
-	case ms < d.ClosesAt+d.GraceMs:
+	case ms < d.GraceEnd():
 		return InGrace
 	}
 	return AfterGrace
 }
+
+// GraceEnd is the wall time (Unix ms) at which the poll's grace window
+// ends: from then on it may be certified.
+func (d *Definition) GraceEnd() int64 { return AddMs(d.ClosesAt, d.GraceMs) }
 
 // HasOption reports whether id is one of the poll's options.
 func (d *Definition) HasOption(id string) bool {
@@ -149,27 +180,31 @@ func (d *Definition) Validate() error {
 			return fail("option %q: label %v", o.ID, err)
 		}
 	}
-	if d.OpensAt <= 0 {
-		return fail("opens_at must be set")
-	}
 	if l := d.Limits; l != nil {
 		for name, v := range map[string]float64{"ip_rate": l.IPRate, "voter_rate": l.VoterRate} {
-			if v < 0 || v > 1e6 || v != v {
-				return fail("limits.%s must be 0-1000000 votes per second", name)
+			if v != 0 && !(v >= MinRate && v <= MaxRate) { // NaN fails too
+				return fail("limits.%s must be 0 (the node's) or %g-%g votes per second", name, MinRate, MaxRate)
 			}
+		}
+	}
+	for name, v := range map[string]int64{"opens_at": d.OpensAt, "closes_at": d.ClosesAt} {
+		if v < MinTime || v > MaxTime {
+			return fail("%s must be a Unix time in milliseconds between %s and %s", name, msTime(MinTime), msTime(MaxTime))
 		}
 	}
 	if d.ClosesAt <= d.OpensAt {
 		return fail("closes_at must be after opens_at")
 	}
-	if time.Duration(d.ClosesAt-d.OpensAt)*time.Millisecond > MaxDuration {
+	if d.ClosesAt-d.OpensAt > MaxDuration.Milliseconds() { // both bounded above: no overflow
 		return fail("a poll may be open at most %v", MaxDuration)
 	}
-	if d.GraceMs < 0 || time.Duration(d.GraceMs)*time.Millisecond > MaxGrace {
+	if d.GraceMs < 0 || d.GraceMs > MaxGrace.Milliseconds() {
 		return fail("grace must be 0-%v", MaxGrace)
 	}
 	return nil
 }
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
 
 func validID(s string) error { return ids.Valid(s) }
 

@@ -34,22 +34,31 @@ func (s Spec) Definition(nowMs int64) (Definition, error) {
 	}
 	if s.OpensAt != nil {
 		d.OpensAt = *s.OpensAt
+		// Checked before any arithmetic on it: a poll is scheduled at most
+		// MaxLead ahead, and opens_at in the past may be at most one
+		// MaxDuration back (the longest poll still open now).
+		if d.OpensAt > AddMs(nowMs, MaxLead.Milliseconds()) || d.OpensAt < AddMs(nowMs, -MaxDuration.Milliseconds()) {
+			return d, fmt.Errorf("%w: opens_at must be within %v before and %v after now (%s)", ErrInvalid, MaxDuration, MaxLead, msTime(nowMs))
+		}
 	}
 	switch {
 	case s.ClosesAt != nil && s.DurationS != nil:
 		return d, fmt.Errorf("%w: give closes_at or duration_s, not both", ErrInvalid)
 	case s.ClosesAt != nil:
 		d.ClosesAt = *s.ClosesAt
-	case s.DurationS != nil:
-		if *s.DurationS <= 0 || *s.DurationS > MaxDuration.Seconds() {
-			return d, fmt.Errorf("%w: duration_s must be in (0, %v]", ErrInvalid, MaxDuration.Seconds())
+		if d.ClosesAt <= nowMs {
+			return d, fmt.Errorf("%w: closes_at is not in the future (now is %s)", ErrInvalid, msTime(nowMs))
 		}
-		d.ClosesAt = d.OpensAt + int64(*s.DurationS*1000)
+	case s.DurationS != nil:
+		if !(*s.DurationS >= 0.001 && *s.DurationS <= MaxDuration.Seconds()) { // NaN fails too
+			return d, fmt.Errorf("%w: duration_s must be 0.001-%v", ErrInvalid, MaxDuration.Seconds())
+		}
+		d.ClosesAt = AddMs(d.OpensAt, int64(*s.DurationS*1000))
 	default:
-		d.ClosesAt = d.OpensAt + DefaultDuration.Milliseconds()
+		d.ClosesAt = AddMs(d.OpensAt, DefaultDuration.Milliseconds())
 	}
 	if s.GraceS != nil {
-		if *s.GraceS < 0 || *s.GraceS > MaxGrace.Seconds() {
+		if !(*s.GraceS >= 0 && *s.GraceS <= MaxGrace.Seconds()) {
 			return d, fmt.Errorf("%w: grace_s must be 0-%v", ErrInvalid, MaxGrace.Seconds())
 		}
 		d.GraceMs = int64(*s.GraceS * 1000)

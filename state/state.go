@@ -50,6 +50,8 @@ type State struct {
 	certs map[string]*Certificate // guarded by mu
 
 	heard heard
+
+	setAside map[string]error // stored definitions that no longer validate; set by New only
 }
 
 // pollState is one poll's counts.
@@ -75,7 +77,13 @@ func New(cfg Config) (*State, error) {
 			return nil, fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
 		}
 		if err := reg.Value.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: stored %s: %w", ErrStore, name, err)
+			// Written by an earlier version with looser rules: the node
+			// still starts; the poll is left out and reported.
+			if s.setAside == nil {
+				s.setAside = map[string]error{}
+			}
+			s.setAside[name[len(pollPrefix):]] = err
+			continue
 		}
 		s.setDefinition(reg)
 	}
@@ -84,6 +92,10 @@ func New(cfg Config) (*State, error) {
 	}
 	return s, nil
 }
+
+// SetAside returns the stored definitions New left out because they no
+// longer pass validation (poll id → why), for the node to report.
+func (s *State) SetAside() map[string]error { return s.setAside }
 
 // Replica returns this node's replica id.
 func (s *State) Replica() string { return s.replica }

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"encoding/json"
 	"iter"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +42,7 @@ func (s *memStore) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
 }
 
 func def(id string) poll.Definition {
-	return poll.Definition{ID: id, Question: "Best colour?", Options: []poll.Option{{ID: "red", Label: "Red"}, {ID: "blue", Label: "Blue"}}, OpensAt: 1000, ClosesAt: 61000, GraceMs: 2000}
+	return poll.Definition{ID: id, Question: "Best colour?", Options: []poll.Option{{ID: "red", Label: "Red"}, {ID: "blue", Label: "Blue"}}, OpensAt: 1_796_083_200_000, ClosesAt: 1_796_083_260_000, GraceMs: 2000}
 }
 
 func TestConcurrentCountsSumExactly(t *testing.T) {
@@ -118,7 +120,7 @@ func TestDefinitionsPersistAndLastWriterWins(t *testing.T) {
 		t.Fatalf("create: %v %v", won, err)
 	}
 	closed := d
-	closed.ClosesAt = 30000
+	closed.ClosesAt = d.OpensAt + 30000
 	if won, _ := s.PutPoll(closed, hlc.Timestamp{Wall: 9, Replica: "us-1"}); !won {
 		t.Fatal("newer close lost")
 	}
@@ -135,11 +137,37 @@ func TestDefinitionsPersistAndLastWriterWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, ok := again.Poll("p")
-	if !ok || got.ClosesAt != 30000 {
+	if !ok || got.ClosesAt != d.OpensAt+30000 {
 		t.Fatalf("after reload: %+v %v", got, ok)
 	}
 	if len(again.Polls()) != 1 {
 		t.Fatalf("polls = %v", again.Polls())
+	}
+}
+
+// A stored definition that no longer validates (written by an earlier
+// version with looser rules) is set aside and reported; the others load.
+func TestStoredDefinitionOutOfBoundsIsSetAside(t *testing.T) {
+	store := &memStore{}
+	s, _ := New(Config{Replica: "eu-1", Store: store})
+	if _, err := s.PutPoll(def("good"), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	old := def("old")
+	old.ClosesAt = math.MaxInt64 // accepted before times were bounded
+	b, _ := json.Marshal(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 6, Replica: "eu-1"}, Value: old})
+	if err := store.PutMeta(pollPrefix+"old", b); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(Config{Replica: "eu-1", Store: store})
+	if err != nil {
+		t.Fatalf("a stored definition out of today's bounds stops the start: %v", err)
+	}
+	if _, ok := again.Poll("good"); !ok {
+		t.Fatal("the valid poll was not loaded")
+	}
+	if _, ok := again.Poll("old"); ok || again.SetAside()["old"] == nil {
+		t.Fatalf("the invalid poll: served %v, set aside %v", ok, again.SetAside())
 	}
 }
 
