@@ -20,8 +20,15 @@ import (
 // are not kept: polls restored from a checkpoint check every key in the
 // ledger index (correct, a little slower for those polls).
 
-// ErrCheckpoint is returned for a checkpoint that cannot be used.
-var ErrCheckpoint = errors.New("ingest: bad checkpoint")
+var (
+	// ErrCheckpoint is returned for a checkpoint that cannot be used.
+	ErrCheckpoint = errors.New("ingest: bad checkpoint")
+	// ErrLedgerBehind is returned when a sound checkpoint counted more of
+	// this replica's records than the ledger now holds: records that were
+	// acknowledged are gone, and the node must not serve (it would reuse
+	// their sequence numbers).
+	ErrLedgerBehind = errors.New("ingest: the ledger holds fewer records than were acknowledged")
+)
 
 const checkpointMagic = "TALLY-CHECKPOINT-1\n"
 
@@ -194,7 +201,7 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 			return nil, err
 		}
 		if s.applied > head {
-			return nil, fmt.Errorf("%w: it covers %d records of poll %q, the ledger holds %d", ErrCheckpoint, s.applied, s.poll, head)
+			return nil, fmt.Errorf("%w: poll %q: the checkpoint counted %d records of this replica, the ledger holds %d", ErrLedgerBehind, s.poll, s.applied, head)
 		}
 	}
 	// Checked whole: apply.

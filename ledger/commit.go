@@ -58,6 +58,9 @@ func (l *Ledger) Append(recs ...Record) ([]Appended, error) {
 }
 
 func (l *Ledger) submit(req *request) error {
+	if l.readOnly {
+		return ErrReadOnly
+	}
 	l.sendMu.RLock()
 	if l.closed {
 		l.sendMu.RUnlock()

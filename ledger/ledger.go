@@ -28,6 +28,12 @@ var (
 	ErrConflict = errors.New("ledger: conflicting record")
 	// ErrNoReplica is returned by Append on a ledger opened without a replica id.
 	ErrNoReplica = errors.New("ledger: no replica id configured")
+	// ErrReadOnly is returned by Append and Import on a ledger opened
+	// read-only.
+	ErrReadOnly = errors.New("ledger: opened read-only")
+	// ErrNotExist is returned by a read-only Open of a directory that
+	// holds no ledger.
+	ErrNotExist = errors.New("ledger: no ledger there")
 )
 
 // Config configures a Ledger. Zero values mean the defaults.
@@ -43,6 +49,11 @@ type Config struct {
 	MaxBatch int
 	// Logger receives Pebble's log lines; defaults to slog.Default().
 	Logger *slog.Logger
+	// ReadOnly opens an existing ledger for reading only, as auditors'
+	// tools do: nothing in the directory is created or changed (Pebble
+	// replays the write-ahead log in memory), and a missing ledger is
+	// ErrNotExist.
+	ReadOnly bool
 	// OnCommit, when set, is called after every synced batch with the
 	// number of records it wrote and the time from building it to its
 	// fsync. It runs on the ledger's goroutine and must be quick.
@@ -69,6 +80,8 @@ type Ledger struct {
 	// sendMu orders Append's send on queue against Close's close(queue).
 	sendMu   sync.RWMutex
 	closed   bool
+	readOnly bool // set by Open, never changed: no commit pipeline
+	roClosed bool // a read-only ledger's Close ran
 	queue    chan *request
 	staged   chan *commit // built batches, to the applier
 	inflight chan *commit // applied batches, to the syncer
@@ -105,8 +118,15 @@ func Open(cfg Config) (*Ledger, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := makeDirDurable(cfg.FS, cfg.Dir); err != nil {
+	if cfg.ReadOnly {
+		if _, err := cfg.FS.Stat(cfg.FS.PathJoin(cfg.Dir, "CURRENT")); err != nil {
+			return nil, fmt.Errorf("%w: %s holds no ledger (%v)", ErrNotExist, cfg.Dir, err)
+		}
+	} else if err := makeDirDurable(cfg.FS, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("ledger: cannot create %s: %w", cfg.Dir, err)
+	}
+	if err := checkWAL(cfg.FS, cfg.Dir); err != nil {
+		return nil, err
 	}
 	cfs := &countingFS{FS: cfg.FS}
 	opts := &pebble.Options{
@@ -114,11 +134,12 @@ func Open(cfg Config) (*Ledger, error) {
 		Logger: pebbleLogger{cfg.Logger},
 		// Large memtables keep a burst of votes out of L0 until it is over.
 		MemTableSize: 64 << 20,
+		ReadOnly:     cfg.ReadOnly,
 	}
 
-	db, err := pebble.Open(cfg.Dir, opts)
+	db, err := openPebble(cfg.Dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: cannot open %s: %w", cfg.Dir, err)
+		return nil, err
 	}
 	l := &Ledger{
 		db:       db,
@@ -140,6 +161,10 @@ func Open(cfg Config) (*Ledger, error) {
 		db.Close()
 		return nil, err
 	}
+	if cfg.ReadOnly {
+		l.readOnly, l.closed = true, true // Append and Import answer ErrReadOnly
+		return l, nil
+	}
 	l.wg.Add(3)
 	go l.commitLoop()
 	go l.applyLoop()
@@ -150,6 +175,16 @@ func Open(cfg Config) (*Ledger, error) {
 // Close finishes the appends already queued, waits for their fsync, and
 // closes Pebble. It is safe to call more than once.
 func (l *Ledger) Close() error {
+	if l.readOnly {
+		l.sendMu.Lock()
+		done := l.roClosed
+		l.roClosed = true
+		l.sendMu.Unlock()
+		if done {
+			return nil
+		}
+		return l.db.Close()
+	}
 	l.sendMu.Lock()
 	if l.closed {
 		l.sendMu.Unlock()

@@ -2,12 +2,14 @@ package ledger
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 )
 
@@ -100,4 +102,22 @@ func makeDirDurable(fs vfs.FS, dir string) error {
 	}
 	defer parent.Close()
 	return parent.Sync()
+}
+
+// openPebble opens the Pebble database, naming the cause of the usual
+// failures in one line (Pebble panics on some of them).
+func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			db, err = nil, fmt.Errorf("ledger: cannot open %s: %v", dir, v)
+		}
+	}()
+	db, err = pebble.Open(dir, opts)
+	switch {
+	case errors.Is(err, pebble.ErrDBDoesNotExist):
+		return nil, fmt.Errorf("%w: %s holds no ledger", ErrNotExist, dir)
+	case err != nil:
+		return nil, fmt.Errorf("ledger: cannot open %s: %w", dir, err)
+	}
+	return db, nil
 }

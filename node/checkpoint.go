@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"time"
+
+	"tally/ingest"
 )
 
 const checkpointFile = "checkpoint" // the vote state at one instant; see ingest.WriteCheckpoint
@@ -33,6 +35,9 @@ func (n *Node) restore() (int, error) {
 	}
 	defer f.Close()
 	applied, err := n.ingest.LoadCheckpoint(f, n.heads)
+	if errors.Is(err, ingest.ErrLedgerBehind) {
+		return 0, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
 	if err != nil {
 		n.log.Warn("checkpoint not usable; replaying the whole ledger", "err", err)
 		return n.ingest.Replay(n.ledger.Replay(), n.replica)

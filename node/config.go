@@ -114,6 +114,11 @@ func DefaultConfig() Config {
 // ErrConfig is returned for a configuration the node cannot run with.
 var ErrConfig = errors.New("node: bad configuration")
 
+// ErrDamaged is returned when the data dir is damaged so that serving from
+// it could lose acknowledged votes or reuse their sequence numbers: the
+// node refuses to start. docs/operations.md says what to do.
+var ErrDamaged = errors.New(`node: data dir damaged, refusing to start (see "A damaged ledger" in docs/operations.md)`)
+
 // RegisterFlags adds every setting to fs, each defaulting to its
 // TALLY_<NAME> environment variable when set, else to c's value.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {

@@ -49,14 +49,7 @@ func startNodeAt(t testing.TB, dir string, ms int64, mutate func(*Config)) *test
 	t.Helper()
 	clock := &fakeClock{}
 	clock.ms.Store(ms)
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken = dir, "127.0.0.1:0", testToken
-	cfg.NodeName = fmt.Sprintf("node-%d", nodeNames.Add(1))
-	cfg.GossipAddr, cfg.GossipProfile = "127.0.0.1:0", "local"
-	cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Now, cfg.Stdout = clock.now, io.Discard
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Demo = false
+	cfg := testConfig(dir, clock)
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -83,6 +76,20 @@ func startNodeAt(t testing.TB, dir string, ms int64, mutate func(*Config)) *test
 	})
 	waitFor(t, func() bool { return n.ready.Load() })
 	return tn
+}
+
+// testConfig is a node's configuration for tests: loopback ports chosen
+// by the system, a unique name, the clock given, no output.
+func testConfig(dir string, clock *fakeClock) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken = dir, "127.0.0.1:0", testToken
+	cfg.NodeName = fmt.Sprintf("node-%d", nodeNames.Add(1))
+	cfg.GossipAddr, cfg.GossipProfile = "127.0.0.1:0", "local"
+	cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Now, cfg.Stdout = clock.now, io.Discard
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Demo = false
+	return cfg
 }
 
 // waitFor polls cond until it holds or a deadline passes.

@@ -122,6 +122,9 @@ func New(cfg Config) (n *Node, err error) {
 			n.m.commitSeconds.Observe(took.Seconds())
 		},
 	})
+	if errors.Is(err, ledger.ErrDamaged) {
+		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
 	if err != nil {
 		return nil, err
 	}

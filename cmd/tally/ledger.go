@@ -10,6 +10,7 @@ import (
 	"iter"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -240,33 +241,60 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	if len(nodes) > 0 {
 		return exportFromNodes(nodes, *poll, *token, *out, stderr)
 	}
-	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(*dir)})
+	// Read-only: an auditor's tool never changes the evidence (Pebble
+	// would otherwise flush the write-ahead log into a new table), fails on
+	// a damaged ledger, and does not create a ledger where none is.
+	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(*dir), ReadOnly: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
 	defer l.Close()
-	w := stdout
-	if *out != "-" {
-		f, err := os.Create(*out)
-		if err != nil {
-			fmt.Fprintf(stderr, "tally: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
-	}
-	n, err := l.Export(w, *poll)
+	polls, err := l.Polls()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
-	if n == 0 {
-		fmt.Fprintf(stderr, "tally: no records for poll %q\n", *poll)
+	if !slices.Contains(polls, *poll) {
+		fmt.Fprintf(stderr, "tally: no records for poll %q in %s (polls there: %s)\n", *poll, *dir, strings.Join(polls, ", "))
+		return 1
+	}
+	var n int
+	if *out == "-" {
+		n, err = l.Export(stdout, *poll)
+	} else {
+		err = writeFileAtomic(*out, func(w io.Writer) (err error) { n, err = l.Export(w, *poll); return err })
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stderr, "exported %d records of poll %s\n", n, *poll)
 	return 0
+}
+
+// writeFileAtomic writes path through a temporary file in the same
+// directory, renamed over path only when write succeeded: a failed export
+// leaves no file behind, and never half of one.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // ledgerDir is where a node keeps its Pebble ledger inside its data dir.

@@ -138,4 +138,66 @@ func TestExportFromDataDir(t *testing.T) {
 	if _, _, code := runCLI(t, "ledger", "export", "--data-dir", dataDir, "--poll", "nope"); code != 1 {
 		t.Fatalf("export of unknown poll: exit %d", code)
 	}
+	// An unknown poll with -o leaves no file.
+	none := filepath.Join(t.TempDir(), "none.ndjson")
+	if _, stderr, code := runCLI(t, "ledger", "export", "--data-dir", dataDir, "--poll", "nope", "-o", none); code != 1 || !strings.Contains(stderr, "nope") {
+		t.Fatalf("export of unknown poll to a file: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(none); !os.IsNotExist(err) {
+		t.Fatalf("a failed export left %s behind", none)
+	}
+	// A data dir that does not exist is an error and is not created.
+	typo := filepath.Join(t.TempDir(), "typo")
+	if _, stderr, code := runCLI(t, "ledger", "export", "--data-dir", typo, "--poll", "p"); code != 1 || !strings.Contains(stderr, "no ledger") {
+		t.Fatalf("export from a missing dir: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(typo); !os.IsNotExist(err) {
+		t.Fatalf("export created %s", typo)
+	}
+}
+
+// An auditor's export of a ledger whose WAL is damaged in the middle fails
+// and leaves every file as it was (Pebble used to flush the damaged log
+// into a new table, destroying the evidence).
+func TestExportRefusesDamagedLedgerAndChangesNothing(t *testing.T) {
+	dataDir := t.TempDir()
+	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(dataDir), Replica: "eu-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range 200 {
+		k := fmt.Sprint(j)
+		if _, err := l.Append(ledger.Record{Poll: "p", Voter: k, Option: "red", Idem: k, Wall: 10, Trust: 1, Counted: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	logs, _ := filepath.Glob(filepath.Join(ledgerDir(dataDir), "*.log"))
+	wal := logs[len(logs)-1]
+	data, _ := os.ReadFile(wal)
+	used := len(strings.TrimRight(string(data), "\x00"))
+	data[used/2] ^= 0x01
+	os.WriteFile(wal, data, 0o600)
+	snapshot := func() string {
+		entries, _ := os.ReadDir(ledgerDir(dataDir))
+		var b strings.Builder
+		for _, e := range entries {
+			if info, _ := e.Info(); e.Name() != "LOCK" {
+				fmt.Fprintf(&b, "%s %d %v\n", e.Name(), info.Size(), info.ModTime().UnixNano())
+			}
+		}
+		return b.String()
+	}
+	before := snapshot()
+	out := filepath.Join(t.TempDir(), "p.ndjson")
+	_, stderr, code := runCLI(t, "ledger", "export", "--data-dir", dataDir, "--poll", "p", "-o", out)
+	if code != 1 || !strings.Contains(stderr, "damaged") {
+		t.Fatalf("export of a damaged ledger: exit %d: %s", code, stderr)
+	}
+	if after := snapshot(); after != before {
+		t.Fatalf("the export changed the damaged ledger:\n%s\nvs\n%s", before, after)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatal("a failed export left its output file")
+	}
 }
