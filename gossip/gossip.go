@@ -89,10 +89,11 @@ type Gossip struct {
 	self    meta
 	subject string
 
-	ml      *memberlist.Memberlist
-	peersMu sync.Mutex
-	members map[string]peer       // node name → member, kept by the events
-	failed  map[string]failedPeer // node name → members declared dead, retried
+	ml       *memberlist.Memberlist
+	conflict atomic.Pointer[string] // address of another member that holds our name
+	peersMu  sync.Mutex
+	members  map[string]peer       // node name → member, kept by the events
+	failed   map[string]failedPeer // node name → members declared dead, retried
 
 	natsMu sync.Mutex // guards embedded and nc during (re)starts
 	emb    *embedded
@@ -187,18 +188,20 @@ func (g *Gossip) Start() error {
 	cfg := g.cfg
 	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr}
 	if cfg.NATSURL == "" {
+		// Each address is tried here, so a port already taken is named by
+		// its flag at once instead of the embedded server timing out.
 		var err error
 		if cfg.NATSClientAddr, err = freePort(orDefault(cfg.NATSClientAddr, "127.0.0.1:4222")); err != nil {
-			return fmt.Errorf("%w: nats client address: %v", ErrConfig, err)
+			return fmt.Errorf("%w: --nats-addr %s: %v", ErrConfig, cfg.NATSClientAddr, err)
 		}
 		if cfg.NATSClusterAddr != "" {
 			if g.self.NATSCluster, err = freePort(cfg.NATSClusterAddr); err != nil {
-				return fmt.Errorf("%w: nats cluster address: %v", ErrConfig, err)
+				return fmt.Errorf("%w: --nats-cluster-addr %s: %v", ErrConfig, cfg.NATSClusterAddr, err)
 			}
 		}
 		if cfg.NATSGatewayAddr != "" {
 			if g.self.NATSGateway, err = freePort(cfg.NATSGatewayAddr); err != nil {
-				return fmt.Errorf("%w: nats gateway address: %v", ErrConfig, err)
+				return fmt.Errorf("%w: --nats-gateway-addr %s: %v", ErrConfig, cfg.NATSGatewayAddr, err)
 			}
 		}
 		g.cfg = cfg
@@ -208,6 +211,13 @@ func (g *Gossip) Start() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
+	fail := func(err error) error {
+		cancel()
+		g.wg.Wait()
+		g.ml.Shutdown()
+		g.ml = nil // Close must not Leave a memberlist already shut down
+		return err
+	}
 	if len(cfg.Join) > 0 {
 		if _, err := g.ml.Join(cfg.Join); err != nil {
 			// Not fatal: the seeds may start later. Keep trying.
@@ -216,11 +226,11 @@ func (g *Gossip) Start() error {
 			go g.rejoin(ctx)
 		}
 	}
+	if other := g.conflict.Load(); other != nil {
+		return fail(fmt.Errorf("%w: --node-name %q is already taken by the member at %s: give every node a unique name", ErrConfig, cfg.NodeName, *other))
+	}
 	if err := g.startNATS(); err != nil {
-		cancel()
-		g.wg.Wait()
-		g.ml.Shutdown()
-		return err
+		return fail(err)
 	}
 	g.wg.Add(2)
 	go g.publishLoop(ctx)

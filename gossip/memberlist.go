@@ -42,6 +42,7 @@ func (g *Gossip) startMemberlist() error {
 	mc.Name = cfg.NodeName
 	mc.Delegate = &delegate{g: g}
 	mc.Events = &events{g: g}
+	mc.Conflict = &conflicts{g: g}
 	mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	if len(cfg.Keys) > 0 {
 		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
@@ -62,7 +63,7 @@ func (g *Gossip) startMemberlist() error {
 		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
 	})
 	if err != nil {
-		return fmt.Errorf("gossip: cannot bind %s: %w", cfg.BindAddr, err)
+		return fmt.Errorf("%w: --gossip-addr %s: %v", ErrConfig, orDefault(cfg.BindAddr, ":7946"), err)
 	}
 	mc.BindAddr, mc.BindPort = host, nt.GetAutoBindPort()
 	if cfg.AdvertiseAddr != "" {
@@ -87,8 +88,31 @@ func (g *Gossip) startMemberlist() error {
 	return nil
 }
 
-// GossipAddr returns the address memberlist announces (host:port).
-func (g *Gossip) GossipAddr() string { return g.ml.LocalNode().Address() }
+// GossipAddr returns the address memberlist announces (host:port), or ""
+// before Start or after a failed one.
+func (g *Gossip) GossipAddr() string {
+	if g.ml == nil {
+		return ""
+	}
+	return g.ml.LocalNode().Address()
+}
+
+// conflicts hears from memberlist about two members claiming one name.
+type conflicts struct{ g *Gossip }
+
+// NotifyConflict is called when a member announces a name already held at
+// another address. When the name is ours, Start refuses to go on (the
+// newcomer) or the conflict is logged (the node already in the cluster).
+func (c *conflicts) NotifyConflict(existing, other *memberlist.Node) {
+	g := c.g
+	if existing.Name != g.cfg.NodeName {
+		g.log.Error("two members claim one node name", "name", existing.Name, "addr", existing.Address(), "other_addr", other.Address())
+		return
+	}
+	addr := other.Address()
+	g.conflict.CompareAndSwap(nil, &addr)
+	g.log.Error("another member uses this node's name", "name", existing.Name, "other_addr", addr)
+}
 
 // delegate plugs Tally's state into memberlist.
 type delegate struct{ g *Gossip }

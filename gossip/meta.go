@@ -75,12 +75,16 @@ func hostPort(addr string) (string, int, error) {
 // address can be announced before the listener starts.
 func freePort(addr string) (string, error) {
 	h, port, err := hostPort(addr)
-	if err != nil || port != 0 {
+	if err != nil {
 		return addr, err
 	}
-	l, err := net.Listen("tcp", addr)
+	l, err := net.Listen("tcp", addr) // a fixed port too: one already taken is an error now, not a timeout later
 	if err != nil {
-		return "", err
+		return addr, err
+	}
+	if port != 0 {
+		l.Close()
+		return addr, nil
 	}
 	defer l.Close()
 	return net.JoinHostPort(h, strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil

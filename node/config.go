@@ -22,6 +22,10 @@ import (
 // Config configures a node. DefaultConfig gives the defaults; a zero field
 // of a Config built by hand also means its default where one exists.
 type Config struct {
+	// envErrs are TALLY_* values RegisterFlags could not parse; Validate
+	// refuses to run with them, as a bad flag is refused.
+	envErrs []error
+
 	DataDir         string        // Pebble ledger, replica id, admin token
 	HTTPAddr        string        // API, page and metrics
 	Region          string        // region name, part of the replica id
@@ -120,7 +124,9 @@ var ErrConfig = errors.New("node: bad configuration")
 var ErrDamaged = errors.New(`node: data dir damaged, refusing to start (see "A damaged ledger" in docs/operations.md)`)
 
 // RegisterFlags adds every setting to fs, each defaulting to its
-// TALLY_<NAME> environment variable when set, else to c's value.
+// TALLY_<NAME> environment variable when set, else to c's value. A value
+// in the environment that does not parse makes Validate (and so New) fail,
+// even when the flag is also given.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Pebble data, replica id, admin token")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (API, WebSocket, page, metrics)")
@@ -178,7 +184,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		env := "TALLY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
 			if err := fs.Set(f.Name, v); err != nil {
-				fmt.Fprintf(fs.Output(), "ignoring %s=%q: %v\n", env, v, err)
+				c.envErrs = append(c.envErrs, fmt.Errorf("%w: $%s (--%s): %v", ErrConfig, env, f.Name, err))
 			}
 		}
 		f.Usage += fmt.Sprintf(" [$%s]", env)
@@ -187,6 +193,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate refuses settings the node cannot run with.
 func (c *Config) Validate() error {
+	if len(c.envErrs) > 0 {
+		return c.envErrs[0]
+	}
 	if c.Role != gossip.RoleFull && c.Role != gossip.RoleEdge {
 		return fmt.Errorf("%w: --role %q: want full or edge", ErrConfig, c.Role)
 	}

@@ -106,3 +106,14 @@ func replicaID(dir, region string) (string, error) {
 	}
 	return id, nil
 }
+
+// checkWritable proves that files can be created, synced and renamed in
+// the data dir, so that a read-only or immutable one stops the start with
+// one line instead of failing at the first clock save or checkpoint.
+func checkWritable(dir string) error {
+	const probe = ".write-probe"
+	if err := writeAtomic(dir, probe, func(w io.Writer) error { _, err := io.WriteString(w, "ok\n"); return err }); err != nil {
+		return fmt.Errorf("node: data dir %s is not writable: %w", dir, err)
+	}
+	return os.Remove(filepath.Join(dir, probe))
+}

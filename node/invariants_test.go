@@ -107,6 +107,28 @@ func TestFlagsHaveEnvFallbacks(t *testing.T) {
 	}
 }
 
+// A TALLY_* value that does not parse is an error, as the same flag is,
+// not a warning and the default.
+func TestBadEnvValuesAreErrors(t *testing.T) {
+	for env, want := range map[string]string{"TALLY_RATE_IP": "--rate-ip", "TALLY_TICK": "--tick", "TALLY_REQUIRE_SESSION": "--require-session", "TALLY_MAX_BODY": "--max-body"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "fast")
+			cfg := DefaultConfig()
+			fs := flag.NewFlagSet("node", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			cfg.RegisterFlags(fs)
+			if err := fs.Parse(nil); err != nil {
+				t.Fatal(err)
+			}
+			cfg.DataDir = t.TempDir()
+			_, err := New(cfg)
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "$"+env) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s=fast: %v", env, err)
+			}
+		})
+	}
+}
+
 func TestRefusesBadClusterSettings(t *testing.T) {
 	for name, mutate := range map[string]func(*Config){
 		"unknown role":        func(c *Config) { c.Role = "cloud" },

@@ -91,6 +91,9 @@ func New(cfg Config) (n *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: cannot create data dir: %w", err)
 	}
+	if err := checkWritable(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
 	opened := n // the return below sets n to nil
 	defer func() {

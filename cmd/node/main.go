@@ -25,7 +25,7 @@ func main() {
 		err = n.Run(ctx)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "tally node:", err)
+		fmt.Fprintln(os.Stderr, "tally-node:", err)
 		os.Exit(1)
 	}
 }
