@@ -270,10 +270,22 @@ func (g *Gossip) Close() error {
 		g.cancel()
 	}
 	g.wg.Wait()
+	// The loops are done: publish what changed since the last delta (the
+	// final votes of a draining node) and wait for NATS to take it, so the
+	// other regions have this node's last counts before it leaves.
+	if g.pub.versions != nil && g.publishOnce() {
+		g.natsMu.Lock()
+		if g.nc != nil {
+			g.nc.FlushTimeout(time.Second)
+		}
+		g.natsMu.Unlock()
+	}
 	var err error
 	if g.ml != nil {
-		if lerr := g.ml.Leave(time.Second); lerr != nil {
-			g.log.Warn("leave", "err", lerr)
+		// The leave goes out with the next gossip round; a timeout means no
+		// peer was reachable, which their failure detector covers.
+		if lerr := g.ml.Leave(3 * time.Second); lerr != nil {
+			g.log.Info("left the cluster without confirmation that the leave was sent", "err", lerr)
 		}
 		err = g.ml.Shutdown()
 	}

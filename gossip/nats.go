@@ -115,7 +115,10 @@ func (g *Gossip) startNATS() error {
 			// NATS is down).
 			return min(time.Duration(attempts)*100*time.Millisecond, time.Second)
 		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() || g.closed.Load() {
+				return // our own Close, not a failure
+			}
 			g.log.Warn("nats disconnected; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {

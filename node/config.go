@@ -67,6 +67,9 @@ type Config struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
+	// Drain is how long a stopping node keeps serving with /readyz at 503
+	// before it stops accepting; 0: none.
+	Drain time.Duration
 
 	// Injected for tests; nil means the real thing.
 	Logger   *slog.Logger
@@ -112,6 +115,7 @@ func DefaultConfig() Config {
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ShutdownTimeout:   15 * time.Second,
+		Drain:             5 * time.Second,
 	}
 }
 
@@ -179,6 +183,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "cut off clients that send headers slower than this")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "cut off clients that send a request slower than this")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "longest time to write a response")
+	fs.DurationVar(&c.Drain, "drain", c.Drain, "on SIGTERM/SIGINT, how long /readyz answers 503 while the node keeps serving, before it stops accepting (0: stop at once)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown waits for in-flight requests")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "TALLY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

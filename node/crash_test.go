@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,6 +23,25 @@ import (
 type procNode struct {
 	cmd *exec.Cmd
 	url string
+	log *lockedBuffer // its standard error: the log
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startProcess runs the node binary on dir; extra flags come last and win.
@@ -37,14 +55,15 @@ func startProcess(t *testing.T, bin, dir string, extra ...string) *procNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = io.Discard
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := bufio.NewScanner(stdout)
 	re := regexp.MustCompile(`listening on (http://\S+)`)
-	p := &procNode{cmd: cmd}
+	p := &procNode{cmd: cmd, log: logs}
 	for lines.Scan() {
 		if m := re.FindStringSubmatch(lines.Text()); m != nil {
 			p.url = m[1]
@@ -90,11 +109,7 @@ func TestKill9KeepsEveryAckedVote(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}
-	bin := filepath.Join(t.TempDir(), "node")
-	build := exec.Command("go", "build", "-o", bin, "tally/cmd/node")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNodeBinary(t)
 	dir := t.TempDir()
 	p := startProcess(t, bin, dir)
 	if code, body, err := post(p.url+"/v1/polls", `{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":3600}`,
@@ -209,10 +224,7 @@ func TestKill9InACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}
-	bin := filepath.Join(t.TempDir(), "node")
-	if out, err := exec.Command("go", "build", "-o", bin, "tally/cmd/node").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNodeBinary(t)
 	a := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "eu-west", time.Now }) // the real clock, as the process has
 	a.createPoll(t, "p")
 	l, err := net.Listen("tcp", "127.0.0.1:0") // the killed node comes back at the same gossip address

@@ -89,6 +89,7 @@ func testConfig(dir string, clock *fakeClock) Config {
 	cfg.Now, cfg.Stdout = clock.now, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Demo = false
+	cfg.Drain = 0 // tests that drain say so
 	return cfg
 }
 

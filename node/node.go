@@ -45,7 +45,8 @@ type Node struct {
 	m        nodeMetrics
 	listener net.Listener
 	srv      *http.Server
-	ready    atomic.Bool
+	ready    atomic.Bool // replayed and serving: the API answers
+	draining atomic.Bool // stopping: /readyz answers 503, the API still answers
 }
 
 // New prepares a node: it opens the data directory and the ledger, loads
@@ -280,6 +281,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.ready.Store(true)
 			select {
 			case <-ctx.Done():
+				n.drain(serveErr)
 			case err = <-serveErr:
 			}
 			stopCert()
@@ -287,10 +289,10 @@ func (n *Node) Run(ctx context.Context) error {
 			<-certDone
 		}
 	}
-	n.ready.Store(false)
-	if gerr := n.gossip.Close(); gerr != nil {
-		n.log.Warn("gossip close", "err", gerr)
-	}
+	// Stop in the order a load balancer and the other regions need: HTTP
+	// first (no new connections, in-flight requests finish and are acked),
+	// then leave the cluster (after a last delta of this node's counts),
+	// then the final checkpoint and the ledger.
 	n.log.Info("shutting down: finishing in-flight requests")
 	n.fanout.Close() // live streams end first: http.Server.Shutdown would wait for them
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -300,6 +302,10 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	n.ready.Store(false)
+	if gerr := n.gossip.Close(); gerr != nil {
+		n.log.Warn("gossip close", "err", gerr)
 	}
 	if replayed {
 		// The memory state is whole and no request is in flight any more: a
@@ -314,6 +320,25 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.log.Info("stopped", "replica", n.replica, "err", err)
 	return err
+}
+
+// drain is the first step of a graceful stop: /readyz answers 503 and
+// every response asks its client to reconnect (Connection: close), so a
+// load balancer moves traffic elsewhere, while the node keeps serving
+// everything for cfg.Drain. It returns early if the server fails.
+func (n *Node) drain(serveErr <-chan error) {
+	n.draining.Store(true)
+	if n.cfg.Drain <= 0 {
+		return
+	}
+	n.log.Info("draining: /readyz answers 503, still serving", "for", n.cfg.Drain)
+	t := time.NewTimer(n.cfg.Drain)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case err := <-serveErr:
+		n.log.Error("http server stopped while draining", "err", err)
+	}
 }
 
 func (n *Node) closeStorage() error {

@@ -45,6 +45,10 @@ func (n *Node) routes() http.Handler {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if n.draining.Load() {
+			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "draining: the node is stopping"))
+			return
+		}
 		if !n.ready.Load() {
 			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
 			return
@@ -63,7 +67,15 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.draining.Load() {
+			// Answered in full, then the connection closes: the client's
+			// next request opens a new one, which the load balancer sends
+			// to a node that is not stopping.
+			w.Header().Set("Connection", "close")
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // debugMux serves Go's profiles, for --debug-addr.

@@ -20,6 +20,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	followParent()
 	n, err := node.New(cfg)
 	if err == nil {
 		err = n.Run(ctx)
