@@ -33,6 +33,8 @@ const (
 	CodeSessionExpired  = "session_expired"
 	CodeSessionMismatch = "session_mismatch"
 	CodePuzzleFailed    = "puzzle_failed"
+	CodeUpgradeRequired = "upgrade_required"
+	CodeTooManyPolls    = "too_many_polls"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

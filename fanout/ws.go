@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -59,10 +60,35 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Time{})
 	rc.SetWriteDeadline(time.Time{})
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.Origins})
-	if err != nil {
-		return // Accept has answered
+	// One limit for everything a client sends: messages, pings and pongs
+	// count against InboundPerSec, and the raw bytes against a budget of
+	// that many full-size messages a second (so floods of empty frames
+	// are caught too). Past either, the socket closes with 1008.
+	lim := rate.NewLimiter(rate.Limit(s.cfg.InboundPerSec), int(2*s.cfg.InboundPerSec)+1)
+	perSec := s.cfg.InboundPerSec * float64(s.cfg.MaxInbound+64)
+	bytes := rate.NewLimiter(rate.Limit(perSec), int(max(2*perSec, 64<<10)))
+	abuse := &abuseCloser{}
+	jw := &jsonRefusals{ResponseWriter: w, wrap: func(nc net.Conn) net.Conn {
+		return &budgetConn{Conn: nc, lim: bytes, over: func() { abuse.close("too many frames") }}
+	}}
+	control := func() bool {
+		if lim.Allow() {
+			return true
+		}
+		abuse.close("too many messages")
+		return false
 	}
+	c, err := websocket.Accept(jw, r, &websocket.AcceptOptions{
+		OriginPatterns: s.cfg.Origins,
+		OnPingReceived: func(context.Context, []byte) bool { return control() },
+		OnPongReceived: func(context.Context, []byte) { control() },
+	})
+	if err != nil {
+		jw.finish()
+		return // Accept has answered, in the JSON error shape
+	}
+	abuse.start(c)
+	defer abuse.wait()
 	// Message size is checked in readLoop, so an oversized message gets the
 	// same policy-violation close as any other abuse.
 	c.SetReadLimit(-1)
@@ -78,11 +104,57 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer v.hub.remove(v, "gone")
-	s.readLoop(v, c, pollID, ip, time.Now())
+	s.readLoop(v, c, lim, pollID, ip, time.Now())
 }
 
-func (s *Server) readLoop(v *viewer, c *websocket.Conn, pollID, ip string, opened time.Time) {
-	lim := rate.NewLimiter(rate.Limit(s.cfg.InboundPerSec), int(2*s.cfg.InboundPerSec)+1)
+// abuseCloser closes a socket with 1008 from the callbacks that detect
+// abuse inside the websocket library's read path, where Close itself
+// would wait on that same read: on a goroutine of its own, which the
+// handler waits for before it returns.
+type abuseCloser struct {
+	mu     sync.Mutex
+	c      *websocket.Conn
+	reason string // set before the connection was ready
+	done   chan struct{}
+}
+
+func (a *abuseCloser) start(c *websocket.Conn) {
+	a.mu.Lock()
+	a.c = c
+	reason := a.reason
+	a.mu.Unlock()
+	if reason != "" {
+		a.close(reason)
+	}
+}
+
+func (a *abuseCloser) close(reason string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.c == nil {
+		a.reason = reason
+		return
+	}
+	if a.done != nil {
+		return
+	}
+	a.done = make(chan struct{})
+	go func(c *websocket.Conn, done chan struct{}) {
+		defer close(done)
+		c.Close(websocket.StatusPolicyViolation, reason)
+	}(a.c, a.done)
+}
+
+func (a *abuseCloser) wait() {
+	a.mu.Lock()
+	done := a.done
+	a.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollID, ip string, opened time.Time) {
 	for {
 		typ, rd, err := c.Reader(context.Background()) // Close ends it by closing the connection
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"iter"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"tally/hlc"
 )
 
@@ -49,14 +51,12 @@ func (r Record) MarshalJSON() ([]byte, error) {
 // trailing data, invalid fields and a hash that does not match the record
 // are errors.
 func DecodeRecordJSON(line []byte) (Record, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
+	// The API's strictness (the JSON v2 prototype): duplicate names, names
+	// in another case, unknown members, invalid UTF-8 and trailing data
+	// are all refused, so no two readers can see one line differently.
 	var j recordJSON
-	if err := dec.Decode(&j); err != nil {
+	if err := jsonv2.Unmarshal(line, &j, jsonv2.RejectUnknownMembers(true), jsonv2.MatchCaseInsensitiveNames(false)); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Record{}, fmt.Errorf("%w: trailing data after the record", ErrMalformed)
 	}
 	ts, err := hlc.Parse(j.HLC)
 	if err != nil || ts.Replica != "" {
@@ -107,13 +107,17 @@ func WriteNDJSON(w io.Writer, records iter.Seq2[Record, error]) (int, error) {
 }
 
 // ReadNDJSON yields the records of an export, checking each line (see
-// DecodeRecordJSON) and that every record belongs to one poll. Blank lines
-// are skipped; a line over MaxLineBytes is an error. Errors name the line.
+// DecodeRecordJSON), that every record belongs to one poll, and that each
+// replica's records form its chain in the order Export writes them (from
+// seq 1, each linking to the one before): a repeated, missing or swapped
+// line is an error here, whichever tool reads the file. Blank lines are
+// skipped; a line over MaxLineBytes is an error. Errors name the line.
 func ReadNDJSON(r io.Reader) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		br := bufio.NewReaderSize(r, 64<<10)
 		var poll string
 		var in interner
+		chains := NewVerifier()
 		for n := 1; ; n++ {
 			line, err := readLine(br)
 			if errors.Is(err, io.EOF) && len(line) == 0 {
@@ -129,6 +133,9 @@ func ReadNDJSON(r io.Reader) iter.Seq2[Record, error] {
 			rec, err := DecodeRecordJSON(line)
 			if err == nil && poll != "" && rec.Poll != poll {
 				err = fmt.Errorf("%w: record of poll %q in an export of poll %q", ErrInvalid, rec.Poll, poll)
+			}
+			if err == nil {
+				err = chains.Add(&rec)
 			}
 			if err != nil {
 				yield(Record{}, fmt.Errorf("line %d: %w", n, err))

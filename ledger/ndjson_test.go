@@ -107,6 +107,12 @@ func TestReadNDJSONRejectsHostileInput(t *testing.T) {
 		{"invalid poll id", strings.Replace(lines[0], `"poll":"p"`, `"poll":"p q"`, 1), ErrInvalid},
 		{"trust out of range", strings.Replace(lines[0], `"trust":1`, `"trust":7`, 1), ErrInvalid},
 		{"seq zero", strings.Replace(lines[0], `"seq":1`, `"seq":0`, 1), ErrInvalid},
+		{"duplicate key", strings.Replace(lines[0], `{"poll":"p"`, `{"poll":"p","poll":"p"`, 1), ErrMalformed},
+		{"duplicate key, last differs", strings.Replace(lines[0], `{"poll":"p"`, `{"poll":"q","poll":"p"`, 1), ErrMalformed},
+		{"key in another case", strings.Replace(lines[0], `"voter"`, `"Voter"`, 1), ErrMalformed},
+		{"invalid utf-8", strings.Replace(lines[0], `"ip_hash":"`, "\"ip_hash\":\"\xff", 1), ErrMalformed},
+		{"repeated line", lines[0] + lines[1] + lines[1] + lines[2], ErrChain},
+		{"swapped lines", lines[0] + lines[2] + lines[1], ErrChain},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -201,3 +201,32 @@ func TestExportRefusesDamagedLedgerAndChangesNothing(t *testing.T) {
 		t.Fatal("a failed export left its output file")
 	}
 }
+
+// One strict reader, one verdict: a file with a repeated or swapped line
+// fails verify and merge alike (merge used to accept it).
+func TestVerifyAndMergeAgreeOnReorderedFiles(t *testing.T) {
+	files := writeExports(t)
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	lines[len(lines)-1] += "\n"
+	variants := map[string]string{
+		"repeated": strings.Join(append(append([]string{}, lines[:10]...), lines[9:]...), ""),
+		"swapped":  strings.Join(append(append(append([]string{}, lines[:5]...), lines[6], lines[5]), lines[7:]...), ""),
+	}
+	for name, body := range variants {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), name+".ndjson")
+			if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range [][]string{{"ledger", "verify", f}, {"ledger", "merge", f, files[1]}} {
+				if _, stderr, code := runCLI(t, cmd...); code != 1 || !strings.Contains(stderr, "broken chain") {
+					t.Errorf("%s on a %s line: exit %d: %s", cmd[1], name, code, stderr)
+				}
+			}
+		})
+	}
+}
