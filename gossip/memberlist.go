@@ -110,6 +110,13 @@ func (c *conflicts) NotifyConflict(existing, other *memberlist.Node) {
 		return
 	}
 	addr := other.Address()
+	if m, err := decodeMeta(other.Meta); err == nil && m.Replica == g.cfg.Replica {
+		// Our own earlier incarnation (same data dir), restarted at a new
+		// address before the cluster saw it go: memberlist lets the name
+		// be reclaimed once the old address is found dead.
+		g.log.Info("this node's previous incarnation is still listed; it is replaced once found gone", "name", existing.Name, "old_addr", addr)
+		return
+	}
 	g.conflict.CompareAndSwap(nil, &addr)
 	g.log.Error("another member uses this node's name", "name", existing.Name, "other_addr", addr)
 }

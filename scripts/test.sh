@@ -9,4 +9,7 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# The model-based lifecycle test (node/lifecycle_test.go) runs this many
+# seeded clusters here; scripts/lifecycle.sh runs far more.
+export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-12}"
 go test -race -count=1 "$@" ./...
