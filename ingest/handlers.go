@@ -1,10 +1,18 @@
 package ingest
 
 import (
+	"cmp"
+	"encoding/base64"
+	"errors"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"tally/api"
+	"tally/ids"
 	"tally/ledger"
 	"tally/poll"
 	"tally/state"
@@ -98,16 +106,68 @@ func (p *Pipeline) HandleCreatePoll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
+		if errors.Is(err, state.ErrTooManyPolls) {
+			err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); closed polls leave after their certification and retention")
+		}
 		api.WriteError(w, err)
 		return
 	}
 	p.writeView(w, http.StatusCreated, def.ID)
 }
 
-// HandleListPolls serves GET /v1/polls.
+// Page sizes of GET /v1/polls.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// HandleListPolls serves GET /v1/polls: newest first (by opens_at, then
+// id, both descending), at most ?limit= polls (default 50, at most 200), continuing after
+// ?cursor= (the next_cursor of the previous page). next_cursor is absent on
+// the last page.
 func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
-	views := []PollView{}
-	for _, d := range p.cfg.State.Polls() {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed query: %v", err))
+		return
+	}
+	limit := DefaultPageSize
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "limit must be 1-%d", MaxPageSize))
+			return
+		}
+		limit = n
+	}
+	polls := p.cfg.State.Polls()
+	slices.Reverse(polls) // newest first
+	if c := q.Get("cursor"); c != "" {
+		after, ok := decodeCursor(c)
+		if !ok {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed cursor"))
+			return
+		}
+		// The first poll that sorts after the cursor's, newest first.
+		i, _ := slices.BinarySearchFunc(polls, after, func(d poll.Definition, c pageKey) int {
+			if x := cmp.Compare(c.opensAt, d.OpensAt); x != 0 {
+				return x
+			}
+			return strings.Compare(c.id, d.ID)
+		})
+		if i < len(polls) && polls[i].OpensAt == after.opensAt && polls[i].ID == after.id {
+			i++
+		}
+		polls = polls[i:]
+	}
+	out := map[string]any{}
+	if len(polls) > limit {
+		last := polls[limit-1]
+		out["next_cursor"] = encodeCursor(pageKey{last.OpensAt, last.ID})
+		polls = polls[:limit]
+	}
+	views := make([]PollView, 0, len(polls))
+	for _, d := range polls {
 		v, err := p.View(d.ID)
 		if err != nil {
 			api.WriteError(w, err)
@@ -115,7 +175,31 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		}
 		views = append(views, v)
 	}
-	api.WriteJSON(w, http.StatusOK, map[string]any{"polls": views})
+	out["polls"] = views
+	api.WriteJSON(w, http.StatusOK, out)
+}
+
+// pageKey is where a page of polls ends.
+type pageKey struct {
+	opensAt int64
+	id      string
+}
+
+func encodeCursor(k pageKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.opensAt, 10) + "/" + k.id))
+}
+
+func decodeCursor(s string) (pageKey, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) > 128 {
+		return pageKey{}, false
+	}
+	ms, id, ok := strings.Cut(string(b), "/")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || ids.Valid(id) != nil {
+		return pageKey{}, false
+	}
+	return pageKey{n, id}, true
 }
 
 // HandleGetPoll serves GET /v1/polls/{poll}.

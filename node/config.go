@@ -17,6 +17,7 @@ import (
 	"tally/certify"
 	"tally/gossip"
 	"tally/ingest"
+	"tally/state"
 )
 
 // Config configures a node. DefaultConfig gives the defaults; a zero field
@@ -67,6 +68,8 @@ type Config struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
+	// MaxPolls bounds the polls the node holds; 0: state.DefaultMaxPolls.
+	MaxPolls int
 	// Drain is how long a stopping node keeps serving with /readyz at 503
 	// before it stops accepting; 0: none.
 	Drain time.Duration
@@ -116,6 +119,7 @@ func DefaultConfig() Config {
 		IdleTimeout:       120 * time.Second,
 		ShutdownTimeout:   15 * time.Second,
 		Drain:             5 * time.Second,
+		MaxPolls:          state.DefaultMaxPolls,
 	}
 }
 
@@ -178,6 +182,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve Go's pprof profiles on this address (keep it on loopback); empty: off")
+	fs.IntVar(&c.MaxPolls, "max-polls", c.MaxPolls, "polls this node holds at most (open, closed, and kept until certified plus --retention); creating more answers 409 too_many_polls")
 	fs.IntVar(&c.MaxViewers, "max-viewers", c.MaxViewers, "live viewers this node serves at most")
 	fs.IntVar(&c.MaxViewersPerIP, "max-viewers-per-ip", c.MaxViewersPerIP, "live viewers per client IP")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "cut off clients that send headers slower than this")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -213,5 +214,60 @@ func TestPollTimesAndLimitsAreBounded(t *testing.T) {
 	r := n.admin(t, "POST", "/v1/polls", fmt.Sprintf(`{"id":"edge",%s,"opens_at":%d,"duration_s":604800,"grace_s":300,"limits":{"ip_rate":0.01}}`, opts, now+30*24*3600*1000))
 	if r.status != http.StatusCreated || r.body["status"] != "scheduled" {
 		t.Fatalf("a poll at its bounds: %d %s", r.status, r.raw)
+	}
+}
+
+// GET /v1/polls is paginated, newest first, and a node holds a bounded
+// number of polls: beyond it a create is refused with a clear 409.
+func TestPollListPagesAndPollBound(t *testing.T) {
+	n := startNode(t, t.TempDir(), func(c *Config) { c.MaxPolls = 7 })
+	for i := range 7 {
+		n.clock.advance(time.Second)
+		n.createPoll(t, fmt.Sprintf("p%d", i))
+	}
+	r := n.admin(t, "POST", "/v1/polls", `{"id":"one-too-many","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
+	if r.status != http.StatusConflict || r.code() != "too_many_polls" {
+		t.Fatalf("create beyond the bound: %d %s", r.status, r.raw)
+	}
+	if r := n.admin(t, "POST", "/v1/polls/p3/close", ""); r.status != http.StatusOK {
+		t.Fatalf("closing a poll at the bound: %d %s", r.status, r.raw)
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		path := "/v1/polls?limit=3"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		r := n.call(t, "GET", path, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, r.status, r.raw)
+		}
+		polls := r.body["polls"].([]any)
+		if len(polls) > 3 {
+			t.Fatalf("page of %d with limit 3", len(polls))
+		}
+		for _, p := range polls {
+			got = append(got, p.(map[string]any)["id"].(string))
+		}
+		next, more := r.body["next_cursor"].(string)
+		if !more {
+			break
+		}
+		cursor = next
+	}
+	if want := []string{"p6", "p5", "p4", "p3", "p2", "p1", "p0"}; !slices.Equal(got, want) {
+		t.Fatalf("pages: %v, want %v", got, want)
+	}
+	for _, bad := range []string{"limit=0", "limit=201", "limit=x", "cursor=%%%", "cursor=bm9wZQ", "cursor=" + strings.Repeat("QUFB", 100)} {
+		if r := n.call(t, "GET", "/v1/polls?"+bad, ""); r.status != http.StatusBadRequest || r.code() != "invalid_request" {
+			t.Errorf("%s: %d %s", bad, r.status, r.raw)
+		}
+	}
+	if r := n.call(t, "GET", "/v1/polls", ""); len(r.body["polls"].([]any)) != 7 || r.body["next_cursor"] != nil {
+		t.Fatalf("default page: %s", r.raw)
 	}
 }

@@ -132,7 +132,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger}); err != nil {
+	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls}); err != nil {
 		return nil, err
 	}
 	for id, why := range n.state.SetAside() {

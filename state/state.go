@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,13 @@ import (
 // ErrStore is returned when a definition cannot be persisted or loaded.
 var ErrStore = errors.New("state: store")
 
+// ErrTooManyPolls is returned by PutPoll for a new poll when the state
+// already holds Config.MaxPolls (from the API or from gossip alike).
+var ErrTooManyPolls = errors.New("state: too many polls")
+
+// DefaultMaxPolls is how many polls a node holds at most by default.
+const DefaultMaxPolls = 1000
+
 // Store persists small values; the ledger implements it.
 type Store interface {
 	PutMeta(name string, value []byte) error
@@ -35,13 +43,19 @@ type Config struct {
 	Store Store
 	// Stripes per option; default 4 × GOMAXPROCS.
 	Stripes int
+	// MaxPolls bounds the polls held (open, closed and kept for retention);
+	// default DefaultMaxPolls.
+	MaxPolls int
 }
 
 // State is the node's replicated state. It is safe for concurrent use.
 type State struct {
-	replica string
-	store   Store
-	stripes int
+	replica  string
+	store    Store
+	stripes  int
+	maxPolls int
+
+	createMu sync.Mutex // serializes the creation of new polls, so the bound holds
 
 	mu    sync.RWMutex
 	defs  crdt.Map[string, poll.Definition]
@@ -67,7 +81,10 @@ func New(cfg Config) (*State, error) {
 	if cfg.Stripes <= 0 {
 		cfg.Stripes = 4 * runtime.GOMAXPROCS(0)
 	}
-	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, polls: make(map[string]*pollState)}
+	if cfg.MaxPolls <= 0 {
+		cfg.MaxPolls = DefaultMaxPolls
+	}
+	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, maxPolls: cfg.MaxPolls, polls: make(map[string]*pollState)}
 	if s.store == nil {
 		return s, nil
 	}
@@ -113,6 +130,17 @@ func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
 	s.mu.RUnlock()
 	if ok && !cur.TS.Less(ts) {
 		return false, nil
+	}
+	if !ok {
+		s.createMu.Lock()
+		defer s.createMu.Unlock()
+		s.mu.RLock()
+		_, ok = s.defs.Get(d.ID)
+		held := s.defs.Len()
+		s.mu.RUnlock()
+		if !ok && held >= s.maxPolls {
+			return false, fmt.Errorf("%w: %d held, at most %d", ErrTooManyPolls, held, s.maxPolls)
+		}
 	}
 	if s.store != nil {
 		b, err := json.Marshal(reg)
@@ -177,8 +205,8 @@ func (s *State) Polls() []poll.Definition {
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(out, func(a, b poll.Definition) int {
-		if a.OpensAt != b.OpensAt {
-			return int(a.OpensAt - b.OpensAt)
+		if c := cmp.Compare(a.OpensAt, b.OpensAt); c != 0 {
+			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"errors"
 	"iter"
 	"math"
 	"strings"
@@ -200,5 +201,27 @@ func TestMergeLiftsOwnCells(t *testing.T) {
 	other.Merge(mine)
 	if other.Value("red") != 4 {
 		t.Fatalf("another node sees %d, want 4", other.Value("red"))
+	}
+}
+
+// The poll bound holds for definitions from gossip as from the API; a
+// newer version of a poll already held (a close) is still taken.
+func TestMaxPolls(t *testing.T) {
+	s, _ := New(Config{Replica: "eu-1", MaxPolls: 2})
+	for i, id := range []string{"a", "b"} {
+		if _, err := s.PutPoll(def(id), hlc.Timestamp{Wall: int64(5 + i), Replica: "eu-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.MergePoll(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 9, Replica: "us-1"}, Value: def("c")}); !errors.Is(err, ErrTooManyPolls) {
+		t.Fatalf("a third poll from gossip: %v", err)
+	}
+	closed := def("a")
+	closed.ClosesAt = closed.OpensAt + 1000
+	if won, err := s.PutPoll(closed, hlc.Timestamp{Wall: 10, Replica: "us-1"}); !won || err != nil {
+		t.Fatalf("closing a poll at the bound: %v %v", won, err)
+	}
+	if n := len(s.Polls()); n != 2 {
+		t.Fatalf("%d polls held", n)
 	}
 }
