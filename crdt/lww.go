@@ -66,6 +66,10 @@ func (m *Map[K, V]) Keys() []K { return slices.Sorted(maps.Keys(m.m)) }
 // Len returns the number of keys.
 func (m *Map[K, V]) Len() int { return len(m.m) }
 
+// Delete drops key locally. It is not a replicated removal: a peer's
+// merge can bring the key back, so callers keep their own tombstones.
+func (m *Map[K, V]) Delete(key K) { delete(m.m, key) }
+
 // Merge merges every register of o into m and reports whether m changed.
 func (m *Map[K, V]) Merge(o *Map[K, V]) bool {
 	changed := false

@@ -171,7 +171,7 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 		n := d.count()
 		s.voters = make([]voterEntry, 0, n)
 		def, ok := p.cfg.State.Poll(s.poll)
-		if !ok && d.err == nil {
+		if !ok && d.err == nil && !p.cfg.State.Forgotten(s.poll) {
 			d.err = fmt.Errorf("poll %q has no definition", s.poll)
 		}
 		for range n {
@@ -207,6 +207,10 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 	// Checked whole: apply.
 	applied := make(map[string]uint64, len(snaps))
 	for _, s := range snaps {
+		if p.cfg.State.Forgotten(s.poll) {
+			applied[s.poll] = s.applied // left memory since this checkpoint: nothing to restore
+			continue
+		}
 		for option, pn := range s.counts {
 			if err := errors.Join(p.cfg.State.Count(s.poll, option, int64(pn[0])), p.cfg.State.Count(s.poll, option, -int64(pn[1]))); err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)

@@ -68,3 +68,10 @@ func (a *acks) forget(poll string) {
 	defer a.mu.Unlock()
 	a.polls[poll] = &pollAcks{m: make(map[uint64]struct{}), incomplete: true}
 }
+
+// drop forgets the poll's keys entirely (the poll left memory).
+func (a *acks) drop(poll string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.polls, poll)
+}

@@ -21,8 +21,8 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 			continue
 		}
 		def, ok := p.cfg.State.Poll(r.Poll)
-		if _, aside := p.cfg.State.SetAside()[r.Poll]; !ok && aside {
-			continue // its definition was set aside at load: not served, records kept
+		if _, aside := p.cfg.State.SetAside()[r.Poll]; !ok && (aside || p.cfg.State.Forgotten(r.Poll)) {
+			continue // set aside at load, or certified and past retention: not served, records kept
 		}
 		if !ok {
 			return n, fmt.Errorf("ingest: ledger holds votes for poll %q, which has no definition", r.Poll)
@@ -36,4 +36,12 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 		n++
 	}
 	return n, nil
+}
+
+// Forget drops the poll's voter state and idempotency keys from memory
+// (the node calls it with state.Forget once the poll is certified and
+// past retention). The ledger keeps its records.
+func (p *Pipeline) Forget(pollID string) {
+	p.voters.drop(pollID)
+	p.acks.drop(pollID)
 }

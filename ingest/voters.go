@@ -71,6 +71,16 @@ func (v *voters) apply(r *ledger.Record, move func(from, to string)) {
 	}
 }
 
+// drop forgets every voter's vote in the poll.
+func (v *voters) drop(poll string) {
+	for i := range v.shards {
+		sh := &v.shards[i]
+		sh.mu.Lock()
+		delete(sh.polls, poll)
+		sh.mu.Unlock()
+	}
+}
+
 // lastWall returns the HLC wall time of the voter's counted vote.
 func (v *voters) lastWall(poll, voter string) (int64, bool) {
 	sh := &v.shards[v.shard(voter)]

@@ -70,6 +70,9 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	// MaxPolls bounds the polls the node holds; 0: state.DefaultMaxPolls.
 	MaxPolls int
+	// ForgetEvery is how often certified polls past retention are dropped
+	// from memory; 0: 10s. Not a flag (tests shorten it).
+	ForgetEvery time.Duration
 	// Drain is how long a stopping node keeps serving with /readyz at 503
 	// before it stops accepting; 0: none.
 	Drain time.Duration

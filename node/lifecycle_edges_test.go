@@ -271,3 +271,60 @@ func TestPollListPagesAndPollBound(t *testing.T) {
 		t.Fatalf("default page: %s", r.raw)
 	}
 }
+
+// A poll certified and past grace plus --retention leaves memory on every
+// node; it stays gone across a restart and while a peer with a longer
+// retention still gossips it; its records stay in the ledger.
+func TestPollLeavesMemoryAfterRetention(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) {
+		c.ForgetEvery = 20 * time.Millisecond
+		c.Retention = time.Second
+		if i == 1 {
+			c.Retention = 24 * time.Hour // still gossips the poll
+		}
+	})
+	a, b := nodes[0], nodes[1]
+	b.createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	a.castVote(t, "p", "a", "v1", "k1")
+	b.castVote(t, "p", "b", "v2", "k2")
+	advanceAll(nodes, 70*time.Second) // past close (60 s) and grace (5 s)
+	certifiedEverywhere(t, nodes, "p")
+	advanceAll(nodes, 2*time.Second) // past retention at a, not at b
+	waitFor(t, func() bool { return a.call(t, "GET", "/v1/polls/p", "").status == http.StatusNotFound })
+	if got := metricValue(t, []*testNode{a}, "tally_polls_forgotten_total", ""); got != 1 {
+		t.Fatalf("forgotten: %v", got)
+	}
+	// b keeps refreshing the poll; a drops what it hears of it.
+	dropped := func() float64 {
+		return metricValue(t, []*testNode{a}, "tally_gossip_dropped_total", `reason="unknown_poll"`)
+	}
+	before := dropped()
+	waitFor(t, func() bool { return dropped() >= before+2 })
+	if r := a.call(t, "GET", "/v1/polls/p", ""); r.status != http.StatusNotFound {
+		t.Fatalf("a forgotten poll came back by gossip: %d", r.status)
+	}
+	if r := b.call(t, "GET", "/v1/polls/p", ""); r.status != http.StatusOK {
+		t.Fatalf("the peer with a longer retention lost the poll: %d", r.status)
+	}
+	// A restart does not bring it back either, and the records are kept.
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	back := startNodeAt(t, a.cfg.DataDir, a.clock.ms.Load(), func(c *Config) {
+		c.Region, c.NodeName, c.Join, c.Retention, c.ForgetEvery = "eu-west", a.cfg.NodeName, b.GossipAddr(), time.Second, 20*time.Millisecond
+	})
+	if r := back.call(t, "GET", "/v1/polls/p", ""); r.status != http.StatusNotFound {
+		t.Fatalf("after a restart: %d", r.status)
+	}
+	records := 0
+	for _, err := range back.Ledger().Scan("p") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		records++
+	}
+	if records != 1 {
+		t.Fatalf("records of the forgotten poll in the ledger: %d", records)
+	}
+}

@@ -13,6 +13,7 @@ type nodeMetrics struct {
 	checkpointSeconds prometheus.Gauge
 	replayRecords     prometheus.Gauge
 	checkpointFails   prometheus.Counter
+	pollsForgotten    prometheus.Counter
 }
 
 func (n *Node) registerMetrics(reg *prometheus.Registry) error {
@@ -36,12 +37,15 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		checkpointSeconds: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tally_checkpoint_seconds", Help: "How long the last checkpoint took to write.",
 		}),
+		pollsForgotten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_polls_forgotten_total", Help: "Polls dropped from memory once certified and past retention.",
+		}),
 		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_checkpoint_failures_total", Help: "Background checkpoints that failed (retried at the next tick).",
 		}),
 	}
 	cs := []prometheus.Collector{
-		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails,
+		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.pollsForgotten,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -56,6 +60,9 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tally_open_polls", Help: "Polls open for voting now.",
 		}, func() float64 { return float64(n.openPolls()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_polls_held", Help: "Polls held in memory (open, closed, kept until certified plus retention); at most --max-polls.",
+		}, func() float64 { return float64(len(n.state.Polls())) }),
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -77,6 +77,7 @@ func New(cfg Config) (n *Node, err error) {
 	}{
 		{&cfg.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&cfg.ReadTimeout, d.ReadTimeout},
 		{&cfg.WriteTimeout, d.WriteTimeout}, {&cfg.IdleTimeout, d.IdleTimeout}, {&cfg.ShutdownTimeout, d.ShutdownTimeout},
+		{&cfg.ForgetEvery, 10 * time.Second}, {&cfg.Retention, d.Retention},
 	} {
 		if *t.v <= 0 {
 			*t.v = t.def
@@ -275,9 +276,10 @@ func (n *Node) Run(ctx context.Context) error {
 		if err = n.gossip.Start(); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
 			certCtx, stopCert := context.WithCancel(context.Background())
-			certDone := make(chan struct{}, 2)
+			certDone := make(chan struct{}, 3)
 			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.checkpointLoop(certCtx) }()
+			go func() { defer func() { certDone <- struct{}{} }(); n.forgetLoop(certCtx) }()
 			n.ready.Store(true)
 			select {
 			case <-ctx.Done():
@@ -285,6 +287,7 @@ func (n *Node) Run(ctx context.Context) error {
 			case err = <-serveErr:
 			}
 			stopCert()
+			<-certDone
 			<-certDone
 			<-certDone
 		}

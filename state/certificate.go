@@ -111,6 +111,9 @@ func (s *State) loadCertificates() error {
 		if err := json.Unmarshal(value, &c); err != nil {
 			return fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
 		}
+		if _, gone := s.forgotten[c.Poll]; gone {
+			continue // kept on disk, not in memory
+		}
 		if s.certs == nil {
 			s.certs = make(map[string]*Certificate)
 		}

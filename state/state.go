@@ -65,7 +65,8 @@ type State struct {
 
 	heard heard
 
-	setAside map[string]error // stored definitions that no longer validate; set by New only
+	setAside  map[string]error    // stored definitions that no longer validate; set by New only
+	forgotten map[string]struct{} // polls dropped from memory (Forget); guarded by mu
 }
 
 // pollState is one poll's counts.
@@ -88,7 +89,11 @@ func New(cfg Config) (*State, error) {
 	if s.store == nil {
 		return s, nil
 	}
+	s.loadForgotten()
 	for name, value := range s.store.MetaWithPrefix(pollPrefix) {
+		if _, gone := s.forgotten[name[len(pollPrefix):]]; gone {
+			continue
+		}
 		var reg crdt.Register[poll.Definition]
 		if err := json.Unmarshal(value, &reg); err != nil {
 			return nil, fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
@@ -127,9 +132,10 @@ func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
 	reg := crdt.Register[poll.Definition]{TS: ts, Value: d}
 	s.mu.RLock()
 	cur, ok := s.defs.Get(d.ID)
+	_, gone := s.forgotten[d.ID]
 	s.mu.RUnlock()
-	if ok && !cur.TS.Less(ts) {
-		return false, nil
+	if gone || ok && !cur.TS.Less(ts) {
+		return false, nil // a forgotten poll stays forgotten, whoever still gossips it
 	}
 	if !ok {
 		s.createMu.Lock()

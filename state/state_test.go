@@ -225,3 +225,36 @@ func TestMaxPolls(t *testing.T) {
 		t.Fatalf("%d polls held", n)
 	}
 }
+
+// A forgotten poll leaves memory with its certificate, and neither a
+// gossiped definition nor a reload brings it back.
+func TestForgetIsKept(t *testing.T) {
+	store := &memStore{}
+	s, _ := New(Config{Replica: "eu-1", Store: store})
+	d := def("p")
+	if _, err := s.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutPoll(def("q"), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget("p", 99); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Poll("p"); ok || !s.Forgotten("p") || len(s.Polls()) != 1 {
+		t.Fatal("still held after Forget")
+	}
+	if won, err := s.MergePoll(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 50, Replica: "us-1"}, Value: d}); won || err != nil {
+		t.Fatalf("gossip brought it back: %v %v", won, err)
+	}
+	again, err := New(Config{Replica: "eu-1", Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.Poll("p"); ok || !again.Forgotten("p") {
+		t.Fatal("a reload brought it back")
+	}
+	if _, ok := again.Poll("q"); !ok {
+		t.Fatal("the other poll was lost")
+	}
+}
