@@ -45,6 +45,11 @@ type ReconcileConfig struct {
 	// knew when it took them (a close made in another region may arrive
 	// after a vote stamped past it).
 	ClosesAt int64
+	// Poll, when set, is the poll reconciled: records of another poll are
+	// an error, and it names the result (and so enters its digest) even
+	// when there are no records, so two polls nobody voted in do not share
+	// one digest.
+	Poll string
 }
 
 // Reconcile is ReconcileWith the zero config.
@@ -80,7 +85,7 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 	}
 	wg.Wait()
 	byReplica := make(map[string][]*Record)
-	poll := ""
+	poll := cfg.Poll
 	for _, p := range parts {
 		if p.err != nil {
 			return nil, p.err

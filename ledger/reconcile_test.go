@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"iter"
@@ -222,3 +223,23 @@ func TestReconcileRejectsBadStreams(t *testing.T) {
 }
 
 func withReplica(r Record, rep string) Record { r.Replica = rep; return r }
+
+// A poll nobody voted in still has a result of its own: named, with total
+// 0, and a digest that differs from another empty poll's.
+func TestReconcileEmptyPollIsNamed(t *testing.T) {
+	empty := func(yield func(Record, error) bool) {}
+	a, err := ReconcileWith(ReconcileConfig{Poll: "a"}, empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReconcileWith(ReconcileConfig{Poll: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Poll != "a" || a.Total != 0 || a.Records != 0 || a.Digest == b.Digest {
+		t.Fatalf("empty results: %+v / %+v", a, b)
+	}
+	if _, err := ReconcileWith(ReconcileConfig{Poll: "other"}, ReadNDJSON(bytes.NewReader(exportOf(t, "eu-1", "p", 2)))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("records of another poll than the one named: %v", err)
+	}
+}

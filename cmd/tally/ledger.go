@@ -153,8 +153,9 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
 	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's ingest.Score and shadow those under --trust-floor (default 0.15)")
 	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
+	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] [--closes-at MS] FILE...")
+		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--poll ID] FILE...")
 		return 2
 	}
 	// A merge holds every record in memory once; collect less often.
@@ -168,7 +169,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	for i := range in.files {
 		streams[i] = in.stream(i)
 	}
-	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt}
+	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt, Poll: *pollID}
 	if *rescore {
 		f := *floor
 		if f == 0 {

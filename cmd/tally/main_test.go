@@ -230,3 +230,21 @@ func TestVerifyAndMergeAgreeOnReorderedFiles(t *testing.T) {
 		})
 	}
 }
+
+// The certificate of a poll nobody voted in is reproduced from an empty
+// file with --poll; without it the digest is not that poll's.
+func TestMergeEmptyPollWithPoll(t *testing.T) {
+	want, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: "quiet", ClosesAt: 1796083260000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "empty.ndjson")
+	os.WriteFile(f, nil, 0o600)
+	out, stderr, code := runCLI(t, "ledger", "merge", "--json", "--poll", "quiet", "--closes-at", "1796083260000", f)
+	if code != 0 || !strings.Contains(out, want.Digest) || !strings.Contains(out, `"total": 0`) {
+		t.Fatalf("merge --poll of an empty file: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, _, _ := runCLI(t, "ledger", "merge", "--json", "--closes-at", "1796083260000", f); strings.Contains(out, want.Digest) {
+		t.Fatal("the digest does not depend on the poll")
+	}
+}

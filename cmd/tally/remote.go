@@ -166,7 +166,7 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 	if v.Detail != nil {
 		closesAt = v.Detail.ClosesAt
 	}
-	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: closesAt}, streams...)
+	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: v.Poll, ClosesAt: closesAt}, streams...)
 	in.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: the files do not reconcile: %v\n", err)
