@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"tally/internal/atomicfile"
 	"tally/ledger"
 )
 
@@ -46,40 +47,10 @@ func readOrCreate(dir, name string, make func() (string, error)) (value string, 
 	return v, err == nil, err
 }
 
-// writeAtomic replaces dir/name with what write produces: written to a
-// temporary file, fsynced, renamed over the old one, the directory fsynced.
-// A crash leaves the old file or the new one, never a mix.
+// writeAtomic replaces dir/name with what write produces; a crash leaves
+// the old file or the new one, never a mix (atomicfile.Write).
 func writeAtomic(dir, name string, write func(io.Writer) error) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(filepath.Join(dir, name), write)
 }
 
 func randomHex(n int) (string, error) {

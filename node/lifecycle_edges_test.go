@@ -114,8 +114,8 @@ func metricValue(t testing.TB, nodes []*testNode, name, label string) float64 {
 // keeps serving, and a later checkpoint succeeds once the cause is gone.
 func TestCheckpointFailureIsCountedAndRetried(t *testing.T) {
 	dir := t.TempDir()
-	block := filepath.Join(dir, checkpointFile+".tmp")
-	if err := os.MkdirAll(filepath.Join(block, "x"), 0o700); err != nil { // the temporary file cannot be created
+	block := filepath.Join(dir, checkpointFile)
+	if err := os.MkdirAll(filepath.Join(block, "x"), 0o700); err != nil { // nothing can be renamed over it
 		t.Fatal(err)
 	}
 	n := startNode(t, dir, func(c *Config) { c.CheckpointEvery = 20 * time.Millisecond })
@@ -127,7 +127,10 @@ func TestCheckpointFailureIsCountedAndRetried(t *testing.T) {
 	if err := os.RemoveAll(block); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(dir, checkpointFile)); return err == nil })
+	waitFor(t, func() bool {
+		st, err := os.Stat(filepath.Join(dir, checkpointFile))
+		return err == nil && st.Mode().IsRegular()
+	})
 }
 
 // A node restarted within 0.2 s of a crash must not stamp the votes it acks
@@ -288,7 +291,7 @@ func TestPollLeavesMemoryAfterRetention(t *testing.T) {
 	havePoll(t, nodes, "p")
 	a.castVote(t, "p", "a", "v1", "k1")
 	b.castVote(t, "p", "b", "v2", "k2")
-	advanceAll(nodes, 70*time.Second) // past close (60 s) and grace (5 s)
+	advanceAll(nodes, 65500*time.Millisecond) // past close (60 s) and grace (5 s), not retention (1 s more)
 	certifiedEverywhere(t, nodes, "p")
 	advanceAll(nodes, 2*time.Second) // past retention at a, not at b
 	waitFor(t, func() bool { return a.call(t, "GET", "/v1/polls/p", "").status == http.StatusNotFound })

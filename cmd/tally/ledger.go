@@ -10,7 +10,6 @@ import (
 	"iter"
 	"maps"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"tally/ingest"
+	"tally/internal/atomicfile"
 	"tally/ledger"
 )
 
@@ -264,7 +264,7 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	if *out == "-" {
 		n, err = l.Export(stdout, *poll)
 	} else {
-		err = writeFileAtomic(*out, func(w io.Writer) (err error) { n, err = l.Export(w, *poll); return err })
+		err = atomicfile.Write(*out, func(w io.Writer) (err error) { n, err = l.Export(w, *poll); return err })
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
@@ -272,30 +272,6 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "exported %d records of poll %s\n", n, *poll)
 	return 0
-}
-
-// writeFileAtomic writes path through a temporary file in the same
-// directory, renamed over path only when write succeeded: a failed export
-// leaves no file behind, and never half of one.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }
 
 // ledgerDir is where a node keeps its Pebble ledger inside its data dir.
