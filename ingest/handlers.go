@@ -81,6 +81,15 @@ func (p *Pipeline) View(id string) (PollView, error) {
 	now := p.cfg.Now().UnixMilli()
 	cert, ok := p.cfg.State.Certificate(id)
 	reconciled := ok && cert.Status == state.Reconciled
+	if reconciled {
+		// The certified numbers, as the live stream's final frame shows
+		// them: they may differ from the live counters (an excluded
+		// replica, shadowed or late votes seen only at certification).
+		for _, o := range def.Options {
+			totals[o.ID] = int64(cert.Totals[o.ID])
+		}
+		total = int64(cert.Total)
+	}
 	return PollView{Definition: def, Status: def.StatusAt(now, reconciled), Totals: totals, Total: total, ServerTime: now}, nil
 }
 

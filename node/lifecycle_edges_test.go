@@ -331,3 +331,32 @@ func TestPollLeavesMemoryAfterRetention(t *testing.T) {
 		t.Fatalf("records of the forgotten poll in the ledger: %d", records)
 	}
 }
+
+// Once reconciled, a poll's view carries the certified numbers, not the
+// live counters: here the live tally still holds a replica that the
+// certificate excludes.
+func TestReconciledViewShowsCertifiedNumbers(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	a, b := nodes[0], nodes[1]
+	a.createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	a.castVote(t, "p", "a", "v1", "k1")
+	b.castVote(t, "p", "b", "v2", "k2")
+	agree(t, nodes, "p", map[string]int64{"a": 1, "b": 1, "c": 0})
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(a.gossip.Members()) == 1 })
+	a.clock.advance(70 * time.Second)
+	body := fmt.Sprintf(`{"exclude":[%q],"reason":"disk lost"}`, b.replica)
+	if r := a.admin(t, "POST", "/v1/polls/p/certify", body); r.status != http.StatusOK {
+		t.Fatalf("certify: %d %s", r.status, r.raw)
+	}
+	if got := a.totals(t, "p"); got["a"] != 1 || got["b"] != 0 || got["_total"] != 1 {
+		t.Fatalf("reconciled view: %v", got)
+	}
+	r := a.call(t, "GET", "/v1/polls", "")
+	if v := r.body["polls"].([]any)[0].(map[string]any); v["status"] != "reconciled" || v["total"].(float64) != 1 {
+		t.Fatalf("list: %v", v)
+	}
+}
