@@ -143,6 +143,10 @@ func (lc *lifecycle) start(i int) {
 	cfg.PushPull, cfg.CertifySettle, cfg.TakeoverAfter = 300*time.Millisecond, 20*time.Millisecond, 500*time.Millisecond
 	cfg.Limits.IPRate, cfg.Limits.VoterRate = 0, 0
 	cfg.CheckpointEvery = 0
+	// settle may move the clocks weeks ahead; polls must not leave memory
+	// before the model has read their certificates (the retention janitor
+	// has its own test, TestPollLeavesMemoryAfterRetention).
+	cfg.Retention = 100 * 365 * 24 * time.Hour
 	if i == lcShadow {
 		cfg.DatacenterFile = lc.dcFile
 	}

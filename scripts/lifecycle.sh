@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 runs="${1:-200}"
 steps="${2:-60}"
 TALLY_LIFECYCLE_CHECKS="$runs" go test -count=1 -timeout 3h -run TestLifecycleMatchesModel ./node -rapid.steps="$steps" -v |
-  grep -v '^\s*\[rapid\] draw'
+  grep -v '\[rapid\] draw'
