@@ -176,29 +176,42 @@ func TestGarbageDropped(t *testing.T) {
 	defer nc.Close()
 	good, _ := Encode(&Message{Kind: KindDelta, Replica: "z", Region: "r", Sent: hlc.Timestamp{Wall: 1}})
 	garbage := [][]byte{nil, []byte("hello"), []byte(wireMagic), append([]byte(wireMagic), 9, 0), good[:len(good)-1], append(good, 0)}
+	// Garbage sealed with the cluster key (a member gone wrong) fails to
+	// decode; anything not sealed with it never gets that far.
 	for _, g := range garbage {
+		if err := nc.Publish(a.subject, a.keys.seal(g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unsealed := append(garbage[1:], good)
+	for _, g := range unsealed {
 		if err := nc.Publish(a.subject, g); err != nil {
 			t.Fatal(err)
 		}
 	}
 	nc.Flush()
 	waitFor(t, 5*time.Second, "all nats garbage counted", func() bool {
-		return counter(t, a, "dropped", pathNATS, "malformed") == float64(len(garbage))
+		return counter(t, a, "dropped", pathNATS, "malformed") == float64(len(garbage)) &&
+			counter(t, a, "dropped", pathNATS, "unauthenticated") == float64(len(unsealed))
 	})
 	// A well-formed message from a clock far ahead is dropped as skewed.
 	ahead, _ := Encode(&Message{Kind: KindDelta, Replica: "z", Region: "r", Sent: hlc.Timestamp{Wall: time.Now().Add(time.Hour).UnixMilli()},
 		Polls: []PollUpdate{{ID: "p", Tally: func() *crdt.Tally { t := crdt.NewTally(); t.Add("z", "b", 100); return t }()}}})
-	if err := nc.Publish(a.subject, ahead); err != nil {
+	if err := nc.Publish(a.subject, a.keys.seal(ahead)); err != nil {
 		t.Fatal(err)
 	}
 	nc.Flush()
 	waitFor(t, 5*time.Second, "the skewed message counted", func() bool { return counter(t, a, "dropped", pathNATS, "skew") == 1 })
 	d := &delegate{g: a.Gossip}
 	for _, g := range garbage[1:] {
+		d.MergeRemoteState(a.keys.seal(g), false)
 		d.MergeRemoteState(g, false)
 	}
 	if got := counter(t, a, "dropped", pathPushPull, "malformed"); got != float64(len(garbage)-1) {
 		t.Fatalf("push/pull garbage counted %v, want %d", got, len(garbage)-1)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "unauthenticated"); got != float64(len(garbage)-1) {
+		t.Fatalf("unsealed push/pull counted %v, want %d", got, len(garbage)-1)
 	}
 	if tot := a.totals("p"); tot["a"] != 2 || tot["b"] != 0 {
 		t.Fatalf("state changed: %v", tot)

@@ -45,6 +45,11 @@ type Config struct {
 	// are also accepted (key rotation). Each 16, 24 or 32 bytes; none:
 	// unencrypted gossip.
 	Keys [][]byte
+	// AllowInsecure lets a node without Keys join and accept members (and
+	// open NATS routes and gateways): anyone who reaches those ports can
+	// then rewrite its state. For a throwaway cluster on one machine only.
+	// Without it, a node without a key is a single node.
+	AllowInsecure bool
 	// Profile picks memberlist's timing: "wan" (default), "lan" or
 	// "local" (fast, for tests on loopback).
 	Profile string
@@ -89,6 +94,7 @@ type Gossip struct {
 	self    meta
 	subject string
 
+	keys     keyring // seals and opens every gossip payload
 	ml       *memberlist.Memberlist
 	conflict atomic.Pointer[string] // address of another member that holds our name
 	peersMu  sync.Mutex
@@ -136,6 +142,9 @@ func New(cfg Config) (*Gossip, error) {
 			return nil, fmt.Errorf("%w: gossip key must be 16, 24 or 32 bytes, got %d", ErrConfig, n)
 		}
 	}
+	if len(cfg.Keys) == 0 && len(cfg.Join) > 0 && !cfg.AllowInsecure {
+		return nil, fmt.Errorf("%w: --join needs --gossip-key (or --gossip-key-file): without a key anyone who reaches the gossip and NATS ports can rewrite the counts (--insecure-gossip allows it for a throwaway local cluster)", ErrConfig)
+	}
 	switch cfg.Profile {
 	case "", "wan", "lan", "local":
 	default:
@@ -168,7 +177,7 @@ func New(cfg Config) (*Gossip, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state",
+	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state", keys: newKeyring(cfg.Keys),
 		poke: make(chan struct{}, 1), members: map[string]peer{}, failed: map[string]failedPeer{}}
 	var err error
 	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
@@ -176,6 +185,10 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	return g, nil
 }
+
+// single reports whether this node runs alone: no key and no permission
+// to run a cluster without one. It then accepts no members.
+func (g *Gossip) single() bool { return !g.keys.enabled() && !g.cfg.AllowInsecure }
 
 // SetHTTPAddr sets the HTTP address announced to the others, for callers
 // that learn it after New (a listener on port 0). Call it before Start.
@@ -187,6 +200,12 @@ func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
 func (g *Gossip) Start() error {
 	cfg := g.cfg
 	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr}
+	if g.single() {
+		// A node without a key is a single node: no route or gateway
+		// listener for a stranger to connect to.
+		cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "", ""
+		g.cfg = cfg
+	}
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
@@ -405,7 +424,13 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 func (g *Gossip) receive(path string, b []byte) {
 	g.m.bytes.WithLabelValues(path, "in").Add(float64(len(b)))
 	g.m.messages.WithLabelValues(path, "in").Inc()
-	msg, err := Decode(b)
+	body, err := g.keys.open(b)
+	if err != nil {
+		g.m.dropped.WithLabelValues(path, "unauthenticated").Inc()
+		g.log.Warn("dropping a gossip message not sealed with the cluster key", "path", path, "bytes", len(b))
+		return
+	}
+	msg, err := Decode(body)
 	if err != nil {
 		g.m.dropped.WithLabelValues(path, "malformed").Inc()
 		g.log.Warn("dropping a malformed gossip message", "path", path, "bytes", len(b), "err", err)

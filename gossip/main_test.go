@@ -35,6 +35,10 @@ type member struct {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testKey is the cluster key of the test members: clusters run
+// authenticated, as they must outside tests.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
 // startMember starts a gossip node named name in region, joining seeds,
 // with an embedded NATS server (routes and gateways on loopback).
 func startMember(t testing.TB, name, region string, seeds []string, mutate func(*Config)) *member {
@@ -52,7 +56,7 @@ func startMember(t testing.TB, name, region string, seeds []string, mutate func(
 		NodeName: name, Region: region, Replica: name + "-r", HTTPAddr: "127.0.0.1:1",
 		BindAddr: "127.0.0.1:0", Join: seeds, Profile: "local", PushPull: 300 * time.Millisecond,
 		NATSClientAddr: "127.0.0.1:0", NATSClusterAddr: "127.0.0.1:0", NATSGatewayAddr: "127.0.0.1:0",
-		State: st, Clock: clock, Registerer: reg, Logger: quiet,
+		State: st, Clock: clock, Registerer: reg, Logger: quiet, Keys: [][]byte{testKey},
 	}
 	if mutate != nil {
 		mutate(&cfg)

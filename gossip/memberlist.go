@@ -43,6 +43,9 @@ func (g *Gossip) startMemberlist() error {
 	mc.Delegate = &delegate{g: g}
 	mc.Events = &events{g: g}
 	mc.Conflict = &conflicts{g: g}
+	if g.single() {
+		mc.Alive = &loner{g: g}
+	}
 	mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	if len(cfg.Keys) > 0 {
 		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
@@ -95,6 +98,19 @@ func (g *Gossip) GossipAddr() string {
 		return ""
 	}
 	return g.ml.LocalNode().Address()
+}
+
+// loner refuses every member but this node: a node without a cluster key
+// is a single node, whoever reaches its gossip port.
+type loner struct{ g *Gossip }
+
+// NotifyAlive rejects any other node.
+func (l *loner) NotifyAlive(peer *memberlist.Node) error {
+	if peer.Name == l.g.cfg.NodeName {
+		return nil
+	}
+	l.g.m.dropped.WithLabelValues(pathPushPull, "no_key").Inc()
+	return fmt.Errorf("gossip: %s at %s refused: this node has no cluster key and takes no members", peer.Name, peer.Address())
 }
 
 // conflicts hears from memberlist about two members claiming one name.
@@ -152,6 +168,7 @@ func (d *delegate) LocalState(join bool) []byte {
 		d.g.log.Error("encode full state", "err", err)
 		return nil
 	}
+	b = d.g.keys.seal(b)
 	d.g.m.bytes.WithLabelValues(pathPushPull, "out").Add(float64(len(b)))
 	d.g.m.messages.WithLabelValues(pathPushPull, "out").Inc()
 	return b

@@ -102,6 +102,7 @@ func (g *Gossip) publishOnce() bool {
 		g.log.Error("encode delta", "err", err)
 		return false
 	}
+	b = g.keys.seal(b)
 	if err := nc.Publish(g.subject, b); err != nil {
 		g.log.Warn("nats publish", "err", err)
 		return false

@@ -36,6 +36,7 @@ type Config struct {
 	GossipAdvertise string        // memberlist address announced, when not the bind address
 	Join            string        // memberlist seeds
 	GossipKey       string        // memberlist encryption key (base64)
+	InsecureGossip  bool          // allow --join without a key (throwaway local clusters only)
 	GossipProfile   string        // memberlist timing: wan, lan or local
 	PushPull        time.Duration // anti-entropy interval; 0: the profile's
 	Cluster         string        // cluster name: the NATS subject
@@ -147,7 +148,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
 	fs.StringVar(&c.Join, "join", c.Join, "comma-separated memberlist seeds (host:port) of any region")
-	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 memberlist encryption key of 16, 24 or 32 bytes; a node without it cannot join (empty: unencrypted, with a warning). Comma-separated keys during a rotation: the first encrypts, all decrypt")
+	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 cluster key of 16, 24 or 32 bytes: encrypts memberlist and authenticates every gossip message (prefer $TALLY_GOSSIP_KEY: a flag shows in ps). Without it the node is a single node: it takes no members and opens no NATS route or gateway. Comma-separated keys during a rotation: the first seals, all verify")
+	fs.BoolVar(&c.InsecureGossip, "insecure-gossip", c.InsecureGossip, "allow --join without --gossip-key: anyone who reaches the gossip or NATS ports can then rewrite the counts; for a throwaway cluster on one machine only")
 	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, "memberlist timing: wan, lan or local")
 	fs.DurationVar(&c.PushPull, "push-pull-interval", c.PushPull, "full-state anti-entropy interval (0: the profile's; wan 60s, lan 30s, local 15s)")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name; nodes publish on the NATS subject tally.<cluster>.state")

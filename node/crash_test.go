@@ -51,6 +51,7 @@ func startProcess(t *testing.T, bin, dir string, extra ...string) *procNode {
 		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--admin-token", testToken,
 		"--rate-ip", "0", "--rate-voter", "0", "--trust-floor", "0", "--demo=false"}, extra...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "TALLY_GOSSIP_KEY="+testGossipKey) // never on a command line
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

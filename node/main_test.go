@@ -35,6 +35,9 @@ type testNode struct {
 
 const testToken = "test-admin-token"
 
+// testGossipKey is the test clusters' key: they run authenticated.
+const testGossipKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
 // nodeNames numbers the nodes of a test binary: names are unique in a cluster.
 var nodeNames atomic.Int64
 
@@ -90,6 +93,7 @@ func testConfig(dir string, clock *fakeClock) Config {
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Demo = false
 	cfg.Drain = 0 // tests that drain say so
+	cfg.GossipKey = testGossipKey
 	return cfg
 }
 

@@ -172,11 +172,15 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	keys, _ := cfg.gossipKeys() // checked above
 	if len(keys) == 0 {
-		cfg.Logger.Warn("gossip is not encrypted: set --gossip-key on every node of a real deployment")
+		if cfg.InsecureGossip {
+			cfg.Logger.Warn("--insecure-gossip: gossip is neither encrypted nor authenticated; anyone who reaches its ports can rewrite the counts")
+		} else {
+			cfg.Logger.Info("no --gossip-key: a single node (it takes no members and opens no NATS route or gateway)")
+		}
 	}
 	n.gossip, err = gossip.New(gossip.Config{
 		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
-		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys,
+		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys, AllowInsecure: cfg.InsecureGossip,
 		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
 		NATSURL: cfg.NATSURL, NATSClientAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,

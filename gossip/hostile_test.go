@@ -1,0 +1,134 @@
+package gossip
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"tally/crdt"
+	"tally/hlc"
+	"tally/poll"
+	"tally/state"
+)
+
+// forgeries are the messages of issue 13's attacks, well formed, as a
+// stranger builds them with Encode. Each would change the state if merged.
+func forgeries(t *testing.T, target poll.Definition) map[string]*Message {
+	now := time.Now()
+	ts := hlc.Timestamp{Wall: now.UnixMilli(), Replica: "stranger"}
+	msg := func(polls ...PollUpdate) *Message {
+		return &Message{Kind: KindFull, Replica: "stranger", Region: "nowhere", Sent: ts, Polls: polls}
+	}
+	million := crdt.NewTally()
+	million.Add(target.ID+"-replica", "a", 1_000_001)
+	fakeReplica := crdt.NewTally()
+	fakeReplica.AddRecords("ghost-1", 5)
+	cert := state.Certificate{Poll: target.ID, Status: state.Reconciled, TS: ts, By: "stranger", Totals: map[string]uint64{"b": 999999}, Total: 999999, Digest: "deadbeef"}
+	moved := target
+	moved.Question, moved.ClosesAt = "Rewritten?", target.ClosesAt+7*24*3600*1000-1
+	future := hlc.Timestamp{Wall: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), Replica: "stranger"}
+	var flood []PollUpdate
+	for i := range 20_000 {
+		d := target
+		d.ID = fmt.Sprintf("flood-%d", i)
+		flood = append(flood, PollUpdate{ID: d.ID, Def: &crdt.Register[poll.Definition]{TS: ts, Value: d}})
+	}
+	empty := target
+	empty.ID, empty.OpensAt, empty.ClosesAt = "forged-empty", now.Add(-time.Hour).UnixMilli(), now.Add(-time.Minute).UnixMilli()
+	return map[string]*Message{
+		"count 1,000,001":         msg(PollUpdate{ID: target.ID, Tally: million}),
+		"forged certificate":      msg(PollUpdate{ID: target.ID, Cert: &cert}),
+		"definition rewritten":    msg(PollUpdate{ID: target.ID, Def: &crdt.Register[poll.Definition]{TS: future, Value: moved}}),
+		"fake replica, 5 records": msg(PollUpdate{ID: target.ID, Tally: fakeReplica}),
+		"20,000 polls":            msg(flood...),
+		"empty closed poll":       msg(PollUpdate{ID: empty.ID, Def: &crdt.Register[poll.Definition]{TS: ts, Value: empty}}),
+	}
+}
+
+// TestStrangerCannotRewriteState: a stranger who reaches the NATS subject
+// (here through the embedded server's client port) or a push/pull
+// exchange sends each forgery, unsealed and sealed with a key of its own.
+// Nothing changes — counts, certificate, definition, number of polls,
+// replicas — and every message is counted as unauthenticated.
+func TestStrangerCannotRewriteState(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	target := testPoll("p")
+	a.create(t, target)
+	a.st.Count("p", "a", 1)
+	a.st.AddRecords("p", 1)
+	waitFor(t, 10*time.Second, "nats connected", a.NATSConnected)
+	a.natsMu.Lock()
+	a.nc.Flush()
+	a.natsMu.Unlock()
+	before := snapshot(t, a)
+
+	nc, err := nats.Connect(a.emb.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err) // the test reaches the subject as an insider would, to show the seal alone holds
+	}
+	defer nc.Close()
+	strangerKey := newKeyring([][]byte{[]byte("a stranger's own key, 32 bytes!!")})
+	sent := 0
+	d := &delegate{g: a.Gossip}
+	for name, m := range forgeries(t, target) {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, wire := range [][]byte{b, strangerKey.seal(b)} {
+			if err := nc.Publish(a.subject, wire); err != nil {
+				t.Fatal(err)
+			}
+			d.MergeRemoteState(wire, false)
+			sent++
+		}
+	}
+	nc.Flush()
+	waitFor(t, 10*time.Second, "every forgery counted", func() bool {
+		return counter(t, a, "dropped", pathNATS, "unauthenticated") == float64(sent) &&
+			counter(t, a, "dropped", pathPushPull, "unauthenticated") == float64(sent)
+	})
+	if after := snapshot(t, a); after != before {
+		t.Fatalf("the state changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// snapshot is everything a forgery could change, as text.
+func snapshot(t *testing.T, m *member) string {
+	t.Helper()
+	tally, err := m.st.Tally("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := m.st.Poll("p")
+	cert, certified := m.st.Certificate("p")
+	b, _ := json.Marshal(map[string]any{
+		"totals": m.totals("p"), "records": maps.Clone(tally.RecordCounts()), "def": def,
+		"cert": certified, "certBy": cert.By, "polls": len(m.st.Polls()),
+	})
+	return string(b)
+}
+
+// A node without a key is a single node: a stranger's memberlist join is
+// refused (and counted), and it opens no NATS route or gateway port.
+func TestKeylessNodeTakesNoMembers(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys = nil })
+	if a.self.NATSCluster != "" || a.self.NATSGateway != "" {
+		t.Fatalf("a keyless node opened route %q / gateway %q", a.self.NATSCluster, a.self.NATSGateway)
+	}
+	stranger := startMember(t, "stranger", "nowhere", nil, func(c *Config) { c.Keys, c.AllowInsecure = nil, true })
+	stranger.ml.Join([]string{a.GossipAddr()})
+	waitFor(t, 10*time.Second, "the join refused and counted", func() bool {
+		return counter(t, a, "dropped", pathPushPull, "no_key") >= 1
+	})
+	if n := len(a.Members()); n != 1 {
+		t.Fatalf("the keyless node has %d members", n)
+	}
+	if _, err := New(Config{NodeName: "b", Replica: "b-r", Region: "r", Join: []string{a.GossipAddr()}, State: a.st, Clock: a.clock}); err == nil {
+		t.Fatal("--join without a key was accepted")
+	}
+}
