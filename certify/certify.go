@@ -54,11 +54,13 @@ type Config struct {
 	Peers   func() []Peer  // live members, this node included
 	// Synced reports whether this node's view of the cluster is complete
 	// enough to certify (it merged a peer's full state); nil: always.
-	Synced     func() bool
-	Fetch      Fetcher // nil: HTTP with AdminToken
-	AdminToken string
-	Clock      interface{ Now() (hlc.Timestamp, error) }
-	TrustFloor float64
+	Synced func() bool
+	Fetch  Fetcher // nil: HTTP with the cluster credential
+	// PeerHeader and PeerToken are the header and the cluster credential
+	// the HTTP fetch sends (never the admin token).
+	PeerHeader, PeerToken string
+	Clock                 interface{ Now() (hlc.Timestamp, error) }
+	TrustFloor            float64
 
 	Every         time.Duration // how often the loop looks; default 500ms
 	Settle        time.Duration // after close + grace, for the last counts to spread; default 1s
@@ -470,7 +472,7 @@ func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.Read
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.cfg.AdminToken)
+	req.Header.Set(c.cfg.PeerHeader, c.cfg.PeerToken)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -479,7 +481,7 @@ func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.Read
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 		res.Body.Close()
 		if res.StatusCode == http.StatusUnauthorized {
-			return nil, fmt.Errorf("%s answered 401: the cluster's nodes must share --admin-token", p.Name)
+			return nil, fmt.Errorf("%s answered 401: the cluster's nodes must share --gossip-key", p.Name)
 		}
 		return nil, fmt.Errorf("%s answered %d: %s", p.Name, res.StatusCode, strings.TrimSpace(string(b)))
 	}

@@ -33,6 +33,7 @@ type Node struct {
 	log        *slog.Logger
 	replica    string
 	adminToken string
+	peerTokens []string // node-to-node credentials derived from the gossip keys; the first is sent
 
 	ledger   *ledger.Ledger
 	clock    *hlc.Clock
@@ -171,6 +172,11 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	keys, _ := cfg.gossipKeys() // checked above
+	n.peerTokens = peerTokens(keys)
+	peerToken := ""
+	if len(n.peerTokens) > 0 {
+		peerToken = n.peerTokens[0]
+	}
 	if len(keys) == 0 {
 		if cfg.InsecureGossip {
 			cfg.Logger.Warn("--insecure-gossip: gossip is neither encrypted nor authenticated; anyone who reaches its ports can rewrite the counts")
@@ -190,7 +196,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.certify, err = certify.New(certify.Config{
 		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
-		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, AdminToken: n.adminToken, Clock: n.clock, TrustFloor: cfg.TrustFloor,
+		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Clock: n.clock, TrustFloor: cfg.TrustFloor,
 		Settle: cfg.CertifySettle, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("GET /v1/polls/{poll}", ready(http.HandlerFunc(in.HandleGetPoll)))
 	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(closePoll)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
-	mux.Handle("GET /v1/polls/{poll}/ledger", ready(admin(in.HandleLedger)))
+	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(in.HandleLedger)))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(in.HandleSession)))
 	mux.Handle("GET /v1/polls/{poll}/result", ready(http.HandlerFunc(n.certify.HandleResult)))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))
