@@ -135,12 +135,22 @@ func Unmarshal(b []byte, v any) error {
 }
 
 // RequireBearer wraps h so it answers 401 unless the request carries
-// "Authorization: Bearer <token>". The comparison takes constant time.
-func RequireBearer(token string, h http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
+// "Authorization: Bearer <token>" for one of tokens (several during a
+// rotation; empty ones never match). Comparisons take constant time.
+func RequireBearer(tokens []string, h http.Handler) http.Handler {
+	var wants [][]byte
+	for _, t := range tokens {
+		if t != "" {
+			wants = append(wants, []byte("Bearer "+t))
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
-		if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+		ok := 0
+		for _, want := range wants {
+			ok |= subtle.ConstantTimeCompare(got, want)
+		}
+		if ok != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
 			WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "admin token required"))
 			return

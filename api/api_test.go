@@ -59,7 +59,7 @@ func TestDecodeJSON(t *testing.T) {
 }
 
 func TestRequireBearer(t *testing.T) {
-	h := RequireBearer("s3cret", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	h := RequireBearer([]string{"s3cret"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	for header, want := range map[string]int{"": 401, "Bearer nope": 401, "s3cret": 401, "Bearer s3cret": 204} {
 		r := httptest.NewRequest("GET", "/", nil)
 		if header != "" {
@@ -71,7 +71,7 @@ func TestRequireBearer(t *testing.T) {
 			t.Errorf("%q: %d, want %d", header, w.Code, want)
 		}
 	}
-	empty := RequireBearer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	empty := RequireBearer([]string{""}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "Bearer ")
 	w := httptest.NewRecorder()

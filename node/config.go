@@ -27,42 +27,46 @@ type Config struct {
 	// refuses to run with them, as a bad flag is refused.
 	envErrs []error
 
-	DataDir         string        // Pebble ledger, replica id, admin token
-	HTTPAddr        string        // API, page and metrics
-	Region          string        // region name, part of the replica id
-	NodeName        string        // unique within the cluster
-	AdminToken      string        // empty: generated and stored in DataDir
-	GossipAddr      string        // memberlist bind address
-	GossipAdvertise string        // memberlist address announced, when not the bind address
-	Join            string        // memberlist seeds
-	GossipKey       string        // memberlist encryption key (base64)
-	InsecureGossip  bool          // allow --join without a key (throwaway local clusters only)
-	GossipProfile   string        // memberlist timing: wan, lan or local
-	PushPull        time.Duration // anti-entropy interval; 0: the profile's
-	Cluster         string        // cluster name: the NATS subject
-	NATSURL         string        // external NATS; empty: embedded
-	NATSAddr        string        // embedded NATS client listen address
-	NATSClusterAddr string        // embedded NATS route listener (nodes of one region); empty: none
-	NATSGatewayAddr string        // embedded NATS gateway listener (other regions); empty: none
-	Retention       time.Duration // closed polls stop being gossiped this long after close
-	Role            string        // full or edge
-	CertifySettle   time.Duration // after close + grace, before certifying
-	CheckpointEvery time.Duration // how often the vote state is checkpointed; 0: only at shutdown
-	SessionSecret   string        // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
-	RequireSession  bool          // refuse votes without a voter token
-	PowBits         int           // proof-of-work difficulty before a token; 0: none
-	TokensPerMinute int           // voter tokens per IP per minute
-	DatacenterFile  string        // CIDRs of datacenters/proxies, one per line: votes from them score low
-	TakeoverAfter   time.Duration // how long each next node waits before taking certification over
-	Tick            time.Duration // fan-out tick
-	TrustedProxies  string        // CIDRs whose X-Forwarded-For is believed
-	Limits          ingest.Limits
-	TrustFloor      float64
-	Demo            bool // create a demo poll when there is none
-	Origins         []string
-	DebugAddr       string // serves net/http/pprof when set
-	MaxViewers      int
-	MaxViewersPerIP int
+	DataDir         string // Pebble ledger, replica id, admin token
+	HTTPAddr        string // API, page and metrics
+	Region          string // region name, part of the replica id
+	NodeName        string // unique within the cluster
+	AdminToken      string // empty: generated and stored in DataDir
+	GossipAddr      string // memberlist bind address
+	GossipAdvertise string // memberlist address announced, when not the bind address
+	Join            string // memberlist seeds
+	GossipKey       string // memberlist encryption key (base64)
+	// Files holding secrets, read at start (a file's content replaces the
+	// flag's; giving both is an error): how operators keep secrets off
+	// command lines and out of the environment of every child process.
+	AdminTokenFile, GossipKeyFile, SessionSecretFile string
+	InsecureGossip                                   bool          // allow --join without a key (throwaway local clusters only)
+	GossipProfile                                    string        // memberlist timing: wan, lan or local
+	PushPull                                         time.Duration // anti-entropy interval; 0: the profile's
+	Cluster                                          string        // cluster name: the NATS subject
+	NATSURL                                          string        // external NATS; empty: embedded
+	NATSAddr                                         string        // embedded NATS client listen address
+	NATSClusterAddr                                  string        // embedded NATS route listener (nodes of one region); empty: none
+	NATSGatewayAddr                                  string        // embedded NATS gateway listener (other regions); empty: none
+	Retention                                        time.Duration // closed polls stop being gossiped this long after close
+	Role                                             string        // full or edge
+	CertifySettle                                    time.Duration // after close + grace, before certifying
+	CheckpointEvery                                  time.Duration // how often the vote state is checkpointed; 0: only at shutdown
+	SessionSecret                                    string        // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
+	RequireSession                                   bool          // refuse votes without a voter token
+	PowBits                                          int           // proof-of-work difficulty before a token; 0: none
+	TokensPerMinute                                  int           // voter tokens per IP per minute
+	DatacenterFile                                   string        // CIDRs of datacenters/proxies, one per line: votes from them score low
+	TakeoverAfter                                    time.Duration // how long each next node waits before taking certification over
+	Tick                                             time.Duration // fan-out tick
+	TrustedProxies                                   string        // CIDRs whose X-Forwarded-For is believed
+	Limits                                           ingest.Limits
+	TrustFloor                                       float64
+	Demo                                             bool // create a demo poll when there is none
+	Origins                                          []string
+	DebugAddr                                        string // serves net/http/pprof when set
+	MaxViewers                                       int
+	MaxViewersPerIP                                  int
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -144,11 +148,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (API, WebSocket, page, metrics)")
 	fs.StringVar(&c.Region, "region", c.Region, "region name shown to viewers and in replica ids")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "unique node name within the cluster")
-	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "Bearer token for admin endpoints (default: generated, stored in the data dir, printed)")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "Bearer token(s) for admin endpoints, comma-separated during a rotation (prefer --admin-token-file or $TALLY_ADMIN_TOKEN: a flag shows in ps; default: generated and stored in the data dir, never printed)")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
 	fs.StringVar(&c.Join, "join", c.Join, "comma-separated memberlist seeds (host:port) of any region")
 	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 cluster key of 16, 24 or 32 bytes: encrypts memberlist and authenticates every gossip message (prefer $TALLY_GOSSIP_KEY: a flag shows in ps). Without it the node is a single node: it takes no members and opens no NATS route or gateway. Comma-separated keys during a rotation: the first seals, all verify")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin token(s), one per line or comma-separated: every one is accepted, so a new token can be added before the old one is removed")
+	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", c.GossipKeyFile, "file holding the cluster key(s), as --gossip-key")
+	fs.StringVar(&c.SessionSecretFile, "session-secret-file", c.SessionSecretFile, "file holding the session secret, as --session-secret")
 	fs.BoolVar(&c.InsecureGossip, "insecure-gossip", c.InsecureGossip, "allow --join without --gossip-key: anyone who reaches the gossip or NATS ports can then rewrite the counts; for a throwaway cluster on one machine only")
 	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, "memberlist timing: wan, lan or local")
 	fs.DurationVar(&c.PushPull, "push-pull-interval", c.PushPull, "full-state anti-entropy interval (0: the profile's; wan 60s, lan 30s, local 15s)")
@@ -211,6 +218,9 @@ func (c *Config) Validate() error {
 	if len(c.envErrs) > 0 {
 		return c.envErrs[0]
 	}
+	if err := c.readSecretFiles(); err != nil {
+		return err
+	}
 	if c.Role != gossip.RoleFull && c.Role != gossip.RoleEdge {
 		return fmt.Errorf("%w: --role %q: want full or edge", ErrConfig, c.Role)
 	}
@@ -252,6 +262,51 @@ func (c *Config) seeds() []string {
 	for _, s := range strings.Split(c.Join, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// readSecretFiles replaces the secrets given by file with the files'
+// contents. A secret given both ways is an error, not a silent choice.
+func (c *Config) readSecretFiles() error {
+	for _, f := range []struct {
+		flag, path string
+		value      *string
+		list       bool // one per line or comma-separated
+	}{
+		{"--admin-token", c.AdminTokenFile, &c.AdminToken, true},
+		{"--gossip-key", c.GossipKeyFile, &c.GossipKey, true},
+		{"--session-secret", c.SessionSecretFile, &c.SessionSecret, false},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if *f.value != "" {
+			return fmt.Errorf("%w: %s and %s-file are both given; keep one", ErrConfig, f.flag, f.flag)
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return fmt.Errorf("%w: %s-file: %v", ErrConfig, f.flag, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if f.list {
+			v = strings.Join(strings.Fields(strings.ReplaceAll(v, ",", " ")), ",")
+		}
+		if v == "" {
+			return fmt.Errorf("%w: %s-file %s is empty", ErrConfig, f.flag, f.path)
+		}
+		*f.value = v
+	}
+	return nil
+}
+
+// adminTokens splits the admin token setting: every one is accepted.
+func adminTokens(s string) []string {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
 		}
 	}
 	return out

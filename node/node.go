@@ -29,11 +29,12 @@ import (
 
 // Node is one running Tally node.
 type Node struct {
-	cfg        Config
-	log        *slog.Logger
-	replica    string
-	adminToken string
-	peerTokens []string // node-to-node credentials derived from the gossip keys; the first is sent
+	cfg         Config
+	log         *slog.Logger
+	replica     string
+	adminToken  string   // the first admin token
+	adminTokens []string // every admin token accepted (a rotation adds one before removing the old)
+	peerTokens  []string // node-to-node credentials derived from the gossip keys; the first is sent
 
 	ledger   *ledger.Ledger
 	clock    *hlc.Clock
@@ -107,12 +108,15 @@ func New(cfg Config) (n *Node, err error) {
 	if n.replica, err = replicaID(cfg.DataDir, cfg.Region); err != nil {
 		return nil, err
 	}
-	n.adminToken = cfg.AdminToken
-	if n.adminToken == "" {
-		if n.adminToken, _, err = readOrCreate(cfg.DataDir, adminTokenFile, func() (string, error) { return randomHex(16) }); err != nil {
+	n.adminTokens = adminTokens(cfg.AdminToken)
+	if len(n.adminTokens) == 0 {
+		token, _, err := readOrCreate(cfg.DataDir, adminTokenFile, func() (string, error) { return randomHex(16) })
+		if err != nil {
 			return nil, fmt.Errorf("node: admin token: %w", err)
 		}
+		n.adminTokens = []string{token}
 	}
+	n.adminToken = n.adminTokens[0]
 	salt, _, err := readOrCreate(cfg.DataDir, ipSaltFile, func() (string, error) { return randomHex(32) })
 	if err != nil {
 		return nil, fmt.Errorf("node: ip salt: %w", err)
@@ -372,10 +376,13 @@ func (n *Node) banner() {
 	w := n.cfg.Stdout
 	fmt.Fprintf(w, "tally node %s (region %s) listening on http://%s\n", n.replica, n.cfg.Region, n.Addr())
 	fmt.Fprintf(w, "  page:        http://%s/\n", net.JoinHostPort(host, port))
-	if n.cfg.AdminToken == "" {
-		fmt.Fprintf(w, "  admin token: %s   (stored in %s)\n", n.adminToken, filepath.Join(n.cfg.DataDir, adminTokenFile))
-	} else {
-		io.WriteString(w, "  admin token: as given by --admin-token\n")
+	switch { // the token itself is never printed: logs and terminals are shared
+	case n.cfg.AdminTokenFile != "":
+		fmt.Fprintf(w, "  admin token: in %s\n", n.cfg.AdminTokenFile)
+	case n.cfg.AdminToken == "":
+		fmt.Fprintf(w, "  admin token: in %s   (cat it; it is not printed)\n", filepath.Join(n.cfg.DataDir, adminTokenFile))
+	default:
+		io.WriteString(w, "  admin token: as given by --admin-token / $TALLY_ADMIN_TOKEN\n")
 	}
 }
 

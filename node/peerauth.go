@@ -32,7 +32,7 @@ func peerTokens(keys [][]byte) []string {
 // adminOrPeer lets a request through with the admin token or with a valid
 // cluster credential in PeerHeader; else 401.
 func (n *Node) adminOrPeer(h http.HandlerFunc) http.Handler {
-	admin := api.RequireBearer(n.adminToken, h)
+	admin := api.RequireBearer(n.adminTokens, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if got := r.Header.Get(PeerHeader); got != "" {
 			for _, t := range n.peerTokens {

@@ -1,7 +1,12 @@
 package node
 
 import (
+	"bytes"
+	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,5 +46,56 @@ func TestNodeToNodeCallsUseTheClusterCredential(t *testing.T) {
 	keys, _ := b.cfg.gossipKeys()
 	if r := b.call(t, "GET", "/v1/polls/p/ledger", "", PeerHeader, peerTokens(keys)[0]); r.status != http.StatusOK {
 		t.Errorf("the cluster credential: %d", r.status)
+	}
+}
+
+// Secrets come from files (several admin tokens at once for a rotation),
+// a secret given twice is an error, and the banner never shows a token.
+func TestSecretsFromFilesAndNeverPrinted(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var banner bytes.Buffer
+	n := startNode(t, t.TempDir(), func(c *Config) {
+		c.AdminToken = ""
+		c.AdminTokenFile = write("admin", "new-token\nold-token\n")
+		c.GossipKey, c.GossipKeyFile = "", write("key", testGossipKey+"\n")
+		c.SessionSecretFile = write("session", "a session secret of thirty-two bytes\n")
+		c.Stdout = &banner
+	})
+	for _, tok := range []string{"new-token", "old-token"} {
+		if r := n.call(t, "GET", "/v1/polls/none/ledger", "", "Authorization", "Bearer "+tok); r.status != http.StatusNotFound {
+			t.Errorf("admin token %s: %d", tok, r.status)
+		}
+	}
+	if r := n.call(t, "GET", "/v1/polls/none/ledger", "", "Authorization", "Bearer "+testToken); r.status != http.StatusUnauthorized {
+		t.Errorf("a token not in the file: %d", r.status)
+	}
+	if strings.Contains(banner.String(), "new-token") || !strings.Contains(banner.String(), "admin token: in "+filepath.Join(dir, "admin")) {
+		t.Errorf("banner: %q", banner.String())
+	}
+	// The generated token is not printed either.
+	var banner2 bytes.Buffer
+	m := startNode(t, t.TempDir(), func(c *Config) { c.AdminToken, c.Stdout = "", &banner2 })
+	if strings.Contains(banner2.String(), m.AdminToken()) {
+		t.Errorf("the generated admin token was printed: %q", banner2.String())
+	}
+	for name, mutate := range map[string]func(*Config){
+		"token and token file":   func(c *Config) { c.AdminTokenFile = write("a2", "x") },
+		"missing key file":       func(c *Config) { c.GossipKey, c.GossipKeyFile = "", filepath.Join(dir, "nope") },
+		"empty session file":     func(c *Config) { c.SessionSecretFile = write("empty", "\n") },
+		"key file not base64":    func(c *Config) { c.GossipKey, c.GossipKeyFile = "", write("bad", "not base64!") },
+		"key and key file given": func(c *Config) { c.GossipKeyFile = write("k2", testGossipKey) },
+	} {
+		cfg := testConfig(t.TempDir(), &fakeClock{})
+		mutate(&cfg)
+		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

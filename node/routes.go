@@ -13,7 +13,7 @@ import (
 
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
-	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminToken, h) }
+	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminTokens, h) }
 	ready := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !n.ready.Load() {

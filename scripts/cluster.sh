@@ -7,7 +7,8 @@
 #   ./scripts/cluster.sh            # pages on http://localhost:8081 … 8083
 #
 # One admin token for the three (data/cluster/admin-token), so the host view
-# works against any region. Logs: data/cluster/<region>.log.
+# works against any region; the key, token and session secret go to the
+# nodes as files, so none shows in ps. Logs: data/cluster/<region>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=data/cluster
@@ -17,9 +18,7 @@ go build -o bin/node ./cmd/node
 [ -s "$base/admin-token" ] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$base/admin-token"
 [ -s "$base/gossip-key" ] || head -c 32 /dev/urandom | base64 > "$base/gossip-key"
 [ -s "$base/session-secret" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$base/session-secret"
-token=$(cat "$base/admin-token")
-key=$(cat "$base/gossip-key")
-secret=$(cat "$base/session-secret")
+chmod 600 "$base/admin-token" "$base/gossip-key" "$base/session-secret"
 
 regions=(eu-west us-east ap-south)
 seeds="127.0.0.1:7947,127.0.0.1:7948,127.0.0.1:7949"
@@ -37,9 +36,9 @@ for i in 0 1 2; do
   demo=false; [ "$i" = 0 ] && demo=true
   ./bin/node --region "$region" --node-name "$region-1" --data-dir "$base/$region" \
     --http-addr "127.0.0.1:$((8081 + i))" --gossip-addr "127.0.0.1:$((7947 + i))" --join "$seeds" \
-    --gossip-key "$key" --gossip-profile lan --push-pull-interval 5s \
+    --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s \
     --nats-addr "127.0.0.1:$((4223 + i))" --nats-cluster-addr "127.0.0.1:$((6223 + i))" \
-    --nats-gateway-addr "127.0.0.1:$((7223 + i))" --admin-token "$token" --session-secret "$secret" --demo="$demo" \
+    --nats-gateway-addr "127.0.0.1:$((7223 + i))" --admin-token-file "$base/admin-token" --session-secret-file "$base/session-secret" --demo="$demo" \
     > "$base/$region.log" 2>&1 &
   pids+=($!)
 done
@@ -53,7 +52,7 @@ for i in 0 1 2; do
   done
 done
 
-echo "three regions up (admin token: $token)"
+echo "three regions up (admin token in $base/admin-token; secrets are passed by file, never on a command line)"
 for i in 0 1 2; do
   echo "  ${regions[$i]}: http://localhost:$((8081 + i))/#/poll/demo   (log: $base/${regions[$i]}.log)"
 done
