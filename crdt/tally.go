@@ -87,6 +87,38 @@ func (t *Tally) Merge(o *Tally) bool {
 	return changed
 }
 
+// Replicas returns every replica with an entry in t (a count for any
+// option or a record count), sorted.
+func (t *Tally) Replicas() []string {
+	seen := map[string]struct{}{}
+	for _, c := range t.options {
+		for _, r := range unionKeys(c.P.m, c.N.m) {
+			seen[r] = struct{}{}
+		}
+	}
+	for r := range t.records.m {
+		seen[r] = struct{}{}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Only returns a copy of t holding just the given options' counters (and
+// every record count): what a receiver keeps of a peer's tally.
+func (t *Tally) Only(options []string) *Tally {
+	out := NewTally()
+	for _, o := range options {
+		if c, ok := t.options[o]; ok {
+			for _, r := range unionKeys(c.P.m, c.N.m) {
+				out.MergeEntry(r, o, c.P.m[r], c.N.m[r])
+			}
+		}
+	}
+	for r, n := range t.records.m {
+		out.MergeRecords(r, n)
+	}
+	return out
+}
+
 // Value returns the live count of option.
 func (t *Tally) Value(option string) int64 {
 	if c, ok := t.options[option]; ok {

@@ -186,6 +186,10 @@ func New(cfg Config) (*Gossip, error) {
 	return g, nil
 }
 
+// maxStampAhead bounds how far ahead of this node's clock a gossiped
+// definition or certificate may be stamped (the clock's own skew bound).
+const maxStampAhead = 5 * time.Second
+
 // single reports whether this node runs alone: no key and no permission
 // to run a cluster without one. It then accepts no members.
 func (g *Gossip) single() bool { return !g.keys.enabled() && !g.cfg.AllowInsecure }
@@ -379,7 +383,19 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		defer g.synced.Store(true) // a full state merged, not one dropped for skew
 	}
 	changed := false
+	stampLimit := g.cfg.Now().UnixMilli() + maxStampAhead.Milliseconds()
 	for _, p := range msg.Polls {
+		if p.Cert != nil && p.Cert.TS.Wall > stampLimit {
+			g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
+			p.Cert = nil
+		}
+		if p.Def != nil && p.Def.TS.Wall > stampLimit {
+			// Even from a member: a definition stamped far ahead would win
+			// every later write (an admin's close) until that time.
+			g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
+			g.log.Warn("dropping a gossiped definition stamped in the future", "poll", p.ID, "from", msg.Replica, "stamp", p.Def.TS)
+			p.Def = nil
+		}
 		if p.Def != nil {
 			won, err := g.cfg.State.MergePoll(*p.Def)
 			if err != nil {
@@ -399,6 +415,11 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		}
 		if p.Tally != nil {
 			c, err := g.cfg.State.Merge(p.ID, p.Tally)
+			if errors.Is(err, state.ErrTooManyReplicas) {
+				g.m.dropped.WithLabelValues(path, "too_many_replicas").Inc()
+				g.log.Warn("dropping a gossiped tally", "poll", p.ID, "from", msg.Replica, "err", err)
+				continue
+			}
 			if err != nil {
 				// The definition has not arrived yet; anti-entropy brings both.
 				g.m.dropped.WithLabelValues(path, "unknown_poll").Inc()

@@ -132,3 +132,52 @@ func TestKeylessNodeTakesNoMembers(t *testing.T) {
 		t.Fatal("--join without a key was accepted")
 	}
 }
+
+// Even a member (its messages sealed with the cluster key) cannot stamp a
+// definition or certificate far in the future, invent replicas past the
+// bound, or add counts for options the poll does not have.
+func TestMemberMessagesAreBounded(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	target := testPoll("p")
+	a.create(t, target)
+	a.st.Count("p", "a", 1)
+	before := snapshot(t, a)
+	now := time.Now()
+	ts := hlc.Timestamp{Wall: now.UnixMilli(), Replica: "member"}
+	future := hlc.Timestamp{Wall: now.Add(time.Hour).UnixMilli(), Replica: "member"}
+	moved := target
+	moved.Question = "Rewritten?"
+	cert := state.Certificate{Poll: "p", Status: state.Reconciled, TS: future, By: "member", Totals: map[string]uint64{"a": 9}, Total: 9, Digest: "x"}
+	swarm := crdt.NewTally()
+	for i := range state.MaxReplicas + 44 {
+		swarm.AddRecords(fmt.Sprintf("ghost-%d", i), 1)
+	}
+	ghostOption := crdt.NewTally()
+	ghostOption.Add("member-r", "not-an-option", 50_000)
+	d := &delegate{g: a.Gossip}
+	for _, m := range []*Message{
+		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Def: &crdt.Register[poll.Definition]{TS: future, Value: moved}}}},
+		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Cert: &cert}}},
+		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Tally: swarm}}},
+		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Tally: ghostOption}}},
+	} {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.MergeRemoteState(a.keys.seal(b), false)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "future_stamp"); got != 2 {
+		t.Fatalf("future stamps dropped: %v", got)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "too_many_replicas"); got != 1 {
+		t.Fatalf("replica swarm dropped: %v", got)
+	}
+	if after := snapshot(t, a); after != before {
+		t.Fatalf("the state changed:\nbefore %s\nafter  %s", before, after)
+	}
+	tally, _ := a.st.Tally("p")
+	if opts := tally.Options(); len(opts) > len(target.Options) {
+		t.Fatalf("options held: %v", opts)
+	}
+}

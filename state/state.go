@@ -24,6 +24,15 @@ var ErrStore = errors.New("state: store")
 // already holds Config.MaxPolls (from the API or from gossip alike).
 var ErrTooManyPolls = errors.New("state: too many polls")
 
+// ErrTooManyReplicas is returned by Merge when a tally would take a poll
+// past MaxReplicas distinct replicas (a peer inventing replicas).
+var ErrTooManyReplicas = errors.New("state: too many replicas in a poll")
+
+// MaxReplicas bounds the distinct replicas of one poll: every node that
+// ever took votes for it, nodes replaced after losing their disks
+// included.
+const MaxReplicas = 256
+
 // DefaultMaxPolls is how many polls a node holds at most by default.
 const DefaultMaxPolls = 1000
 
@@ -289,8 +298,28 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	def, _ := s.Poll(pollID)
+	options := make([]string, len(def.Options))
+	for i, o := range def.Options {
+		options[i] = o.ID
+	}
+	delta = delta.Only(options) // counts for options the poll does not have are not kept
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	if n := len(ps.tally.Replicas()); n+len(delta.Replicas()) > MaxReplicas {
+		held := map[string]bool{}
+		for _, r := range ps.tally.Replicas() {
+			held[r] = true
+		}
+		for _, r := range delta.Replicas() {
+			if !held[r] {
+				n++
+			}
+		}
+		if n > MaxReplicas {
+			return false, fmt.Errorf("%w: poll %q would have %d replicas", ErrTooManyReplicas, pollID, n)
+		}
+	}
 	changed := ps.tally.Merge(delta)
 	if changed {
 		s.lift(ps)
