@@ -169,7 +169,7 @@ func TestGarbageDropped(t *testing.T) {
 	a.natsMu.Lock()
 	a.nc.Flush()
 	a.natsMu.Unlock()
-	nc, err := nats.Connect(a.emb.srv.ClientURL())
+	nc, err := nats.Connect(a.emb.srv.ClientURL(), nats.UserInfo(natsUser, natsPasswords(a.cfg.Keys)[0])) // an insider
 	if err != nil {
 		t.Fatal(err)
 	}

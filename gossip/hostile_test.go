@@ -1,9 +1,12 @@
 package gossip
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,9 +69,11 @@ func TestStrangerCannotRewriteState(t *testing.T) {
 	a.natsMu.Unlock()
 	before := snapshot(t, a)
 
-	nc, err := nats.Connect(a.emb.srv.ClientURL())
+	// The test reaches the subject with the node's own NATS credential, as
+	// an insider could, to show that the seal alone holds.
+	nc, err := nats.Connect(a.emb.srv.ClientURL(), nats.UserInfo(natsUser, natsPasswords(a.cfg.Keys)[0]))
 	if err != nil {
-		t.Fatal(err) // the test reaches the subject as an insider would, to show the seal alone holds
+		t.Fatal(err)
 	}
 	defer nc.Close()
 	strangerKey := newKeyring([][]byte{[]byte("a stranger's own key, 32 bytes!!")})
@@ -179,5 +184,51 @@ func TestMemberMessagesAreBounded(t *testing.T) {
 	tally, _ := a.st.Tally("p")
 	if opts := tally.Options(); len(opts) > len(target.Options) {
 		t.Fatalf("options held: %v", opts)
+	}
+}
+
+// A stranger without the cluster key cannot reach the embedded NATS
+// server: its client port, and its route and gateway ports (spoken to in
+// the NATS protocol as a stranger's server would), refuse every
+// credential but the one derived from the key.
+func TestStrangerCannotConnectToNATS(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	for name, opts := range map[string][]nats.Option{
+		"no credential":          nil,
+		"a guessed password":     {nats.UserInfo(natsUser, "guess")},
+		"the key as a password":  {nats.UserInfo(natsUser, string(testKey))},
+		"another key's password": {nats.UserInfo(natsUser, natsPasswords([][]byte{[]byte("another key of thirty-two bytes!")})[0])},
+	} {
+		nc, err := nats.Connect(a.emb.srv.ClientURL(), append(opts, nats.MaxReconnects(0))...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("client port, %s: connected", name)
+		}
+	}
+	for port, connect := range map[string]string{
+		a.self.NATSCluster: `{"verbose":false,"pedantic":false,"user":"tally","pass":"guess","tls_required":false,"name":"stranger","cluster":"eu-west"}`,
+		a.self.NATSGateway: `{"verbose":false,"pedantic":false,"user":"tally","pass":"guess","tls_required":false,"name":"stranger","gateway":"nowhere"}`,
+	} {
+		if port == "" {
+			t.Fatal("a opened no route or gateway port")
+		}
+		conn, err := net.DialTimeout("tcp", port, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(conn)
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
+			t.Fatalf("%s: %q %v", port, line, err)
+		}
+		fmt.Fprintf(conn, "CONNECT %s\r\nPING\r\n", connect)
+		line, _ := r.ReadString('\n')
+		if !strings.Contains(line, "Authorization Violation") {
+			t.Errorf("%s took a stranger's CONNECT: %q", port, line)
+		}
+		conn.Close()
+	}
+	if routes, gateways := a.NATSLinks(); routes != 0 || len(gateways) != 0 {
+		t.Fatalf("links after the stranger: %d routes, gateways %v", routes, gateways)
 	}
 }

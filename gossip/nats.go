@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
@@ -55,29 +56,57 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 		ServerName: g.cfg.NodeName, Host: orDefault(host, "0.0.0.0"), Port: port,
 		NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
 	}
+	// With a cluster key, every port takes only the credential derived
+	// from it: the client port (this node's own connection), routes and
+	// gateways. A server accepts its primary key's password; towards peers
+	// one URL per key is given, so during a key rotation each pair of
+	// nodes still shares a password that works.
+	passwords := natsPasswords(g.cfg.Keys)
+	withCreds := func(raw string) ([]*url.URL, error) {
+		u, err := url.Parse(raw)
+		if err != nil || len(passwords) == 0 {
+			return []*url.URL{u}, err
+		}
+		var out []*url.URL
+		for _, pw := range passwords {
+			c := *u
+			c.User = url.UserPassword(natsUser, pw)
+			out = append(out, &c)
+		}
+		return out, nil
+	}
+	if len(passwords) > 0 {
+		opts.Username, opts.Password = natsUser, passwords[0]
+	}
 	self := net.ParseIP(splitHost(g.GossipAddr()))
 	if g.self.NATSCluster != "" {
 		h, p, _ := hostPort(g.self.NATSCluster)
 		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: orDefault(h, "0.0.0.0"), Port: p,
 			Advertise: resolve(g.self.NATSCluster, self)}
+		if len(passwords) > 0 {
+			opts.Cluster.Username, opts.Cluster.Password = natsUser, passwords[0]
+		}
 		for _, name := range slices.Sorted(maps.Keys(routes)) {
-			u, err := url.Parse(routes[name])
+			us, err := withCreds(routes[name])
 			if err != nil {
 				return nil, fmt.Errorf("gossip: route to %s: %w", name, err)
 			}
-			opts.Routes = append(opts.Routes, u)
+			opts.Routes = append(opts.Routes, us...)
 		}
 	}
 	if g.self.NATSGateway != "" {
 		h, p, _ := hostPort(g.self.NATSGateway)
 		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: orDefault(h, "0.0.0.0"), Port: p,
 			Advertise: resolve(g.self.NATSGateway, self), ConnectRetries: 10, ConnectBackoff: true}
+		if len(passwords) > 0 {
+			opts.Gateway.Username, opts.Gateway.Password = natsUser, passwords[0]
+		}
 		for _, region := range slices.Sorted(maps.Keys(gateways)) {
-			u, err := url.Parse(gateways[region])
+			us, err := withCreds(gateways[region])
 			if err != nil {
 				return nil, fmt.Errorf("gossip: gateway to %s: %w", region, err)
 			}
-			opts.Gateway.Gateways = append(opts.Gateway.Gateways, &server.RemoteGatewayOpts{Name: region, URLs: []*url.URL{u}})
+			opts.Gateway.Gateways = append(opts.Gateway.Gateways, &server.RemoteGatewayOpts{Name: region, URLs: us})
 		}
 	}
 	srv, err := server.NewServer(opts)
@@ -104,7 +133,13 @@ func (g *Gossip) startNATS() error {
 		g.emb = emb
 		url = emb.srv.ClientURL()
 	}
-	nc, err := nats.Connect(url,
+	var auth []nats.Option
+	if g.cfg.NATSURL == "" {
+		if pw := natsPasswords(g.cfg.Keys); len(pw) > 0 {
+			auth = append(auth, nats.UserInfo(natsUser, pw[0]))
+		}
+	}
+	nc, err := nats.Connect(url, append(auth,
 		nats.Name(g.cfg.NodeName),
 		nats.NoEcho(),
 		nats.RetryOnFailedConnect(true),
@@ -129,7 +164,7 @@ func (g *Gossip) startNATS() error {
 			g.m.dropped.WithLabelValues(pathNATS, "slow_consumer").Inc()
 			g.log.Warn("nats", "err", err)
 		}),
-	)
+	)...)
 	if err != nil {
 		if g.emb != nil {
 			g.emb.shutdown()
@@ -268,4 +303,17 @@ func (g *Gossip) restartEmbedded() {
 	}
 	g.emb = emb
 	g.m.restarts.Inc()
+}
+
+// natsUser is the user name of the embedded server's every port.
+const natsUser = "tally"
+
+// natsPasswords derives the embedded NATS password from each cluster key
+// (the first is the server's own); none without a key.
+func natsPasswords(keys [][]byte) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, hex.EncodeToString(derive(k, "tally nats password v1")))
+	}
+	return out
 }
