@@ -55,6 +55,9 @@ type Config struct {
 
 	// ClientIP names a request's client for the per-IP limit; default: the peer.
 	ClientIP func(*http.Request) string
+	// AddrKey maps a client IP to the key MaxViewersPerIP counts it under
+	// (an IPv6 /64, say); nil: the IP itself.
+	AddrKey func(string) string
 
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -161,6 +164,9 @@ func (s *Server) Close() error {
 func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
 	if _, ok := s.src.Poll(pollID); !ok {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
+	}
+	if s.cfg.AddrKey != nil {
+		ip = s.cfg.AddrKey(ip) // the viewer counts against its address group
 	}
 	s.mu.Lock()
 	switch {

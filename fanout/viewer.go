@@ -25,7 +25,7 @@ type frame struct {
 type viewer struct {
 	hub       *hub
 	out       sender
-	ip        string
+	ip        string // the key MaxViewersPerIP counts it under
 	transport string
 
 	writing atomic.Int64 // when the current write started (unix ns); 0 when idle

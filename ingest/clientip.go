@@ -87,3 +87,23 @@ func ReadRanges(r io.Reader) ([]netip.Prefix, error) {
 	}
 	return out, sc.Err()
 }
+
+// DefaultIPv6Prefix is how many leading bits of an IPv6 address name one
+// client for the per-address limits: one subscriber usually holds a whole
+// /64, so limiting each address apart would give one person 2^64 budgets.
+const DefaultIPv6Prefix = 64
+
+// AddressKey is the key the per-address limits count ip under: an IPv4
+// address itself, an IPv6 address's /v6bits network (v6bits 128: the
+// address). Anything unparsable is its own key.
+func AddressKey(ip string, v6bits int) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || a.Is4() || a.Is4In6() || v6bits <= 0 || v6bits >= 128 {
+		return ip
+	}
+	p, err := a.WithZone("").Prefix(v6bits)
+	if err != nil {
+		return ip
+	}
+	return p.String()
+}

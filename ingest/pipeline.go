@@ -59,6 +59,10 @@ type Config struct {
 	IPSalt []byte
 	// TrustedProxies may set X-Forwarded-For.
 	TrustedProxies []netip.Prefix
+	// IPv6Prefix groups IPv6 clients for the per-address limits (rates,
+	// voter tokens, puzzle difficulty, the trust score's address
+	// signals); 0: DefaultIPv6Prefix, 128: every address apart.
+	IPv6Prefix int
 	// Registerer receives the metrics; nil skips them.
 	Registerer prometheus.Registerer
 	// Now is the wall clock for rate limits; defaults to time.Now.
@@ -203,7 +207,8 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 	}
 	ipLim, voteLim := p.limitersFor(&def)
-	ok, wait, undo := ipLim.reserve(ip, len(fresh), now)
+	addr := p.addrKey(ip) // the client as the per-address limits count it
+	ok, wait, undo := ipLim.reserve(addr, len(fresh), now)
 	if !ok {
 		return nil, rateLimited(wait, "too many votes from this address")
 	}
@@ -237,7 +242,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		case poll.InGrace:
 			late = true
 		}
-		perMin, ipVoters := p.tracker.observe(ip, votes[i].Voter, now)
+		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
 			Datacenter: p.datacenters.contains(ip)}
 		if prev, ok := p.voters.lastWall(pollID, votes[i].Voter); ok && ts.Wall > prev {
@@ -361,4 +366,13 @@ func (p *Pipeline) limitersFor(def *poll.Definition) (ip, vote *limiter) {
 		vote = pl.vote
 	}
 	return ip, vote
+}
+
+// addrKey is the key a client's address is limited under (see AddressKey).
+func (p *Pipeline) addrKey(ip string) string {
+	bits := p.cfg.IPv6Prefix
+	if bits == 0 {
+		bits = DefaultIPv6Prefix
+	}
+	return AddressKey(ip, bits)
 }

@@ -116,7 +116,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	now := p.cfg.Now()
 	if s.cfg.PowBits > 0 {
 		if req.Challenge == "" {
-			bits := s.difficulty(ip, now)
+			bits := s.difficulty(p.addrKey(ip), now)
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
 				api.WriteError(w, err)
@@ -132,7 +132,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
-	if ok, wait, _ := s.lim.reserve(ip, 1, now); !ok {
+	if ok, wait, _ := s.lim.reserve(p.addrKey(ip), 1, now); !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
 		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address"))
 		return
@@ -142,7 +142,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	s.issued(ip, now)
+	s.issued(p.addrKey(ip), now)
 	p.m.sessions.WithLabelValues("issued").Inc()
 	api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(SessionTTL).UnixMilli()})
 }

@@ -73,6 +73,8 @@ type Config struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
+	// IPv6Prefix groups IPv6 clients for every per-address limit; 0: 64.
+	IPv6Prefix int
 	// MaxPolls bounds the polls the node holds; 0: state.DefaultMaxPolls.
 	MaxPolls int
 	// ForgetEvery is how often certified polls past retention are dropped
@@ -128,6 +130,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:   15 * time.Second,
 		Drain:             5 * time.Second,
 		MaxPolls:          state.DefaultMaxPolls,
+		IPv6Prefix:        ingest.DefaultIPv6Prefix,
 	}
 }
 
@@ -194,6 +197,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve Go's pprof profiles on this address (keep it on loopback); empty: off")
+	fs.IntVar(&c.IPv6Prefix, "ipv6-prefix", c.IPv6Prefix, "IPv6 clients in one network of this many bits count as one address for every per-address limit (rates, voter tokens, viewers); 128: each address apart")
 	fs.IntVar(&c.MaxPolls, "max-polls", c.MaxPolls, "polls this node holds at most (open, closed, and kept until certified plus --retention); creating more answers 409 too_many_polls")
 	fs.IntVar(&c.MaxViewers, "max-viewers", c.MaxViewers, "live viewers this node serves at most")
 	fs.IntVar(&c.MaxViewersPerIP, "max-viewers-per-ip", c.MaxViewersPerIP, "live viewers per client IP")
@@ -226,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Role == gossip.RoleEdge && c.Join == "" {
 		return fmt.Errorf("%w: --role edge serves gossiped state and needs --join", ErrConfig)
+	}
+	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
+		return fmt.Errorf("%w: --ipv6-prefix %d: want 0-128", ErrConfig, c.IPv6Prefix)
 	}
 	if c.DataDir == "" || c.HTTPAddr == "" {
 		return fmt.Errorf("%w: --data-dir and --http-addr are required", ErrConfig)

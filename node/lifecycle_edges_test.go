@@ -360,3 +360,29 @@ func TestReconciledViewShowsCertifiedNumbers(t *testing.T) {
 		t.Fatalf("list: %v", v)
 	}
 }
+
+// Per-address limits group IPv6 clients by /64: ten addresses of one /64
+// share one budget, where they used to get ten.
+func TestIPv6AddressesShareTheirSlash64(t *testing.T) {
+	n := startNode(t, t.TempDir(), func(c *Config) {
+		c.TrustedProxies = "127.0.0.1/32"
+		c.Limits.IPRate, c.Limits.IPBurst = 1, 4
+	})
+	n.createPoll(t, "p")
+	limited := 0
+	for i := range 10 {
+		r := n.call(t, "POST", "/v1/polls/p/votes", vote("a", fmt.Sprintf("v%d", i), fmt.Sprintf("k%d", i)),
+			"X-Forwarded-For", fmt.Sprintf("2001:db8:1:2::%x", i+1))
+		if r.status == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited != 6 {
+		t.Fatalf("%d of 10 votes from one /64 limited, want 6 (burst 4)", limited)
+	}
+	// Another /64 has its own budget.
+	r := n.call(t, "POST", "/v1/polls/p/votes", vote("a", "w", "kw"), "X-Forwarded-For", "2001:db8:1:3::1")
+	if r.status != http.StatusOK {
+		t.Fatalf("another /64: %d %s", r.status, r.raw)
+	}
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
-		IPSalt: []byte(salt), TrustedProxies: trusted, Registerer: n.reg, Now: cfg.Now,
+		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, Registerer: n.reg, Now: cfg.Now,
 		Datacenters: datacenters,
 		Sessions:    ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute},
 	})
@@ -214,6 +215,7 @@ func New(cfg Config) (n *Node, err error) {
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
 		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, trusted) },
+		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },
 		Registerer: n.reg, Now: cfg.Now,
 	})
 	if err != nil {
