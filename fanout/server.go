@@ -30,7 +30,7 @@ type Source interface {
 // or an error (an *api.Error for a refusal).
 type Voter interface {
 	// connected is how long the socket has been open (a trust signal).
-	Vote(poll string, body []byte, ip string, connected time.Duration) (any, error)
+	Vote(poll string, body []byte, ip, userAgent, token string, connected time.Duration) (any, error)
 }
 
 // Config configures a Server. Zero values mean the defaults.

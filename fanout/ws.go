@@ -32,6 +32,9 @@ type inbound struct {
 	Type string          `json:"type"` // "vote" or "resync"
 	Ref  string          `json:"ref,omitempty"`
 	Body json.RawMessage `json:"body,omitempty"` // for "vote": the body of POST …/votes
+	// Token is the voter token for "vote" (what the Tally-Session header
+	// carries over HTTP), bound to this client's address and User-Agent.
+	Token string `json:"token,omitempty"`
 }
 
 // reply answers an inbound message.
@@ -104,7 +107,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer v.hub.remove(v, "gone")
-	s.readLoop(v, c, lim, pollID, ip, time.Now())
+	s.readLoop(v, c, lim, pollID, ip, r.UserAgent(), time.Now())
 }
 
 // abuseCloser closes a socket with 1008 from the callbacks that detect
@@ -154,7 +157,7 @@ func (a *abuseCloser) wait() {
 	}
 }
 
-func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollID, ip string, opened time.Time) {
+func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollID, ip, userAgent string, opened time.Time) {
 	for {
 		typ, rd, err := c.Reader(context.Background()) // Close ends it by closing the connection
 		if err != nil {
@@ -181,7 +184,7 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollI
 		case "resync":
 			v.hub.resync(v)
 		case "vote":
-			s.vote(c, in, pollID, ip, time.Since(opened))
+			s.vote(c, in, pollID, ip, userAgent, time.Since(opened))
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return
@@ -189,13 +192,13 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollI
 	}
 }
 
-func (s *Server) vote(c *websocket.Conn, in inbound, pollID, ip string, connected time.Duration) {
+func (s *Server) vote(c *websocket.Conn, in inbound, pollID, ip, userAgent string, connected time.Duration) {
 	out := reply{Type: TypeAck, Ref: in.Ref}
 	var err error
 	if s.cfg.Voter == nil {
 		err = api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes")
 	} else {
-		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, ip, connected)
+		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, ip, userAgent, in.Token, connected)
 	}
 	if err != nil {
 		e := &api.Error{}

@@ -19,7 +19,7 @@ import (
 // echoVoter acknowledges every vote body it is given, or refuses "bad".
 type echoVoter struct{}
 
-func (echoVoter) Vote(poll string, body []byte, ip string, _ time.Duration) (any, error) {
+func (echoVoter) Vote(poll string, body []byte, ip, _, _ string, _ time.Duration) (any, error) {
 	if strings.Contains(string(body), "bad") {
 		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
 	}

@@ -38,7 +38,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 	}
 	ip := ClientIP(r, p.cfg.TrustedProxies)
 	def, _ := p.cfg.State.Poll(r.PathValue("poll"))
-	voter, issued, err := p.voterOf(r, ip, def.Public)
+	voter, issued, err := p.voterOf(r.Header.Get(SessionHeader), r.UserAgent(), ip, def.Public)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -272,8 +272,9 @@ func (p *Pipeline) writeView(w http.ResponseWriter, status int, id string) {
 }
 
 // Vote takes a vote request body from another transport (the WebSocket):
-// the same decoding, pipeline and acknowledgement as HandleVotes.
-func (p *Pipeline) Vote(pollID string, body []byte, ip string, connected time.Duration) (any, error) {
+// the same decoding, voter token check, pipeline and acknowledgement as
+// HandleVotes; token is the voter token the message carried ("" if none).
+func (p *Pipeline) Vote(pollID string, body []byte, ip, userAgent, token string, connected time.Duration) (any, error) {
 	if int64(len(body)) > p.cfg.Limits.MaxBody {
 		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
 	}
@@ -281,11 +282,21 @@ func (p *Pipeline) Vote(pollID string, body []byte, ip string, connected time.Du
 	if err != nil {
 		return nil, err
 	}
-	if def, _ := p.cfg.State.Poll(pollID); p.sessions != nil && (p.sessions.cfg.Require || def.Public) {
-		// The socket carries no token yet: with tokens required, vote over HTTP.
-		return nil, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: send them over HTTP with the %s header", SessionHeader)
+	// The token travels in the vote message and is checked as the HTTP
+	// header is: bound to this client (IP and the socket's User-Agent).
+	def, _ := p.cfg.State.Poll(pollID)
+	voter, issued, err := p.voterOf(token, userAgent, ip, def.Public)
+	if err != nil {
+		return nil, err
 	}
-	results, err := p.SubmitFrom(pollID, votes, Client{IP: ip, TokenAge: -1, SocketAge: connected})
+	client := Client{IP: ip, TokenAge: -1, SocketAge: connected}
+	if voter != "" {
+		for i := range votes {
+			votes[i].Voter = voter // the token's voter, whatever the body says
+		}
+		client.TokenAge = p.cfg.Now().Sub(issued)
+	}
+	results, err := p.SubmitFrom(pollID, votes, client)
 	if err != nil {
 		return nil, err
 	}

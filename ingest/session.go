@@ -153,18 +153,17 @@ const SessionTTL = 24 * time.Hour
 // voterOf resolves the voter of a vote request: the token's voter when a
 // token is given (checked against the client), else the body's — unless
 // tokens are required.
-func (p *Pipeline) voterOf(r *http.Request, ip string, public bool) (voter string, issued time.Time, err error) {
-	tok := r.Header.Get(SessionHeader)
+func (p *Pipeline) voterOf(tok, userAgent, ip string, public bool) (voter string, issued time.Time, err error) {
 	s := p.sessions
 	switch {
 	case s == nil:
 		return "", time.Time{}, nil
 	case tok == "" && (s.cfg.Require || public):
-		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header", SessionHeader)
+		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header (over the WebSocket: in the vote message's \"token\")", SessionHeader)
 	case tok == "":
 		return "", time.Time{}, nil
 	}
-	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, r.UserAgent()))
+	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, userAgent))
 	if err != nil {
 		return "", time.Time{}, sessionError(err)
 	}

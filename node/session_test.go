@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"tally/session"
 )
@@ -194,5 +197,77 @@ func TestPublicPollsAndPollLimits(t *testing.T) {
 	}
 	if r := tn.admin(t, "POST", "/v1/polls", `{"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"limits":{"ip_rate":-1}}`); r.status != 400 {
 		t.Fatalf("negative limit accepted: %d %s", r.status, r.raw)
+	}
+}
+
+// With --require-session, votes over the WebSocket carry the voter token
+// in the message and count under its voter; without one, with a forged
+// one, or one bound to another device (User-Agent), they are refused with
+// the same codes as over HTTP and change nothing.
+func TestWebSocketVotesCarryTheToken(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.RequireSession, c.PowBits = true, 4 })
+	tn.createPoll(t, "p")
+	tok, voter, _ := tn.getToken(t, "phone")
+	dialAs := func(ua string) *websocket.Conn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(tn.url, "http")+"/v1/polls/p/live",
+			&websocket.DialOptions{HTTPHeader: http.Header{"User-Agent": {ua}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.CloseNow() })
+		return c
+	}
+	send := func(c *websocket.Conn, token, option, idem string) map[string]any {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		msg, _ := json.Marshal(map[string]any{"type": "vote", "ref": idem, "token": token,
+			"body": map[string]string{"option": option, "voter": "whatever", "idem": idem}})
+		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			if m["ref"] == idem {
+				return m
+			}
+		}
+	}
+	phone := dialAs("phone")
+	if m := send(phone, tok, "b", "w1"); m["type"] != "ack" {
+		t.Fatalf("socket vote with the token: %v", m)
+	}
+	code := func(m map[string]any) string {
+		e, _ := m["error"].(map[string]any)
+		s, _ := e["code"].(string)
+		return s
+	}
+	if m := send(phone, "", "a", "w2"); code(m) != "session_required" {
+		t.Fatalf("without a token: %v", m)
+	}
+	if m := send(phone, tok[:len(tok)-3]+"AAA", "a", "w3"); code(m) != "session_invalid" {
+		t.Fatalf("forged token: %v", m)
+	}
+	if m := send(dialAs("laptop"), tok, "a", "w4"); code(m) != "session_mismatch" {
+		t.Fatalf("token of another device: %v", m)
+	}
+	if got := tn.totals(t, "p"); got["b"] != 1 || got["_total"] != 1 {
+		t.Fatalf("totals: %v", got)
+	}
+	var found bool
+	for r, err := range tn.Ledger().Scan("p") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = found || r.Voter == voter
+	}
+	if !found {
+		t.Fatal("the socket vote was not counted under the token's voter")
 	}
 }
