@@ -180,6 +180,8 @@ func sessionError(err error) error {
 		return api.Errorf(http.StatusUnauthorized, api.CodeSessionExpired, "%v", err)
 	case errors.Is(err, session.ErrMismatch):
 		return api.Errorf(http.StatusUnauthorized, api.CodeSessionMismatch, "%v: get a new one from this device and network", err)
+	case errors.Is(err, session.ErrOtherIssuer):
+		return api.Errorf(http.StatusForbidden, api.CodePuzzleFailed, "%v: ask this node for a new challenge", err)
 	case errors.Is(err, session.ErrBadSolution), errors.Is(err, session.ErrReplayed):
 		return api.Errorf(http.StatusForbidden, api.CodePuzzleFailed, "%v", err)
 	}

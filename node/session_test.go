@@ -271,3 +271,35 @@ func TestWebSocketVotesCarryTheToken(t *testing.T) {
 		t.Fatal("the socket vote was not counted under the token's voter")
 	}
 }
+
+// One puzzle solution earns one token in the whole cluster: a second
+// region with the same session secret refuses it, and so does the issuing
+// node after a restart.
+func TestPuzzleSolutionIsSingleUseClusterWide(t *testing.T) {
+	secret := func(c *Config) {
+		c.PowBits, c.SessionSecret = 4, "a shared session secret of 32 b!"
+	}
+	dir := t.TempDir()
+	a := startNode(t, dir, secret)
+	b := startNode(t, t.TempDir(), secret)
+	r := a.call(t, "POST", "/v1/session", "", "User-Agent", "phone")
+	ch, bits := r.body["challenge"].(string), int(r.body["bits"].(float64))
+	nonce := 0
+	for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
+		nonce++
+	}
+	body, _ := json.Marshal(map[string]string{"challenge": ch, "nonce": strconv.Itoa(nonce)})
+	if r := b.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone"); r.status != http.StatusForbidden || r.code() != "puzzle_failed" {
+		t.Fatalf("at another region: %d %s", r.status, r.raw)
+	}
+	if r := a.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone"); r.status != http.StatusOK || r.body["status"] != "issued" {
+		t.Fatalf("at the issuer: %d %s", r.status, r.raw)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	a2 := startNodeAt(t, dir, a.clock.ms.Load(), secret)
+	if r := a2.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone"); r.status != http.StatusForbidden || r.code() != "puzzle_failed" {
+		t.Fatalf("after a restart: %d %s", r.status, r.raw)
+	}
+}

@@ -16,11 +16,16 @@ import (
 var (
 	ErrBadSolution = errors.New("session: wrong proof-of-work solution")
 	ErrReplayed    = errors.New("session: challenge already used")
+	// ErrOtherIssuer is returned for a challenge issued by another node,
+	// or by this node before a restart: a solution is redeemable once, at
+	// the process that issued its challenge, so it cannot earn a second
+	// token elsewhere in the cluster or after a restart.
+	ErrOtherIssuer = errors.New("session: challenge issued by another node or before a restart")
 )
 
 const (
-	challengePrefix  = "c1."
-	challengePayload = 1 + 16 + 8 + 1 + 8 // version, nonce, expiry (ms), bits, client hash
+	challengePrefix  = "c2."
+	challengePayload = 1 + 16 + 8 + 1 + 8 + 8 // version, nonce, expiry (ms), bits, client hash, issuer
 	// MaxChallengeLen bounds a challenge on the wire.
 	MaxChallengeLen = 128
 	// MaxNonceLen bounds a solution's nonce.
@@ -35,11 +40,12 @@ func (s *Signer) Challenge(difficulty int, client [8]byte) (string, error) {
 		return "", err
 	}
 	p := make([]byte, 0, challengePayload)
-	p = append(p, 1)
+	p = append(p, 2)
 	p = append(p, nonce[:]...)
 	p = binary.BigEndian.AppendUint64(p, uint64(s.now().Add(challengeTTL).UnixMilli()))
 	p = append(p, byte(difficulty))
 	p = append(p, client[:]...)
+	p = append(p, s.issuer[:]...)
 	return challengePrefix + enc(p) + "." + enc(s.mac("challenge", p)), nil
 }
 
@@ -56,7 +62,7 @@ func (s *Signer) Check(challenge, nonce string, client [8]byte, used *Used) erro
 	}
 	p, err1 := dec(body)
 	mac, err2 := dec(sig)
-	if err1 != nil || err2 != nil || len(p) != challengePayload || p[0] != 1 || len(mac) != macSize {
+	if err1 != nil || err2 != nil || len(p) != challengePayload || p[0] != 2 || len(mac) != macSize {
 		return ErrMalformed
 	}
 	if !hmac.Equal(mac, s.mac("challenge", p)) {
@@ -68,6 +74,9 @@ func (s *Signer) Check(challenge, nonce string, client [8]byte, used *Used) erro
 	}
 	if !hmac.Equal(p[26:34], client[:]) {
 		return ErrMismatch
+	}
+	if !hmac.Equal(p[34:42], s.issuer[:]) {
+		return ErrOtherIssuer
 	}
 	if LeadingZeroBits(challenge, nonce) < int(p[25]) {
 		return ErrBadSolution

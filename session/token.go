@@ -36,6 +36,7 @@ type Signer struct {
 	secret []byte
 	ttl    time.Duration
 	now    func() time.Time
+	issuer [8]byte // random per Signer: only the process that issued a challenge redeems it
 }
 
 // NewSigner returns a signer; secret must be at least 16 bytes.
@@ -46,7 +47,11 @@ func NewSigner(secret []byte, ttl time.Duration, now func() time.Time) (*Signer,
 	if now == nil {
 		now = time.Now
 	}
-	return &Signer{secret: secret, ttl: ttl, now: now}, nil
+	sg := &Signer{secret: secret, ttl: ttl, now: now}
+	if _, err := rand.Read(sg.issuer[:]); err != nil {
+		return nil, err
+	}
+	return sg, nil
 }
 
 // Token is a verified voter token.
