@@ -60,7 +60,10 @@ type Config struct {
 	// the HTTP fetch sends (never the admin token).
 	PeerHeader, PeerToken string
 	Clock                 interface{ Now() (hlc.Timestamp, error) }
-	TrustFloor            float64
+	// Sign signs a certificate's SigningBytes with this replica's key; nil:
+	// certificates go unsigned (and other nodes drop them).
+	Sign       func([]byte) []byte
+	TrustFloor float64
 
 	Every         time.Duration // how often the loop looks; default 500ms
 	Settle        time.Duration // after close + grace, for the last counts to spread; default 1s
@@ -453,6 +456,9 @@ func (c *Certifier) write(poll, status, reason string, detail Detail) (state.Cer
 	cert := state.Certificate{Poll: poll, Status: status, TS: ts, By: c.cfg.Replica, Reason: reason, Detail: raw}
 	if r := detail.Result; r != nil {
 		cert.Totals, cert.Total, cert.Digest = r.Totals, r.Total, r.Digest
+	}
+	if c.cfg.Sign != nil {
+		cert.Sig = c.cfg.Sign(cert.SigningBytes())
 	}
 	if _, err := c.cfg.State.PutCertificate(cert); err != nil {
 		return state.Certificate{}, err

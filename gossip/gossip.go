@@ -2,6 +2,8 @@ package gossip
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +52,9 @@ type Config struct {
 	// then rewrite its state. For a throwaway cluster on one machine only.
 	// Without it, a node without a key is a single node.
 	AllowInsecure bool
+	// PublicKey is this replica's Ed25519 key, announced to the members so
+	// they can verify the certificates it signs.
+	PublicKey ed25519.PublicKey
 	// Profile picks memberlist's timing: "wan" (default), "lan" or
 	// "local" (fast, for tests on loopback).
 	Profile string
@@ -204,6 +209,9 @@ func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
 func (g *Gossip) Start() error {
 	cfg := g.cfg
 	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr}
+	if len(cfg.PublicKey) == ed25519.PublicKeySize {
+		g.self.Pub = base64.StdEncoding.EncodeToString(cfg.PublicKey)
+	}
 	if g.single() {
 		// A node without a key is a single node: no route or gateway
 		// listener for a stranger to connect to.
@@ -388,6 +396,15 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		if p.Cert != nil && p.Cert.TS.Wall > stampLimit {
 			g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
 			p.Cert = nil
+		}
+		if p.Cert != nil {
+			// Signed by the replica that certified, with the key it
+			// announced; anything else is dropped, whoever relayed it.
+			if pub, ok := g.cfg.State.PublicKey(p.Cert.By); !ok || !p.Cert.VerifySignature(pub) {
+				g.m.dropped.WithLabelValues(path, "bad_signature").Inc()
+				g.log.Warn("dropping a certificate whose signature does not verify", "poll", p.ID, "by", p.Cert.By, "from", msg.Replica, "key_known", ok)
+				p.Cert = nil
+			}
 		}
 		if p.Def != nil && p.Def.TS.Wall > stampLimit {
 			// Even from a member: a definition stamped far ahead would win

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -230,5 +231,52 @@ func TestStrangerCannotConnectToNATS(t *testing.T) {
 	}
 	if routes, gateways := a.NATSLinks(); routes != 0 || len(gateways) != 0 {
 		t.Fatalf("links after the stranger: %d routes, gateways %v", routes, gateways)
+	}
+}
+
+// Certificates are signed by the replica that certified: a member relaying
+// one unsigned, re-signed with another key, tampered with, or from a
+// replica nobody knows the key of, gets it dropped (bad_signature); a
+// certificate signed with the announced key is taken.
+func TestCertificatesMustBeSignedByTheirCertifier(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	a.create(t, testPoll("p"))
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	_, stranger, _ := ed25519.GenerateKey(nil)
+	if err := a.st.LearnKey("us-1", pub); err != nil { // as if announced in us-1's member metadata
+		t.Fatal(err)
+	}
+	ts := hlc.Timestamp{Wall: time.Now().UnixMilli(), Replica: "us-1"}
+	good := state.Certificate{Poll: "p", Status: state.Reconciled, TS: ts, By: "us-1", Totals: map[string]uint64{"a": 2}, Total: 2, Digest: "d1"}
+	good.Sig = ed25519.Sign(priv, good.SigningBytes())
+	unsigned := good
+	unsigned.Sig = nil
+	resigned := good
+	resigned.Sig = ed25519.Sign(stranger, resigned.SigningBytes())
+	tampered := good
+	tampered.Totals, tampered.Total = map[string]uint64{"b": 999999}, 999999
+	unknown := good
+	unknown.By = "ghost-1"
+	unknown.Sig = ed25519.Sign(stranger, unknown.SigningBytes())
+	d := &delegate{g: a.Gossip}
+	send := func(c state.Certificate) {
+		b, err := Encode(&Message{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Cert: &c}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.MergeRemoteState(a.keys.seal(b), false)
+	}
+	for _, c := range []state.Certificate{unsigned, resigned, tampered, unknown} {
+		send(c)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "bad_signature"); got != 4 {
+		t.Fatalf("bad signatures dropped: %v", got)
+	}
+	if _, ok := a.st.Certificate("p"); ok {
+		t.Fatal("a badly signed certificate was taken")
+	}
+	send(good)
+	if c, ok := a.st.Certificate("p"); !ok || c.Total != 2 {
+		t.Fatalf("the signed certificate: %+v %v", c, ok)
 	}
 }

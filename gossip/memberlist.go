@@ -2,6 +2,8 @@ package gossip
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -230,6 +232,12 @@ func (g *Gossip) track(n *memberlist.Node) peer {
 		g.log.Warn("member with unreadable metadata", "name", n.Name, "err", err)
 	}
 	p := peer{name: n.Name, addr: append(net.IP(nil), n.Addr...), gossip: n.Address(), meta: m}
+	if pub, err := base64.StdEncoding.DecodeString(m.Pub); err == nil && len(pub) == ed25519.PublicKeySize && m.Replica != "" {
+		if err := g.cfg.State.LearnKey(m.Replica, pub); err != nil {
+			g.m.dropped.WithLabelValues(pathPushPull, "key_conflict").Inc()
+			g.log.Error("member announces a signing key its replica is not known by", "name", n.Name, "replica", m.Replica, "err", err)
+		}
+	}
 	g.peersMu.Lock()
 	g.members[n.Name] = p
 	g.peersMu.Unlock()

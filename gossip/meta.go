@@ -22,6 +22,10 @@ type meta struct {
 	HTTP        string `json:"http,omitempty"`
 	NATSCluster string `json:"nats_cluster,omitempty"` // embedded server's route listener
 	NATSGateway string `json:"nats_gateway,omitempty"` // embedded server's gateway listener
+	// Pub is the replica's Ed25519 public key (base64): the key its
+	// certificates are verified with. Memberlist's keyring authenticates
+	// the metadata that carries it.
+	Pub string `json:"pub,omitempty"`
 }
 
 func (m meta) encode(limit int) ([]byte, error) {

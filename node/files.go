@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -23,6 +24,7 @@ const (
 	ipSaltFile        = "ip-salt"
 	sessionSecretFile = "session-secret" // signs voter tokens when --session-secret is not given
 	hlcFile           = "hlc"            // the clock's high-water mark
+	signingKeyFile    = "signing-key"    // this replica's Ed25519 seed (hex): it signs the certificates it makes
 )
 
 // readOrCreate returns the trimmed content of dir/name, creating the file
@@ -87,4 +89,17 @@ func checkWritable(dir string) error {
 		return fmt.Errorf("node: data dir %s is not writable: %w", dir, err)
 	}
 	return os.Remove(filepath.Join(dir, probe))
+}
+
+// signingKey returns the replica's Ed25519 key, made with the data dir.
+func signingKey(dir string) (ed25519.PrivateKey, error) {
+	seed, _, err := readOrCreate(dir, signingKeyFile, func() (string, error) { return randomHex(ed25519.SeedSize) })
+	if err != nil {
+		return nil, err
+	}
+	b, err := hex.DecodeString(seed)
+	if err != nil || len(b) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%w: %s is not a %d-byte hex seed", ErrDamaged, signingKeyFile, ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(b), nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -142,6 +143,13 @@ func New(cfg Config) (n *Node, err error) {
 	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls}); err != nil {
 		return nil, err
 	}
+	key, err := signingKey(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node: signing key: %w", err)
+	}
+	if err := n.state.LearnKey(n.replica, key.Public().(ed25519.PublicKey)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
 	for id, why := range n.state.SetAside() {
 		cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
 	}
@@ -191,7 +199,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.gossip, err = gossip.New(gossip.Config{
 		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
-		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys, AllowInsecure: cfg.InsecureGossip,
+		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys, AllowInsecure: cfg.InsecureGossip, PublicKey: key.Public().(ed25519.PublicKey),
 		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
 		NATSURL: cfg.NATSURL, NATSClientAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
@@ -201,7 +209,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.certify, err = certify.New(certify.Config{
 		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
-		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Clock: n.clock, TrustFloor: cfg.TrustFloor,
+		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
 		Settle: cfg.CertifySettle, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 
@@ -31,6 +32,23 @@ type Certificate struct {
 	// Detail is the certifier's full account (the result, or what is
 	// missing), kept as it was written.
 	Detail json.RawMessage `json:"detail,omitempty"`
+	// Sig is the certifying replica's Ed25519 signature over SigningBytes;
+	// receivers check it against the key that replica announced.
+	Sig []byte `json:"sig,omitempty"`
+}
+
+// SigningBytes is what a certificate's signature covers: every field but
+// the signature, in a fixed encoding.
+func (c Certificate) SigningBytes() []byte {
+	c.Sig = nil
+	b, _ := json.Marshal(c) // struct fields in order, map keys sorted: deterministic
+	return append([]byte("tally certificate v1\n"), b...)
+}
+
+// VerifySignature reports whether the certificate carries a valid
+// signature by pub.
+func (c *Certificate) VerifySignature(pub ed25519.PublicKey) bool {
+	return len(pub) == ed25519.PublicKeySize && len(c.Sig) == ed25519.SignatureSize && ed25519.Verify(pub, c.SigningBytes(), c.Sig)
 }
 
 // Validate checks a certificate's shape (as received from another node).

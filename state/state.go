@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,8 +75,9 @@ type State struct {
 
 	heard heard
 
-	setAside  map[string]error    // stored definitions that no longer validate; set by New only
-	forgotten map[string]struct{} // polls dropped from memory (Forget); guarded by mu
+	setAside  map[string]error             // stored definitions that no longer validate; set by New only
+	forgotten map[string]struct{}          // polls dropped from memory (Forget); guarded by mu
+	keys      map[string]ed25519.PublicKey // replica → its signing key; guarded by mu
 }
 
 // pollState is one poll's counts.
@@ -99,6 +101,7 @@ func New(cfg Config) (*State, error) {
 		return s, nil
 	}
 	s.loadForgotten()
+	s.loadKeys()
 	for name, value := range s.store.MetaWithPrefix(pollPrefix) {
 		if _, gone := s.forgotten[name[len(pollPrefix):]]; gone {
 			continue
