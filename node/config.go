@@ -168,7 +168,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
-	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret (16+ bytes) signing voter tokens; every region must share it (default: generated in the data dir, tokens then work only at this node)")
+	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret(s) (16+ bytes each, comma-separated during a rotation: the first signs, all verify) signing voter tokens and puzzles; every region must share them (default: generated in the data dir, tokens then work only at this node)")
 	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")
 	fs.IntVar(&c.PowBits, "pow-bits", c.PowBits, "proof-of-work difficulty (leading zero bits) before a voter token is issued; rises for an address asking for many; 0: none")
 	fs.StringVar(&c.DatacenterFile, "datacenter-ranges", c.DatacenterFile, "file of datacenter/proxy CIDRs, one per line (see deploy/datacenter-ranges.example); votes from them get a low trust score")
@@ -284,7 +284,7 @@ func (c *Config) readSecretFiles() error {
 	}{
 		{"--admin-token", c.AdminTokenFile, &c.AdminToken, true},
 		{"--gossip-key", c.GossipKeyFile, &c.GossipKey, true},
-		{"--session-secret", c.SessionSecretFile, &c.SessionSecret, false},
+		{"--session-secret", c.SessionSecretFile, &c.SessionSecret, true},
 	} {
 		if f.path == "" {
 			continue
@@ -297,8 +297,14 @@ func (c *Config) readSecretFiles() error {
 			return fmt.Errorf("%w: %s-file: %v", ErrConfig, f.flag, err)
 		}
 		v := strings.TrimSpace(string(b))
-		if f.list {
-			v = strings.Join(strings.Fields(strings.ReplaceAll(v, ",", " ")), ",")
+		if f.list { // one per line or comma-separated; a secret may hold spaces
+			var items []string
+			for _, it := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+				if it = strings.TrimSpace(it); it != "" {
+					items = append(items, it)
+				}
+			}
+			v = strings.Join(items, ",")
 		}
 		if v == "" {
 			return fmt.Errorf("%w: %s-file %s is empty", ErrConfig, f.flag, f.path)

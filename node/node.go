@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -171,7 +172,13 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, fmt.Errorf("%w: --datacenter-ranges %s: %v", ErrConfig, cfg.DatacenterFile, err)
 		}
 	}
-	signer, err := session.NewSigner([]byte(secret), ingest.SessionTTL, cfg.Now)
+	var secrets [][]byte // comma-separated during a rotation: the first signs
+	for _, sec := range strings.Split(secret, ",") {
+		if sec = strings.TrimSpace(sec); sec != "" {
+			secrets = append(secrets, []byte(sec))
+		}
+	}
+	signer, err := session.NewRotatingSigner(secrets, ingest.SessionTTL, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --session-secret: %v", ErrConfig, err)
 	}

@@ -65,7 +65,7 @@ func (s *Signer) Check(challenge, nonce string, client [8]byte, used *Used) erro
 	if err1 != nil || err2 != nil || len(p) != challengePayload || p[0] != 2 || len(mac) != macSize {
 		return ErrMalformed
 	}
-	if !hmac.Equal(mac, s.mac("challenge", p)) {
+	if !s.verify("challenge", p, mac) {
 		return ErrForged
 	}
 	expires := time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25])))

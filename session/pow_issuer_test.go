@@ -38,3 +38,31 @@ func TestChallengeRedeemableOnlyByItsIssuer(t *testing.T) {
 		t.Fatalf("after a restart: %v", err)
 	}
 }
+
+// During a rotation the signer signs with the first secret and accepts
+// every one: tokens of the old secret keep working, a token of an unknown
+// secret does not.
+func TestRotatingSecrets(t *testing.T) {
+	oldS, newS := []byte("the old session secret, 32 bytes"), []byte("the new session secret, 32 bytes")
+	before, _ := NewSigner(oldS, time.Hour, nil)
+	during, err := NewRotatingSigner([][]byte{newS, oldS}, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := NewSigner(newS, time.Hour, nil)
+	client := ClientHash("203.0.113.7", "phone")
+	oldTok, _, _ := before.Issue(client, false)
+	newTok, _, _ := during.Issue(client, false)
+	if _, err := during.Verify(oldTok, client); err != nil {
+		t.Fatalf("an old token during the rotation: %v", err)
+	}
+	if _, err := after.Verify(newTok, client); err != nil {
+		t.Fatalf("a token of the new secret after it: %v", err)
+	}
+	if _, err := after.Verify(oldTok, client); !errors.Is(err, ErrForged) {
+		t.Fatalf("an old token after the rotation: %v", err)
+	}
+	if _, err := NewRotatingSigner([][]byte{newS, []byte("short")}, time.Hour, nil); err == nil {
+		t.Fatal("a short secret in the ring was taken")
+	}
+}

@@ -33,21 +33,34 @@ const (
 
 // Signer issues and verifies tokens and challenges.
 type Signer struct {
-	secret []byte
-	ttl    time.Duration
-	now    func() time.Time
-	issuer [8]byte // random per Signer: only the process that issued a challenge redeems it
+	secrets [][]byte // the first signs; every one verifies (a rotation)
+	ttl     time.Duration
+	now     func() time.Time
+	issuer  [8]byte // random per Signer: only the process that issued a challenge redeems it
 }
 
 // NewSigner returns a signer; secret must be at least 16 bytes.
 func NewSigner(secret []byte, ttl time.Duration, now func() time.Time) (*Signer, error) {
-	if len(secret) < 16 {
-		return nil, errors.New("session: secret must be at least 16 bytes")
+	return NewRotatingSigner([][]byte{secret}, ttl, now)
+}
+
+// NewRotatingSigner returns a signer that signs with the first secret and
+// accepts tokens and challenges signed with any of them, so a new secret
+// can be rolled out before the old one is dropped. Each secret must be at
+// least 16 bytes.
+func NewRotatingSigner(secrets [][]byte, ttl time.Duration, now func() time.Time) (*Signer, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("session: no secret")
+	}
+	for _, secret := range secrets {
+		if len(secret) < 16 {
+			return nil, errors.New("session: secret must be at least 16 bytes")
+		}
 	}
 	if now == nil {
 		now = time.Now
 	}
-	sg := &Signer{secret: secret, ttl: ttl, now: now}
+	sg := &Signer{secrets: secrets, ttl: ttl, now: now}
 	if _, err := rand.Read(sg.issuer[:]); err != nil {
 		return nil, err
 	}
@@ -102,7 +115,7 @@ func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
 	if err1 != nil || err2 != nil || len(p) != tokenPayload || p[0] != tokenVersion || len(mac) != macSize {
 		return Token{}, ErrMalformed
 	}
-	if !hmac.Equal(mac, s.mac("token", p)) {
+	if !s.verify("token", p, mac) {
 		return Token{}, ErrForged
 	}
 	issued := time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25])))
@@ -115,9 +128,21 @@ func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
 	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued, PoW: p[33]&flagPoW != 0}, nil
 }
 
-// mac signs b in a domain (token or challenge), truncated to 16 bytes.
-func (s *Signer) mac(domain string, b []byte) []byte {
-	m := hmac.New(sha256.New, s.secret)
+// mac signs b in a domain (token or challenge) with the first secret,
+// truncated to 16 bytes.
+func (s *Signer) mac(domain string, b []byte) []byte { return macWith(s.secrets[0], domain, b) }
+
+// verify reports whether mac signs b in domain under any of the secrets.
+func (s *Signer) verify(domain string, b, mac []byte) bool {
+	ok := false
+	for _, secret := range s.secrets {
+		ok = hmac.Equal(mac, macWith(secret, domain, b)) || ok
+	}
+	return ok
+}
+
+func macWith(secret []byte, domain string, b []byte) []byte {
+	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(domain))
 	m.Write([]byte{0})
 	m.Write(b)
