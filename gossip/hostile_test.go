@@ -280,3 +280,14 @@ func TestCertificatesMustBeSignedByTheirCertifier(t *testing.T) {
 		t.Fatalf("the signed certificate: %+v %v", c, ok)
 	}
 }
+
+// The route and gateway listeners bind where gossip binds when their
+// addresses name no host (not on every interface).
+func TestNATSListenersBindWhereGossipBinds(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.NATSClusterAddr, c.NATSGatewayAddr = ":0", ":0" })
+	for name, host := range map[string]string{"route": a.emb.srv.ClusterAddr().IP.String(), "gateway": a.emb.srv.GatewayAddr().IP.String()} {
+		if host != "127.0.0.1" {
+			t.Errorf("%s listener on %s, gossip on 127.0.0.1", name, host)
+		}
+	}
+}

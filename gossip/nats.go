@@ -81,7 +81,7 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 	self := net.ParseIP(splitHost(g.GossipAddr()))
 	if g.self.NATSCluster != "" {
 		h, p, _ := hostPort(g.self.NATSCluster)
-		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: orDefault(h, "0.0.0.0"), Port: p,
+		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: orDefault(h, g.bindHost()), Port: p,
 			Advertise: resolve(g.self.NATSCluster, self)}
 		if len(passwords) > 0 {
 			opts.Cluster.Username, opts.Cluster.Password = natsUser, passwords[0]
@@ -96,7 +96,7 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 	}
 	if g.self.NATSGateway != "" {
 		h, p, _ := hostPort(g.self.NATSGateway)
-		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: orDefault(h, "0.0.0.0"), Port: p,
+		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: orDefault(h, g.bindHost()), Port: p,
 			Advertise: resolve(g.self.NATSGateway, self), ConnectRetries: 10, ConnectBackoff: true}
 		if len(passwords) > 0 {
 			opts.Gateway.Username, opts.Gateway.Password = natsUser, passwords[0]
@@ -316,4 +316,15 @@ func natsPasswords(keys [][]byte) []string {
 		out = append(out, hex.EncodeToString(derive(k, "tally nats password v1")))
 	}
 	return out
+}
+
+// bindHost is where memberlist binds: the route and gateway listeners
+// bind there too when their addresses name no host, so a node whose
+// gossip is on a private interface does not open NATS on every one.
+func (g *Gossip) bindHost() string {
+	h, _, err := hostPort(orDefault(g.cfg.BindAddr, ":7946"))
+	if err != nil || h == "" {
+		return "0.0.0.0"
+	}
+	return h
 }
