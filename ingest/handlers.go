@@ -259,7 +259,7 @@ func (p *Pipeline) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	p.cfg.Ledger.Export(w, id)
+	p.cfg.Ledger.ExportSigned(w, id, p.cfg.SigningKey)
 }
 
 func (p *Pipeline) writeView(w http.ResponseWriter, status int, id string) {

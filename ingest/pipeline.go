@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -25,6 +26,7 @@ type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
 	Export(w io.Writer, poll string) (int, error)
+	ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) (int, error)
 	ExportStream(w io.Writer, poll string) (int, error)
 }
 
@@ -59,6 +61,9 @@ type Config struct {
 	IPSalt []byte
 	// TrustedProxies may set X-Forwarded-For.
 	TrustedProxies []netip.Prefix
+	// SigningKey signs this replica's chain heads in NDJSON exports; nil:
+	// exports go unsigned.
+	SigningKey ed25519.PrivateKey
 	// IPv6Prefix groups IPv6 clients for the per-address limits (rates,
 	// voter tokens, puzzle difficulty, the trust score's address
 	// signals); 0: DefaultIPv6Prefix, 128: every address apart.

@@ -113,7 +113,17 @@ func WriteNDJSON(w io.Writer, records iter.Seq2[Record, error]) (int, error) {
 // line is an error here, whichever tool reads the file. Blank lines are
 // skipped; a line over MaxLineBytes is an error. Errors name the line.
 func ReadNDJSON(r io.Reader) iter.Seq2[Record, error] {
+	return ReadNDJSONHeads(r, nil)
+}
+
+// ReadNDJSONHeads is ReadNDJSON that also checks the export's signed heads
+// (a replica's signature over its chain's last record, written by
+// ExportSigned) and passes each to onHead (nil: checked only). A record of
+// a replica after its signed head is an error: the signature would not
+// cover it.
+func ReadNDJSONHeads(r io.Reader, onHead func(*SignedHead)) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
+		signed := map[chainID]bool{}
 		br := bufio.NewReaderSize(r, 64<<10)
 		var poll string
 		var in interner
@@ -130,7 +140,22 @@ func ReadNDJSON(r io.Reader) iter.Seq2[Record, error] {
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
+			if bytes.HasPrefix(line, signedHeadPrefix) {
+				h, err := decodeSignedHead(line, chains)
+				if err != nil {
+					yield(Record{}, fmt.Errorf("line %d: %w", n, err))
+					return
+				}
+				signed[chainID{poll: h.Poll, replica: h.Replica}] = true
+				if onHead != nil {
+					onHead(h)
+				}
+				continue
+			}
 			rec, err := DecodeRecordJSON(line)
+			if err == nil && signed[chainID{poll: rec.Poll, replica: rec.Replica}] {
+				err = fmt.Errorf("%w: a record of %s/%s after its signed head", ErrChain, rec.Poll, rec.Replica)
+			}
 			if err == nil && poll != "" && rec.Poll != poll {
 				err = fmt.Errorf("%w: record of poll %q in an export of poll %q", ErrInvalid, rec.Poll, poll)
 			}

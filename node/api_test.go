@@ -107,10 +107,11 @@ func TestVoteLifecycle(t *testing.T) {
 	if r := tn.call(t, "GET", "/v1/polls", ""); len(r.body["polls"].([]any)) != 3 {
 		t.Fatalf("list: %s", r.raw)
 	}
-	// The admin export streams this node's records.
+	// The admin export streams this node's records, then its signed head.
 	r = tn.admin(t, "GET", "/v1/polls/p/ledger", "")
-	if r.status != 200 || strings.Count(r.raw, "\n") != 7 {
-		t.Fatalf("ledger export: %d, %d lines", r.status, strings.Count(r.raw, "\n"))
+	lines := strings.Split(strings.TrimSuffix(r.raw, "\n"), "\n")
+	if r.status != 200 || len(lines) != 8 || !strings.HasPrefix(lines[7], `{"signed_head":`) {
+		t.Fatalf("ledger export: %d, %d lines", r.status, len(lines))
 	}
 }
 

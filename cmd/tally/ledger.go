@@ -75,14 +75,24 @@ func openInputs(names []string, stderr io.Writer, what string) (*inputs, error) 
 
 // stream returns file i's records.
 func (in *inputs) stream(i int) iter.Seq2[ledger.Record, error] {
+	return in.named(i, ledger.ReadNDJSON(in.reader(i)))
+}
+
+// reader is file i, counted by the progress bar.
+func (in *inputs) reader(i int) io.Reader {
 	var r io.Reader = in.files[i]
 	if in.bar != nil {
 		pr := progressbar.NewReader(r, in.bar)
 		r = &pr
 	}
+	return r
+}
+
+// named prefixes records' errors with file i's name.
+func (in *inputs) named(i int, records iter.Seq2[ledger.Record, error]) iter.Seq2[ledger.Record, error] {
 	name := in.files[i].Name()
 	return func(yield func(ledger.Record, error) bool) {
-		for rec, err := range ledger.ReadNDJSON(r) {
+		for rec, err := range records {
 			if err != nil {
 				err = fmt.Errorf("%s: %w", name, err)
 			}
@@ -116,30 +126,40 @@ func ledgerVerify(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer in.close()
+	type chain struct {
+		ledger.Chain
+		SignedBy string `json:"signed_by,omitempty"` // key id of the signed head, if the export has one
+	}
 	type fileChains struct {
-		File   string         `json:"file"`
-		Chains []ledger.Chain `json:"chains"`
+		File   string  `json:"file"`
+		Chains []chain `json:"chains"`
 	}
 	var all []fileChains
 	status := 0
 	for i, name := range fs.Args() {
-		chains, err := ledger.VerifyChains(in.stream(i))
+		signers := map[string]string{} // replica → key id
+		records := ledger.ReadNDJSONHeads(in.reader(i), func(h *ledger.SignedHead) { signers[h.Replica] = h.KeyID() })
+		chains, err := ledger.VerifyChains(in.named(i, records))
 		if err != nil {
 			fmt.Fprintf(stderr, "FAIL %v\n", err)
 			status = 1
 			continue
 		}
-		all = append(all, fileChains{File: name, Chains: chains})
+		f := fileChains{File: name}
+		for _, c := range chains {
+			f.Chains = append(f.Chains, chain{Chain: c, SignedBy: signers[c.Replica]})
+		}
+		all = append(all, f)
 	}
 	if *asJSON {
 		writeJSON(stdout, all)
 		return status
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tPOLL\tREPLICA\tRECORDS\tHEAD")
+	fmt.Fprintln(tw, "FILE\tPOLL\tREPLICA\tRECORDS\tHEAD\tSIGNED BY")
 	for _, f := range all {
 		for _, c := range f.Chains {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", f.File, c.Poll, c.Replica, c.Records, c.Head)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", f.File, c.Poll, c.Replica, c.Records, c.Head, cmp.Or(c.SignedBy, "(unsigned)"))
 		}
 	}
 	tw.Flush()

@@ -83,6 +83,9 @@ func TestAuditAgainstARunningNode(t *testing.T) {
 	// A tampered export does not reproduce it.
 	b, _ := os.ReadFile(files[0])
 	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n"), "\n")
+	if strings.HasPrefix(lines[len(lines)-1], `{"signed_head":`) {
+		lines = lines[:len(lines)-1] // the node's signature goes too: a cut export cannot keep it
+	}
 	os.WriteFile(files[0], []byte(strings.Join(lines[:len(lines)-1], "")), 0o644)
 	if out, _, code := runCLI(t, append([]string{"poll", "result", "--node", base, "--poll", "q"}, files...)...); code != 1 || !strings.Contains(out, "NOT REPRODUCED") {
 		t.Fatalf("a truncated export reproduced the result: %d %s", code, out)
