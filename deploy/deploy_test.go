@@ -114,6 +114,7 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 	interpolation := regexp.MustCompile(`^\$\{(TALLY_[A-Z_]+):\?.+\}$`)
 	natsPorts := map[string]*server.Options{} // service → its parsed config
 	httpPorts := map[string]string{}          // tally service → HTTP port
+	metricsPorts := map[string]string{}       // tally service → where /metrics is served
 	gossipPorts := map[string]string{}        // tally service → memberlist port
 	var tallies []string
 	for name, s := range c.Services {
@@ -181,6 +182,10 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 			t.Errorf("%s: gossip key and admin token must be set", name)
 		}
 		httpPorts[name], gossipPorts[name] = port(t, cfg.HTTPAddr), port(t, cfg.GossipAddr)
+		metricsPorts[name] = httpPorts[name]
+		if cfg.AdminAddr != "" {
+			metricsPorts[name] = port(t, cfg.AdminAddr)
+		}
 		if len(s.Ports) != 1 || !strings.HasSuffix(s.Ports[0], ":"+httpPorts[name]) {
 			t.Errorf("%s publishes %v, but the node serves HTTP on %s", name, s.Ports, cfg.HTTPAddr)
 		}
@@ -229,7 +234,8 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 			t.Errorf("%s: gateways %v", name, names)
 		}
 	}
-	// Prometheus scrapes every node's HTTP port.
+	// Prometheus scrapes every node where it serves /metrics (its
+	// --admin-addr when it has one).
 	var prom struct {
 		ScrapeConfigs []struct {
 			StaticConfigs []struct {
@@ -249,8 +255,8 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 		for _, st := range sc.StaticConfigs {
 			for _, target := range st.Targets {
 				h, p, _ := net.SplitHostPort(target)
-				if httpPorts[h] != p {
-					t.Errorf("prometheus target %s is no node's HTTP address", target)
+				if metricsPorts[h] != p {
+					t.Errorf("prometheus target %s is not where the node serves /metrics", target)
 				}
 				scraped[h] = true
 			}

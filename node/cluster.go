@@ -41,6 +41,13 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// handlePublicCluster serves GET /v1/cluster on the public port when
+// --admin-addr is set: the region and the freshness vector the page shows,
+// nothing about members or addresses.
+func (n *Node) handlePublicCluster(w http.ResponseWriter, r *http.Request) {
+	api.WriteJSON(w, http.StatusOK, map[string]any{"region": n.cfg.Region, "regions": n.freshness()})
+}
+
 // freshness is the per-region freshness vector: for each region, the age
 // in ms of the newest state heard from any of its replicas (this node's
 // region: 0).

@@ -65,8 +65,12 @@ type Config struct {
 	Demo                                             bool // create a demo poll when there is none
 	Origins                                          []string
 	DebugAddr                                        string // serves net/http/pprof when set
-	MaxViewers                                       int
-	MaxViewersPerIP                                  int
+	// AdminAddr, when set, serves /metrics, the full /v1/cluster and pprof
+	// on their own listener; the public port then answers /metrics 404 and
+	// /v1/cluster with the region freshness only.
+	AdminAddr       string
+	MaxViewers      int
+	MaxViewersPerIP int
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -196,6 +200,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics, the full /v1/cluster (members, addresses, NATS) and pprof here instead of on the public port (set it in production, on a private address); empty: on the public port")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve Go's pprof profiles on this address (keep it on loopback); empty: off")
 	fs.IntVar(&c.IPv6Prefix, "ipv6-prefix", c.IPv6Prefix, "IPv6 clients in one network of this many bits count as one address for every per-address limit (rates, voter tokens, viewers); 128: each address apart")
 	fs.IntVar(&c.MaxPolls, "max-polls", c.MaxPolls, "polls this node holds at most (open, closed, and kept until certified plus --retention); creating more answers 409 too_many_polls")

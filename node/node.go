@@ -50,6 +50,8 @@ type Node struct {
 	m        nodeMetrics
 	listener net.Listener
 	srv      *http.Server
+	adminLn  net.Listener // --admin-addr; nil: admin endpoints on the public port
+	adminSrv *http.Server
 	ready    atomic.Bool // replayed and serving: the API answers
 	draining atomic.Bool // stopping: /readyz answers 503, the API still answers
 }
@@ -247,6 +249,14 @@ func New(cfg Config) (n *Node, err error) {
 	if n.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("node: cannot listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	if cfg.AdminAddr != "" {
+		if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			n.listener.Close()
+			return nil, fmt.Errorf("%w: --admin-addr %s: %v", ErrConfig, cfg.AdminAddr, err)
+		}
+		n.adminSrv = &http.Server{Handler: n.adminRoutes(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	}
 	n.srv = &http.Server{
 		Handler:           n.routes(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -261,6 +271,14 @@ func New(cfg Config) (n *Node, err error) {
 
 // Addr returns the HTTP address the node listens on.
 func (n *Node) Addr() string { return n.listener.Addr().String() }
+
+// AdminAddr returns the address of the admin listener ("" without one).
+func (n *Node) AdminAddr() string {
+	if n.adminLn == nil {
+		return ""
+	}
+	return n.adminLn.Addr().String()
+}
 
 // Replica returns the node's replica id.
 func (n *Node) Replica() string { return n.replica }
@@ -278,6 +296,11 @@ func (n *Node) Ledger() *ledger.Ledger { return n.ledger }
 func (n *Node) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- n.srv.Serve(n.listener) }()
+	if n.adminSrv != nil {
+		adminDone := make(chan struct{})
+		go func() { defer close(adminDone); n.adminSrv.Serve(n.adminLn) }()
+		defer func() { n.adminSrv.Close(); <-adminDone }()
+	}
 	if n.cfg.DebugAddr != "" {
 		dbg := &http.Server{Addr: n.cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
 		go dbg.ListenAndServe()

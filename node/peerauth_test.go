@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -97,5 +98,36 @@ func TestSecretsFromFilesAndNeverPrinted(t *testing.T) {
 		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// With --admin-addr, metrics, members, addresses and profiles leave the
+// public port; the page keeps the region freshness it shows.
+func TestAdminAddrKeepsInternalsOffThePublicPort(t *testing.T) {
+	n := startNode(t, t.TempDir(), func(c *Config) { c.AdminAddr = "127.0.0.1:0" })
+	if r := n.call(t, "GET", "/metrics", ""); r.status != http.StatusNotFound {
+		t.Errorf("public /metrics: %d", r.status)
+	}
+	r := n.call(t, "GET", "/v1/cluster", "")
+	if r.status != http.StatusOK || r.body["regions"] == nil || r.body["members"] != nil || strings.Contains(r.raw, "127.0.0.1") {
+		t.Errorf("public /v1/cluster: %d %s", r.status, r.raw)
+	}
+	admin := "http://" + n.AdminAddr()
+	for path, want := range map[string]string{"/metrics": "tally_open_polls", "/v1/cluster": `"members"`, "/debug/pprof/": "goroutine"} {
+		res, err := http.Get(admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Errorf("admin %s: %d", path, res.StatusCode)
+		}
+	}
+	taken := n.AdminAddr()
+	cfg := testConfig(t.TempDir(), &fakeClock{})
+	cfg.AdminAddr = taken
+	if _, err := New(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--admin-addr "+taken) {
+		t.Fatalf("a taken admin port: %v", err)
 	}
 }

@@ -39,8 +39,17 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
 	mux.Handle("GET /v1/polls/{poll}/events", ready(http.HandlerFunc(n.fanout.HandleEvents)))
-	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
+	if n.adminSrv == nil {
+		mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
+	} else {
+		// The public port keeps what viewers need (the region freshness);
+		// members, addresses and metrics are on --admin-addr.
+		mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handlePublicCluster))
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "metrics are served on the admin address"))
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -76,6 +85,18 @@ func (n *Node) routes() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// adminRoutes is the --admin-addr listener: metrics, the full cluster
+// view and Go's profiles, for operators on a private address.
+func (n *Node) adminRoutes() http.Handler {
+	mux := debugMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
+	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return mux
 }
 
 // debugMux serves Go's profiles, for --debug-addr.

@@ -35,7 +35,7 @@ for i in 0 1 2; do
   region=${regions[$i]}
   demo=false; [ "$i" = 0 ] && demo=true
   ./bin/node --region "$region" --node-name "$region-1" --data-dir "$base/$region" \
-    --http-addr "127.0.0.1:$((8081 + i))" --gossip-addr "127.0.0.1:$((7947 + i))" --join "$seeds" \
+    --http-addr "127.0.0.1:$((8081 + i))" --admin-addr "127.0.0.1:$((9101 + i))" --gossip-addr "127.0.0.1:$((7947 + i))" --join "$seeds" \
     --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s \
     --nats-addr "127.0.0.1:$((4223 + i))" --nats-cluster-addr "127.0.0.1:$((6223 + i))" \
     --nats-gateway-addr "127.0.0.1:$((7223 + i))" --admin-token-file "$base/admin-token" --session-secret-file "$base/session-secret" --demo="$demo" \
@@ -56,6 +56,6 @@ echo "three regions up (admin token in $base/admin-token; secrets are passed by 
 for i in 0 1 2; do
   echo "  ${regions[$i]}: http://localhost:$((8081 + i))/#/poll/demo   (log: $base/${regions[$i]}.log)"
 done
-echo "  cluster view: curl -s localhost:8081/v1/cluster"
+echo "  cluster view (members, NATS links): curl -s localhost:9101/v1/cluster   metrics: localhost:9101/metrics"
 echo "Ctrl-C stops the three nodes."
 wait
