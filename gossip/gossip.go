@@ -460,6 +460,9 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 
 // receive decodes and applies one message from path.
 func (g *Gossip) receive(path string, b []byte) {
+	if g.closed.Load() {
+		return // closing: memberlist may still hand over a late exchange
+	}
 	g.m.bytes.WithLabelValues(path, "in").Add(float64(len(b)))
 	g.m.messages.WithLabelValues(path, "in").Inc()
 	body, err := g.keys.open(b)

@@ -78,14 +78,16 @@ type Ledger struct {
 	onCommit func(int, time.Duration)
 
 	// sendMu orders Append's send on queue against Close's close(queue).
-	sendMu   sync.RWMutex
-	closed   bool
-	readOnly bool // set by Open, never changed: no commit pipeline
-	roClosed bool // a read-only ledger's Close ran
-	queue    chan *request
-	staged   chan *commit // built batches, to the applier
-	inflight chan *commit // applied batches, to the syncer
-	wg       sync.WaitGroup
+	sendMu     sync.RWMutex
+	closed     bool
+	readOnly   bool         // set by Open, never changed: no commit pipeline
+	metaMu     sync.RWMutex // see metaOpen
+	metaClosed bool
+	roClosed   bool // a read-only ledger's Close ran
+	queue      chan *request
+	staged     chan *commit // built batches, to the applier
+	inflight   chan *commit // applied batches, to the syncer
+	wg         sync.WaitGroup
 
 	mu       sync.Mutex
 	unsynced []*commit // built commits not yet fsynced, oldest first
@@ -183,7 +185,7 @@ func (l *Ledger) Close() error {
 		if done {
 			return nil
 		}
-		return l.db.Close()
+		return l.closeDB()
 	}
 	l.sendMu.Lock()
 	if l.closed {
@@ -194,7 +196,7 @@ func (l *Ledger) Close() error {
 	close(l.queue)
 	l.sendMu.Unlock()
 	l.wg.Wait()
-	return l.db.Close()
+	return l.closeDB()
 }
 
 // Replica returns the replica id this ledger stamps on appended records.
@@ -352,6 +354,11 @@ func (l *Ledger) Polls() ([]string, error) {
 // PutMeta durably stores a small value under name, for callers' own
 // durable state (poll definitions, ids).
 func (l *Ledger) PutMeta(name string, value []byte) error {
+	release, err := l.metaOpen()
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := l.db.Set(append([]byte{prefixMeta}, name...), value, pebble.Sync); err != nil {
 		return fmt.Errorf("ledger: cannot store %s: %w", name, err)
 	}
@@ -360,6 +367,11 @@ func (l *Ledger) PutMeta(name string, value []byte) error {
 
 // Meta returns the value stored under name.
 func (l *Ledger) Meta(name string) ([]byte, bool, error) {
+	release, err := l.metaOpen()
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	v, closer, err := l.db.Get(append([]byte{prefixMeta}, name...))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
@@ -374,6 +386,11 @@ func (l *Ledger) Meta(name string) ([]byte, bool, error) {
 // MetaWithPrefix yields every (name, value) whose name starts with prefix.
 func (l *Ledger) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
 	return func(yield func(string, []byte) bool) {
+		release, err := l.metaOpen()
+		if err != nil {
+			return
+		}
+		defer release()
 		lower := append([]byte{prefixMeta}, prefix...)
 		it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
 		if err != nil {
@@ -386,4 +403,25 @@ func (l *Ledger) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
 			}
 		}
 	}
+}
+
+// metaOpen guards the metadata calls, which gossip and the certifier make
+// from goroutines of their own (memberlist does not wait for its stream
+// handlers), against a Pebble that Close has closed: Pebble panics there.
+// The caller runs release when done.
+func (l *Ledger) metaOpen() (release func(), err error) {
+	l.metaMu.RLock()
+	if l.metaClosed {
+		l.metaMu.RUnlock()
+		return nil, ErrClosed
+	}
+	return l.metaMu.RUnlock, nil
+}
+
+// closeDB closes Pebble once no metadata call is in flight.
+func (l *Ledger) closeDB() error {
+	l.metaMu.Lock()
+	l.metaClosed = true
+	l.metaMu.Unlock()
+	return l.db.Close()
 }

@@ -186,3 +186,24 @@ func listing(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// Metadata calls after Close (gossip and the certifier make them from
+// goroutines of their own) return ErrClosed; Pebble would panic.
+func TestMetaAfterCloseIsAnError(t *testing.T) {
+	l := openMem(t, nil, "eu-1")
+	if err := l.PutMeta("x", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutMeta("y", []byte("2")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutMeta after Close: %v", err)
+	}
+	if _, _, err := l.Meta("x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Meta after Close: %v", err)
+	}
+	for range l.MetaWithPrefix("") {
+		t.Fatal("MetaWithPrefix after Close yielded")
+	}
+}
