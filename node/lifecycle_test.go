@@ -167,8 +167,26 @@ func (lc *lifecycle) start(i int) {
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
 	ln.n, ln.url = n, "http://"+n.Addr()
-	ln.stop = func() error { cancel(); err := <-done; ln.n = nil; return err }
-	lc.waitUntil("node ready", func() bool { return n.ready.Load() })
+	var runErr error
+	exited := false
+	ln.stop = func() error {
+		cancel()
+		if !exited {
+			runErr = <-done
+		}
+		ln.n = nil
+		return runErr
+	}
+	lc.waitUntil("node ready", func() bool {
+		select {
+		case runErr = <-done: // the start failed: say why instead of waiting out the deadline
+			exited = true
+			cancel()
+			lc.rt.Fatalf("%s stopped before it was ready: %v", ln.name, runErr)
+		default:
+		}
+		return n.ready.Load()
+	})
 	ln.gossip = n.GossipAddr()
 }
 
