@@ -25,6 +25,12 @@ type View struct {
 	Total       uint64            `json:"total,omitempty"`
 	Digest      string            `json:"digest,omitempty"`
 	Detail      *Detail           `json:"detail,omitempty"`
+	// Certificate is the signed certificate as held, and CertifierKey the
+	// Ed25519 key of the replica that signed it (as it announced it): an
+	// auditor checks Certificate.Sig over Certificate.SigningBytes() with
+	// it, and compares the key with that replica's signed export heads.
+	Certificate  *state.Certificate `json:"certificate,omitempty"`
+	CertifierKey []byte             `json:"certifier_key,omitempty"`
 }
 
 // ViewOf describes the poll's certification as this node knows it.
@@ -57,6 +63,10 @@ func (c *Certifier) ViewOf(poll string) (View, error) {
 	}
 	v.Status, v.Reason, v.CertifiedBy, v.DecidedAt = cert.Status, cert.Reason, cert.By, cert.TS.Wall
 	v.Totals, v.Total, v.Digest = cert.Totals, cert.Total, cert.Digest
+	v.Certificate = &cert
+	if key, ok := c.cfg.State.PublicKey(cert.By); ok {
+		v.CertifierKey = key
+	}
 	return v, nil
 }
 

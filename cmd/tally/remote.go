@@ -158,9 +158,12 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
+	// The certificate's signature, and the key it was made with against
+	// the key that signed the certifier's chain head in the exports.
+	heads := map[string]string{} // replica → key id of its signed head
 	streams := make([]iter.Seq2[ledger.Record, error], len(in.files))
 	for i := range in.files {
-		streams[i] = in.stream(i)
+		streams[i] = in.named(i, ledger.ReadNDJSONHeads(in.reader(i), func(h *ledger.SignedHead) { heads[h.Replica] = h.KeyID() }))
 	}
 	var closesAt int64
 	if v.Detail != nil {
@@ -177,6 +180,32 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "\nreproduced: %d files give the same digest %s\n", len(in.files), mine.Digest)
+	return checkSignature(stdout, v, heads)
+}
+
+// checkSignature verifies the certificate's signature with the
+// certifier's key, and that key against the one that signed the
+// certifier's chain head in the exports (when they hold one).
+func checkSignature(w io.Writer, v certify.View, heads map[string]string) int {
+	c := v.Certificate
+	if c == nil || len(c.Sig) == 0 {
+		fmt.Fprintln(w, "certificate: unsigned")
+		return 1
+	}
+	if !c.VerifySignature(v.CertifierKey) {
+		fmt.Fprintf(w, "certificate: signature of %s does NOT verify\n", c.By)
+		return 1
+	}
+	id := (&ledger.SignedHead{Pub: v.CertifierKey}).KeyID()
+	switch head, ok := heads[c.By]; {
+	case !ok:
+		fmt.Fprintf(w, "certificate: signed by %s, key %s (no export of that replica carries a signed head to compare)\n", c.By, id)
+	case head != id:
+		fmt.Fprintf(w, "certificate: signed by %s with key %s, but its exports are signed with key %s\n", c.By, id, head)
+		return 1
+	default:
+		fmt.Fprintf(w, "certificate: signed by %s, key %s, the key that signed its exports\n", c.By, id)
+	}
 	return 0
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"tally/certify"
+	"tally/hlc"
+	"tally/ledger"
 	"tally/node"
+	"tally/state"
 )
 
 // TestAuditAgainstARunningNode walks a poll from creation to a certified
@@ -77,7 +83,8 @@ func TestAuditAgainstARunningNode(t *testing.T) {
 		t.Fatalf("export wrote %v", files)
 	}
 	out, stderr, code := runCLI(t, append([]string{"poll", "result", "--node", base, "--poll", "q"}, files...)...)
-	if code != 0 || !strings.Contains(out, "reproduced: 1 files give the same digest") {
+	if code != 0 || !strings.Contains(out, "reproduced: 1 files give the same digest") ||
+		!strings.Contains(out, "the key that signed its exports") {
 		t.Fatalf("reproduce: %d %s %s", code, out, stderr)
 	}
 	// A tampered export does not reproduce it.
@@ -93,5 +100,38 @@ func TestAuditAgainstARunningNode(t *testing.T) {
 	// Certify on a certified poll answers with the result.
 	if out, _, code := runCLI(t, "poll", "certify", "--node", base, "--poll", "q", "--token", "tok"); code != 0 || !strings.Contains(out, "reconciled") {
 		t.Fatalf("certify: %d %s", code, out)
+	}
+}
+
+// The auditor's signature check refuses an unsigned or tampered
+// certificate, and a certifier key other than the one on its exports.
+func TestCheckSignature(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	other, _, _ := ed25519.GenerateKey(nil)
+	cert := state.Certificate{Poll: "p", Status: state.Reconciled, TS: hlc.Timestamp{Wall: 5, Replica: "eu-1"}, By: "eu-1", Total: 3, Digest: "d"}
+	cert.Sig = ed25519.Sign(priv, cert.SigningBytes())
+	id := (&ledger.SignedHead{Pub: pub}).KeyID()
+	otherID := (&ledger.SignedHead{Pub: other}).KeyID()
+	tampered := cert
+	tampered.Total = 999999
+	unsigned := cert
+	unsigned.Sig = nil
+	for name, c := range map[string]struct {
+		cert  state.Certificate
+		key   ed25519.PublicKey
+		heads map[string]string
+		want  int
+	}{
+		"good, matching export key": {cert, pub, map[string]string{"eu-1": id}, 0},
+		"good, no export head":      {cert, pub, nil, 0},
+		"exports signed otherwise":  {cert, pub, map[string]string{"eu-1": otherID}, 1},
+		"tampered":                  {tampered, pub, nil, 1},
+		"unsigned":                  {unsigned, pub, nil, 1},
+		"another key":               {cert, other, nil, 1},
+	} {
+		var out bytes.Buffer
+		if got := checkSignature(&out, certify.View{Certificate: &c.cert, CertifierKey: c.key}, c.heads); got != c.want {
+			t.Errorf("%s: %d (%s)", name, got, out.String())
+		}
 	}
 }
