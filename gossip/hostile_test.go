@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,4 +291,18 @@ func TestNATSListenersBindWhereGossipBinds(t *testing.T) {
 			t.Errorf("%s listener on %s, gossip on 127.0.0.1", name, host)
 		}
 	}
+}
+
+// Mid-rotation, two regions whose primary keys differ still link over
+// NATS: each server takes its primary's password, and each dials its peers
+// with one credential per key of its ring.
+func TestNATSLinksMidRotation(t *testing.T) {
+	oldKey, newKey := testKey, []byte("a new cluster key of 32 bytes!!!")
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys = [][]byte{oldKey, newKey} })
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, func(c *Config) { c.Keys = [][]byte{newKey, oldKey} })
+	waitFor(t, 20*time.Second, "gateways both ways", func() bool {
+		_, ga := a.NATSLinks()
+		_, gb := b.NATSLinks()
+		return slices.Contains(ga, "us-east") && slices.Contains(gb, "eu-west")
+	})
 }

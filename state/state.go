@@ -309,19 +309,15 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 	delta = delta.Only(options) // counts for options the poll does not have are not kept
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if n := len(ps.tally.Replicas()); n+len(delta.Replicas()) > MaxReplicas {
-		held := map[string]bool{}
-		for _, r := range ps.tally.Replicas() {
-			held[r] = true
+	held := ps.tally.Replicas() // sorted
+	n := len(held)
+	for _, r := range delta.Replicas() {
+		if _, found := slices.BinarySearch(held, r); !found {
+			n++
 		}
-		for _, r := range delta.Replicas() {
-			if !held[r] {
-				n++
-			}
-		}
-		if n > MaxReplicas {
-			return false, fmt.Errorf("%w: poll %q would have %d replicas", ErrTooManyReplicas, pollID, n)
-		}
+	}
+	if n > MaxReplicas {
+		return false, fmt.Errorf("%w: poll %q would have %d replicas", ErrTooManyReplicas, pollID, n)
 	}
 	changed := ps.tally.Merge(delta)
 	if changed {
