@@ -38,6 +38,7 @@ type Peer struct {
 	Name     string
 	Replica  string
 	HTTPAddr string
+	HTTPS    bool // HTTPAddr serves TLS only
 	Full     bool // takes votes (edge nodes hold no ledger of their own)
 }
 
@@ -56,6 +57,9 @@ type Config struct {
 	// enough to certify (it merged a peer's full state); nil: always.
 	Synced func() bool
 	Fetch  Fetcher // nil: HTTP with the cluster credential
+	// Client makes the HTTP fetch (TLS settings for peers); nil:
+	// http.DefaultClient.
+	Client *http.Client
 	// PeerHeader and PeerToken are the header and the cluster credential
 	// the HTTP fetch sends (never the admin token).
 	PeerHeader, PeerToken string
@@ -467,19 +471,27 @@ func (c *Certifier) write(poll, status, reason string, detail Detail) (state.Cer
 	return held, nil
 }
 
-// fetchHTTP asks a peer for its records over HTTP with the admin token, in
+// fetchHTTP asks a peer for its records over HTTP(S) with the cluster credential, in
 // the binary stream format (NDJSON is the auditor's; both are accepted).
 func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.ReadCloser, error) {
 	if p.HTTPAddr == "" {
 		return nil, errors.New("member announces no HTTP address")
 	}
-	u := "http://" + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary"
+	scheme := "http://"
+	if p.HTTPS {
+		scheme = "https://"
+	}
+	u := scheme + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set(c.cfg.PeerHeader, c.cfg.PeerToken)
-	res, err := http.DefaultClient.Do(req)
+	client := c.cfg.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	res, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package gossip
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ type Config struct {
 	Replica  string
 	Role     string // RoleFull or RoleEdge
 	HTTPAddr string // announced to the others (empty host: the gossip address)
+	HTTPS    bool   // the HTTP address serves TLS only
 
 	BindAddr      string   // memberlist host:port (port 0: any)
 	AdvertiseAddr string   // host:port announced instead of BindAddr's
@@ -77,6 +79,19 @@ type Config struct {
 	NATSGatewayAddr string
 	// Cluster names the NATS subject (tally.<Cluster>.state).
 	Cluster string
+	// TLS, when set, encrypts the embedded server's routes and gateways
+	// and authenticates both ends of each: it must hold this node's
+	// certificate (Certificates or GetCertificate and
+	// GetClientCertificate), the CAs that verify the peers (RootCAs and
+	// ClientCAs) and ClientAuth. nil: routes and gateways in the clear.
+	TLS *tls.Config
+	// External NATS credentials and TLS (with NATSURL): a creds file (JWT
+	// and seed) or an nkey seed file, and the client TLS configuration
+	// (nil: TLS only if the URL says tls://, verified by the system roots).
+	// A user and password travel in NATSURL.
+	NATSCredsFile string
+	NATSNKeyFile  string
+	NATSTLS       *tls.Config
 
 	PublishEvery   time.Duration // most frequent delta publication; default 100ms
 	HeartbeatEvery time.Duration // a message even when nothing changed; default 1s
@@ -112,6 +127,8 @@ type Gossip struct {
 
 	pub  publisher     // owned by publishLoop
 	poke chan struct{} // membership changed: check the NATS peers
+
+	lastRefusal atomic.Int64 // unix ms of the last refused NATS connection logged
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -208,7 +225,7 @@ func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
 // the background and reconnects forever.
 func (g *Gossip) Start() error {
 	cfg := g.cfg
-	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr}
+	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr, HTTPS: cfg.HTTPS}
 	if len(cfg.PublicKey) == ed25519.PublicKeySize {
 		g.self.Pub = base64.StdEncoding.EncodeToString(cfg.PublicKey)
 	}
@@ -338,6 +355,7 @@ type Member struct {
 	Replica  string `json:"replica"`
 	Role     string `json:"role"`
 	HTTPAddr string `json:"http_addr,omitempty"`
+	HTTPS    bool   `json:"https,omitempty"`
 	Gossip   string `json:"gossip_addr"`
 	State    string `json:"state"` // alive (dead and departed members are dropped)
 	Self     bool   `json:"self"`
@@ -349,7 +367,7 @@ func (g *Gossip) Members() []Member {
 	for _, p := range g.memberList() {
 		out = append(out, Member{
 			Name: p.name, Region: p.meta.Region, Replica: p.meta.Replica, Role: p.meta.Role,
-			HTTPAddr: resolve(p.meta.HTTP, p.addr), Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
+			HTTPAddr: resolve(p.meta.HTTP, p.addr), HTTPS: p.meta.HTTPS, Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
 		})
 	}
 	return out

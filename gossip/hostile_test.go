@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tally/crdt"
 	"tally/hlc"
@@ -233,6 +234,15 @@ func TestStrangerCannotConnectToNATS(t *testing.T) {
 	if routes, gateways := a.NATSLinks(); routes != 0 || len(gateways) != 0 {
 		t.Fatalf("links after the stranger: %d routes, gateways %v", routes, gateways)
 	}
+	want := map[string]float64{"client": 4, "route": 1, "gateway": 1}
+	waitFor(t, 5*time.Second, "every refusal counted", func() bool {
+		for port, n := range want {
+			if testutil.ToFloat64(a.m.refused.WithLabelValues(port, "auth")) < n {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Certificates are signed by the replica that certified: a member relaying

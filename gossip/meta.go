@@ -20,6 +20,7 @@ type meta struct {
 	Replica     string `json:"replica"`
 	Role        string `json:"role"`
 	HTTP        string `json:"http,omitempty"`
+	HTTPS       bool   `json:"https,omitempty"`        // HTTP serves TLS only
 	NATSCluster string `json:"nats_cluster,omitempty"` // embedded server's route listener
 	NATSGateway string `json:"nats_gateway,omitempty"` // embedded server's gateway listener
 	// Pub is the replica's Ed25519 public key (base64): the key its

@@ -17,6 +17,7 @@ type metrics struct {
 	dropped   *prometheus.CounterVec // path, reason
 	published prometheus.Counter     // deltas published (heartbeats excluded)
 	restarts  prometheus.Counter     // embedded NATS restarts to add routes or gateways
+	refused   *prometheus.CounterVec // port, reason: connections the embedded NATS refused
 }
 
 func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
@@ -39,13 +40,16 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_gossip_nats_restarts_total", Help: "Restarts of the embedded NATS server to connect routes or gateways learned later.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_nats_refused_total", Help: "Connections to or from the embedded NATS server that failed authentication (reason auth: no or a wrong credential) or TLS (reason tls: no or an untrusted certificate), by port (client, route, gateway).",
+		}, []string{"port", "reason"}),
 	}
 	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tally_gossip_members", Help: "Live cluster members seen by memberlist, this node included.",
 	}, func() float64 { return float64(len(g.Members())) })
 	staleness := &stalenessCollector{g: g, desc: prometheus.NewDesc("tally_gossip_staleness_seconds",
 		"Age of the newest state heard from each replica.", []string{"replica", "region"}, nil)}
-	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, members, staleness} {
+	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, members, staleness} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"time"
 
@@ -86,6 +87,9 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 		if len(passwords) > 0 {
 			opts.Cluster.Username, opts.Cluster.Password = natsUser, passwords[0]
 		}
+		if g.cfg.TLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
+		}
 		for _, name := range slices.Sorted(maps.Keys(routes)) {
 			us, err := withCreds(routes[name])
 			if err != nil {
@@ -101,6 +105,9 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 		if len(passwords) > 0 {
 			opts.Gateway.Username, opts.Gateway.Password = natsUser, passwords[0]
 		}
+		if g.cfg.TLS != nil {
+			opts.Gateway.TLSConfig, opts.Gateway.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
+		}
 		for _, region := range slices.Sorted(maps.Keys(gateways)) {
 			us, err := withCreds(gateways[region])
 			if err != nil {
@@ -113,6 +120,7 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 	if err != nil {
 		return nil, fmt.Errorf("gossip: embedded nats: %w", err)
 	}
+	srv.SetLoggerV2(natsLogger{log: g.log, refused: g.m.refused, lastRefusal: &g.lastRefusal, now: g.cfg.Now}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
@@ -138,6 +146,12 @@ func (g *Gossip) startNATS() error {
 		if pw := natsPasswords(g.cfg.Keys); len(pw) > 0 {
 			auth = append(auth, nats.UserInfo(natsUser, pw[0]))
 		}
+	} else {
+		ext, err := g.externalOptions()
+		if err != nil {
+			return err
+		}
+		auth = append(auth, ext...)
 	}
 	nc, err := nats.Connect(url, append(auth,
 		nats.Name(g.cfg.NodeName),
@@ -182,6 +196,35 @@ func (g *Gossip) startNATS() error {
 	g.nc = nc
 	g.natsMu.Unlock()
 	return nil
+}
+
+// natsTLSTimeout bounds a route's or gateway's TLS handshake (seconds;
+// NATS's default of 2 s is short for a handshake across continents).
+const natsTLSTimeout = 5
+
+// externalOptions are the credentials and TLS settings for an external
+// NATS server (a user and password travel in its URL).
+func (g *Gossip) externalOptions() ([]nats.Option, error) {
+	var out []nats.Option
+	switch {
+	case g.cfg.NATSCredsFile != "" && g.cfg.NATSNKeyFile != "":
+		return nil, fmt.Errorf("%w: give --nats-creds or --nats-nkey, not both", ErrConfig)
+	case g.cfg.NATSCredsFile != "":
+		if _, err := os.Stat(g.cfg.NATSCredsFile); err != nil {
+			return nil, fmt.Errorf("%w: --nats-creds: %v", ErrConfig, err)
+		}
+		out = append(out, nats.UserCredentials(g.cfg.NATSCredsFile))
+	case g.cfg.NATSNKeyFile != "":
+		opt, err := nats.NkeyOptionFromSeed(g.cfg.NATSNKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --nats-nkey %s: %v", ErrConfig, g.cfg.NATSNKeyFile, err)
+		}
+		out = append(out, opt)
+	}
+	if g.cfg.NATSTLS != nil {
+		out = append(out, nats.Secure(g.cfg.NATSTLS.Clone()))
+	}
+	return out, nil
 }
 
 // NATSConnected reports whether the NATS connection is up.

@@ -68,9 +68,17 @@ type Config struct {
 	// AdminAddr, when set, serves /metrics, the full /v1/cluster and pprof
 	// on their own listener; the public port then answers /metrics 404 and
 	// /v1/cluster with the region freshness only.
-	AdminAddr       string
-	MaxViewers      int
-	MaxViewersPerIP int
+	AdminAddr string
+	// TLS files: with TLSCert and TLSKey the HTTP listeners serve HTTPS
+	// only, certification fetches peers' ledgers over HTTPS, and the
+	// embedded NATS server's routes and gateways run over mutual TLS.
+	// TLSCA verifies the peers (empty: the system's roots).
+	TLSCert, TLSKey, TLSCA string
+	// An external NATS's credentials and TLS: a creds file or an nkey
+	// seed file, a CA to verify it by, and a client certificate.
+	NATSCreds, NATSNKey, NATSCA, NATSCert, NATSKey string
+	MaxViewers                                     int
+	MaxViewersPerIP                                int
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -168,6 +176,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PushPull, "push-pull-interval", c.PushPull, "full-state anti-entropy interval (0: the profile's; wan 60s, lan 30s, local 15s)")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name; nodes publish on the NATS subject tally.<cluster>.state")
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "external NATS to use; empty: run an embedded NATS server")
+	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "external NATS: credentials file (JWT and nkey seed); a user and password go in --nats-url (better $TALLY_NATS_URL: a flag shows in ps)")
+	fs.StringVar(&c.NATSNKey, "nats-nkey", c.NATSNKey, "external NATS: file holding an nkey seed (SU…)")
+	fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "external NATS: CA certificate(s) that verify the server (PEM; empty: the system's roots when the URL says tls://)")
+	fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "external NATS: client certificate (PEM), with --nats-key, when the server asks for one")
+	fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "external NATS: the client certificate's private key (PEM)")
 	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS client listen address")
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
@@ -201,6 +214,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics, the full /v1/cluster (members, addresses, NATS) and pprof here instead of on the public port (set it in production, on a private address); empty: on the public port")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "this node's certificate chain (PEM): HTTP listeners serve HTTPS only, peers are called over HTTPS, embedded NATS routes and gateways use mutual TLS; reloaded when the file changes")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "the private key of --tls-cert (PEM)")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA certificate(s) (PEM) that verify the other nodes' certificates; empty: the system's roots")
 	fs.StringVar(&c.DebugAddr, "debug-addr", c.DebugAddr, "serve Go's pprof profiles on this address (keep it on loopback); empty: off")
 	fs.IntVar(&c.IPv6Prefix, "ipv6-prefix", c.IPv6Prefix, "IPv6 clients in one network of this many bits count as one address for every per-address limit (rates, voter tokens, viewers); 128: each address apart")
 	fs.IntVar(&c.MaxPolls, "max-polls", c.MaxPolls, "polls this node holds at most (open, closed, and kept until certified plus --retention); creating more answers 409 too_many_polls")

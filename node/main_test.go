@@ -28,9 +28,10 @@ func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 // testNode is a node serving on a loopback port.
 type testNode struct {
 	*Node
-	url   string
-	clock *fakeClock
-	stop  func() error
+	url    string
+	client *http.Client // trusts the node's CA when it serves TLS
+	clock  *fakeClock
+	stop   func() error
 }
 
 const testToken = "test-admin-token"
@@ -63,7 +64,10 @@ func startNodeAt(t testing.TB, dir string, ms int64, mutate func(*Config)) *test
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	tn := &testNode{Node: n, url: "http://" + n.Addr(), clock: clock}
+	tn := &testNode{Node: n, url: n.scheme() + "://" + n.Addr(), client: http.DefaultClient, clock: clock}
+	if n.tls != nil {
+		tn.client = n.peerClient()
+	}
 	var once atomic.Bool
 	tn.stop = func() error {
 		if !once.CompareAndSwap(false, true) {
@@ -137,7 +141,7 @@ func (tn *testNode) call(t testing.TB, method, path, body string, headers ...str
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := tn.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"tally/gossip"
 	"tally/hlc"
 	"tally/ingest"
+	"tally/internal/tlsconf"
 	"tally/ledger"
 	"tally/poll"
 	"tally/session"
@@ -48,6 +49,7 @@ type Node struct {
 	certify  *certify.Certifier
 	reg      *prometheus.Registry
 	m        nodeMetrics
+	tls      *tlsconf.Identity // --tls-cert: HTTPS listeners, TLS between nodes; nil: plain
 	listener net.Listener
 	srv      *http.Server
 	adminLn  net.Listener // --admin-addr; nil: admin endpoints on the public port
@@ -103,7 +105,17 @@ func New(cfg Config) (n *Node, err error) {
 	if err := checkWritable(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
+	tlsID, natsTLS, err := cfg.loadTLS(func(err error) {
+		if err != nil {
+			cfg.Logger.Error("TLS certificate not reloaded; serving the previous one", "err", err)
+		} else {
+			cfg.Logger.Info("TLS certificate reloaded", "cert", cfg.TLSCert)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, tls: tlsID}
 	opened := n // the return below sets n to nil
 	defer func() {
 		if err != nil {
@@ -210,6 +222,7 @@ func New(cfg Config) (n *Node, err error) {
 		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
 		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys, AllowInsecure: cfg.InsecureGossip, PublicKey: key.Public().(ed25519.PublicKey),
 		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
+		HTTPS: tlsID != nil, TLS: natsMutual(tlsID), NATSCredsFile: cfg.NATSCreds, NATSNKeyFile: cfg.NATSNKey, NATSTLS: natsTLS,
 		NATSURL: cfg.NATSURL, NATSClientAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
 	})
@@ -218,7 +231,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.certify, err = certify.New(certify.Config{
 		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
-		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
+		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Client: n.peerClient(), Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
 		Settle: cfg.CertifySettle, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
 	})
 	if err != nil {
@@ -246,11 +259,11 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	if n.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+	if n.listener, err = n.listen(cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("node: cannot listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	if cfg.AdminAddr != "" {
-		if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		if n.adminLn, err = n.listen(cfg.AdminAddr); err != nil {
 			n.listener.Close()
 			return nil, fmt.Errorf("%w: --admin-addr %s: %v", ErrConfig, cfg.AdminAddr, err)
 		}
@@ -414,8 +427,8 @@ func (n *Node) banner() {
 		host = "localhost"
 	}
 	w := n.cfg.Stdout
-	fmt.Fprintf(w, "tally node %s (region %s) listening on http://%s\n", n.replica, n.cfg.Region, n.Addr())
-	fmt.Fprintf(w, "  page:        http://%s/\n", net.JoinHostPort(host, port))
+	fmt.Fprintf(w, "tally node %s (region %s) listening on %s://%s\n", n.replica, n.cfg.Region, n.scheme(), n.Addr())
+	fmt.Fprintf(w, "  page:        %s://%s/\n", n.scheme(), net.JoinHostPort(host, port))
 	switch { // the token itself is never printed: logs and terminals are shared
 	case n.cfg.AdminTokenFile != "":
 		fmt.Fprintf(w, "  admin token: in %s\n", n.cfg.AdminTokenFile)
@@ -460,7 +473,7 @@ func (n *Node) createDemoPoll() error {
 func (n *Node) peers() []certify.Peer {
 	var out []certify.Peer
 	for _, m := range n.gossip.Members() {
-		out = append(out, certify.Peer{Name: m.Name, Replica: m.Replica, HTTPAddr: m.HTTPAddr, Full: m.Role == gossip.RoleFull})
+		out = append(out, certify.Peer{Name: m.Name, Replica: m.Replica, HTTPAddr: m.HTTPAddr, HTTPS: m.HTTPS, Full: m.Role == gossip.RoleFull})
 	}
 	return out
 }

@@ -5,6 +5,11 @@
 # key) and NATS gateways. Ctrl-C stops all three.
 #
 #   ./scripts/cluster.sh            # pages on http://localhost:8081 … 8083
+#   ./scripts/cluster.sh --tls      # every path encrypted: HTTPS on 8081 … 8083,
+#                                   # HTTPS between nodes, NATS gateways over mutual TLS
+#
+# --tls makes a throwaway CA and one certificate per node with openssl
+# (data/cluster/tls; trust ca.pem in your browser or with SSL_CERT_FILE).
 #
 # One admin token for the three (data/cluster/admin-token), so the host view
 # works against any region; the key, token and session secret go to the
@@ -21,6 +26,29 @@ go build -o bin/node ./cmd/node
 chmod 600 "$base/admin-token" "$base/gossip-key" "$base/session-secret"
 
 regions=(eu-west us-east ap-south)
+scheme=http
+tlsflags=()
+curlca=()
+if [ "${1:-}" = "--tls" ]; then
+  scheme=https
+  tls=$base/tls
+  mkdir -p "$tls"
+  if [ ! -s "$tls/ca.pem" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=tally local CA" \
+      -keyout "$tls/ca-key.pem" -out "$tls/ca.pem" 2>/dev/null
+  fi
+  for region in "${regions[@]}"; do
+    [ -s "$tls/$region.pem" ] && continue
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$region-1" \
+      -keyout "$tls/$region-key.pem" -out "$tls/$region.csr" 2>/dev/null
+    openssl x509 -req -in "$tls/$region.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca-key.pem" -CAcreateserial -days 30 \
+      -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n') \
+      -out "$tls/$region.pem" 2>/dev/null
+    rm -f "$tls/$region.csr"
+  done
+  chmod 600 "$tls"/*-key.pem
+  curlca=(--cacert "$tls/ca.pem")
+fi
 seeds="127.0.0.1:7947,127.0.0.1:7948,127.0.0.1:7949"
 pids=()
 stop() {
@@ -34,7 +62,8 @@ trap stop INT TERM EXIT
 for i in 0 1 2; do
   region=${regions[$i]}
   demo=false; [ "$i" = 0 ] && demo=true
-  ./bin/node --region "$region" --node-name "$region-1" --data-dir "$base/$region" \
+  [ "$scheme" = https ] && tlsflags=(--tls-cert "$tls/$region.pem" --tls-key "$tls/$region-key.pem" --tls-ca "$tls/ca.pem")
+  ./bin/node --region "$region" --node-name "$region-1" --data-dir "$base/$region" "${tlsflags[@]}" \
     --http-addr "127.0.0.1:$((8081 + i))" --admin-addr "127.0.0.1:$((9101 + i))" --gossip-addr "127.0.0.1:$((7947 + i))" --join "$seeds" \
     --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s \
     --nats-addr "127.0.0.1:$((4223 + i))" --nats-cluster-addr "127.0.0.1:$((6223 + i))" \
@@ -44,9 +73,9 @@ for i in 0 1 2; do
 done
 
 for i in 0 1 2; do
-  url="http://127.0.0.1:$((8081 + i))"
+  url="$scheme://127.0.0.1:$((8081 + i))"
   for _ in $(seq 1 100); do
-    curl -fsS "$url/readyz" >/dev/null 2>&1 && break
+    curl -fsS "${curlca[@]}" "$url/readyz" >/dev/null 2>&1 && break
     kill -0 "${pids[$i]}" 2>/dev/null || { echo "${regions[$i]} exited:"; cat "$base/${regions[$i]}.log"; exit 1; }
     sleep 0.1
   done
@@ -54,8 +83,9 @@ done
 
 echo "three regions up (admin token in $base/admin-token; secrets are passed by file, never on a command line)"
 for i in 0 1 2; do
-  echo "  ${regions[$i]}: http://localhost:$((8081 + i))/#/poll/demo   (log: $base/${regions[$i]}.log)"
+  echo "  ${regions[$i]}: $scheme://localhost:$((8081 + i))/#/poll/demo   (log: $base/${regions[$i]}.log)"
 done
-echo "  cluster view (members, NATS links): curl -s localhost:9101/v1/cluster   metrics: localhost:9101/metrics"
+echo "  cluster view (members, NATS links): curl -s ${curlca[*]} $scheme://localhost:9101/v1/cluster   metrics: $scheme://localhost:9101/metrics"
+[ "$scheme" = https ] && echo "  the tally CLI trusts the local CA with: export SSL_CERT_FILE=$tls/ca.pem"
 echo "Ctrl-C stops the three nodes."
 wait
