@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/crdt"
 	"tally/hlc"
 	"tally/ids"
 	"tally/poll"
@@ -449,6 +451,10 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			changed = changed || won
 		}
 		if p.Tally != nil {
+			if def, ok := g.cfg.State.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
+				// Merge keeps the poll's own options only; say so.
+				g.m.dropped.WithLabelValues(path, "unknown_option").Inc()
+			}
 			c, err := g.cfg.State.Merge(p.ID, p.Tally)
 			if errors.Is(err, state.ErrTooManyReplicas) {
 				g.m.dropped.WithLabelValues(path, "too_many_replicas").Inc()
@@ -474,6 +480,16 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		g.m.merges.WithLabelValues(path).Inc()
 	}
 	return changed
+}
+
+// hasUnknownOption reports whether t counts an option def does not have.
+func hasUnknownOption(def poll.Definition, t *crdt.Tally) bool {
+	for _, o := range t.Options() {
+		if !slices.ContainsFunc(def.Options, func(d poll.Option) bool { return d.ID == o }) {
+			return true
+		}
+	}
+	return false
 }
 
 // receive decodes and applies one message from path.

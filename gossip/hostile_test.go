@@ -181,6 +181,9 @@ func TestMemberMessagesAreBounded(t *testing.T) {
 	if got := counter(t, a, "dropped", pathPushPull, "too_many_replicas"); got != 1 {
 		t.Fatalf("replica swarm dropped: %v", got)
 	}
+	if got := counter(t, a, "dropped", pathPushPull, "unknown_option"); got != 1 {
+		t.Fatalf("unknown options dropped: %v", got)
+	}
 	if after := snapshot(t, a); after != before {
 		t.Fatalf("the state changed:\nbefore %s\nafter  %s", before, after)
 	}
@@ -315,4 +318,40 @@ func TestNATSLinksMidRotation(t *testing.T) {
 		_, gb := b.NATSLinks()
 		return slices.Contains(ga, "us-east") && slices.Contains(gb, "eu-west")
 	})
+}
+
+// A genuine message captured on the wire and replayed later changes
+// nothing: counters merge by max and definitions by their stamp, so an
+// old state cannot roll back a newer one (an admin's close, later votes).
+// Tampering with a captured message breaks its seal.
+func TestReplayedGossipChangesNothing(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, nil)
+	target := testPoll("p")
+	b.create(t, target)
+	waitFor(t, 10*time.Second, "the poll at a", func() bool { return a.totals("p") != nil })
+	b.st.Count("p", "a", 1)
+	captured := (&delegate{g: b.Gossip}).LocalState(false) // sealed, as on the wire
+
+	b.st.Count("p", "a", 2)
+	closed := target
+	closed.ClosesAt = time.Now().UnixMilli()
+	b.create(t, closed) // the admin closes early: a newer stamp
+	waitFor(t, 10*time.Second, "a has the newer state", func() bool {
+		def, _ := a.st.Poll("p")
+		return a.totals("p")["a"] == 3 && def.ClosesAt == closed.ClosesAt
+	})
+	before := snapshot(t, a)
+	d := &delegate{g: a.Gossip}
+	d.MergeRemoteState(captured, false)
+	tampered := append([]byte{}, captured...)
+	tampered[len(tampered)-1] ^= 1
+	dropped := counter(t, a, "dropped", pathPushPull, "unauthenticated")
+	d.MergeRemoteState(tampered, false)
+	if after := snapshot(t, a); after != before {
+		t.Fatalf("a replay changed the state:\nbefore %s\nafter  %s", before, after)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "unauthenticated"); got != dropped+1 {
+		t.Fatalf("the tampered replay was not dropped as unauthenticated (%v → %v)", dropped, got)
+	}
 }
