@@ -131,3 +131,21 @@ func TestAdminAddrKeepsInternalsOffThePublicPort(t *testing.T) {
 		t.Fatalf("a taken admin port: %v", err)
 	}
 }
+
+// A node told to join a cluster without a key refuses to start, in one
+// line that names the way out; --insecure-gossip lets it run anyway.
+func TestJoinWithoutAKeyRefused(t *testing.T) {
+	cfg := testConfig(t.TempDir(), &fakeClock{})
+	cfg.GossipKey, cfg.Join = "", "127.0.0.1:1"
+	_, err := New(cfg)
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--insecure-gossip") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("join without a key: %v", err)
+	}
+	cfg.DataDir, cfg.InsecureGossip = t.TempDir(), true
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatalf("with --insecure-gossip: %v", err)
+	}
+	n.listener.Close()
+	n.closeStorage()
+}
