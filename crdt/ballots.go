@@ -1,0 +1,310 @@
+package crdt
+
+import (
+	"slices"
+)
+
+// Ballot is one ledger record's effect on voter state, as every replica
+// learns it: who voted (a keyed hash of the voter id), for what, when (the
+// record's HLC stamp and its place in its replica's chain), under which
+// idempotency key (hashed too), and whether it may count at all (counted
+// at ingest: neither late nor shadowed).
+type Ballot struct {
+	Replica  string
+	Seq      uint64 // 1, 2, 3, … per (poll, replica): the record's place in its chain
+	Wall     int64
+	Logical  uint32
+	Voter    uint64
+	Idem     uint64
+	Option   string
+	Eligible bool
+}
+
+// After orders ballots as ledger.Reconcile orders records: by HLC wall,
+// logical counter, replica, then sequence.
+func (b *Ballot) After(o *Ballot) bool {
+	if b.Wall != o.Wall {
+		return b.Wall > o.Wall
+	}
+	if b.Logical != o.Logical {
+		return b.Logical > o.Logical
+	}
+	if b.Replica != o.Replica {
+		return b.Replica > o.Replica
+	}
+	return b.Seq > o.Seq
+}
+
+// Ballots is a poll's grow-only set of ballots from every replica and the
+// vote that counts for each voter, by certification's rules:
+//   - of the ballots sharing an idempotency key the earliest stands, the
+//     others are duplicates;
+//   - ballots not eligible, or stamped at or after the poll's close, never
+//     count;
+//   - of each voter's remaining ballots the latest counts.
+//
+// The result depends only on the set, never on the order ballots arrive
+// in or how often: it is a CRDT (a G-Set read through a deterministic
+// function). Every change of a voter's counted ballot is reported, so a
+// replica can move its own counters. Not safe for concurrent use.
+type Ballots struct {
+	closesAt int64 // ballots stamped at or after it are late; 0: none
+
+	replicas []string
+	repIndex map[string]uint16
+	chains   [][]entry // per replica, index Seq-1
+	have     []uint64  // per replica: every Seq up to it is held
+	options  []string
+	optIndex map[string]uint16
+
+	voters map[uint64]voterState
+	idems  map[uint64]ref // the earliest ballot of each key
+	n      int
+}
+
+// ref names a held ballot: its replica's index and its Seq.
+type ref struct {
+	rep uint16
+	seq uint32 // Seq; 0: none
+}
+
+func (r ref) none() bool { return r.seq == 0 }
+
+// entry is a held ballot: 40 bytes.
+type entry struct {
+	wall     int64
+	voter    uint64
+	idem     uint64
+	logical  uint32
+	next     ref // the voter's previous ballot
+	option   uint16
+	present  bool
+	eligible bool
+}
+
+type voterState struct {
+	head   ref // the voter's ballots, newest added first
+	winner ref // the ballot that counts; none
+}
+
+// Change is a voter's counted ballot moving: From or To empty when the
+// voter counted nothing before or counts nothing after.
+type Change struct {
+	FromReplica, FromOption string
+	ToReplica, ToOption     string
+}
+
+// NewBallots returns an empty set for a poll that closes at closesAt (Unix
+// ms; 0: not known yet).
+func NewBallots(closesAt int64) *Ballots {
+	return &Ballots{closesAt: closesAt, repIndex: map[string]uint16{}, optIndex: map[string]uint16{},
+		voters: map[uint64]voterState{}, idems: map[uint64]ref{}}
+}
+
+// maxSeq bounds a ballot's Seq: refs hold 32 bits.
+const maxSeq = 1<<32 - 1
+
+// maxReplicas bounds the replicas of one set: refs hold 16 bits.
+const maxReplicas = 1<<16 - 1
+
+// Add puts b in the set and calls changed for every voter whose counted
+// ballot moved. It reports false, changing nothing, for a ballot already
+// held (a redelivery) or one it cannot hold (Seq 0 or past 2^32-1, too
+// many replicas or options).
+func (s *Ballots) Add(b Ballot, changed func(Change)) bool {
+	if b.Seq == 0 || b.Seq > maxSeq {
+		return false
+	}
+	rep, ok := s.repIndex[b.Replica]
+	if !ok {
+		if len(s.replicas) >= maxReplicas {
+			return false
+		}
+		rep = uint16(len(s.replicas))
+		s.repIndex[b.Replica] = rep
+		s.replicas = append(s.replicas, b.Replica)
+		s.chains = append(s.chains, nil)
+		s.have = append(s.have, 0)
+	}
+	opt, ok := s.optIndex[b.Option]
+	if !ok {
+		if len(s.options) >= 1<<16-1 {
+			return false
+		}
+		opt = uint16(len(s.options))
+		s.optIndex[b.Option] = opt
+		s.options = append(s.options, b.Option)
+	}
+	chain := s.chains[rep]
+	i := int(b.Seq - 1)
+	if i < len(chain) && chain[i].present {
+		return false
+	}
+	if i >= len(chain) {
+		chain = slices.Grow(chain, i+1-len(chain))[:i+1]
+	}
+	me := ref{rep: rep, seq: uint32(b.Seq)}
+	v := s.voters[b.Voter]
+	chain[i] = entry{wall: b.Wall, voter: b.Voter, idem: b.Idem, logical: b.Logical, next: v.head, option: opt, present: true, eligible: b.Eligible}
+	s.chains[rep] = chain
+	for s.have[rep] < uint64(len(chain)) && chain[s.have[rep]].present {
+		s.have[rep]++
+	}
+	v.head = me
+	s.voters[b.Voter] = v
+	s.n++
+
+	var demoted ref // the key's previous first ballot, now a duplicate
+	if first, ok := s.idems[b.Idem]; !ok {
+		s.idems[b.Idem] = me
+	} else if s.after(first, me) {
+		s.idems[b.Idem], demoted = me, first
+	}
+	s.settle(b.Voter, changed)
+	if !demoted.none() {
+		if ov := s.at(demoted).voter; ov != b.Voter {
+			s.settle(ov, changed)
+		}
+	}
+	return true
+}
+
+// SetClosesAt applies the poll's close (a close moved by the host):
+// ballots stamped at or after it stop counting, or count again when it
+// moves later.
+func (s *Ballots) SetClosesAt(closesAt int64, changed func(Change)) {
+	if closesAt == s.closesAt {
+		return
+	}
+	s.closesAt = closesAt
+	for voter := range s.voters {
+		s.settle(voter, changed)
+	}
+}
+
+func (s *Ballots) at(r ref) *entry { return &s.chains[r.rep][r.seq-1] }
+
+// after reports whether a orders after b.
+func (s *Ballots) after(a, b ref) bool {
+	ea, eb := s.at(a), s.at(b)
+	if ea.wall != eb.wall {
+		return ea.wall > eb.wall
+	}
+	if ea.logical != eb.logical {
+		return ea.logical > eb.logical
+	}
+	if a.rep != b.rep {
+		return s.replicas[a.rep] > s.replicas[b.rep]
+	}
+	return a.seq > b.seq
+}
+
+// counts reports whether the held ballot r may be a voter's counted one.
+func (s *Ballots) counts(r ref) bool {
+	e := s.at(r)
+	return e.eligible && (s.closesAt == 0 || e.wall < s.closesAt) && s.idems[e.idem] == r
+}
+
+// settle recomputes the voter's counted ballot and reports a move.
+func (s *Ballots) settle(voter uint64, changed func(Change)) {
+	v := s.voters[voter]
+	best := ref{}
+	for r := v.head; !r.none(); r = s.at(r).next {
+		if s.counts(r) && (best.none() || s.after(r, best)) {
+			best = r
+		}
+	}
+	if best == v.winner {
+		return
+	}
+	var c Change
+	if !v.winner.none() {
+		c.FromReplica, c.FromOption = s.replicas[v.winner.rep], s.options[s.at(v.winner).option]
+	}
+	if !best.none() {
+		c.ToReplica, c.ToOption = s.replicas[best.rep], s.options[s.at(best).option]
+	}
+	v.winner = best
+	s.voters[voter] = v
+	if changed != nil && (c.FromReplica != c.ToReplica || c.FromOption != c.ToOption) {
+		changed(c)
+	}
+}
+
+// Totals returns option → voters whose counted ballot picks it.
+func (s *Ballots) Totals() map[string]int64 {
+	out := map[string]int64{}
+	for _, v := range s.voters {
+		if !v.winner.none() {
+			out[s.options[s.at(v.winner).option]]++
+		}
+	}
+	return out
+}
+
+// Len returns how many ballots are held.
+func (s *Ballots) Len() int { return s.n }
+
+// Voters returns how many distinct voters the held ballots name.
+func (s *Ballots) Voters() int { return len(s.voters) }
+
+// Have returns the highest Seq of replica up to which every ballot is held.
+func (s *Ballots) Have(replica string) uint64 {
+	if rep, ok := s.repIndex[replica]; ok {
+		return s.have[rep]
+	}
+	return 0
+}
+
+// Replicas returns the replicas the set holds ballots of, sorted.
+func (s *Ballots) Replicas() []string { return slices.Sorted(slices.Values(s.replicas)) }
+
+// Since returns up to max of replica's ballots after Seq after, in order,
+// stopping at the first one not held.
+func (s *Ballots) Since(replica string, after uint64, max int) []Ballot {
+	rep, ok := s.repIndex[replica]
+	if !ok {
+		return nil
+	}
+	var out []Ballot
+	chain := s.chains[rep]
+	for i := after; i < uint64(len(chain)) && len(out) < max; i++ {
+		e := &chain[i]
+		if !e.present {
+			break
+		}
+		out = append(out, Ballot{Replica: replica, Seq: i + 1, Wall: e.wall, Logical: e.logical, Voter: e.voter, Idem: e.idem,
+			Option: s.options[e.option], Eligible: e.eligible})
+	}
+	return out
+}
+
+// Idem returns the earliest ballot under the idempotency key when it is
+// the same voter's (a retry of that vote): its replica and Seq.
+func (s *Ballots) Idem(idem, voter uint64) (replica string, seq uint64, ok bool) {
+	r, found := s.idems[idem]
+	if !found || s.at(r).voter != voter {
+		return "", 0, false
+	}
+	return s.replicas[r.rep], uint64(r.seq), true
+}
+
+// LastWall returns the HLC wall time of the voter's counted ballot.
+func (s *Ballots) LastWall(voter uint64) (int64, bool) {
+	v, ok := s.voters[voter]
+	if !ok || v.winner.none() {
+		return 0, false
+	}
+	return s.at(v.winner).wall, true
+}
+
+// Bytes estimates the memory the set holds: the ballots (40 bytes each,
+// plus room left in their chains) and the two maps (about 48 bytes per
+// voter and 32 per key, Go's maps included).
+func (s *Ballots) Bytes() int {
+	n := 0
+	for _, c := range s.chains {
+		n += cap(c) * 40
+	}
+	return n + len(s.voters)*48 + len(s.idems)*32
+}

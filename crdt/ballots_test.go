@@ -1,0 +1,182 @@
+package crdt_test
+
+import (
+	"fmt"
+	"hash/fnv"
+	"iter"
+	"maps"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"tally/crdt"
+	"tally/ledger"
+)
+
+func hash64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+func ballotOf(r *ledger.Record) crdt.Ballot {
+	return crdt.Ballot{Replica: r.Replica, Seq: r.Seq, Wall: r.Wall, Logical: r.Logical, Voter: hash64(r.Voter), Idem: hash64(r.Idem),
+		Option: r.Option, Eligible: r.Counted && !r.Late}
+}
+
+// node is one replica's view in the model: its set and its own counters.
+type node struct {
+	replica string
+	set     *crdt.Ballots
+	p, n    map[string]int64 // this replica's PN-counter, by option
+}
+
+func (nd *node) add(b crdt.Ballot) {
+	nd.set.Add(b, nd.move)
+}
+
+func (nd *node) move(c crdt.Change) {
+	if c.FromReplica == nd.replica {
+		nd.n[c.FromOption]++
+	}
+	if c.ToReplica == nd.replica {
+		nd.p[c.ToOption]++
+	}
+}
+
+// TestBallotsConvergeToReconcile: votes, changes of mind and retries at
+// random replicas (some shadowed, some late, a close moved early), their
+// ballots delivered to every replica in any order, some twice, with the
+// close learned at any point. Once every replica has every ballot, each
+// replica's set counts what ledger.Reconcile certifies from the ledgers,
+// and so does the sum of every replica's own counters, each moved only by
+// its own ballots winning or losing.
+func TestBallotsConvergeToReconcile(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		replicas := []string{"ap-1", "eu-1", "us-1"}
+		options := []string{"a", "b", "c"}
+		chains := map[string][]ledger.Record{}
+		clock := map[string]int64{}
+		type sent struct{ voter, option, idem string }
+		var history []sent
+		steps := rapid.IntRange(1, 40).Draw(t, "votes")
+		for i := range steps {
+			rep := rapid.SampledFrom(replicas).Draw(t, "replica")
+			voter := fmt.Sprintf("v%d", rapid.IntRange(0, 5).Draw(t, "voter"))
+			v := sent{voter: voter, option: rapid.SampledFrom(options).Draw(t, "option"), idem: fmt.Sprintf("k%d", i)}
+			if len(history) > 0 && rapid.IntRange(0, 3).Draw(t, "retry?") == 0 {
+				v = history[rapid.IntRange(0, len(history)-1).Draw(t, "retried")] // the same request again
+			}
+			history = append(history, v)
+			dup := false
+			for _, r := range chains[rep] {
+				dup = dup || r.Idem == v.idem // the replica's own index answers duplicate
+			}
+			if dup {
+				continue
+			}
+			wall := max(clock[rep], int64(rapid.IntRange(1, 30).Draw(t, "wall")))
+			clock[rep] = wall
+			r := ledger.Record{Poll: "p", Replica: rep, Seq: uint64(len(chains[rep]) + 1), Wall: wall, Logical: uint32(rapid.IntRange(0, 2).Draw(t, "logical")),
+				Voter: v.voter, Option: v.option, Idem: v.idem, Trust: 1, Counted: true, IPHash: "00"}
+			switch rapid.IntRange(0, 9).Draw(t, "kind") {
+			case 0:
+				r.Counted, r.Trust = false, 0.1 // shadowed
+			case 1:
+				r.Counted, r.Late = false, true
+			}
+			if n := len(chains[rep]); n > 0 {
+				r.Prev = chains[rep][n-1].Hash()
+			}
+			chains[rep] = append(chains[rep], r)
+		}
+		closesAt := int64(0)
+		if rapid.Bool().Draw(t, "closed early?") {
+			closesAt = int64(rapid.IntRange(5, 30).Draw(t, "closes at"))
+		}
+		var streams []iter.Seq2[ledger.Record, error]
+		var all []crdt.Ballot
+		for _, rep := range replicas {
+			recs := chains[rep]
+			streams = append(streams, func(yield func(ledger.Record, error) bool) {
+				for _, r := range recs {
+					if !yield(r, nil) {
+						return
+					}
+				}
+			})
+			for i := range recs {
+				all = append(all, ballotOf(&recs[i]))
+			}
+		}
+		want, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: closesAt, Poll: "p"}, streams...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := map[string]int64{}
+		for _, rep := range replicas {
+			nd := &node{replica: rep, set: crdt.NewBallots(0), p: map[string]int64{}, n: map[string]int64{}}
+			order := rapid.Permutation(append(append([]crdt.Ballot{}, all...), all[:rapid.IntRange(0, len(all)).Draw(t, "redelivered")]...)).Draw(t, "order")
+			closeAt := rapid.IntRange(0, len(order)).Draw(t, "close learned at")
+			for i, b := range order {
+				if i == closeAt && closesAt > 0 {
+					nd.set.SetClosesAt(closesAt, nd.move)
+				}
+				nd.add(b)
+			}
+			if closeAt == len(order) && closesAt > 0 {
+				nd.set.SetClosesAt(closesAt, nd.move)
+			}
+			got := nd.set.Totals()
+			if !sameTotals(got, want.Totals) {
+				t.Fatalf("%s's set counts %v, Reconcile %v", rep, got, want.Totals)
+			}
+			for _, o := range options {
+				if nd.p[o] < nd.n[o] {
+					t.Fatalf("%s retracted more %s than it counted: P %d N %d", rep, o, nd.p[o], nd.n[o])
+				}
+				sum[o] += nd.p[o] - nd.n[o]
+			}
+		}
+		if !sameTotals(sum, want.Totals) {
+			t.Fatalf("the replicas' counters sum to %v, Reconcile %v", sum, want.Totals)
+		}
+	})
+}
+
+func sameTotals(got map[string]int64, want map[string]uint64) bool {
+	g := maps.Clone(got)
+	maps.DeleteFunc(g, func(_ string, v int64) bool { return v == 0 })
+	w := map[string]int64{}
+	for k, v := range want {
+		if v != 0 {
+			w[k] = int64(v)
+		}
+	}
+	return maps.Equal(g, w)
+}
+
+func TestBallotsRefuseWhatTheyCannotHold(t *testing.T) {
+	s := crdt.NewBallots(0)
+	if s.Add(crdt.Ballot{Replica: "r", Seq: 0, Option: "a"}, nil) || s.Add(crdt.Ballot{Replica: "r", Seq: 1 << 32, Option: "a"}, nil) {
+		t.Fatal("held a ballot with an impossible Seq")
+	}
+	b := crdt.Ballot{Replica: "r", Seq: 3, Voter: 1, Idem: 1, Option: "a", Eligible: true}
+	if !s.Add(b, nil) || s.Add(b, nil) {
+		t.Fatal("a redelivery was not a no-op")
+	}
+	if s.Have("r") != 0 {
+		t.Fatalf("have %d with Seq 1 and 2 missing", s.Have("r"))
+	}
+	s.Add(crdt.Ballot{Replica: "r", Seq: 1, Voter: 2, Idem: 2, Option: "b"}, nil)
+	s.Add(crdt.Ballot{Replica: "r", Seq: 2, Voter: 3, Idem: 3, Option: "b"}, nil)
+	if s.Have("r") != 3 || len(s.Since("r", 1, 10)) != 2 || len(s.Since("r", 0, 1)) != 1 {
+		t.Fatalf("have %d, since %v", s.Have("r"), s.Since("r", 1, 10))
+	}
+	if rep, seq, ok := s.Idem(1, 1); !ok || rep != "r" || seq != 3 {
+		t.Fatalf("idem lookup: %s %d %v", rep, seq, ok)
+	}
+	if _, _, ok := s.Idem(1, 99); ok {
+		t.Fatal("an idempotency key matched another voter's ballot")
+	}
+}
