@@ -308,3 +308,43 @@ func (s *Ballots) Bytes() int {
 	}
 	return n + len(s.voters)*48 + len(s.idems)*32
 }
+
+// All returns every held ballot, by replica (in the order first seen)
+// then Seq.
+func (s *Ballots) All() []Ballot {
+	out := make([]Ballot, 0, s.n)
+	for rep, chain := range s.chains {
+		for i := range chain {
+			if e := &chain[i]; e.present {
+				out = append(out, Ballot{Replica: s.replicas[rep], Seq: uint64(i + 1), Wall: e.wall, Logical: e.logical,
+					Voter: e.voter, Idem: e.idem, Option: s.options[e.option], Eligible: e.eligible})
+			}
+		}
+	}
+	return out
+}
+
+// Contribution returns, by option, how many voters' counted ballots
+// replica took: what that replica's own counters must show.
+func (s *Ballots) Contribution(replica string) map[string]int64 {
+	out := map[string]int64{}
+	rep, ok := s.repIndex[replica]
+	if !ok {
+		return out
+	}
+	for _, v := range s.voters {
+		if !v.winner.none() && v.winner.rep == rep {
+			out[s.options[s.at(v.winner).option]]++
+		}
+	}
+	return out
+}
+
+// ReplicaCount returns how many replicas the set holds ballots of.
+func (s *Ballots) ReplicaCount() int { return len(s.replicas) }
+
+// Holds reports whether the set holds ballots of replica.
+func (s *Ballots) Holds(replica string) bool {
+	_, ok := s.repIndex[replica]
+	return ok
+}

@@ -285,6 +285,10 @@ func (g *Gossip) Start() error {
 	g.wg.Add(2)
 	go g.publishLoop(ctx)
 	go g.reconnectLoop(ctx)
+	if cfg.Role == RoleFull {
+		g.wg.Add(1)
+		go g.catchUpLoop(ctx)
+	}
 	if cfg.NATSURL == "" {
 		g.wg.Add(1)
 		go g.repairLoop(ctx)
@@ -449,6 +453,13 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 				g.log.Warn("cannot apply a gossiped certificate", "poll", p.ID, "from", msg.Replica, "err", err)
 			}
 			changed = changed || won
+		}
+		if len(p.Ballots) > 0 && g.cfg.Role == RoleFull { // an edge keeps no voter state: it counts nothing itself
+			if n, err := g.mergeBallots(path, p.ID, p.Ballots); err != nil {
+				g.m.dropped.WithLabelValues(path, reasonOf(err)).Inc()
+			} else if n > 0 {
+				g.m.ballots.WithLabelValues(path).Add(float64(n))
+			}
 		}
 		if p.Tally != nil {
 			if def, ok := g.cfg.State.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {

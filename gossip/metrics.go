@@ -18,6 +18,8 @@ type metrics struct {
 	published prometheus.Counter     // deltas published (heartbeats excluded)
 	restarts  prometheus.Counter     // embedded NATS restarts to add routes or gateways
 	refused   *prometheus.CounterVec // port, reason: connections the embedded NATS refused
+	ballots   *prometheus.CounterVec // path: other replicas' ballots merged
+	catchUp   *prometheus.CounterVec // outcome: catch-up requests for missing ballots
 }
 
 func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
@@ -40,6 +42,12 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 		restarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_gossip_nats_restarts_total", Help: "Restarts of the embedded NATS server to connect routes or gateways learned later.",
 		}),
+		ballots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_ballots_total", Help: "Ballots of other replicas (votes' effects on voter state) merged, by path (nats, catchup).",
+		}, []string{"path"}),
+		catchUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_catchup_total", Help: "Catch-up requests for ballots this node lacked, by outcome (fetched: a batch arrived; failed: no answer or no progress).",
+		}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_nats_refused_total", Help: "Connections to or from the embedded NATS server that failed authentication (reason auth: no or a wrong credential) or TLS (reason tls: no or an untrusted certificate), by port (client, route, gateway).",
 		}, []string{"port", "reason"}),
@@ -49,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 	}, func() float64 { return float64(len(g.Members())) })
 	staleness := &stalenessCollector{g: g, desc: prometheus.NewDesc("tally_gossip_staleness_seconds",
 		"Age of the newest state heard from each replica.", []string{"replica", "region"}, nil)}
-	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, members, staleness} {
+	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, members, staleness} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

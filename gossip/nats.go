@@ -192,6 +192,15 @@ func (g *Gossip) startNATS() error {
 		}
 		return fmt.Errorf("gossip: nats subscribe: %w", err)
 	}
+	if g.cfg.Role == RoleFull {
+		if _, err := nc.Subscribe(g.ballotSubject(g.cfg.Replica), g.serveBallots); err != nil {
+			nc.Close()
+			if g.emb != nil {
+				g.emb.shutdown()
+			}
+			return fmt.Errorf("gossip: nats subscribe: %w", err)
+		}
+	}
 	g.natsMu.Lock()
 	g.nc = nc
 	g.natsMu.Unlock()

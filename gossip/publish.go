@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"tally/crdt"
 	"tally/hlc"
 	"tally/poll"
 )
@@ -64,6 +65,12 @@ func (g *Gossip) publishOnce() bool {
 	nowMs := g.cfg.Now().UnixMilli() // wall time: which polls are live
 	mono := time.Now()               // process time: when the next refresh is due
 	refresh := g.refreshNow.Swap(false) || mono.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
+	var ballots map[string][]crdt.Ballot
+	if g.cfg.Role == RoleFull {
+		// Taken now, sent once: a delta lost on the way is fetched by the
+		// others' catch-up (the record counts say it exists).
+		ballots = g.cfg.State.TakeBallots(MaxBallots)
+	}
 	for _, d := range g.cfg.State.Polls() {
 		if !g.gossiped(d, nowMs) {
 			continue
@@ -89,7 +96,8 @@ func (g *Gossip) publishOnce() bool {
 				}
 			}
 		}
-		if u.Def != nil || u.Tally != nil || u.Cert != nil {
+		u.Ballots = ballots[d.ID]
+		if u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 {
 			u.ID = d.ID
 			msg.Polls = append(msg.Polls, u)
 		}

@@ -42,12 +42,12 @@ const (
 	maxCertBytes = 256 << 10
 	compressOver = 1 << 10 // bodies larger than this are deflated
 
-	wireMagic     = "TG2"
+	wireMagic     = "TG3"
 	flagDeflated  = 1
 	knownFlags    = flagDeflated
 	headerLength  = len(wireMagic) + 2
 	maxIDLength   = ids.MaxLen
-	minPollRecord = 4 // id length + empty def + empty tally + empty certificate
+	minPollRecord = 5 // id length + empty def, tally, certificate and ballots
 )
 
 // Message is one gossip message: who sent it, when by its clock, and a
@@ -67,13 +67,16 @@ type PollUpdate struct {
 	Def   *crdt.Register[poll.Definition]
 	Tally *crdt.Tally
 	Cert  *state.Certificate
+	// Ballots are votes' effects on voter state: the sender's own new
+	// ones in a delta, another replica's in a catch-up reply.
+	Ballots []crdt.Ballot
 }
 
 // Encode writes m in the wire format: a magic and version, the kind, a
 // flags byte, then the body (deflated when it is large): sender, clock,
 // and per poll its id, the definition register as JSON, the tally in
-// crdt's binary form and the certificate as JSON, each length-prefixed
-// (length 0: absent).
+// crdt's binary form, the certificate as JSON and the ballots (see
+// appendBallots), each length-prefixed (length 0: absent).
 func Encode(m *Message) ([]byte, error) {
 	body := make([]byte, 0, 256)
 	body = appendString(body, m.Replica)
@@ -101,9 +104,17 @@ func Encode(m *Message) ([]byte, error) {
 				return nil, fmt.Errorf("gossip: encode certificate of %q: %w", p.ID, err)
 			}
 		}
+		var ballots []byte
+		if len(p.Ballots) > 0 {
+			if len(p.Ballots) > MaxBallots {
+				return nil, fmt.Errorf("gossip: %d ballots of %q in one message, at most %d", len(p.Ballots), p.ID, MaxBallots)
+			}
+			ballots = appendBallots(nil, p.Ballots)
+		}
 		body = appendBytes(body, def)
 		body = appendBytes(body, tally)
 		body = appendBytes(body, cert)
+		body = appendBytes(body, ballots)
 	}
 	out := append(make([]byte, 0, headerLength+len(body)), wireMagic...)
 	out = append(out, byte(m.Kind))
@@ -173,6 +184,9 @@ func Decode(b []byte) (*Message, error) {
 		}
 		if raw := d.bytes(maxCertBytes, "certificate"); len(raw) > 0 && d.err == nil {
 			p.Cert = decodeCertificate(&d, p.ID, raw)
+		}
+		if raw := d.bytes(MaxMessage, "ballots"); len(raw) > 0 && d.err == nil {
+			p.Ballots = decodeBallots(&d, raw)
 		}
 		m.Polls = append(m.Polls, p)
 	}

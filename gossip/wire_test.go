@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,10 @@ func sampleMessage(polls int) *Message {
 		t.Add("us-1", "b", 2)
 		t.AddRecords("eu-1", uint64(i+1))
 		u := PollUpdate{ID: id, Def: &crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 5, Replica: "eu-1"}, Value: d}, Tally: t}
+		for j := range i % 4 {
+			u.Ballots = append(u.Ballots, crdt.Ballot{Replica: []string{"eu-1", "us-1"}[j%2], Seq: uint64(j + 1), Wall: 1764500000000 - int64(j*7),
+				Logical: uint32(j), Voter: uint64(i*100 + j), Idem: ^uint64(j), Option: []string{"a", "b"}[j%2], Eligible: j != 2})
+		}
 		if i%2 == 0 {
 			u.Cert = &state.Certificate{Poll: id, Status: state.Reconciled, TS: hlc.Timestamp{Wall: 9, Replica: "eu-1"}, By: "eu-1",
 				Totals: map[string]uint64{"a": uint64(i)}, Total: uint64(i), Digest: "abc"}
@@ -65,6 +70,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if (g.Cert == nil) != (p.Cert == nil) || p.Cert != nil && (g.Cert.Digest != p.Cert.Digest || g.Cert.Totals["a"] != p.Cert.Totals["a"]) {
 				t.Fatalf("poll %d certificate: %+v", i, g.Cert)
 			}
+			if !slices.Equal(g.Ballots, p.Ballots) {
+				t.Fatalf("poll %d ballots: %+v, want %+v", i, g.Ballots, p.Ballots)
+			}
 		}
 	}
 }
@@ -87,13 +95,24 @@ func TestDecodeHostile(t *testing.T) {
 		b = append(b, 1)
 		b = appendString(b, "p")
 		b = appendBytes(b, []byte(def))
-		return appendBytes(appendBytes(b, nil), nil)
+		return appendBytes(appendBytes(appendBytes(b, nil), nil), nil)
 	}
 	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1796083200000,"closes_at":1796083260000}}`
 	withCert := func(cert string) []byte {
 		b := withDef(validDef)
-		b = b[:len(b)-1] // no certificate
-		return appendBytes(b, []byte(cert))
+		b = b[:len(b)-2] // no certificate, no ballots
+		return appendBytes(appendBytes(b, []byte(cert)), nil)
+	}
+	withBallots := func(raw []byte) []byte {
+		b := withDef(validDef)
+		return appendBytes(b[:len(b)-1], raw)
+	}
+	oneBallot := func(edit func(b []byte) []byte) []byte {
+		b := appendBallots(nil, []crdt.Ballot{{Replica: "r", Seq: 1, Wall: 5, Voter: 1, Idem: 2, Option: "a", Eligible: true}})
+		return edit(b)
+	}
+	if m, err := Decode(withBallots(oneBallot(func(b []byte) []byte { return b }))); err != nil || len(m.Polls[0].Ballots) != 1 {
+		t.Fatalf("the valid ballots case fails: %v", err)
 	}
 	if _, err := Decode(withDef(validDef)); err != nil {
 		t.Fatalf("the valid base case fails: %v", err)
@@ -102,30 +121,38 @@ func TestDecodeHostile(t *testing.T) {
 		t.Fatalf("the valid certificate case fails: %v", err)
 	}
 	cases := map[string][]byte{
-		"empty":            nil,
-		"magic only":       []byte(wireMagic),
-		"wrong magic":      append([]byte("XX1"), good[3:]...),
-		"unknown kind":     append(header(7, 0), body...),
-		"unknown flag":     append(header(2, 2), body...),
-		"truncated":        good[:len(good)-3],
-		"trailing":         append(append([]byte(nil), good...), 0),
-		"bad deflate":      append(header(2, flagDeflated), 1, 2, 3),
-		"deflate bomb":     append(header(2, flagDeflated), deflate(make([]byte, MaxMessage+10))...),
-		"huge poll count":  append(header(1, 0), append(appendString(appendString(nil, "r"), "g"), 1, 0, 0xff, 0xff, 0xff, 0x7f)...),
-		"bad replica id":   append(header(1, 0), append(appendString(appendString(nil, "r/x"), "g"), 1, 0, 0)...),
-		"empty region":     append(header(1, 0), append(appendString(appendString(nil, "r"), ""), 1, 0, 0)...),
-		"long id":          append(header(1, 0), append(appendString(appendString(nil, strings.Repeat("r", 65)), "g"), 1, 0, 0)...),
-		"def not json":     withDef("{"),
-		"def unknown key":  withDef(strings.Replace(validDef, `"value"`, `"x":1,"value"`, 1)),
-		"def other poll":   withDef(strings.Replace(validDef, `"id":"p"`, `"id":"q"`, 1)),
-		"def no timestamp": withDef(strings.Replace(validDef, `"wall":5`, `"wall":0`, 1)),
-		"def invalid":      withDef(strings.Replace(validDef, `,{"id":"b","label":"B"}`, ``, 1)),
-		"def trailing":     withDef(validDef + "{}"),
-		"cert not json":    withCert("["),
-		"cert other poll":  withCert(`{"poll":"q","status":"pending","ts":{"wall":5},"by":"r"}`),
-		"cert no status":   withCert(`{"poll":"p","status":"maybe","ts":{"wall":5},"by":"r"}`),
-		"cert no digest":   withCert(`{"poll":"p","status":"reconciled","ts":{"wall":5},"by":"r"}`),
-		"cert unknown key": withCert(`{"poll":"p","status":"pending","ts":{"wall":5},"by":"r","x":1}`),
+		"empty":                    nil,
+		"magic only":               []byte(wireMagic),
+		"wrong magic":              append([]byte("XX1"), good[3:]...),
+		"unknown kind":             append(header(7, 0), body...),
+		"unknown flag":             append(header(2, 2), body...),
+		"truncated":                good[:len(good)-3],
+		"trailing":                 append(append([]byte(nil), good...), 0),
+		"bad deflate":              append(header(2, flagDeflated), 1, 2, 3),
+		"deflate bomb":             append(header(2, flagDeflated), deflate(make([]byte, MaxMessage+10))...),
+		"huge poll count":          append(header(1, 0), append(appendString(appendString(nil, "r"), "g"), 1, 0, 0xff, 0xff, 0xff, 0x7f)...),
+		"bad replica id":           append(header(1, 0), append(appendString(appendString(nil, "r/x"), "g"), 1, 0, 0)...),
+		"empty region":             append(header(1, 0), append(appendString(appendString(nil, "r"), ""), 1, 0, 0)...),
+		"long id":                  append(header(1, 0), append(appendString(appendString(nil, strings.Repeat("r", 65)), "g"), 1, 0, 0)...),
+		"def not json":             withDef("{"),
+		"def unknown key":          withDef(strings.Replace(validDef, `"value"`, `"x":1,"value"`, 1)),
+		"def other poll":           withDef(strings.Replace(validDef, `"id":"p"`, `"id":"q"`, 1)),
+		"def no timestamp":         withDef(strings.Replace(validDef, `"wall":5`, `"wall":0`, 1)),
+		"def invalid":              withDef(strings.Replace(validDef, `,{"id":"b","label":"B"}`, ``, 1)),
+		"def trailing":             withDef(validDef + "{}"),
+		"cert not json":            withCert("["),
+		"cert other poll":          withCert(`{"poll":"q","status":"pending","ts":{"wall":5},"by":"r"}`),
+		"cert no status":           withCert(`{"poll":"p","status":"maybe","ts":{"wall":5},"by":"r"}`),
+		"cert no digest":           withCert(`{"poll":"p","status":"reconciled","ts":{"wall":5},"by":"r"}`),
+		"cert unknown key":         withCert(`{"poll":"p","status":"pending","ts":{"wall":5},"by":"r","x":1}`),
+		"ballots garbage":          withBallots([]byte{0xff, 0xff}),
+		"ballot truncated":         withBallots(oneBallot(func(b []byte) []byte { return b[:len(b)-3] })),
+		"ballot trailing":          withBallots(oneBallot(func(b []byte) []byte { return append(b, 0) })),
+		"ballot seq 0":             withBallots(bytes.Replace(oneBallot(func(b []byte) []byte { return b }), []byte{0, 0, 1, 10}, []byte{0, 0, 0, 10}, 1)),
+		"ballot bad replica index": withBallots(bytes.Replace(oneBallot(func(b []byte) []byte { return b }), []byte{0, 0, 1, 10}, []byte{5, 0, 1, 10}, 1)),
+		"ballot eligible 7":        withBallots(oneBallot(func(b []byte) []byte { b[len(b)-1] = 7; return b })),
+		"ballot bad replica":       withBallots(append(appendString([]byte{1}, "r/x"), 0, 0)),
+		"a million ballots":        withBallots(append(appendString(appendString([]byte{1}, "r"), "a")[:0:0], append(append(appendString([]byte{1}, "r"), append([]byte{1}, appendString(nil, "a")...)...), 0xc0, 0x84, 0x3d)...)),
 	}
 	for name, b := range cases {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {

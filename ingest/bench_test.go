@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"tally/ledger"
 )
 
 // Benchmarks of the vote path's hot functions. Run:
@@ -58,15 +57,3 @@ func BenchmarkIdempotencyLookup(b *testing.B) {
 	})
 }
 
-func BenchmarkVoterStateApply(b *testing.B) {
-	v := newVoters()
-	move := func(from, to string) {}
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			i++
-			r := ledger.Record{Poll: "p", Voter: fmt.Sprint("v", i%100_000), Option: "red", Wall: int64(i), Replica: "eu-1", Seq: uint64(i)}
-			v.apply(&r, move)
-		}
-	})
-}

@@ -8,17 +8,20 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"runtime"
 	"slices"
-	"sync"
+	"strings"
+
+	"tally/crdt"
 )
 
 // A checkpoint is this replica's in-memory vote state at one instant:
 // per poll, how many of its records are applied, its exact (P, N) per
-// option and its record count, and every voter's current vote. A restart
-// loads it and replays only the ledger records after it. Idempotency keys
-// are not kept: polls restored from a checkpoint check every key in the
-// ledger index (correct, a little slower for those polls).
+// option and its record count, and the poll's ballots — this replica's
+// and those learned from the others, the cluster-wide voter state. A
+// restart loads it and replays only the ledger records after it; ballots
+// of other replicas taken since arrive by gossip. Idempotency keys are not
+// kept: polls restored from a checkpoint check every key in the ledger
+// index (correct, a little slower for those polls).
 
 var (
 	// ErrCheckpoint is returned for a checkpoint that cannot be used.
@@ -30,7 +33,9 @@ var (
 	ErrLedgerBehind = errors.New("ingest: the ledger holds fewer records than were acknowledged")
 )
 
-const checkpointMagic = "TALLY-CHECKPOINT-1\n"
+// checkpointMagic names the format; a checkpoint of another format is not
+// used (the node replays the whole ledger instead).
+const checkpointMagic = "TALLY-CHECKPOINT-2\n"
 
 // pollSnapshot is one poll's state in a checkpoint.
 type pollSnapshot struct {
@@ -38,13 +43,7 @@ type pollSnapshot struct {
 	applied uint64               // records of this replica applied (its chain head)
 	counts  map[string][2]uint64 // option → (P, N)
 	records uint64
-	voters  []voterEntry
-}
-
-// voterEntry is one voter's current vote in a checkpoint.
-type voterEntry struct {
-	voter string
-	c     current
+	ballots []crdt.Ballot
 }
 
 // Heads returns how many records of the poll this replica's chain holds.
@@ -55,7 +54,7 @@ type Heads func(poll string) (uint64, error)
 // copy is taken with no vote between its ledger append and its count, so
 // every record up to each poll's chain head is in the snapshot and none
 // after it.
-func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, voters int, err error) {
+func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, ballots int, err error) {
 	p.inflight.Lock()
 	snaps, err := p.snapshot(heads)
 	p.inflight.Unlock()
@@ -68,30 +67,48 @@ func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, voters int,
 	buf := binary.AppendUvarint(nil, uint64(len(snaps)))
 	for _, s := range snaps {
 		options := slices.Sorted(maps.Keys(s.counts))
-		index := make(map[string]uint64, len(options))
+		optIndex := make(map[string]uint64, len(options))
 		buf = appendStr(buf, s.poll)
 		buf = binary.AppendUvarint(buf, s.applied)
 		buf = binary.AppendUvarint(buf, s.records)
 		buf = binary.AppendUvarint(buf, uint64(len(options)))
 		for i, o := range options {
-			index[o] = uint64(i)
+			optIndex[o] = uint64(i)
 			buf = appendStr(buf, o)
 			buf = binary.AppendUvarint(buf, s.counts[o][0])
 			buf = binary.AppendUvarint(buf, s.counts[o][1])
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(s.voters)))
-		for _, e := range s.voters {
-			voter, c := e.voter, e.c
-			buf = appendStr(buf, voter)
-			buf = binary.AppendUvarint(buf, index[c.option])
-			buf = binary.AppendVarint(buf, c.wall)
-			buf = binary.AppendUvarint(buf, uint64(c.logical))
-			buf = binary.AppendUvarint(buf, c.seq)
+		var replicas []string
+		repIndex := map[string]uint64{}
+		for _, b := range s.ballots {
+			if _, ok := repIndex[b.Replica]; !ok {
+				repIndex[b.Replica] = uint64(len(replicas))
+				replicas = append(replicas, b.Replica)
+			}
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(replicas)))
+		for _, r := range replicas {
+			buf = appendStr(buf, r)
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(s.ballots)))
+		for _, b := range s.ballots {
+			oi, ok := optIndex[b.Option]
+			if !ok {
+				return 0, 0, fmt.Errorf("ingest: checkpoint: poll %q: a ballot for option %q, which the poll lacks", s.poll, b.Option)
+			}
+			buf = binary.AppendUvarint(buf, repIndex[b.Replica])
+			buf = binary.AppendUvarint(buf, b.Seq)
+			buf = binary.AppendVarint(buf, b.Wall)
+			buf = binary.AppendUvarint(buf, uint64(b.Logical))
+			buf = binary.BigEndian.AppendUint64(buf, b.Voter)
+			buf = binary.BigEndian.AppendUint64(buf, b.Idem)
+			buf = binary.AppendUvarint(buf, oi)
+			buf = append(buf, boolByte(b.Eligible))
 			if len(buf) > 128<<10 {
 				bw.Write(buf)
 				buf = buf[:0]
 			}
-			voters++
+			ballots++
 		}
 	}
 	bw.Write(buf)
@@ -101,14 +118,25 @@ func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, voters int,
 	if _, err := w.Write(h.Sum(nil)); err != nil {
 		return 0, 0, fmt.Errorf("ingest: write checkpoint: %w", err)
 	}
-	return len(snaps), voters, nil
+	return len(snaps), ballots, nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // snapshot copies the state. Callers hold p.inflight exclusively.
 func (p *Pipeline) snapshot(heads Heads) ([]pollSnapshot, error) {
-	byPoll := map[string]*pollSnapshot{}
+	var out []pollSnapshot
 	for _, d := range p.cfg.State.Polls() {
-		counts, records, err := p.cfg.State.OwnCounts(d.ID)
+		ballots, counts, err := p.cfg.State.SnapshotBallots(d.ID)
+		if err != nil {
+			return nil, err
+		}
+		_, records, err := p.cfg.State.OwnCounts(d.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -116,26 +144,9 @@ func (p *Pipeline) snapshot(heads Heads) ([]pollSnapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		byPoll[d.ID] = &pollSnapshot{poll: d.ID, applied: applied, counts: counts, records: records}
+		out = append(out, pollSnapshot{poll: d.ID, applied: applied, counts: counts, records: records, ballots: ballots})
 	}
-	// Appending to slices, not inserting into a map: this runs while votes wait.
-	for i := range p.voters.shards {
-		sh := &p.voters.shards[i]
-		sh.mu.Lock()
-		for poll, m := range sh.polls {
-			if s, ok := byPoll[poll]; ok {
-				s.voters = slices.Grow(s.voters, len(m))
-				for voter, c := range m {
-					s.voters = append(s.voters, voterEntry{voter, c})
-				}
-			}
-		}
-		sh.mu.Unlock()
-	}
-	out := make([]pollSnapshot, 0, len(byPoll))
-	for _, id := range slices.Sorted(maps.Keys(byPoll)) {
-		out = append(out, *byPoll[id])
-	}
+	slices.SortFunc(out, func(a, b pollSnapshot) int { return strings.Compare(a.poll, b.poll) })
 	return out, nil
 }
 
@@ -151,7 +162,7 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
 	if len(b) < len(checkpointMagic)+sha256.Size || string(b[:len(checkpointMagic)]) != checkpointMagic {
-		return nil, fmt.Errorf("%w: not a checkpoint", ErrCheckpoint)
+		return nil, fmt.Errorf("%w: not a checkpoint of this version", ErrCheckpoint)
 	}
 	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
 	if got := sha256.Sum256(body); string(got[:]) != string(sum) {
@@ -168,25 +179,34 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 			options[j] = d.str()
 			s.counts[options[j]] = [2]uint64{d.uvarint(), d.uvarint()}
 		}
-		n := d.count()
-		s.voters = make([]voterEntry, 0, n)
 		def, ok := p.cfg.State.Poll(s.poll)
 		if !ok && d.err == nil && !p.cfg.State.Forgotten(s.poll) {
 			d.err = fmt.Errorf("poll %q has no definition", s.poll)
 		}
+		for j, o := range options {
+			if id, ok := def.OptionID(o); ok {
+				options[j] = id // one shared string per option
+			}
+		}
+		replicas := make([]string, d.count())
+		for j := range replicas {
+			replicas[j] = d.str()
+		}
+		n := d.count()
+		s.ballots = make([]crdt.Ballot, 0, n)
 		for range n {
-			voter := d.str()
-			oi := d.uvarint()
-			c := current{wall: d.varint(), logical: uint32(d.uvarint()), seq: d.uvarint()}
+			ri, seq, wall, logical := d.uvarint(), d.uvarint(), d.varint(), d.uvarint()
+			voter, idem := d.u64(), d.u64()
+			oi, eligible := d.uvarint(), d.byte()
 			if d.err != nil {
 				break
 			}
-			if oi >= uint64(len(options)) {
-				d.err = errors.New("option index out of range")
+			if ri >= uint64(len(replicas)) || oi >= uint64(len(options)) || logical > 1<<32-1 || eligible > 1 {
+				d.err = errors.New("ballot out of range")
 				break
 			}
-			c.option, _ = def.OptionID(options[oi])
-			s.voters = append(s.voters, voterEntry{voter, c})
+			s.ballots = append(s.ballots, crdt.Ballot{Replica: replicas[ri], Seq: seq, Wall: wall, Logical: uint32(logical),
+				Voter: voter, Idem: idem, Option: options[oi], Eligible: eligible == 1})
 		}
 		if d.err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, d.err)
@@ -219,7 +239,9 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 		if err := p.cfg.State.AddRecords(s.poll, s.records); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 		}
-		p.restoreVoters(s.poll, s.voters)
+		if err := p.cfg.State.RestoreBallots(s.poll, s.ballots); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+		}
 		p.acks.forget(s.poll)
 		applied[s.poll] = s.applied
 	}
@@ -283,34 +305,28 @@ func (d *ckReader) str() string {
 	return s
 }
 
-// restoreVoters puts a poll's voters into the shards: grouped by shard
-// first, into maps sized once, two workers on disjoint shards.
-func (p *Pipeline) restoreVoters(poll string, entries []voterEntry) {
-	var byShard [voterShards][]voterEntry
-	for _, e := range entries {
-		i := p.voters.shard(e.voter)
-		byShard[i] = append(byShard[i], e)
+func (d *ckReader) u64() uint64 {
+	if d.err != nil {
+		return 0
 	}
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < voterShards; i += workers {
-				sh := &p.voters.shards[i]
-				sh.mu.Lock()
-				m, ok := sh.polls[poll]
-				if !ok {
-					m = make(map[string]current, len(byShard[i]))
-					sh.polls[poll] = m
-				}
-				for _, e := range byShard[i] {
-					m[e.voter] = e.c
-				}
-				sh.mu.Unlock()
-			}
-		}()
+	if len(d.b) < 8 {
+		d.err = errors.New("truncated")
+		return 0
 	}
-	wg.Wait()
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *ckReader) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.err = errors.New("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
 }

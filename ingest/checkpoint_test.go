@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"tally/crdt"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/poll"
@@ -59,16 +60,21 @@ func (r *rig) heads(poll string) (uint64, error) {
 	return n, err
 }
 
-// memory is what a restart must rebuild: own counts and voters.
-func (r *rig) memory(t *testing.T) (map[string][2]uint64, uint64, map[string]current) {
+// memory is what a restart must rebuild: own counts and the ballots
+// (replica/seq → ballot).
+func (r *rig) memory(t *testing.T) (map[string][2]uint64, uint64, map[string]crdt.Ballot) {
 	t.Helper()
 	counts, records, err := r.st.OwnCounts("p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	voters := map[string]current{}
-	for i := range r.p.voters.shards {
-		maps.Copy(voters, r.p.voters.shards[i].polls["p"])
+	all, _, err := r.st.SnapshotBallots("p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	voters := map[string]crdt.Ballot{}
+	for _, b := range all {
+		voters[fmt.Sprintf("%s/%d", b.Replica, b.Seq)] = b
 	}
 	return counts, records, voters
 }
@@ -139,7 +145,7 @@ func TestCheckpointUnderConcurrentVotes(t *testing.T) {
 	// the count P-N does not (and state.Merge lifts the cells above what
 	// the cluster still holds, see state's lift).
 	if !maps.Equal(values(gotCounts), values(wantCounts)) || gotRecords != wantRecords || !maps.Equal(gotVoters, wantVoters) {
-		t.Fatalf("restored counts %v records %d (%d voters); want %v %d (%d voters)", gotCounts, gotRecords, len(gotVoters), wantCounts, wantRecords, len(wantVoters))
+		t.Fatalf("restored counts %v records %d (%d ballots); want %v %d (%d ballots)", gotCounts, gotRecords, len(gotVoters), wantCounts, wantRecords, len(wantVoters))
 	}
 	// A retry of a vote from before the checkpoint is still a duplicate.
 	res, err := fresh.p.Submit("p", []Vote{{Option: "a", Voter: "x", Idem: "c0-0"}}, "127.0.0.1")

@@ -95,20 +95,3 @@ func FuzzDecodeVotes(f *testing.F) {
 	})
 }
 
-func TestVotersFollowHLCOrderNotArrival(t *testing.T) {
-	v := newVoters()
-	var moves []string
-	move := func(from, to string) { moves = append(moves, from+">"+to) }
-	rec := func(option string, wall int64, seq uint64) *ledger.Record {
-		return &ledger.Record{Poll: "p", Voter: "alice", Option: option, Wall: wall, Replica: "eu-1", Seq: seq}
-	}
-	v.apply(rec("a", 10, 1), move)
-	v.apply(rec("b", 30, 3), move)
-	v.apply(rec("c", 20, 2), move) // older than b (it arrived late): superseded
-	v.apply(rec("b", 40, 4), move) // same option: nothing moves
-	v.apply(rec("c", 40, 5), move) // same time, later seq: wins
-	want := []string{">a", "a>b", "b>c"}
-	if strings.Join(moves, " ") != strings.Join(want, " ") {
-		t.Fatalf("moves %v, want %v", moves, want)
-	}
-}

@@ -10,6 +10,8 @@ type metrics struct {
 	sessions *prometheus.CounterVec
 	trust    prometheus.Histogram
 	shadowed prometheus.Counter
+	// remoteDuplicates: retries answered from another region's ballot.
+	remoteDuplicates prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,6 +34,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tally_votes_shadowed_total",
 			Help: "Votes ledgered and acknowledged but not counted: trust score under the floor.",
 		}),
+		remoteDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_votes_remote_duplicates_total",
+			Help: "Retries answered duplicate from the ballot another region took (also in tally_votes_total{result=\"duplicate\"}).",
+		}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sessions_total",
 			Help: "Voter-token requests by outcome: issued, puzzle_solved, puzzle_refused, rate_limited.",
@@ -40,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.votes, m.latency, m.sessions, m.trust, m.shadowed} {
+	for _, c := range []prometheus.Collector{m.votes, m.latency, m.sessions, m.trust, m.shadowed, m.remoteDuplicates} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

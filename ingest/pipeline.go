@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tally/api"
+	"tally/crdt"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/poll"
@@ -83,7 +84,6 @@ type Config struct {
 type Pipeline struct {
 	cfg         Config
 	inflight    sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
-	voters      *voters
 	acks        *acks
 	ipLim       *limiter
 	voteLim     *limiter
@@ -115,7 +115,6 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	return &Pipeline{
 		cfg:         cfg,
-		voters:      newVoters(),
 		acks:        newAcks(cfg.Limits.MaxAcks),
 		ipLim:       newLimiter(cfg.Limits.IPRate, cfg.Limits.IPBurst),
 		voteLim:     newLimiter(cfg.Limits.VoterRate, cfg.Limits.VoterBurst),
@@ -196,6 +195,13 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			results[i].Status, results[i].VoteID = StatusDuplicate, id
 			continue
 		}
+		// A retry of a vote another region took, once its ballot is here:
+		// the same answer that region gave (see docs/certification.md).
+		if rep, seq, ok := p.cfg.State.IdemBallot(pollID, p.cfg.State.Hash(v.Idem), p.cfg.State.Hash(v.Voter)); ok {
+			results[i].Status, results[i].VoteID = StatusDuplicate, ledger.VoteID{Replica: rep, Seq: seq}.String()
+			p.m.remoteDuplicates.Inc()
+			continue
+		}
 		fresh = append(fresh, i)
 	}
 	if len(fresh) == 0 {
@@ -250,7 +256,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
 			Datacenter: p.datacenters.contains(ip)}
-		if prev, ok := p.voters.lastWall(pollID, votes[i].Voter); ok && ts.Wall > prev {
+		if prev, ok := p.cfg.State.LastWall(pollID, p.cfg.State.Hash(votes[i].Voter)); ok && ts.Wall > prev {
 			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
 		}
 		trust := Score(sig)
@@ -306,24 +312,24 @@ func (p *Pipeline) seen(pollID, idem string) (string, bool, error) {
 }
 
 // count applies one ledgered record to memory: the ack for retries, this
-// replica's record count, and — for a counted vote — the voter's current
-// vote and the option counters. Replay uses it too.
+// replica's record count, and its ballot — which moves the option
+// counters when it becomes the voter's counted vote (see crdt.Ballots).
+// Replay uses it too.
 func (p *Pipeline) count(r *ledger.Record) error {
 	p.acks.put(r.Poll, r.Idem)
 	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
 		return err
 	}
-	if !r.Counted || r.Late || r.Trust < p.cfg.TrustFloor {
-		return nil
-	}
-	var err error
-	p.voters.apply(r, func(from, to string) {
-		if from != "" {
-			err = errors.Join(err, p.cfg.State.Count(r.Poll, from, -1))
-		}
-		err = errors.Join(err, p.cfg.State.Count(r.Poll, to, 1))
-	})
-	return err
+	return p.cfg.State.Vote(r.Poll, p.ballot(r))
+}
+
+// ballot is a record's effect on voter state, as every region learns it.
+// Eligible follows certification: counted at ingest, not late, at or
+// above the trust floor.
+func (p *Pipeline) ballot(r *ledger.Record) crdt.Ballot {
+	return crdt.Ballot{Replica: r.Replica, Seq: r.Seq, Wall: r.Wall, Logical: r.Logical,
+		Voter: p.cfg.State.Hash(r.Voter), Idem: p.cfg.State.Hash(r.Idem), Option: r.Option,
+		Eligible: r.Counted && !r.Late && r.Trust >= p.cfg.TrustFloor}
 }
 
 func (p *Pipeline) hashIP(ip string) string {

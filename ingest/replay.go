@@ -7,7 +7,7 @@ import (
 	"tally/ledger"
 )
 
-// Replay rebuilds the voter state, this replica's counters and the
+// Replay rebuilds this replica's ballots (the voter state), this replica's counters and the
 // idempotency set from the ledger's records, as they stood before a
 // restart. Records of other replicas (imported for audits) are skipped:
 // their counts arrive by gossip. It returns how many records it applied.
@@ -38,10 +38,9 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 	return n, nil
 }
 
-// Forget drops the poll's voter state and idempotency keys from memory
-// (the node calls it with state.Forget once the poll is certified and
-// past retention). The ledger keeps its records.
+// Forget drops the poll's idempotency keys from memory (the node calls it
+// with state.Forget, which drops the voter state, once the poll is
+// certified and past retention). The ledger keeps its records.
 func (p *Pipeline) Forget(pollID string) {
-	p.voters.drop(pollID)
 	p.acks.drop(pollID)
 }

@@ -46,6 +46,7 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	}
 	cs := []prometheus.Collector{
 		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.pollsForgotten,
+		newExactnessCollector(n),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

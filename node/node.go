@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -155,7 +156,8 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls}); err != nil {
+	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls,
+		HashKey: []byte("tally ballot hash v1 " + cfg.Cluster)}); err != nil {
 		return nil, err
 	}
 	key, err := signingKey(cfg.DataDir)
@@ -323,6 +325,7 @@ func (n *Node) Run(ctx context.Context) error {
 
 	start := time.Now()
 	applied, err := n.restore()
+	n.state.TakeBallots(math.MaxInt) // replayed ballots are not news: the others have them or fetch them
 	replayed := err == nil
 	if err != nil {
 		err = fmt.Errorf("node: replay: %w", err)

@@ -56,6 +56,10 @@ type Config struct {
 	// MaxPolls bounds the polls held (open, closed and kept for retention);
 	// default DefaultMaxPolls.
 	MaxPolls int
+	// HashKey keys the 64-bit hashes of voter ids and idempotency keys in
+	// ballots (see Hash); every node of a cluster must use the same one.
+	// Empty: a fixed key (a single node, or tests).
+	HashKey []byte
 }
 
 // State is the node's replicated state. It is safe for concurrent use.
@@ -78,6 +82,8 @@ type State struct {
 	setAside  map[string]error             // stored definitions that no longer validate; set by New only
 	forgotten map[string]struct{}          // polls dropped from memory (Forget); guarded by mu
 	keys      map[string]ed25519.PublicKey // replica → its signing key; guarded by mu
+
+	hashKey []byte
 }
 
 // pollState is one poll's counts.
@@ -86,6 +92,10 @@ type pollState struct {
 
 	mu    sync.Mutex // guards tally
 	tally *crdt.Tally
+
+	bmu     sync.Mutex    // guards ballots and outbox
+	ballots *crdt.Ballots // every replica's ballots: the cluster-wide voter state
+	outbox  []crdt.Ballot // this replica's ballots not yet taken for publishing
 }
 
 // New returns a state holding the definitions found in cfg.Store.
@@ -96,7 +106,11 @@ func New(cfg Config) (*State, error) {
 	if cfg.MaxPolls <= 0 {
 		cfg.MaxPolls = DefaultMaxPolls
 	}
-	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, maxPolls: cfg.MaxPolls, polls: make(map[string]*pollState)}
+	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, maxPolls: cfg.MaxPolls, polls: make(map[string]*pollState),
+		hashKey: cfg.HashKey}
+	if len(s.hashKey) == 0 {
+		s.hashKey = []byte("tally ballot hash v1")
+	}
 	if s.store == nil {
 		return s, nil
 	}
@@ -184,8 +198,13 @@ func (s *State) setDefinition(reg crdt.Register[poll.Definition]) bool {
 		options[i] = o.ID
 	}
 	if !ok {
-		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally()}
-	} else if !sameOptions(ps.local, options) {
+		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally(), ballots: crdt.NewBallots(reg.Value.ClosesAt)}
+	} else {
+		ps.bmu.Lock()
+		ps.ballots.SetClosesAt(reg.Value.ClosesAt, s.mover(ps))
+		ps.bmu.Unlock()
+	}
+	if ok && !sameOptions(ps.local, options) {
 		// Options are fixed at creation; a definition changing them is
 		// kept, but counting continues in the cells that exist.
 		slog.Warn("state: poll options changed; keeping the original cells", "poll", reg.Value.ID)

@@ -1,0 +1,178 @@
+package gossip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"tally/crdt"
+	"tally/poll"
+)
+
+// pathCatchUp labels ballots a node asked for because it lacked them.
+const pathCatchUp = "catchup"
+
+// catchUpBatch is the most ballots one catch-up reply carries (about
+// 1.1 MB before deflate).
+const catchUpBatch = 50_000
+
+// catchUpEvery is how often a node compares the ballots it holds with the
+// record counts the cluster reports.
+const catchUpEvery = time.Second
+
+// ballotRequest asks a replica's node for that replica's ballots of a poll
+// after Seq After.
+type ballotRequest struct {
+	Poll  string `json:"poll"`
+	After uint64 `json:"after"`
+}
+
+// ballotSubject is where replica's node answers for its ballots.
+func (g *Gossip) ballotSubject(replica string) string {
+	return "tally." + g.cfg.Cluster + ".ballots." + replica
+}
+
+// mergeBallots applies ballots received on path.
+func (g *Gossip) mergeBallots(path, pollID string, bs []crdt.Ballot) (int, error) {
+	added, left, err := g.cfg.State.MergeBallots(pollID, bs)
+	if left > 0 {
+		g.m.dropped.WithLabelValues(path, "unknown_option").Add(float64(left))
+	}
+	return added, err
+}
+
+// reasonOf names a merge error for tally_gossip_dropped_total.
+func reasonOf(err error) string {
+	if errors.Is(err, poll.ErrNotFound) {
+		return "unknown_poll" // the definition comes next; catch-up fetches the ballots then
+	}
+	return "rejected"
+}
+
+// serveBallots answers other nodes' catch-up requests for this replica's
+// ballots, from memory.
+func (g *Gossip) serveBallots(m *nats.Msg) {
+	body, err := g.keys.open(m.Data)
+	if err != nil {
+		g.m.dropped.WithLabelValues(pathCatchUp, "unauthenticated").Inc()
+		return
+	}
+	var req ballotRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Poll == "" {
+		g.m.dropped.WithLabelValues(pathCatchUp, "malformed").Inc()
+		return
+	}
+	bs, err := g.cfg.State.BallotsSince(req.Poll, g.cfg.Replica, req.After, catchUpBatch)
+	if err != nil {
+		bs = nil // an unknown poll: an empty answer
+	}
+	ts, err := g.cfg.Clock.Now()
+	if err != nil {
+		return
+	}
+	b, err := Encode(&Message{Kind: KindDelta, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts,
+		Polls: []PollUpdate{{ID: req.Poll, Ballots: bs}}})
+	if err != nil {
+		g.log.Error("encode ballots", "err", err)
+		return
+	}
+	b = g.keys.seal(b)
+	if err := m.Respond(b); err == nil {
+		g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(b)))
+	}
+}
+
+// catchUpLoop asks, every catchUpEvery, for the ballots this node lacks:
+// those of a replica whose record count (gossiped with its counters) is
+// above the ballots held of it, when a second has brought none of them
+// (a missed delta, a partition, a restart). It stops with ctx.
+func (g *Gossip) catchUpLoop(ctx context.Context) {
+	defer g.wg.Done()
+	t := time.NewTicker(catchUpEvery)
+	defer t.Stop()
+	last := map[[2]string]uint64{} // (poll, replica) → ballots held at the last look
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.catchUp(ctx, last)
+		}
+	}
+}
+
+func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
+	g.natsMu.Lock()
+	nc := g.nc
+	g.natsMu.Unlock()
+	if nc == nil || !nc.IsConnected() {
+		return
+	}
+	now := g.cfg.Now().UnixMilli()
+	seen := map[[2]string]bool{}
+	for _, d := range g.cfg.State.Polls() {
+		if !g.gossiped(d, now) {
+			continue
+		}
+		t, err := g.cfg.State.Tally(d.ID)
+		if err != nil {
+			continue
+		}
+		have, err := g.cfg.State.BallotsHave(d.ID)
+		if err != nil {
+			continue
+		}
+		for replica, records := range t.RecordCounts() {
+			key := [2]string{d.ID, replica}
+			seen[key] = true
+			h := have[replica]
+			if replica == g.cfg.Replica || h >= records {
+				continue
+			}
+			prev, looked := last[key]
+			last[key] = h
+			if !looked || prev != h {
+				continue // still arriving: give the fast path a second
+			}
+			if err := g.fetchBallots(ctx, nc, d.ID, replica, h, records); err != nil {
+				g.m.catchUp.WithLabelValues("failed").Inc()
+				g.log.Debug("ballot catch-up", "poll", d.ID, "replica", replica, "err", err)
+			}
+		}
+	}
+	for key := range last {
+		if !seen[key] {
+			delete(last, key)
+		}
+	}
+}
+
+// fetchBallots asks replica's node for its ballots of the poll after Seq
+// from, batch after batch, until want are held or a reply brings nothing.
+func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replica string, from, want uint64) error {
+	for from < want {
+		req, _ := json.Marshal(ballotRequest{Poll: pollID, After: from})
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		reply, err := nc.RequestWithContext(rctx, g.ballotSubject(replica), g.keys.seal(req))
+		cancel()
+		if err != nil {
+			return err
+		}
+		g.receive(pathCatchUp, reply.Data)
+		h, err := g.cfg.State.BallotsHave(pollID)
+		if err != nil {
+			return err
+		}
+		if h[replica] <= from {
+			return fmt.Errorf("no progress after Seq %d (%d records reported)", from, want)
+		}
+		g.m.catchUp.WithLabelValues("fetched").Inc()
+		from = h[replica]
+	}
+	return nil
+}
+

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tally/state"
+)
+
+// liveCertifiedDiff is, for one certified poll, how far the live tally is
+// from the certificate: the sum over options of |live - certified|. Zero
+// once every ballot has reached this node; above zero for longer than the
+// gossip delay, a replica's ballots are not arriving (see
+// docs/certification.md).
+func liveCertifiedDiff(live map[string]int64, cert state.Certificate) int64 {
+	var d int64
+	seen := map[string]bool{}
+	for o, v := range live {
+		seen[o] = true
+		d += abs(v - int64(cert.Totals[o]))
+	}
+	for o, v := range cert.Totals {
+		if !seen[o] {
+			d += int64(v)
+		}
+	}
+	return d
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// exactnessCollector reports, at scrape time, the voter state held for
+// each poll in memory and, for certified polls, the live tally's distance
+// from the certificate.
+type exactnessCollector struct {
+	n                     *Node
+	diff, ballots, voters *prometheus.Desc
+	bytes                 *prometheus.Desc
+}
+
+func newExactnessCollector(n *Node) *exactnessCollector {
+	return &exactnessCollector{n: n,
+		diff: prometheus.NewDesc("tally_live_certified_diff",
+			"For a certified poll still in memory: sum over options of |live count - certified count| at this node (0 when the live tally is exact).", []string{"poll"}, nil),
+		ballots: prometheus.NewDesc("tally_voter_state_ballots",
+			"Ballots (every replica's votes' effects on voter state) held for the poll.", []string{"poll"}, nil),
+		voters: prometheus.NewDesc("tally_voter_state_voters",
+			"Distinct voters in the poll's voter state.", []string{"poll"}, nil),
+		bytes: prometheus.NewDesc("tally_voter_state_bytes",
+			"Estimated memory of the poll's voter state.", []string{"poll"}, nil),
+	}
+}
+
+func (c *exactnessCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.diff
+	ch <- c.ballots
+	ch <- c.voters
+	ch <- c.bytes
+}
+
+func (c *exactnessCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.state
+	for _, d := range st.Polls() {
+		if s, err := st.Ballots(d.ID); err == nil {
+			ch <- prometheus.MustNewConstMetric(c.ballots, prometheus.GaugeValue, float64(s.Ballots), d.ID)
+			ch <- prometheus.MustNewConstMetric(c.voters, prometheus.GaugeValue, float64(s.Voters), d.ID)
+			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), d.ID)
+		}
+		cert, ok := st.Certificate(d.ID)
+		if !ok || cert.Status != state.Reconciled {
+			continue
+		}
+		live, _, err := st.Totals(d.ID)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.diff, prometheus.GaugeValue, float64(liveCertifiedDiff(live, cert)), d.ID)
+	}
+}

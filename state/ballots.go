@@ -1,0 +1,219 @@
+package state
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"slices"
+
+	"tally/crdt"
+)
+
+// maxOutbox bounds this replica's ballots waiting to be published: past
+// it the oldest are dropped from the fast path (the others still learn
+// them by catching up from this replica's chain).
+const maxOutbox = 1 << 20
+
+// Hash is the keyed 64-bit hash ballots carry instead of a voter id or an
+// idempotency key: the same on every node of the cluster (HashKey), not
+// choosable by a client who does not know the key. Two ids share a hash
+// with odds of about 2^-64 per pair; certification uses the ids themselves.
+func (s *State) Hash(id string) uint64 {
+	h := sha256.New()
+	h.Write(s.hashKey)
+	h.Write([]byte(id))
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+}
+
+// mover returns the function that moves this replica's counters when a
+// voter's counted ballot moves: a ballot of this replica that stops
+// counting is retracted (N), one that starts counting is counted (P).
+// Other replicas' ballots move their own counters, at their own nodes.
+func (s *State) mover(ps *pollState) func(crdt.Change) {
+	return func(c crdt.Change) {
+		if c.FromReplica == s.replica {
+			ps.local.add(c.FromOption, -1)
+		}
+		if c.ToReplica == s.replica {
+			ps.local.add(c.ToOption, 1)
+		}
+	}
+}
+
+// Vote applies one of this replica's ballots (a vote just ledgered, or
+// replayed) and queues it for publishing.
+func (s *State) Vote(pollID string, b crdt.Ballot) error {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return err
+	}
+	b.Replica = s.replica
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	if ps.ballots.Add(b, s.mover(ps)) {
+		if len(ps.outbox) < maxOutbox {
+			ps.outbox = append(ps.outbox, b)
+		}
+	}
+	return nil
+}
+
+// MergeBallots applies ballots other replicas took and returns how many
+// were new and how many it left out: ballots for an option the poll does
+// not have, or of a replica past MaxReplicas.
+func (s *State) MergeBallots(pollID string, bs []crdt.Ballot) (added, left int, err error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return 0, 0, err
+	}
+	def, _ := s.Poll(pollID)
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	move := s.mover(ps)
+	for _, b := range bs {
+		option, ok := def.OptionID(b.Option)
+		if !ok || !ps.ballots.Holds(b.Replica) && ps.ballots.ReplicaCount() >= MaxReplicas {
+			left++
+			continue
+		}
+		b.Option = option // the poll's own string: ballots share it
+		if ps.ballots.Add(b, move) {
+			added++
+		}
+	}
+	return added, left, nil
+}
+
+// TakeBallots returns, per poll, up to max of this replica's ballots
+// applied since the last call (the oldest first), and forgets them.
+func (s *State) TakeBallots(max int) map[string][]crdt.Ballot {
+	s.mu.RLock()
+	polls := make(map[string]*pollState, len(s.polls))
+	for id, ps := range s.polls {
+		polls[id] = ps
+	}
+	s.mu.RUnlock()
+	out := map[string][]crdt.Ballot{}
+	for id, ps := range polls {
+		ps.bmu.Lock()
+		switch {
+		case len(ps.outbox) > max:
+			out[id] = slices.Clone(ps.outbox[:max])
+			ps.outbox = slices.Delete(ps.outbox, 0, max)
+		case len(ps.outbox) > 0:
+			out[id], ps.outbox = ps.outbox, nil
+		}
+		ps.bmu.Unlock()
+	}
+	return out
+}
+
+// BallotsSince returns up to max of replica's ballots of the poll after
+// Seq after, in order (for a node catching up).
+func (s *State) BallotsSince(pollID, replica string, after uint64, max int) ([]crdt.Ballot, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return nil, err
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.Since(replica, after, max), nil
+}
+
+// BallotsHave returns, for every replica with ballots in the poll, the
+// Seq up to which this node holds all of them.
+func (s *State) BallotsHave(pollID string) (map[string]uint64, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return nil, err
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	out := map[string]uint64{}
+	for _, r := range ps.ballots.Replicas() {
+		out[r] = ps.ballots.Have(r)
+	}
+	return out, nil
+}
+
+// IdemBallot returns the vote id (replica and Seq) of the earliest ballot
+// under the idempotency key when it is the same voter's, from any replica.
+func (s *State) IdemBallot(pollID string, idem, voter uint64) (string, uint64, bool) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return "", 0, false
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.Idem(idem, voter)
+}
+
+// LastWall returns the HLC wall time of the voter's counted ballot in the
+// poll, whichever replica took it.
+func (s *State) LastWall(pollID string, voter uint64) (int64, bool) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return 0, false
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.LastWall(voter)
+}
+
+// BallotStats is the size of a poll's voter state.
+type BallotStats struct {
+	Ballots, Voters, Bytes int
+	Totals                 map[string]int64 // what the ballots count, by option
+}
+
+// Ballots returns the size of the poll's voter state and what it counts.
+func (s *State) Ballots(pollID string) (BallotStats, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return BallotStats{}, err
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return BallotStats{Ballots: ps.ballots.Len(), Voters: ps.ballots.Voters(), Bytes: ps.ballots.Bytes(), Totals: ps.ballots.Totals()}, nil
+}
+
+// SnapshotBallots returns the poll's ballots and this replica's (P, N) by
+// option, taken together: the counters are exactly what the ballots make
+// this replica count (for a checkpoint).
+func (s *State) SnapshotBallots(pollID string) ([]crdt.Ballot, map[string][2]uint64, error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	counts := make(map[string][2]uint64, len(ps.local.options))
+	for option, col := range ps.local.options {
+		p, n := ps.local.sum(col)
+		counts[option] = [2]uint64{p, n}
+	}
+	return ps.ballots.All(), counts, nil
+}
+
+// RestoreBallots puts ballots from a checkpoint back without moving any
+// counter, then makes this replica's counters show exactly what the
+// ballots make it count (raising P or N, never lowering either).
+func (s *State) RestoreBallots(pollID string, bs []crdt.Ballot) error {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return err
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	for _, b := range bs {
+		ps.ballots.Add(b, nil)
+	}
+	want := ps.ballots.Contribution(s.replica)
+	for option, col := range ps.local.options {
+		p, n := ps.local.sum(col)
+		if d := want[option] - (int64(p) - int64(n)); d != 0 {
+			ps.local.add(option, d)
+		}
+	}
+	return nil
+}
