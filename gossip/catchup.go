@@ -175,4 +175,3 @@ func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replic
 	}
 	return nil
 }
-

@@ -3,7 +3,6 @@ package ingest
 import (
 	"fmt"
 	"testing"
-
 )
 
 // Benchmarks of the vote path's hot functions. Run:
@@ -56,4 +55,3 @@ func BenchmarkIdempotencyLookup(b *testing.B) {
 		})
 	})
 }
-

@@ -94,4 +94,3 @@ func FuzzDecodeVotes(f *testing.F) {
 		}
 	})
 }
-
