@@ -294,4 +294,78 @@ func TestKill9InACluster(t *testing.T) {
 	if total > int64(acked)+10+4 {
 		t.Fatalf("total %d: more than the %d acked votes plus one in flight per client", total, acked+10)
 	}
+
+	// Across regions after the crash: b's voters change their mind at a,
+	// a's at b, and b's clients retry acked requests at a. The live tally
+	// of both regions converges to what certification computes from the
+	// two ledgers now.
+	for i := range 20 {
+		a.vote(t, "p", "c", fmt.Sprintf("b0-%d", i))
+	}
+	for i := range 5 {
+		code, _, err := post(b.url+"/v1/polls/p/votes", vote("b", fmt.Sprintf("a-%d", i), fmt.Sprintf("a-%d-again", i)))
+		if err != nil || code != 200 {
+			t.Fatalf("change of mind at b: %d %v", code, err)
+		}
+	}
+	// A retry is answered duplicate where the region holds the first
+	// vote's ballot: wait until a holds every ballot of b (the restarted
+	// b serves them to a's catch-up).
+	waitFor(t, func() bool {
+		st, _ := a.state.Ballots("p")
+		tally, _ := a.state.Tally("p")
+		var records uint64
+		for _, n := range tally.RecordCounts() {
+			records += n
+		}
+		return uint64(st.Ballots) == records
+	})
+	for i := range 10 {
+		id := fmt.Sprintf("b1-%d", i)
+		if r := result(t, a.call(t, "POST", "/v1/polls/p/votes", vote([]string{"a", "b", "c"}[i%3], id, id)), 0); r["status"] != "duplicate" {
+			t.Fatalf("retry at a of b's acked vote %s: %v", id, r)
+		}
+	}
+	waitFor(t, func() bool {
+		exportB, err := getAdmin(b.url + "/v1/polls/p/ledger")
+		if err != nil {
+			return false
+		}
+		want, err := ledger.Reconcile(ledger.ReadNDJSON(bytes.NewReader(exportB)), a.Ledger().Scan("p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ta := a.totals(t, "p")
+		res, err := http.Get(b.url + "/v1/polls/p")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		var vb struct{ Totals map[string]int64 }
+		json.NewDecoder(res.Body).Decode(&vb)
+		for _, o := range []string{"a", "b", "c"} {
+			if ta[o] != int64(want.Totals[o]) || vb.Totals[o] != int64(want.Totals[o]) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// getAdmin fetches url with the test admin token.
+func getAdmin(url string) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %d", url, res.StatusCode)
+	}
+	return io.ReadAll(res.Body)
 }
