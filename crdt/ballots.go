@@ -80,6 +80,7 @@ type entry struct {
 	option   uint16
 	present  bool
 	eligible bool
+	dup      bool // a ballot under the same key is earlier
 }
 
 type voterState struct {
@@ -159,6 +160,9 @@ func (s *Ballots) Add(b Ballot, changed func(Change)) bool {
 		s.idems[b.Idem] = me
 	} else if s.after(first, me) {
 		s.idems[b.Idem], demoted = me, first
+		s.at(first).dup = true
+	} else {
+		s.at(me).dup = true
 	}
 	s.settle(b.Voter, changed)
 	if !demoted.none() {
@@ -202,7 +206,7 @@ func (s *Ballots) after(a, b ref) bool {
 // counts reports whether the held ballot r may be a voter's counted one.
 func (s *Ballots) counts(r ref) bool {
 	e := s.at(r)
-	return e.eligible && (s.closesAt == 0 || e.wall < s.closesAt) && s.idems[e.idem] == r
+	return e.eligible && !e.dup && (s.closesAt == 0 || e.wall < s.closesAt)
 }
 
 // settle recomputes the voter's counted ballot and reports a move.

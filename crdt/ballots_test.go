@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"iter"
 	"maps"
+	"runtime"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -210,4 +211,32 @@ func BenchmarkBallotsAdd(b *testing.B) {
 		s.Add(crdt.Ballot{Replica: "eu-1", Seq: i, Wall: int64(i), Voter: i % 100_000, Idem: i, Option: "red", Eligible: true}, move)
 	}
 	b.ReportMetric(float64(s.Bytes())/float64(max(1, s.Voters())), "bytes/voter")
+}
+
+// BenchmarkBallotsMemory measures the heap a poll's voter state takes: a
+// million voters, one ballot each, then 10% of them changing their mind,
+// as the Go heap sees it (not Bytes' estimate). Run with -benchtime 1x.
+func BenchmarkBallotsMemory(b *testing.B) {
+	const voters = 1_000_000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s := crdt.NewBallots(0)
+		seq := uint64(0)
+		for v := range uint64(voters) {
+			seq++
+			s.Add(crdt.Ballot{Replica: "eu-1", Seq: seq, Wall: int64(seq), Voter: v*0x9e3779b97f4a7c15 + 1, Idem: seq * 0xbf58476d1ce4e5b9, Option: "red", Eligible: true}, nil)
+		}
+		for v := uint64(0); v < voters; v += 10 {
+			seq++
+			s.Add(crdt.Ballot{Replica: "eu-1", Seq: seq, Wall: int64(seq), Voter: v*0x9e3779b97f4a7c15 + 1, Idem: seq * 0xbf58476d1ce4e5b9, Option: "blue", Eligible: true}, nil)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/voters, "heap-bytes/voter")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(s.Len()), "heap-bytes/ballot")
+		b.ReportMetric(float64(s.Bytes())/voters, "estimate-bytes/voter")
+		runtime.KeepAlive(s)
+	}
 }
