@@ -29,6 +29,9 @@ const catchUpEvery = time.Second
 type ballotRequest struct {
 	Poll  string `json:"poll"`
 	After uint64 `json:"after"`
+	// Over memberlist (NATS down): who asks, and the id its answer carries.
+	From string `json:"from,omitempty"`
+	ID   string `json:"id,omitempty"`
 }
 
 // ballotSubject is where replica's node answers for its ballots.
@@ -54,17 +57,27 @@ func reasonOf(err error) string {
 }
 
 // serveBallots answers other nodes' catch-up requests for this replica's
-// ballots, from memory.
+// ballots over NATS.
 func (g *Gossip) serveBallots(m *nats.Msg) {
-	body, err := g.keys.open(m.Data)
+	if _, b, ok := g.answerBallots(m.Data); ok {
+		if err := m.Respond(b); err == nil {
+			g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(b)))
+		}
+	}
+}
+
+// answerBallots opens a sealed request and builds the sealed reply: this
+// replica's ballots of the poll after the Seq asked for, from memory.
+func (g *Gossip) answerBallots(sealed []byte) (ballotRequest, []byte, bool) {
+	var req ballotRequest
+	body, err := g.keys.open(sealed)
 	if err != nil {
 		g.m.dropped.WithLabelValues(pathCatchUp, "unauthenticated").Inc()
-		return
+		return req, nil, false
 	}
-	var req ballotRequest
 	if err := json.Unmarshal(body, &req); err != nil || req.Poll == "" {
 		g.m.dropped.WithLabelValues(pathCatchUp, "malformed").Inc()
-		return
+		return req, nil, false
 	}
 	bs, err := g.cfg.State.BallotsSince(req.Poll, g.cfg.Replica, req.After, catchUpBatch)
 	if err != nil {
@@ -72,18 +85,15 @@ func (g *Gossip) serveBallots(m *nats.Msg) {
 	}
 	ts, err := g.cfg.Clock.Now()
 	if err != nil {
-		return
+		return req, nil, false
 	}
 	b, err := Encode(&Message{Kind: KindDelta, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts,
 		Polls: []PollUpdate{{ID: req.Poll, Ballots: bs}}})
 	if err != nil {
 		g.log.Error("encode ballots", "err", err)
-		return
+		return req, nil, false
 	}
-	b = g.keys.seal(b)
-	if err := m.Respond(b); err == nil {
-		g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(b)))
-	}
+	return req, g.keys.seal(b), true
 }
 
 // catchUpLoop asks, every catchUpEvery, for the ballots this node lacks:
@@ -109,8 +119,8 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 	g.natsMu.Lock()
 	nc := g.nc
 	g.natsMu.Unlock()
-	if nc == nil || !nc.IsConnected() {
-		return
+	if nc != nil && !nc.IsConnected() {
+		nc = nil // NATS is down: ask over memberlist instead
 	}
 	now := g.cfg.Now().UnixMilli()
 	seen := map[[2]string]bool{}
@@ -152,17 +162,27 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 }
 
 // fetchBallots asks replica's node for its ballots of the poll after Seq
-// from, batch after batch, until want are held or a reply brings nothing.
+// from, batch after batch, until want are held or a reply brings nothing:
+// over NATS, or over memberlist when nc is nil.
 func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replica string, from, want uint64) error {
 	for from < want {
-		req, _ := json.Marshal(ballotRequest{Poll: pollID, After: from})
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		reply, err := nc.RequestWithContext(rctx, g.ballotSubject(replica), g.keys.seal(req))
+		var reply []byte
+		var err error
+		if nc != nil {
+			req, _ := json.Marshal(ballotRequest{Poll: pollID, After: from})
+			var m *nats.Msg
+			if m, err = nc.RequestWithContext(rctx, g.ballotSubject(replica), g.keys.seal(req)); err == nil {
+				reply = m.Data
+			}
+		} else {
+			reply, err = g.askMember(rctx, replica, ballotRequest{Poll: pollID, After: from})
+		}
 		cancel()
 		if err != nil {
 			return err
 		}
-		g.receive(pathCatchUp, reply.Data)
+		g.receive(pathCatchUp, reply)
 		h, err := g.cfg.State.BallotsHave(pollID)
 		if err != nil {
 			return err

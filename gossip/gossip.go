@@ -132,6 +132,9 @@ type Gossip struct {
 
 	lastRefusal atomic.Int64 // unix ms of the last refused NATS connection logged
 
+	wait      waiters       // memberlist catch-up requests awaiting answers
+	answering chan struct{} // bounds memberlist catch-up answers in flight
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -202,7 +205,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state", keys: newKeyring(cfg.Keys),
-		poke: make(chan struct{}, 1), members: map[string]peer{}, failed: map[string]failedPeer{}}
+		poke: make(chan struct{}, 1), members: map[string]peer{}, failed: map[string]failedPeer{}, answering: make(chan struct{}, maxAnswering)}
 	var err error
 	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
 		return nil, fmt.Errorf("gossip: metrics: %w", err)

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -152,8 +153,9 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return b
 }
 
-// NotifyMsg: Tally sends no user messages over memberlist's UDP gossip.
-func (d *delegate) NotifyMsg([]byte) {}
+// NotifyMsg receives memberlist user messages: ballot catch-up while NATS
+// is down (see catchup_memberlist.go).
+func (d *delegate) NotifyMsg(b []byte) { d.g.userMsg(bytes.Clone(b)) }
 
 // GetBroadcasts: none (the fast path is NATS).
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
