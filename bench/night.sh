@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The broadcast night on one machine (issue 15): three regions as separate
+# node processes, voters like the page, WebSocket viewers in every region,
+# then close, grace and certification; one table at the end (see
+# bench/night/doc.go). Figures go to BENCHMARKS.md.
+#
+#   ./bench/night.sh --small     # 100,000 votes, 2,000 viewers, under a minute
+#   ./bench/night.sh             # 1,000,000 votes in a 30 s broadcast shape, 15,000 viewers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/node" ./cmd/node
+go build -o "$tmp/night" ./bench/night
+"$tmp/night" --node-bin "$tmp/node" --dir "$tmp/data" "$@"
