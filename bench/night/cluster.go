@@ -81,6 +81,8 @@ func startCluster(bin, dir string, names []string, maxViewers int) (*cluster, er
 			// two cores; tokens are minted (see doc.go).
 			"--pow-bits", "0",
 			"--max-viewers", strconv.Itoa(maxViewers), "--demo=false", "--drain", "0",
+			// Profiles while the night runs: go tool pprof http://127.0.0.1:1831x/debug/pprof/profile
+			"--debug-addr", fmt.Sprintf("127.0.0.1:%d", 18311+i),
 		}
 		log, err := os.Create(r.logPath)
 		if err != nil {

@@ -176,39 +176,63 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 		}
 	}()
 
-	// The night: an open schedule. acked[voter*2+vote] is set when that
-	// vote is acknowledged; a change of mind and a retry wait for it.
-	acked := make([]atomic.Uint32, 2*p.voters)
+	// The night: an open schedule. A change of mind or a retry is sent only
+	// once the request it follows has been answered (the page waits for
+	// the answer): until then it waits in pending, and the worker that
+	// finishes that request sends it.
+	acked := make([]atomic.Uint32, 2*p.voters) // 1: ledgered (any ack); 2: accepted
 	outcomes := make([]outcome, len(p.sends))
 	work := make(chan int, len(p.sends))
+	var depMu sync.Mutex
+	answered := make([]bool, 2*p.voters)
+	pending := map[int][]int{}
 	var wg sync.WaitGroup
 	begin := time.Now().Add(broadcast.silence)
+	var do func(i int)
+	do = func(i int) {
+		s := p.sends[i]
+		slot := int(s.voter)*2 + int(s.vote)
+		if s.retry || s.vote == 1 {
+			dep := slot
+			if !s.retry {
+				dep = int(s.voter) * 2 // the first vote
+			}
+			depMu.Lock()
+			if !answered[dep] {
+				pending[dep] = append(pending[dep], i)
+				depMu.Unlock()
+				return
+			}
+			depMu.Unlock()
+		}
+		o := outcome{phase: broadcast.phase(s.at), lag: time.Since(begin.Add(s.at))}
+		idem := fmt.Sprintf("n%d-%d", s.voter, s.vote)
+		o.status, o.lat = post(int(s.region), int(s.voter), optionIDs[p.options[s.voter][s.vote]], idem, "night")
+		if o.status == "accepted" || o.status == "duplicate" || o.status == "late" {
+			acked[slot].CompareAndSwap(0, 1)
+		}
+		if o.status == "accepted" {
+			acked[slot].Store(2) // counted: the certified result must include it
+		}
+		outcomes[i] = o
+		if s.retry {
+			return
+		}
+		depMu.Lock()
+		answered[slot] = true
+		next := pending[slot]
+		delete(pending, slot)
+		depMu.Unlock()
+		for _, j := range next {
+			do(j)
+		}
+	}
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				s := p.sends[i]
-				slot := int(s.voter)*2 + int(s.vote)
-				if s.retry || s.vote == 1 {
-					dep := slot
-					if !s.retry {
-						dep = int(s.voter) * 2 // the first vote
-					}
-					for w := 0; acked[dep].Load() == 0 && w < 1000; w++ {
-						time.Sleep(10 * time.Millisecond) // the page sends again only after an answer
-					}
-				}
-				o := outcome{phase: broadcast.phase(s.at), lag: time.Since(begin.Add(s.at))}
-				idem := fmt.Sprintf("n%d-%d", s.voter, s.vote)
-				o.status, o.lat = post(int(s.region), int(s.voter), optionIDs[p.options[s.voter][s.vote]], idem, "night")
-				if o.status == "accepted" || o.status == "duplicate" || o.status == "late" {
-					acked[slot].CompareAndSwap(0, 1)
-				}
-				if o.status == "accepted" {
-					acked[slot].Store(2) // counted: the certified result must include it
-				}
-				outcomes[i] = o
+				do(i)
 			}
 		}()
 	}
