@@ -181,6 +181,7 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	// the answer): until then it waits in pending, and the worker that
 	// finishes that request sends it.
 	acked := make([]atomic.Uint32, 2*p.voters) // 1: ledgered (any ack); 2: accepted
+	var answeredN atomic.Int64
 	outcomes := make([]outcome, len(p.sends))
 	work := make(chan int, len(p.sends))
 	var depMu sync.Mutex
@@ -215,6 +216,7 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 			acked[slot].Store(2) // counted: the certified result must include it
 		}
 		outcomes[i] = o
+		answeredN.Add(1)
 		if s.retry {
 			return
 		}
@@ -237,6 +239,17 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 		}()
 	}
 	fmt.Printf("night: silence %s, then %d requests over %s as planned\n", broadcast.silence, len(p.sends), broadcast.length)
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	go func() {
+		for range progress.C {
+			n := answeredN.Load()
+			fmt.Printf("night: %s: %d of %d requests answered\n", time.Since(begin).Round(time.Second), n, len(p.sends))
+			if n >= int64(len(p.sends)) {
+				return
+			}
+		}
+	}()
 	for i, s := range p.sends {
 		if d := time.Until(begin.Add(s.at)); d > 0 {
 			time.Sleep(d)
