@@ -213,6 +213,18 @@ func New(cfg Config) (*Gossip, error) {
 	return g, nil
 }
 
+// alone reports whether no other member is alive.
+func (g *Gossip) alone() bool {
+	g.peersMu.Lock()
+	defer g.peersMu.Unlock()
+	for name := range g.members {
+		if name != g.cfg.NodeName {
+			return false
+		}
+	}
+	return true
+}
+
 // maxStampAhead bounds how far ahead of this node's clock a gossiped
 // definition or certificate may be stamped (the clock's own skew bound).
 const maxStampAhead = 5 * time.Second

@@ -10,9 +10,17 @@ function setup(thread)
 end
 
 local n = 0
+local run = ""
 local options = { "red", "green", "blue", "gold" }
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+
+-- Each run (and thread) names its voters and keys apart, so a second run
+-- against the same poll sends new votes, not retries.
+function init(args)
+  math.randomseed(os.time() * 1000 + id)
+  run = string.format("%d%06d", os.time(), math.random(0, 999999))
+end
 
 function request()
   n = n + 1
@@ -20,6 +28,6 @@ function request()
   if n % 10 == 0 then
     voter = n - 5 -- a change of mind
   end
-  local body = string.format('{"option":"%s","voter":"t%d-v%d","idem":"t%d-k%d"}', options[n % 4 + 1], id, voter, id, n)
+  local body = string.format('{"option":"%s","voter":"t%d-%s-v%d","idem":"t%d-%s-k%d"}', options[n % 4 + 1], id, run, voter, id, run, n)
   return wrk.format(nil, nil, nil, body)
 end
