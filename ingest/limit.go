@@ -4,27 +4,29 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // limiter is a set of token buckets keyed by client IP or voter id. Idle
 // buckets are swept as new keys arrive, so memory stays bounded by the
-// number of recently active keys.
+// number of recently active keys. A bucket is 16 bytes held in the map by
+// value (a million voters in a broadcast are a million buckets: with
+// golang.org/x/time/rate's Limiter behind a pointer each cost about 120
+// bytes more).
 type limiter struct {
-	rate   rate.Limit
-	burst  int
+	rate   float64 // tokens a second
+	burst  float64
 	seed   maphash.Seed
 	shards [32]struct {
 		mu      sync.Mutex
-		m       map[string]*bucket
+		m       map[string]bucket
 		inserts int
 	}
 }
 
+// bucket is a token bucket: tokens as of at (Unix ns).
 type bucket struct {
-	lim  *rate.Limiter
-	last time.Time
+	tokens float64
+	at     int64
 }
 
 const idleBucket = 2 * time.Minute
@@ -35,9 +37,9 @@ func newLimiter(perSecond float64, burst int) *limiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	l := &limiter{rate: rate.Limit(perSecond), burst: max(burst, 1), seed: maphash.MakeSeed()}
+	l := &limiter{rate: perSecond, burst: float64(max(burst, 1)), seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].m = make(map[string]*bucket)
+		l.shards[i].m = make(map[string]bucket)
 	}
 	return l
 }
@@ -52,26 +54,39 @@ func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter
 	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	ns := now.UnixNano()
 	b, found := sh.m[key]
 	if !found {
-		b = &bucket{lim: rate.NewLimiter(l.rate, l.burst)}
-		sh.m[key] = b
+		b = bucket{tokens: l.burst, at: ns}
 		if sh.inserts++; sh.inserts%4096 == 0 {
 			for k, old := range sh.m {
-				if now.Sub(old.last) > idleBucket {
+				if ns-old.at > int64(idleBucket) {
 					delete(sh.m, k)
 				}
 			}
 		}
 	}
-	b.last = now
-	if n > l.burst {
+	if elapsed := ns - b.at; elapsed > 0 { // a clock going back refills nothing
+		b.tokens = min(l.burst, b.tokens+float64(elapsed)/1e9*l.rate)
+		b.at = ns
+	}
+	want := float64(n)
+	if want > l.burst {
+		sh.m[key] = b
 		return false, time.Second, nil
 	}
-	r := b.lim.ReserveN(now, n)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d, nil
+	if b.tokens < want {
+		sh.m[key] = b
+		return false, time.Duration((want - b.tokens) / l.rate * 1e9), nil
 	}
-	return true, 0, func() { r.CancelAt(now) }
+	b.tokens -= want
+	sh.m[key] = b
+	return true, 0, func() {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if g, ok := sh.m[key]; ok {
+			g.tokens = min(l.burst, g.tokens+want)
+			sh.m[key] = g
+		}
+	}
 }

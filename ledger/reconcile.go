@@ -159,19 +159,32 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		wg.Wait()
 	}
 
-	// Pass 1: of the records sharing an idempotency key, the earliest stands.
-	first := make([]map[string]*Record, shards)
+	// Each record's two shards, hashed once: every pass below reads them
+	// from a byte slice instead of hashing strings again.
+	idemShard, voterShard := make([]uint16, len(all)), make([]uint16, len(all))
 	parallel(func(s int) {
-		m := make(map[string]*Record, len(all)/shards+1)
-		for _, r := range all {
-			if shardOf(r.Idem) != s {
+		for i := s; i < len(all); i += shards {
+			idemShard[i], voterShard[i] = uint16(shardOf(all[i].Idem)), uint16(shardOf(all[i].Voter))
+		}
+	})
+
+	// Pass 1: of the records sharing an idempotency key, the earliest stands.
+	stands := make([]bool, len(all))
+	standing := make([]int, shards)
+	parallel(func(s int) {
+		m := make(map[string]int, len(all)/shards+1)
+		for i, r := range all {
+			if idemShard[i] != uint16(s) {
 				continue
 			}
-			if f, ok := m[r.Idem]; !ok || f.After(r) {
-				m[r.Idem] = r
+			if f, ok := m[r.Idem]; !ok || all[f].After(r) {
+				m[r.Idem] = i
 			}
 		}
-		first[s] = m
+		for _, i := range m {
+			stands[i] = true
+		}
+		standing[s] = len(m)
 	})
 
 	// Pass 2: per voter, the latest counted record wins. A voter with only
@@ -184,24 +197,22 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	parallel(func(s int) {
 		latest := make(map[string]*Record, len(all)/shards/2+1)
 		c := counts{totals: make(map[string]uint64)}
-		for _, m := range first {
-			for _, r := range m {
-				if shardOf(r.Voter) != s {
-					continue
-				}
-				l, seen := latest[r.Voter]
-				switch {
-				case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
-					c.late++
-				case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
-					c.shadowed++
-				case l == nil || r.After(l):
-					latest[r.Voter] = r
-					continue
-				}
-				if !seen {
-					latest[r.Voter] = nil
-				}
+		for i, r := range all {
+			if !stands[i] || voterShard[i] != uint16(s) {
+				continue
+			}
+			l, seen := latest[r.Voter]
+			switch {
+			case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
+				c.late++
+			case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
+				c.shadowed++
+			case l == nil || r.After(l):
+				latest[r.Voter] = r
+				continue
+			}
+			if !seen {
+				latest[r.Voter] = nil
 			}
 		}
 		for _, r := range latest {
@@ -216,7 +227,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	res.Records = uint64(len(all))
 	res.Duplicates = res.Records
 	for s := range shards {
-		res.Duplicates -= uint64(len(first[s]))
+		res.Duplicates -= uint64(standing[s])
 		res.Late += out[s].late
 		res.Shadowed += out[s].shadowed
 		res.Voters += out[s].voters
