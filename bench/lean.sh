@@ -64,3 +64,15 @@ wrk_row "node, same poll, next $dur (warm)" "$pid" http://127.0.0.1:18081/v1/pol
 wrk_row "bare decode + ack" "$bare" http://127.0.0.1:18090/v1/polls/cold/votes "$dur"
 wrk_row "node, warm, again" "$pid" http://127.0.0.1:18081/v1/polls/cold/votes "$dur"
 wrk_row "bare decode + ack, again" "$bare" http://127.0.0.1:18090/v1/polls/cold/votes "$dur"
+
+# Memory: RSS of the node per voter after 1,000,000 votes from 1,000,000
+# distinct voters into a fresh poll (batches of 10 at 2,000 requests/s).
+go build -o "$tmp/tally" ./cmd/tally
+poll mem
+before=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+"$tmp/tally" load --url http://127.0.0.1:18081 --poll mem --batch 10 --voters 1000000 --changes 0 --retries 0 \
+  --rate 2000 --duration 50s --connections 128 --json 2>/dev/null > "$tmp/mem.json"
+after=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+total=$(curl -sf http://127.0.0.1:18081/v1/polls/mem | sed -n 's/.*"total":\([0-9]*\).*/\1/p')
+echo
+awk -v b="$before" -v a="$after" -v t="$total" 'BEGIN { printf "node RSS: %d MB before, %d MB after %d counted votes from distinct voters: %.0f bytes per voter\n", b/1024, a/1024, t, (a-b)*1024/t }'

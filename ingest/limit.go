@@ -8,17 +8,18 @@ import (
 
 // limiter is a set of token buckets keyed by client IP or voter id. Idle
 // buckets are swept as new keys arrive, so memory stays bounded by the
-// number of recently active keys. A bucket is 16 bytes held in the map by
-// value (a million voters in a broadcast are a million buckets: with
-// golang.org/x/time/rate's Limiter behind a pointer each cost about 120
-// bytes more).
+// number of recently active keys. Keys are held as their 64-bit hash and a
+// bucket is 16 bytes held in the map by value: a million voters in a
+// broadcast are a million buckets, about 40 bytes each (with the key
+// string and golang.org/x/time/rate's Limiter behind a pointer, 200). Two
+// keys sharing a hash (odds 2^-64 a pair) would share a bucket.
 type limiter struct {
 	rate   float64 // tokens a second
 	burst  float64
 	seed   maphash.Seed
 	shards [32]struct {
 		mu      sync.Mutex
-		m       map[string]bucket
+		m       map[uint64]bucket
 		inserts int
 	}
 }
@@ -39,7 +40,7 @@ func newLimiter(perSecond float64, burst int) *limiter {
 	}
 	l := &limiter{rate: perSecond, burst: float64(max(burst, 1)), seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].m = make(map[string]bucket)
+		l.shards[i].m = make(map[uint64]bucket)
 	}
 	return l
 }
@@ -51,11 +52,12 @@ func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter
 	if l == nil {
 		return true, 0, func() {}
 	}
-	sh := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+	h := maphash.String(l.seed, key)
+	sh := &l.shards[h%uint64(len(l.shards))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	ns := now.UnixNano()
-	b, found := sh.m[key]
+	b, found := sh.m[h]
 	if !found {
 		b = bucket{tokens: l.burst, at: ns}
 		if sh.inserts++; sh.inserts%4096 == 0 {
@@ -72,21 +74,21 @@ func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter
 	}
 	want := float64(n)
 	if want > l.burst {
-		sh.m[key] = b
+		sh.m[h] = b
 		return false, time.Second, nil
 	}
 	if b.tokens < want {
-		sh.m[key] = b
+		sh.m[h] = b
 		return false, time.Duration((want - b.tokens) / l.rate * 1e9), nil
 	}
 	b.tokens -= want
-	sh.m[key] = b
+	sh.m[h] = b
 	return true, 0, func() {
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
-		if g, ok := sh.m[key]; ok {
+		if g, ok := sh.m[h]; ok {
 			g.tokens = min(l.burst, g.tokens+want)
-			sh.m[key] = g
+			sh.m[h] = g
 		}
 	}
 }
