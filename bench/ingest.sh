@@ -100,3 +100,8 @@ after=$(awk '/VmRSS/ {print $2}' /proc/$node/status)
 total=$(curl -sf http://127.0.0.1:18081/v1/polls/mem | sed -n 's/.*"total":\([0-9]*\).*/\1/p')
 echo
 echo "node RSS: $((before / 1024)) MB before, $((after / 1024)) MB after $total counted votes from distinct voters in poll mem"
+
+# The wrk rows (a lighter generator than vegeta): node and bare server side
+# by side, CPU per request, cold and warm (bench/lean.sh, on other ports).
+echo
+"$(dirname "$0")/lean.sh"
