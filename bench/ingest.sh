@@ -104,4 +104,4 @@ echo "node RSS: $((before / 1024)) MB before, $((after / 1024)) MB after $total 
 # The wrk rows (a lighter generator than vegeta): node and bare server side
 # by side, CPU per request, cold and warm (bench/lean.sh, on other ports).
 echo
-"$(dirname "$0")/lean.sh"
+./bench/lean.sh
