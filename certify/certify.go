@@ -69,7 +69,7 @@ type Config struct {
 	Sign       func([]byte) []byte
 	TrustFloor float64
 
-	Every         time.Duration // how often the loop looks; default 500ms
+	Every         time.Duration // how often the loop looks; default 100ms
 	Settle        time.Duration // after close + grace, for the last counts to spread; default 1s
 	TakeoverAfter time.Duration // each later rank waits this much more; default 5s
 	Retry         time.Duration // between attempts at one poll; default 2s
@@ -100,7 +100,7 @@ func New(cfg Config) (*Certifier, error) {
 			*d = v
 		}
 	}
-	def(&cfg.Every, 500*time.Millisecond)
+	def(&cfg.Every, 100*time.Millisecond)
 	def(&cfg.Settle, time.Second)
 	def(&cfg.TakeoverAfter, 5*time.Second)
 	def(&cfg.Retry, 2*time.Second)

@@ -2,12 +2,16 @@ package gossip
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tally/crdt"
+	"tally/hlc"
+	"tally/state"
 )
 
 // With NATS down, ballots still reach every region: the record counts in
@@ -34,5 +38,37 @@ func TestBallotsCatchUpOverMemberlist(t *testing.T) {
 	waitFor(t, 20*time.Second, "one vote for v everywhere", func() bool { return converged([]*member{a, b}, "p", want) })
 	if counter(t, a, "merges", pathPushPull) == 0 || testutil.ToFloat64(a.m.ballots.WithLabelValues(pathCatchUp)) == 0 {
 		t.Fatal("the ballot did not come by memberlist catch-up")
+	}
+}
+
+// A port picked free (configured as 0) and taken by another socket before
+// the embedded server binds it: the start notices at once (the server's
+// fatal line, not a 10 s timeout) and tries again on new ports.
+func TestEmbeddedNATSRetriesATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	st, _ := state.New(state.Config{Replica: "r"})
+	clock, _ := hlc.New(hlc.Config{Replica: "r"})
+	g, err := New(Config{NodeName: "n", Region: "eu-west", Replica: "r", Keys: [][]byte{testKey}, State: st, Clock: clock,
+		Registerer: prometheus.NewRegistry(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.natsWant = [3]string{"127.0.0.1:0", "", ""}
+	g.cfg.NATSClientAddr = taken.Addr().String() // as if another socket took the picked port
+	start := time.Now()
+	emb, err := g.startEmbedded(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.shutdown()
+	if g.cfg.NATSClientAddr == taken.Addr().String() {
+		t.Fatal("started on the taken port?")
+	}
+	if took := time.Since(start); took > 9*time.Second {
+		t.Logf("the retry waited for the timeout (%s), not for the fatal line", took)
 	}
 }

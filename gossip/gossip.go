@@ -132,6 +132,7 @@ type Gossip struct {
 
 	lastRefusal atomic.Int64 // unix ms of the last refused NATS connection logged
 
+	natsWant  [3]string     // the embedded server's client, route and gateway addresses as configured (port 0: any)
 	wait      waiters       // memberlist catch-up requests awaiting answers
 	answering chan struct{} // bounds memberlist catch-up answers in flight
 
@@ -255,6 +256,7 @@ func (g *Gossip) Start() error {
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
+		g.natsWant = [3]string{orDefault(cfg.NATSClientAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
 		var err error
 		if cfg.NATSClientAddr, err = freePort(orDefault(cfg.NATSClientAddr, "127.0.0.1:4222")); err != nil {
 			return fmt.Errorf("%w: --nats-addr %s: %v", ErrConfig, cfg.NATSClientAddr, err)

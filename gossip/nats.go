@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -47,8 +48,59 @@ func (g *Gossip) peers() (routes, gateways map[string]string) {
 }
 
 // startEmbedded starts a NATS server whose cluster is this region (routes
-// to its other nodes) and whose gateways reach the other regions.
+// to its other nodes) and whose gateways reach the other regions. A port
+// picked free a moment before (configured as 0) can be taken by another
+// socket before the server binds it; then the server is started again on
+// newly picked ports (announced to the members), up to three times.
 func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, error) {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var emb *embedded
+		if emb, err = g.startEmbeddedOnce(routes, gateways); err == nil {
+			return emb, nil
+		}
+		if !g.repickPorts() {
+			return nil, err
+		}
+		g.log.Warn("embedded nats could not bind a port picked free a moment before; trying new ports", "err", err)
+	}
+	return nil, err
+}
+
+// repickPorts picks new ports for the embedded server's listeners that
+// were configured as port 0, and announces them; false when there are none.
+func (g *Gossip) repickPorts() bool {
+	picked := false
+	for i, want := range g.natsWant {
+		if want == "" {
+			continue
+		}
+		if _, port, err := hostPort(want); err != nil || port != 0 {
+			continue
+		}
+		addr, err := freePort(want)
+		if err != nil {
+			continue
+		}
+		switch i {
+		case 0:
+			g.cfg.NATSClientAddr = addr
+		case 1:
+			g.self.NATSCluster = addr
+		case 2:
+			g.self.NATSGateway = addr
+		}
+		picked = true
+	}
+	if picked && g.ml != nil && (g.natsWant[1] != "" || g.natsWant[2] != "") {
+		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+			g.log.Warn("announcing new NATS ports", "err", err)
+		}
+	}
+	return picked
+}
+
+func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedded, error) {
 	host, port, err := hostPort(g.cfg.NATSClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: nats address: %v", ErrConfig, err)
@@ -120,11 +172,18 @@ func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, e
 	if err != nil {
 		return nil, fmt.Errorf("gossip: embedded nats: %w", err)
 	}
-	srv.SetLoggerV2(natsLogger{log: g.log, refused: g.m.refused, lastRefusal: &g.lastRefusal, now: g.cfg.Now}, false, false, false)
+	var fatal atomic.Pointer[string]
+	srv.SetLoggerV2(natsLogger{log: g.log, refused: g.m.refused, lastRefusal: &g.lastRefusal, now: g.cfg.Now, fatal: &fatal}, false, false, false)
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, fmt.Errorf("gossip: embedded nats did not start on %s", g.cfg.NATSClientAddr)
+	for deadline := time.Now().Add(10 * time.Second); !srv.ReadyForConnections(100 * time.Millisecond); {
+		if f := fatal.Load(); f != nil || time.Now().After(deadline) {
+			srv.Shutdown()
+			why := "not ready within 10 s"
+			if f != nil {
+				why = *f
+			}
+			return nil, fmt.Errorf("gossip: embedded nats did not start on %s: %s", g.cfg.NATSClientAddr, why)
+		}
 	}
 	return &embedded{srv: srv, routes: routes, gateways: gateways}, nil
 }

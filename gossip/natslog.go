@@ -21,6 +21,9 @@ type natsLogger struct {
 	// stranger knocking in a loop is counted in full, not logged in full.
 	lastRefusal *atomic.Int64
 	now         func() time.Time
+	// fatal, when set, keeps the server's first fatal line (a listener it
+	// could not open): the start gives up at once instead of timing out.
+	fatal *atomic.Pointer[string]
 }
 
 func (l natsLogger) Noticef(string, ...any) {}
@@ -38,7 +41,11 @@ func (l natsLogger) Warnf(format string, v ...any) {
 func (l natsLogger) Fatalf(format string, v ...any) {
 	// The embedded server never exits the process; its fatal lines are
 	// errors of this node like any other.
-	l.log.Error("nats: " + fmt.Sprintf(format, v...))
+	line := fmt.Sprintf(format, v...)
+	if l.fatal != nil {
+		l.fatal.CompareAndSwap(nil, &line)
+	}
+	l.log.Error("nats: " + line)
 }
 
 func (l natsLogger) Errorf(format string, v ...any) {
