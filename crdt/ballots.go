@@ -52,8 +52,8 @@ type Ballots struct {
 
 	replicas []string
 	repIndex map[string]uint16
-	chains   [][]entry // per replica, index Seq-1
-	have     []uint64  // per replica: every Seq up to it is held
+	chains   []chain  // per replica
+	have     []uint64 // per replica: every Seq up to it is held
 	options  []string
 	optIndex map[string]uint16
 
@@ -72,15 +72,57 @@ func (r ref) none() bool { return r.seq == 0 }
 
 // entry is a held ballot: 40 bytes.
 type entry struct {
-	wall     int64
-	voter    uint64
-	idem     uint64
-	logical  uint32
-	next     ref // the voter's previous ballot
-	option   uint16
-	present  bool
-	eligible bool
-	dup      bool // a ballot under the same key is earlier
+	wall    int64
+	voter   uint64
+	idem    uint64
+	logical uint32
+	nextSeq uint32 // the voter's previous ballot (0: none) …
+	nextRep uint16 // … of this replica
+	option  uint16
+	flags   uint8
+}
+
+const (
+	present  = 1 << iota
+	eligible // counted at ingest
+	dup      // a ballot under the same key is earlier
+)
+
+func (e *entry) is(f uint8) bool { return e.flags&f != 0 }
+
+func (e *entry) next() ref { return ref{rep: e.nextRep, seq: e.nextSeq} }
+
+// chunkBits sizes the chunks a replica's ballots are held in: 4,096
+// entries (160 KiB), allocated as Seqs reach them, so a chain never holds
+// more than one chunk of room it does not use, and a Seq far ahead costs a
+// pointer per chunk skipped, not the entries.
+const chunkBits = 12
+
+// chain is one replica's ballots, by Seq.
+type chain struct {
+	chunks []*[1 << chunkBits]entry
+}
+
+// get returns the entry of index i (Seq-1), or nil when its chunk is not
+// allocated.
+func (c *chain) get(i uint64) *entry {
+	k := i >> chunkBits
+	if k >= uint64(len(c.chunks)) || c.chunks[k] == nil {
+		return nil
+	}
+	return &c.chunks[k][i&(1<<chunkBits-1)]
+}
+
+// slot returns the entry of index i, allocating its chunk.
+func (c *chain) slot(i uint64) *entry {
+	k := i >> chunkBits
+	for uint64(len(c.chunks)) <= k {
+		c.chunks = append(c.chunks, nil)
+	}
+	if c.chunks[k] == nil {
+		c.chunks[k] = new([1 << chunkBits]entry)
+	}
+	return &c.chunks[k][i&(1<<chunkBits-1)]
 }
 
 type voterState struct {
@@ -124,7 +166,7 @@ func (s *Ballots) Add(b Ballot, changed func(Change)) bool {
 		rep = uint16(len(s.replicas))
 		s.repIndex[b.Replica] = rep
 		s.replicas = append(s.replicas, b.Replica)
-		s.chains = append(s.chains, nil)
+		s.chains = append(s.chains, chain{})
 		s.have = append(s.have, 0)
 	}
 	opt, ok := s.optIndex[b.Option]
@@ -136,19 +178,23 @@ func (s *Ballots) Add(b Ballot, changed func(Change)) bool {
 		s.optIndex[b.Option] = opt
 		s.options = append(s.options, b.Option)
 	}
-	chain := s.chains[rep]
-	i := int(b.Seq - 1)
-	if i < len(chain) && chain[i].present {
+	c := &s.chains[rep]
+	i := b.Seq - 1
+	if e := c.get(i); e != nil && e.is(present) {
 		return false
-	}
-	if i >= len(chain) {
-		chain = slices.Grow(chain, i+1-len(chain))[:i+1]
 	}
 	me := ref{rep: rep, seq: uint32(b.Seq)}
 	v := s.voters[b.Voter]
-	chain[i] = entry{wall: b.Wall, voter: b.Voter, idem: b.Idem, logical: b.Logical, next: v.head, option: opt, present: true, eligible: b.Eligible}
-	s.chains[rep] = chain
-	for s.have[rep] < uint64(len(chain)) && chain[s.have[rep]].present {
+	flags := uint8(present)
+	if b.Eligible {
+		flags |= eligible
+	}
+	*c.slot(i) = entry{wall: b.Wall, voter: b.Voter, idem: b.Idem, logical: b.Logical, nextSeq: v.head.seq, nextRep: v.head.rep, option: opt, flags: flags}
+	for {
+		e := c.get(s.have[rep])
+		if e == nil || !e.is(present) {
+			break
+		}
 		s.have[rep]++
 	}
 	v.head = me
@@ -160,9 +206,9 @@ func (s *Ballots) Add(b Ballot, changed func(Change)) bool {
 		s.idems[b.Idem] = me
 	} else if s.after(first, me) {
 		s.idems[b.Idem], demoted = me, first
-		s.at(first).dup = true
+		s.at(first).flags |= dup
 	} else {
-		s.at(me).dup = true
+		s.at(me).flags |= dup
 	}
 	s.settle(b.Voter, changed)
 	if !demoted.none() {
@@ -186,7 +232,7 @@ func (s *Ballots) SetClosesAt(closesAt int64, changed func(Change)) {
 	}
 }
 
-func (s *Ballots) at(r ref) *entry { return &s.chains[r.rep][r.seq-1] }
+func (s *Ballots) at(r ref) *entry { return s.chains[r.rep].get(uint64(r.seq) - 1) }
 
 // after reports whether a orders after b.
 func (s *Ballots) after(a, b ref) bool {
@@ -206,14 +252,14 @@ func (s *Ballots) after(a, b ref) bool {
 // counts reports whether the held ballot r may be a voter's counted one.
 func (s *Ballots) counts(r ref) bool {
 	e := s.at(r)
-	return e.eligible && !e.dup && (s.closesAt == 0 || e.wall < s.closesAt)
+	return e.is(eligible) && !e.is(dup) && (s.closesAt == 0 || e.wall < s.closesAt)
 }
 
 // settle recomputes the voter's counted ballot and reports a move.
 func (s *Ballots) settle(voter uint64, changed func(Change)) {
 	v := s.voters[voter]
 	best := ref{}
-	for r := v.head; !r.none(); r = s.at(r).next {
+	for r := v.head; !r.none(); r = s.at(r).next() {
 		if s.counts(r) && (best.none() || s.after(r, best)) {
 			best = r
 		}
@@ -271,14 +317,13 @@ func (s *Ballots) Since(replica string, after uint64, max int) []Ballot {
 		return nil
 	}
 	var out []Ballot
-	chain := s.chains[rep]
-	for i := after; i < uint64(len(chain)) && len(out) < max; i++ {
-		e := &chain[i]
-		if !e.present {
+	c := &s.chains[rep]
+	for i := after; len(out) < max; i++ {
+		e := c.get(i)
+		if e == nil || !e.is(present) {
 			break
 		}
-		out = append(out, Ballot{Replica: replica, Seq: i + 1, Wall: e.wall, Logical: e.logical, Voter: e.voter, Idem: e.idem,
-			Option: s.options[e.option], Eligible: e.eligible})
+		out = append(out, s.ballot(rep, i, e))
 	}
 	return out
 }
@@ -302,13 +347,24 @@ func (s *Ballots) LastWall(voter uint64) (int64, bool) {
 	return s.at(v.winner).wall, true
 }
 
-// Bytes estimates the memory the set holds: the ballots (40 bytes each,
-// plus room left in their chains) and the two maps (about 48 bytes per
-// voter and 32 per key, Go's maps included).
+// ballot rebuilds the held ballot at index i of replica rep.
+func (s *Ballots) ballot(rep uint16, i uint64, e *entry) Ballot {
+	return Ballot{Replica: s.replicas[rep], Seq: i + 1, Wall: e.wall, Logical: e.logical, Voter: e.voter, Idem: e.idem,
+		Option: s.options[e.option], Eligible: e.is(eligible)}
+}
+
+// Bytes estimates the memory the set holds: the ballots' chunks (40 bytes
+// an entry) and the two maps (about 48 bytes per voter and 32 per key, Go's
+// maps included).
 func (s *Ballots) Bytes() int {
 	n := 0
 	for _, c := range s.chains {
-		n += cap(c) * 40
+		for _, ch := range c.chunks {
+			if ch != nil {
+				n += len(ch) * 40
+			}
+		}
+		n += 8 * len(c.chunks)
 	}
 	return n + len(s.voters)*48 + len(s.idems)*32
 }
@@ -317,11 +373,15 @@ func (s *Ballots) Bytes() int {
 // then Seq.
 func (s *Ballots) All() []Ballot {
 	out := make([]Ballot, 0, s.n)
-	for rep, chain := range s.chains {
-		for i := range chain {
-			if e := &chain[i]; e.present {
-				out = append(out, Ballot{Replica: s.replicas[rep], Seq: uint64(i + 1), Wall: e.wall, Logical: e.logical,
-					Voter: e.voter, Idem: e.idem, Option: s.options[e.option], Eligible: e.eligible})
+	for rep := range s.chains {
+		for k, ch := range s.chains[rep].chunks {
+			if ch == nil {
+				continue // a hole: a Seq far ahead allocates only its own chunk
+			}
+			for j := range ch {
+				if e := &ch[j]; e.is(present) {
+					out = append(out, s.ballot(uint16(rep), uint64(k)<<chunkBits+uint64(j), e))
+				}
 			}
 		}
 	}

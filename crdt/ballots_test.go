@@ -240,3 +240,20 @@ func BenchmarkBallotsMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// A ballot with a Seq far ahead (a hostile or broken peer) costs one chunk
+// and a pointer per chunk skipped, not the entries in between.
+func TestBallotsFarSeqIsCheap(t *testing.T) {
+	s := crdt.NewBallots(0)
+	s.Add(crdt.Ballot{Replica: "r", Seq: 1, Voter: 1, Idem: 1, Option: "a", Eligible: true}, nil)
+	s.Add(crdt.Ballot{Replica: "r", Seq: 1<<32 - 1, Voter: 2, Idem: 2, Option: "a", Eligible: true}, nil)
+	if b := s.Bytes(); b > 16<<20 {
+		t.Fatalf("%d bytes held for two ballots", b)
+	}
+	if all := s.All(); len(all) != 2 || all[1].Seq != 1<<32-1 {
+		t.Fatalf("all: %+v", all)
+	}
+	if s.Have("r") != 1 || len(s.Since("r", 1, 10)) != 0 {
+		t.Fatal("the hole is not a gap")
+	}
+}
