@@ -55,7 +55,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()})
+	VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()}.write(w)
 }
 
 // PollView is a poll as the API shows it: its definition, status and live
