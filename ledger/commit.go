@@ -207,6 +207,7 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 		chain := chainID{poll: r.Poll, replica: l.replica}
 		h := l.heads[chain]
 		r.Replica, r.Seq, r.Prev = l.replica, h.seq+1, h.hash
+		r.summed = false // its place changed: its hash is computed anew
 		buf.val = r.AppendBinary(buf.val[:0])
 		enc := buf.val
 		l.heads[chain] = head{seq: r.Seq, hash: sha256.Sum256(enc)}

@@ -70,6 +70,13 @@ type Record struct {
 	// Signals are what the trust score was computed from, kept so an
 	// auditor can re-run the filter; nil for records written without them.
 	Signals *Signals
+
+	// sum is the record's hash when a reader already computed it from the
+	// canonical bytes it decoded (ReadStream): the chain check then does
+	// not encode and hash the record again. Set by nothing else; cleared
+	// when the ledger assigns a record's place in a chain.
+	sum    Hash
+	summed bool
 }
 
 // Signals are a vote's trust signals as ledgered (see ingest.Signals).
@@ -93,6 +100,9 @@ func (r *Record) ID() VoteID { return VoteID{Replica: r.Replica, Seq: r.Seq} }
 // Hash returns the SHA-256 of the record's canonical encoding, the link the
 // next record of the chain stores in Prev.
 func (r *Record) Hash() Hash {
+	if r.summed {
+		return r.sum
+	}
 	var buf [512]byte // fits every valid record; larger ones spill to the heap
 	return sha256.Sum256(r.AppendBinary(buf[:0]))
 }
@@ -334,6 +344,12 @@ func (d *decoder) uvarint() uint64 {
 		d.fail("bad varint")
 		return 0
 	}
+	if n > 1 && d.b[n-1] == 0 {
+		// Not the shortest form: the encoding is canonical, one byte
+		// string per record, so the hash of the bytes is the record's.
+		d.fail("non-minimal varint")
+		return 0
+	}
 	d.b = d.b[n:]
 	return v
 }
@@ -356,6 +372,10 @@ func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.fail("bad varint")
+		return 0
+	}
+	if n > 1 && d.b[n-1] == 0 {
+		d.fail("non-minimal varint")
 		return 0
 	}
 	d.b = d.b[n:]

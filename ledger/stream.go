@@ -36,7 +36,7 @@ func WriteStream(w io.Writer, records iter.Seq2[Record, error]) (int, error) {
 			return n, err
 		}
 		buf = r.AppendBinary(buf[:0])
-		h := r.Hash()
+		h := Hash(sha256.Sum256(buf))
 		var lenBuf [binary.MaxVarintLen64]byte
 		bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(buf)))])
 		bw.Write(buf)
@@ -95,11 +95,17 @@ func ReadStream(r io.Reader) iter.Seq2[Record, error] {
 				yield(Record{}, fmt.Errorf("record %d: %w: truncated", n, ErrMalformed))
 				return
 			}
-			// The bytes are checked against the stated hash as they came (no
-			// re-encoding); the chain check then hashes the decoded record.
+			// The bytes are checked against the stated hash as they came. The
+			// decoder takes only the canonical encoding, so that hash is the
+			// record's: the chain check uses it instead of encoding and
+			// hashing the record again.
 			rec, err := DecodeRecord(buf[:size])
-			if err == nil && Hash(buf[size:]) != sha256.Sum256(buf[:size]) {
-				err = fmt.Errorf("%w: hash does not match the record", ErrChain)
+			if err == nil {
+				if sum := sha256.Sum256(buf[:size]); Hash(buf[size:]) != sum {
+					err = fmt.Errorf("%w: hash does not match the record", ErrChain)
+				} else {
+					rec.sum, rec.summed = sum, true
+				}
 			}
 			if err == nil && poll != "" && rec.Poll != poll {
 				err = fmt.Errorf("%w: record of poll %q in a stream of poll %q", ErrInvalid, rec.Poll, poll)
