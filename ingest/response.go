@@ -3,6 +3,7 @@ package ingest
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -34,15 +35,25 @@ func (v VoteResponse) appendJSON(b []byte) []byte {
 	return append(b, "}\n"...)
 }
 
+// responseBufs are the buffers responses are built in: one per request
+// in flight, not one allocation per vote.
+var responseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // write sends the response, 200.
 func (v VoteResponse) write(w http.ResponseWriter) {
-	var buf [512]byte
-	b := v.appendJSON(buf[:0])
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	bp := responseBufs.Get().(*[]byte)
+	b := v.appendJSON((*bp)[:0])
+	w.Header()["Content-Type"] = jsonContentType // net/http adds the length: the body fits its buffer
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+	if cap(b) <= 64<<10 { // a huge one is not kept
+		*bp = b
+		responseBufs.Put(bp)
+	}
 }
+
+// jsonContentType is shared by every response (net/http only reads it).
+var jsonContentType = []string{"application/json"}
 
 // appendString appends s as a JSON string: quotes, backslashes and control
 // characters escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029
