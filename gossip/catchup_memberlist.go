@@ -97,7 +97,17 @@ func (g *Gossip) userMsg(b []byte) {
 			g.m.dropped.WithLabelValues(pathCatchUp, "busy").Inc()
 			return
 		}
+		// Checked and counted under userMu, which Close takes once it has
+		// set closed: an answer is either refused or waited for, never
+		// added to the WaitGroup while Close waits on it.
+		g.userMu.Lock()
+		if g.closed.Load() {
+			g.userMu.Unlock()
+			<-g.answering
+			return
+		}
 		g.wg.Add(1)
+		g.userMu.Unlock()
 		go func() {
 			defer func() { <-g.answering; g.wg.Done() }()
 			req, answer, ok := g.answerBallots(b[1:])

@@ -135,6 +135,7 @@ type Gossip struct {
 	natsWant  [3]string     // the embedded server's client, route and gateway addresses as configured (port 0: any)
 	wait      waiters       // memberlist catch-up requests awaiting answers
 	answering chan struct{} // bounds memberlist catch-up answers in flight
+	userMu    sync.Mutex    // orders memberlist answers' wg.Add before Close's wg.Wait
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -337,6 +338,8 @@ func (g *Gossip) Close() error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	g.userMu.Lock() // a memberlist answer that saw closed false has been added to wg by now
+	g.userMu.Unlock()
 	if g.cancel != nil {
 		g.cancel()
 	}
