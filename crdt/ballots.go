@@ -20,21 +20,6 @@ type Ballot struct {
 	Eligible bool
 }
 
-// After orders ballots as ledger.Reconcile orders records: by HLC wall,
-// logical counter, replica, then sequence.
-func (b *Ballot) After(o *Ballot) bool {
-	if b.Wall != o.Wall {
-		return b.Wall > o.Wall
-	}
-	if b.Logical != o.Logical {
-		return b.Logical > o.Logical
-	}
-	if b.Replica != o.Replica {
-		return b.Replica > o.Replica
-	}
-	return b.Seq > o.Seq
-}
-
 // Ballots is a poll's grow-only set of ballots from every replica and the
 // vote that counts for each voter, by certification's rules:
 //   - of the ballots sharing an idempotency key the earliest stands, the
@@ -234,7 +219,8 @@ func (s *Ballots) SetClosesAt(closesAt int64, changed func(Change)) {
 
 func (s *Ballots) at(r ref) *entry { return s.chains[r.rep].get(uint64(r.seq) - 1) }
 
-// after reports whether a orders after b.
+// after reports whether a orders after b: ledger.Record.After's order
+// (HLC wall, logical counter, replica, Seq) on held entries.
 func (s *Ballots) after(a, b ref) bool {
 	ea, eb := s.at(a), s.at(b)
 	if ea.wall != eb.wall {

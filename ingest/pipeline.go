@@ -184,9 +184,13 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 
 	// Idempotency: retries are answered before they cost a token.
 	results := make([]Result, len(votes))
+	// Each vote's voter and key as ballots carry them, hashed once here for
+	// the cross-region checks below and the ballot itself.
+	hashes := make([][2]uint64, len(votes))
 	var fresh []int
 	for i, v := range votes {
 		results[i].Idem = v.Idem
+		hashes[i] = [2]uint64{p.cfg.State.Hash(v.Voter), p.cfg.State.Hash(v.Idem)}
 		id, found, err := p.seen(pollID, v.Idem)
 		if err != nil {
 			return nil, err
@@ -197,7 +201,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 		// A retry of a vote another region took, once its ballot is here:
 		// the same answer that region gave (see docs/certification.md).
-		if rep, seq, ok := p.cfg.State.IdemBallot(pollID, p.cfg.State.Hash(v.Idem), p.cfg.State.Hash(v.Voter)); ok {
+		if rep, seq, ok := p.cfg.State.IdemBallot(pollID, hashes[i][1], hashes[i][0]); ok {
 			results[i].Status, results[i].VoteID = StatusDuplicate, ledger.VoteID{Replica: rep, Seq: seq}.String()
 			p.m.remoteDuplicates.Inc()
 			continue
@@ -256,7 +260,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
 			Datacenter: p.datacenters.contains(ip)}
-		if prev, ok := p.cfg.State.LastWall(pollID, p.cfg.State.Hash(votes[i].Voter)); ok && ts.Wall > prev {
+		if prev, ok := p.cfg.State.LastWall(pollID, hashes[i][0]); ok && ts.Wall > prev {
 			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
 		}
 		trust := Score(sig)
@@ -291,7 +295,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		if r.Late {
 			results[i].Status = StatusLate
 		}
-		if err := p.count(r); err != nil {
+		if err := p.count(r, hashes[i][0], hashes[i][1]); err != nil {
 			return nil, err
 		}
 	}
@@ -314,22 +318,17 @@ func (p *Pipeline) seen(pollID, idem string) (string, bool, error) {
 // count applies one ledgered record to memory: the ack for retries, this
 // replica's record count, and its ballot — which moves the option
 // counters when it becomes the voter's counted vote (see crdt.Ballots).
-// Replay uses it too.
-func (p *Pipeline) count(r *ledger.Record) error {
+// Replay uses it too. voter and idem are the record's hashes (State.Hash).
+func (p *Pipeline) count(r *ledger.Record, voter, idem uint64) error {
 	p.acks.put(r.Poll, r.Idem)
 	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
 		return err
 	}
-	return p.cfg.State.Vote(r.Poll, p.ballot(r))
-}
-
-// ballot is a record's effect on voter state, as every region learns it.
-// Eligible follows certification: counted at ingest, not late, at or
-// above the trust floor.
-func (p *Pipeline) ballot(r *ledger.Record) crdt.Ballot {
-	return crdt.Ballot{Replica: r.Replica, Seq: r.Seq, Wall: r.Wall, Logical: r.Logical,
-		Voter: p.cfg.State.Hash(r.Voter), Idem: p.cfg.State.Hash(r.Idem), Option: r.Option,
-		Eligible: r.Counted && !r.Late && r.Trust >= p.cfg.TrustFloor}
+	return p.cfg.State.Vote(r.Poll, crdt.Ballot{Replica: r.Replica, Seq: r.Seq, Wall: r.Wall, Logical: r.Logical,
+		Voter: voter, Idem: idem, Option: r.Option,
+		// Eligible follows certification: counted at ingest, not late, at
+		// or above the trust floor.
+		Eligible: r.Counted && !r.Late && r.Trust >= p.cfg.TrustFloor})
 }
 
 func (p *Pipeline) hashIP(ip string) string {

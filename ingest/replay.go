@@ -30,7 +30,7 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 		if option, ok := def.OptionID(r.Option); ok {
 			r.Option = option
 		}
-		if err := p.count(&r); err != nil {
+		if err := p.count(&r, p.cfg.State.Hash(r.Voter), p.cfg.State.Hash(r.Idem)); err != nil {
 			return n, err
 		}
 		n++
