@@ -30,28 +30,3 @@ func BenchmarkDecodeVotes(b *testing.B) {
 		})
 	}
 }
-
-func BenchmarkIdempotencyLookup(b *testing.B) {
-	a := newAcks(10_000_000)
-	keys := make([]string, 1_000_000)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("idem-%d", i)
-		a.put("p", keys[i])
-	}
-	b.Run("hit", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if !a.mayHave("p", keys[i%len(keys)]) {
-				b.Fatal("miss")
-			}
-			i++
-		}
-	})
-	b.Run("miss-parallel", func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				a.mayHave("p", "never-seen")
-			}
-		})
-	})
-}

@@ -242,7 +242,6 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 		if err := p.cfg.State.RestoreBallots(s.poll, s.ballots); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 		}
-		p.acks.forget(s.poll)
 		applied[s.poll] = s.applied
 	}
 	return applied, nil

@@ -48,7 +48,7 @@ func newRig(t *testing.T, dir string) *rig {
 			t.Fatal(err)
 		}
 	}
-	p, err := New(Config{Ledger: l, State: st, Clock: clock, Limits: Limits{MaxBody: 1 << 14, MaxAcks: 1000}})
+	p, err := New(Config{Ledger: l, State: st, Clock: clock, Limits: Limits{MaxBody: 1 << 14}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func newRig2(t *testing.T, r *rig) *rig {
 		t.Fatal(err)
 	}
 	clock, _ := hlc.New(hlc.Config{Replica: "eu-1"})
-	p, err := New(Config{Ledger: r.l, State: st, Clock: clock, Limits: Limits{MaxBody: 1 << 14, MaxAcks: 1000}})
+	p, err := New(Config{Ledger: r.l, State: st, Clock: clock, Limits: Limits{MaxBody: 1 << 14}})
 	if err != nil {
 		t.Fatal(err)
 	}

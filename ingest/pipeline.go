@@ -26,6 +26,7 @@ import (
 type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
+	Replica() string
 	Export(w io.Writer, poll string) (int, error)
 	ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) (int, error)
 	ExportStream(w io.Writer, poll string) (int, error)
@@ -40,13 +41,12 @@ type Limits struct {
 	VoterRate  float64 // votes per second per voter id
 	VoterBurst int
 	MaxBody    int64 // bytes in a request body
-	MaxAcks    int   // idempotency keys remembered per poll before the ledger is asked
 }
 
 // DefaultLimits are generous enough for a carrier-grade NAT in front of
 // many viewers, tight enough to stop one script.
 func DefaultLimits() Limits {
-	return Limits{IPRate: 200, IPBurst: 400, VoterRate: 2, VoterBurst: 10, MaxBody: 16 << 10, MaxAcks: 2_000_000}
+	return Limits{IPRate: 200, IPBurst: 400, VoterRate: 2, VoterBurst: 10, MaxBody: 16 << 10}
 }
 
 // Config configures a Pipeline. Ledger, State and Clock are required.
@@ -84,7 +84,6 @@ type Config struct {
 type Pipeline struct {
 	cfg         Config
 	inflight    sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
-	acks        *acks
 	ipLim       *limiter
 	voteLim     *limiter
 	sessions    *sessionState // nil: tokens off
@@ -103,9 +102,6 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Limits.MaxBody <= 0 {
 		cfg.Limits.MaxBody = d.MaxBody
 	}
-	if cfg.Limits.MaxAcks <= 0 {
-		cfg.Limits.MaxAcks = d.MaxAcks
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -115,7 +111,6 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	return &Pipeline{
 		cfg:         cfg,
-		acks:        newAcks(cfg.Limits.MaxAcks),
 		ipLim:       newLimiter(cfg.Limits.IPRate, cfg.Limits.IPBurst),
 		voteLim:     newLimiter(cfg.Limits.VoterRate, cfg.Limits.VoterBurst),
 		m:           m,
@@ -191,19 +186,15 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 	for i, v := range votes {
 		results[i].Idem = v.Idem
 		hashes[i] = [2]uint64{p.cfg.State.Hash(v.Voter), p.cfg.State.Hash(v.Idem)}
-		id, found, err := p.seen(pollID, v.Idem)
+		dup, id, remote, err := p.retry(pollID, v.Idem, hashes[i])
 		if err != nil {
 			return nil, err
 		}
-		if found {
+		if dup {
 			results[i].Status, results[i].VoteID = StatusDuplicate, id
-			continue
-		}
-		// A retry of a vote another region took, once its ballot is here:
-		// the same answer that region gave (see docs/certification.md).
-		if rep, seq, ok := p.cfg.State.IdemBallot(pollID, hashes[i][1], hashes[i][0]); ok {
-			results[i].Status, results[i].VoteID = StatusDuplicate, ledger.VoteID{Replica: rep, Seq: seq}.String()
-			p.m.remoteDuplicates.Inc()
+			if remote {
+				p.m.remoteDuplicates.Inc()
+			}
 			continue
 		}
 		fresh = append(fresh, i)
@@ -302,17 +293,31 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 	return results, nil
 }
 
-// seen tells whether (poll, idem) was ledgered and its first vote id: the
-// in-memory set rules out new keys, the ledger index confirms the rest.
-func (p *Pipeline) seen(pollID, idem string) (string, bool, error) {
-	if !p.acks.mayHave(pollID, idem) {
-		return "", false, nil
+// retry tells whether a vote's key was taken before and the vote id of its
+// first answer. The voter state rules out new keys without a lookup (its
+// ballots hold a keyed hash of every key ledgered anywhere in the cluster,
+// with the voter's); a hit is answered from this node's ledger index first,
+// so a client retrying here always gets the id it was first given, and
+// otherwise with the region that took it (see docs/certification.md). A
+// key the voter state misses — another voter's, or one whose ballot has
+// not arrived — still reaches the ledger, which answers it as a duplicate.
+func (p *Pipeline) retry(pollID, idem string, h [2]uint64) (dup bool, id string, remote bool, err error) {
+	rep, seq, ok := p.cfg.State.IdemBallot(pollID, h[1], h[0])
+	if !ok {
+		return false, "", false, nil
 	}
-	id, found, err := p.cfg.Ledger.Lookup(pollID, idem)
+	first, found, err := p.cfg.Ledger.Lookup(pollID, idem)
 	if err != nil {
-		return "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
+		return false, "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
 	}
-	return id.String(), found, nil
+	switch {
+	case found:
+		return true, first.String(), false, nil
+	case rep == p.cfg.Ledger.Replica():
+		return false, "", false, nil // two keys sharing both hashes (odds 2^-128): let the ledger decide
+	default:
+		return true, ledger.VoteID{Replica: rep, Seq: seq}.String(), true, nil
+	}
 }
 
 // count applies one ledgered record to memory: the ack for retries, this
@@ -320,7 +325,6 @@ func (p *Pipeline) seen(pollID, idem string) (string, bool, error) {
 // counters when it becomes the voter's counted vote (see crdt.Ballots).
 // Replay uses it too. voter and idem are the record's hashes (State.Hash).
 func (p *Pipeline) count(r *ledger.Record, voter, idem uint64) error {
-	p.acks.put(r.Poll, r.Idem)
 	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
 		return err
 	}

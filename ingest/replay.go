@@ -37,10 +37,3 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 	}
 	return n, nil
 }
-
-// Forget drops the poll's idempotency keys from memory (the node calls it
-// with state.Forget, which drops the voter state, once the poll is
-// certified and past retention). The ledger keeps its records.
-func (p *Pipeline) Forget(pollID string) {
-	p.acks.drop(pollID)
-}

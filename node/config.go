@@ -201,7 +201,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Limits.VoterRate, "rate-voter", c.Limits.VoterRate, "votes per second per voter id (0: unlimited)")
 	fs.IntVar(&c.Limits.VoterBurst, "rate-voter-burst", c.Limits.VoterBurst, "burst of votes per voter id")
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", c.Limits.MaxBody, "largest request body in bytes")
-	fs.IntVar(&c.Limits.MaxAcks, "max-acks", c.Limits.MaxAcks, "idempotency keys remembered in memory per poll (beyond: ledger lookups)")
 	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes whose trust score (0-1, from their client's behaviour) is lower are ledgered and acknowledged but not counted; 0: count all")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "create a demo poll when there is none")
 	fs.Func("origins", "comma-separated host patterns (path.Match) allowed to open live streams besides the page's own origin", func(s string) error {

@@ -46,7 +46,6 @@ func (n *Node) forgetExpired() int {
 			n.log.Error("cannot forget a poll past retention; will retry", "poll", d.ID, "err", err)
 			continue
 		}
-		n.ingest.Forget(d.ID)
 		n.m.pollsForgotten.Inc()
 		forgotten++
 		n.log.Info("poll left memory: certified and past retention (records and certificate stay in the ledger)", "poll", d.ID)
