@@ -134,8 +134,10 @@ func Open(cfg Config) (*Ledger, error) {
 	opts := &pebble.Options{
 		FS:     cfs,
 		Logger: pebbleLogger{cfg.Logger},
-		// Large memtables keep a burst of votes out of L0 until it is over.
-		MemTableSize: 64 << 20,
+		// 16 MiB memtables: a million ledgered votes hold ~54 MB outside
+		// the Go heap (64 MiB ones held ~150 MB, 100 bytes a voter) at the
+		// same vote rate and certification time (BENCHMARKS.md).
+		MemTableSize: 16 << 20,
 		ReadOnly:     cfg.ReadOnly,
 	}
 
