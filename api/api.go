@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ const (
 	CodePuzzleFailed    = "puzzle_failed"
 	CodeUpgradeRequired = "upgrade_required"
 	CodeTooManyPolls    = "too_many_polls"
+	CodeResultHidden    = "result_hidden"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a
@@ -155,23 +157,57 @@ func Unmarshal(b []byte, v any) error {
 // "Authorization: Bearer <token>" for one of tokens (several during a
 // rotation; empty ones never match). Comparisons take constant time.
 func RequireBearer(tokens []string, h http.Handler) http.Handler {
-	var wants [][]byte
-	for _, t := range tokens {
-		if t != "" {
-			wants = append(wants, []byte("Bearer "+t))
-		}
-	}
+	check := bearerCheck(tokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		ok := 0
-		for _, want := range wants {
-			ok |= subtle.ConstantTimeCompare(got, want)
-		}
-		if ok != 1 {
+		if !check(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
 			WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "admin token required"))
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// OptionalBearer serves public endpoints that show more to the host: a
+// request with a valid admin token reaches h marked as the admin's (see
+// IsAdmin), one without a token as anyone's, and one with a wrong token is
+// refused rather than silently served the public view.
+func OptionalBearer(tokens []string, h http.Handler) http.Handler {
+	check := bearerCheck(tokens)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if !check(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
+			WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "the admin token is wrong (send none for the public view)"))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, true)))
+	})
+}
+
+type adminKey struct{}
+
+// IsAdmin reports whether OptionalBearer found the admin token on r.
+func IsAdmin(r *http.Request) bool { ok, _ := r.Context().Value(adminKey{}).(bool); return ok }
+
+// bearerCheck compares a request's Authorization header with every token
+// in constant time.
+func bearerCheck(tokens []string) func(*http.Request) bool {
+	var wants [][]byte
+	for _, t := range tokens {
+		if t != "" {
+			wants = append(wants, []byte("Bearer "+t))
+		}
+	}
+	return func(r *http.Request) bool {
+		got := []byte(r.Header.Get("Authorization"))
+		ok := 0
+		for _, want := range wants {
+			ok |= subtle.ConstantTimeCompare(got, want)
+		}
+		return ok == 1
+	}
 }

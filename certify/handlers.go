@@ -88,6 +88,10 @@ func (c *Certifier) coordinator(poll string) string {
 
 // HandleResult serves GET /v1/polls/{poll}/result.
 func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
+	if def, ok := c.cfg.State.Poll(r.PathValue("poll")); ok && def.Hidden && !api.IsAdmin(r) {
+		api.WriteError(w, api.Errorf(http.StatusForbidden, api.CodeResultHidden, "the host has not revealed poll %q's result yet", def.ID))
+		return
+	}
 	v, err := c.ViewOf(r.PathValue("poll"))
 	if err != nil {
 		api.WriteError(w, err)

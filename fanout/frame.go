@@ -31,9 +31,13 @@ type Message struct {
 	Region      string           `json:"region,omitempty"`
 	Question    string           `json:"question,omitempty"`
 	Options     []OptionInfo     `json:"options,omitempty"`
+	OpensAt     int64            `json:"opens_at,omitempty"`
 	ClosesAt    int64            `json:"closes_at,omitempty"`
-	Leader      string           `json:"leader,omitempty"`
-	Events      []Event          `json:"events,omitempty"`
+	Event       string           `json:"event,omitempty"`
+	// Hidden: the host has not revealed the counts; the frame has none.
+	Hidden bool    `json:"hidden,omitempty"`
+	Leader string  `json:"leader,omitempty"`
+	Events []Event `json:"events,omitempty"`
 	// Regions is the freshness vector: per region, the age in ms of the
 	// newest state this node has from it (its own region: 0).
 	Regions map[string]int64 `json:"regions,omitempty"`
@@ -57,7 +61,9 @@ type Event struct {
 
 // view is what a hub knows of its poll at one tick.
 type view struct {
-	final   bool // the certified result
+	final   bool  // the certified result
+	hidden  bool  // counts not shown
+	viewers int64 // across the cluster
 	status  string
 	totals  map[string]int64
 	total   int64

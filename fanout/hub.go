@@ -94,7 +94,7 @@ func (h *hub) tick() {
 	now := h.s.cfg.Now()
 	cert, final := h.s.src.Certificate(h.poll)
 	final = final && cert.Status == state.Reconciled
-	cur := view{status: string(def.StatusAt(now.UnixMilli(), final)), totals: make(map[string]int64, len(def.Options)), final: final}
+	cur := view{status: string(def.StatusAt(now.UnixMilli(), final)), totals: make(map[string]int64, len(def.Options)), final: final, hidden: def.Hidden}
 	for _, o := range def.Options {
 		if final {
 			cur.totals[o.ID] = int64(cert.Totals[o.ID]) // the certified count, not the live one
@@ -120,11 +120,16 @@ func (h *hub) tick() {
 	for v := range h.viewers {
 		viewers = append(viewers, v)
 	}
+	h.s.src.SetViewers(h.poll, int64(len(viewers)), now.UnixMilli())
+	cur.viewers = h.s.src.Viewers(h.poll, now.UnixMilli())
 	var regions map[string]int64
 	if h.s.cfg.Freshness != nil {
 		regions = h.s.cfg.Freshness()
 	}
-	changed := h.cur == nil || cur.status != h.last.status || cur.final != h.last.final || len(changedOptions(h.last.totals, cur.totals)) > 0
+	// A change of the viewer count alone goes out at most once a second.
+	changed := h.cur == nil || cur.status != h.last.status || cur.final != h.last.final || cur.hidden != h.last.hidden ||
+		len(changedOptions(h.last.totals, cur.totals)) > 0 ||
+		cur.viewers != h.last.viewers && now.Sub(h.since) >= time.Second
 	var f *frame
 	switch {
 	case changed:
@@ -135,9 +140,9 @@ func (h *hub) tick() {
 		}
 		snap := &Message{
 			Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
-			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)),
-			Region: h.s.cfg.Region, Question: def.Question, ClosesAt: def.ClosesAt, Leader: leader(cur.totals),
-			Events: events(h.last, cur), Regions: regions,
+			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers,
+			Region: h.s.cfg.Region, Question: def.Question, OpensAt: def.OpensAt, ClosesAt: def.ClosesAt, Event: def.Event,
+			Leader: leader(cur.totals), Events: events(h.last, cur), Regions: regions,
 		}
 		for _, o := range def.Options {
 			snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
@@ -145,10 +150,16 @@ func (h *hub) tick() {
 		if cur.final {
 			snap.Digest = cert.Digest
 		}
+		if cur.hidden {
+			hide(snap)
+		}
 		f = &frame{seq: h.seq, snapshot: encode(snap)}
 		if h.cur != nil && !cur.final { // the final frame goes whole to everyone
 			diff := *snap
 			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
+			if cur.hidden {
+				diff.Totals = nil
+			}
 			f.diff = encode(&diff)
 			h.s.m.encoded.Add(float64(len(f.diff)))
 		}
@@ -156,10 +167,14 @@ func (h *hub) tick() {
 		h.cur, h.last, h.since = f, cur, now
 	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
 		h.since = now
-		f = &frame{seq: h.seq, beat: true, snapshot: encode(&Message{
+		beat := &Message{
 			Type: TypeHeartbeat, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
-			Total: cur.total, VotesPerMin: vpm, Viewers: int64(len(viewers)), Regions: regions,
-		})}
+			Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers, Regions: regions,
+		}
+		if cur.hidden {
+			hide(beat)
+		}
+		f = &frame{seq: h.seq, beat: true, snapshot: encode(beat)}
 	}
 	h.mu.Unlock()
 	if f == nil {
@@ -179,4 +194,13 @@ func (h *hub) resync(v *viewer) {
 	if f != nil {
 		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot})
 	}
+}
+
+// hide takes every count out of a frame of a hidden poll: the totals, the
+// total, the leader and the events that would name one, the rate and the
+// certified digest. What is left says the poll exists, its status and
+// how many watch.
+func hide(m *Message) {
+	m.Hidden = true
+	m.Totals, m.Total, m.Leader, m.Events, m.VotesPerMin, m.Digest = nil, 0, "", nil, 0, ""
 }

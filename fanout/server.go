@@ -23,6 +23,10 @@ type Source interface {
 	Tally(id string) (*crdt.Tally, error)
 	// Certificate returns the poll's certified result once there is one.
 	Certificate(id string) (state.Certificate, bool)
+	// SetViewers reports how many viewers of a poll this node serves;
+	// Viewers returns the poll's viewers across the cluster.
+	SetViewers(id string, n, nowMs int64)
+	Viewers(id string, nowMs int64) int64
 }
 
 // Voter takes votes sent on a socket: body is the same JSON as the body of
@@ -183,15 +187,20 @@ func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error)
 	s.total++
 	s.perIP[ip]++
 	h, ok := s.hubs[pollID]
-	if !ok {
-		h = &hub{s: s, poll: pollID, stop: make(chan struct{}), viewers: make(map[*viewer]struct{})}
-		s.hubs[pollID] = h
-		h.tick() // the first snapshot, before the viewer's first read
-		s.wg.Add(1)
-		go h.run()
+	if ok {
+		v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
+		h.add(v)
+		s.mu.Unlock()
+		return v, nil
 	}
+	h = &hub{s: s, poll: pollID, stop: make(chan struct{}), viewers: make(map[*viewer]struct{})}
+	s.hubs[pollID] = h
 	v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
-	h.add(v)
+	h.viewers[v] = struct{}{} // counted in the first snapshot, which the tick delivers to it
+	s.m.viewers.WithLabelValues(transport).Inc()
+	h.tick()
+	s.wg.Add(1)
+	go h.run()
 	s.mu.Unlock()
 	return v, nil
 }
@@ -216,6 +225,7 @@ func (s *Server) dropHubIfEmpty(h *hub) {
 	if empty && s.hubs[h.poll] == h {
 		delete(s.hubs, h.poll)
 		close(h.stop)
+		s.src.SetViewers(h.poll, 0, s.cfg.Now().UnixMilli())
 	}
 }
 

@@ -481,6 +481,9 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 				g.m.ballots.WithLabelValues(path).Add(float64(n))
 			}
 		}
+		if p.Viewers != nil {
+			g.cfg.State.MergeViewers(p.ID, msg.Replica, *p.Viewers, g.cfg.Now().UnixMilli())
+		}
 		if p.Tally != nil {
 			if def, ok := g.cfg.State.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
 				// Merge keeps the poll's own options only; say so.
@@ -572,6 +575,9 @@ func (g *Gossip) fullState() (*Message, error) {
 		u := PollUpdate{ID: d.ID, Def: &reg, Tally: t}
 		if c, ok := g.cfg.State.Certificate(d.ID); ok {
 			u.Cert = &c
+		}
+		if n, ok := g.cfg.State.OwnViewers(d.ID); ok {
+			u.Viewers = &n
 		}
 		msg.Polls = append(msg.Polls, u)
 	}

@@ -19,6 +19,7 @@ type publisher struct {
 	versions map[string]uint64        // poll → own tally version published
 	defs     map[string]hlc.Timestamp // poll → own definition write published
 	certs    map[string]hlc.Timestamp // poll → own certificate published
+	viewers  map[string]int64         // poll → own viewer count published
 	last     time.Time                // last refresh (or heartbeat), process clock
 }
 
@@ -31,7 +32,7 @@ type publisher struct {
 // blocks the vote path: votes only touch the state.
 func (g *Gossip) publishLoop(ctx context.Context) {
 	defer g.wg.Done()
-	g.pub = publisher{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}}
+	g.pub = publisher{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}, viewers: map[string]int64{}}
 	t := time.NewTicker(g.cfg.PublishEvery)
 	defer t.Stop()
 	for {
@@ -62,6 +63,7 @@ func (g *Gossip) publishOnce() bool {
 	versions := map[string]uint64{}
 	defs := map[string]hlc.Timestamp{}
 	certs := map[string]hlc.Timestamp{}
+	viewers := map[string]int64{}
 	nowMs := g.cfg.Now().UnixMilli() // wall time: which polls are live
 	mono := time.Now()               // process time: when the next refresh is due
 	refresh := g.refreshNow.Swap(false) || mono.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
@@ -102,7 +104,12 @@ func (g *Gossip) publishOnce() bool {
 			}
 		}
 		u.Ballots = ballots[d.ID]
-		if u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 {
+		// Viewers when they changed, and in every refresh while there are
+		// any, so the others' reports of them stay fresh.
+		if n, ok := g.cfg.State.OwnViewers(d.ID); ok && (n != g.pub.viewers[d.ID] || refresh && n > 0) {
+			u.Viewers, viewers[d.ID] = &n, n
+		}
+		if u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 || u.Viewers != nil {
 			u.ID = d.ID
 			msg.Polls = append(msg.Polls, u)
 		}
@@ -131,6 +138,9 @@ func (g *Gossip) publishOnce() bool {
 	}
 	for id, ts := range certs {
 		g.pub.certs[id] = ts
+	}
+	for id, n := range viewers {
+		g.pub.viewers[id] = n
 	}
 	g.m.bytes.WithLabelValues(pathNATS, "out").Add(float64(len(b)))
 	g.m.messages.WithLabelValues(pathNATS, "out").Inc()

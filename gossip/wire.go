@@ -42,12 +42,13 @@ const (
 	maxCertBytes = 256 << 10
 	compressOver = 1 << 10 // bodies larger than this are deflated
 
-	wireMagic     = "TG3"
+	wireMagic     = "TG4"
 	flagDeflated  = 1
 	knownFlags    = flagDeflated
 	headerLength  = len(wireMagic) + 2
 	maxIDLength   = ids.MaxLen
-	minPollRecord = 5 // id length + empty def, tally, certificate and ballots
+	minPollRecord = 6 // id length + empty def, tally, certificate, ballots and viewers
+	maxViewers    = 1 << 31
 )
 
 // Message is one gossip message: who sent it, when by its clock, and a
@@ -70,13 +71,16 @@ type PollUpdate struct {
 	// Ballots are votes' effects on voter state: the sender's own new
 	// ones in a delta, another replica's in a catch-up reply.
 	Ballots []crdt.Ballot
+	// Viewers is how many viewers of the poll the sender serves.
+	Viewers *int64
 }
 
 // Encode writes m in the wire format: a magic and version, the kind, a
 // flags byte, then the body (deflated when it is large): sender, clock,
 // and per poll its id, the definition register as JSON, the tally in
 // crdt's binary form, the certificate as JSON and the ballots (see
-// appendBallots), each length-prefixed (length 0: absent).
+// appendBallots), each length-prefixed (length 0: absent), then the
+// sender's viewers of the poll as a uvarint plus one (0: absent).
 func Encode(m *Message) ([]byte, error) {
 	body := make([]byte, 0, 256)
 	body = appendString(body, m.Replica)
@@ -115,6 +119,11 @@ func Encode(m *Message) ([]byte, error) {
 		body = appendBytes(body, tally)
 		body = appendBytes(body, cert)
 		body = appendBytes(body, ballots)
+		var viewers uint64
+		if p.Viewers != nil {
+			viewers = uint64(min(max(*p.Viewers, 0), maxViewers)) + 1
+		}
+		body = binary.AppendUvarint(body, viewers)
 	}
 	out := append(make([]byte, 0, headerLength+len(body)), wireMagic...)
 	out = append(out, byte(m.Kind))
@@ -187,6 +196,13 @@ func Decode(b []byte) (*Message, error) {
 		}
 		if raw := d.bytes(MaxMessage, "ballots"); len(raw) > 0 && d.err == nil {
 			p.Ballots = decodeBallots(&d, raw)
+		}
+		if v := d.uvarint(); v > 0 && d.err == nil {
+			if v > maxViewers+1 {
+				d.fail("%d viewers of %q", v-1, p.ID)
+			}
+			n := int64(v - 1)
+			p.Viewers = &n
 		}
 		m.Polls = append(m.Polls, p)
 	}

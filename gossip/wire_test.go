@@ -3,8 +3,10 @@ package gossip
 import (
 	"bytes"
 	"compress/flate"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -36,7 +38,8 @@ func sampleMessage(polls int) *Message {
 		}
 		m.Polls = append(m.Polls, u)
 	}
-	m.Polls = append(m.Polls, PollUpdate{ID: "bare"})
+	zero, many := int64(0), int64(maxViewers)
+	m.Polls = append(m.Polls, PollUpdate{ID: "bare"}, PollUpdate{ID: "nobody-watches", Viewers: &zero}, PollUpdate{ID: "crowd", Viewers: &many})
 	return m
 }
 
@@ -71,6 +74,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if (g.Cert == nil) != (p.Cert == nil) || p.Cert != nil && (g.Cert.Digest != p.Cert.Digest || g.Cert.Totals["a"] != p.Cert.Totals["a"]) {
 				t.Fatalf("poll %d certificate: %+v", i, g.Cert)
 			}
+			if (g.Viewers == nil) != (p.Viewers == nil) || p.Viewers != nil && *g.Viewers != *p.Viewers {
+				t.Fatalf("poll %d viewers: %v, want %v", i, g.Viewers, p.Viewers)
+			}
 			if !slices.Equal(g.Ballots, p.Ballots) {
 				t.Fatalf("poll %d ballots: %+v, want %+v", i, g.Ballots, p.Ballots)
 			}
@@ -96,17 +102,29 @@ func TestDecodeHostile(t *testing.T) {
 		b = append(b, 1)
 		b = appendString(b, "p")
 		b = appendBytes(b, []byte(def))
-		return appendBytes(appendBytes(appendBytes(b, nil), nil), nil)
+		return append(appendBytes(appendBytes(appendBytes(b, nil), nil), nil), 0) // no viewers
 	}
 	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1796083200000,"closes_at":1796083260000}}`
 	withCert := func(cert string) []byte {
 		b := withDef(validDef)
-		b = b[:len(b)-2] // no certificate, no ballots
-		return appendBytes(appendBytes(b, []byte(cert)), nil)
+		b = b[:len(b)-3] // no certificate, no ballots, no viewers
+		return append(appendBytes(appendBytes(b, []byte(cert)), nil), 0)
 	}
 	withBallots := func(raw []byte) []byte {
 		b := withDef(validDef)
-		return appendBytes(b[:len(b)-1], raw)
+		return append(appendBytes(b[:len(b)-2], raw), 0)
+	}
+	withViewers := func(v uint64) []byte {
+		b := withDef(validDef)
+		return binary.AppendUvarint(b[:len(b)-1], v)
+	}
+	if m, err := Decode(withViewers(1 + 42)); err != nil || m.Polls[0].Viewers == nil || *m.Polls[0].Viewers != 42 {
+		t.Fatalf("the valid viewers case fails: %v", err)
+	}
+	for _, v := range []uint64{maxViewers + 2, math.MaxUint64} {
+		if _, err := Decode(withViewers(v)); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("%d viewers: %v", v, err)
+		}
 	}
 	oneBallot := func(edit func(b []byte) []byte) []byte {
 		b := appendBallots(nil, []crdt.Ballot{{Replica: "r", Seq: 1, Wall: 5, Voter: 1, Idem: 2, Option: "a", Eligible: true}})

@@ -62,25 +62,32 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 // tally.
 type PollView struct {
 	poll.Definition
-	Status     poll.Status      `json:"status"`
-	Totals     map[string]int64 `json:"totals"`
-	Total      int64            `json:"total"`
+	Status poll.Status `json:"status"`
+	// Totals and Total are absent while the poll is hidden, except for
+	// the admin.
+	Totals     map[string]int64 `json:"totals,omitempty"`
+	Total      *int64           `json:"total,omitempty"`
 	ServerTime int64            `json:"server_time"`
 }
 
-// View returns the API view of a poll at the current time.
-func (p *Pipeline) View(id string) (PollView, error) {
+// View returns the API view of a poll at the current time; admin says
+// whether the host asks (and sees the counts of a hidden poll).
+func (p *Pipeline) View(id string, admin bool) (PollView, error) {
 	def, ok := p.cfg.State.Poll(id)
 	if !ok {
 		return PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
+	}
+	now := p.cfg.Now().UnixMilli()
+	cert, ok := p.cfg.State.Certificate(id)
+	reconciled := ok && cert.Status == state.Reconciled
+	v := PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
+	if def.Hidden && !admin {
+		return v, nil
 	}
 	totals, total, err := p.cfg.State.Totals(id)
 	if err != nil {
 		return PollView{}, err
 	}
-	now := p.cfg.Now().UnixMilli()
-	cert, ok := p.cfg.State.Certificate(id)
-	reconciled := ok && cert.Status == state.Reconciled
 	if reconciled {
 		// The certified numbers, as the live stream's final frame shows
 		// them: they may differ from the live counters (an excluded
@@ -90,7 +97,8 @@ func (p *Pipeline) View(id string) (PollView, error) {
 		}
 		total = int64(cert.Total)
 	}
-	return PollView{Definition: def, Status: def.StatusAt(now, reconciled), Totals: totals, Total: total, ServerTime: now}, nil
+	v.Totals, v.Total = totals, &total
+	return v, nil
 }
 
 // HandleCreatePoll serves POST /v1/polls (admin).
@@ -121,7 +129,7 @@ func (p *Pipeline) HandleCreatePoll(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	p.writeView(w, http.StatusCreated, def.ID)
+	p.writeView(w, r, http.StatusCreated, def.ID)
 }
 
 // Page sizes of GET /v1/polls.
@@ -150,6 +158,9 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	polls := p.cfg.State.Polls()
+	if ev := q.Get("event"); ev != "" {
+		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return d.Event != ev })
+	}
 	slices.Reverse(polls) // newest first
 	if c := q.Get("cursor"); c != "" {
 		after, ok := decodeCursor(c)
@@ -177,7 +188,7 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 	}
 	views := make([]PollView, 0, len(polls))
 	for _, d := range polls {
-		v, err := p.View(d.ID)
+		v, err := p.View(d.ID, api.IsAdmin(r))
 		if err != nil {
 			api.WriteError(w, err)
 			return
@@ -213,32 +224,20 @@ func decodeCursor(s string) (pageKey, bool) {
 
 // HandleGetPoll serves GET /v1/polls/{poll}.
 func (p *Pipeline) HandleGetPoll(w http.ResponseWriter, r *http.Request) {
-	p.writeView(w, http.StatusOK, r.PathValue("poll"))
+	p.writeView(w, r, http.StatusOK, r.PathValue("poll"))
 }
 
 // HandleClosePoll serves POST /v1/polls/{poll}/close (admin): the poll
 // closes now, unless it already closed earlier. The close is a newer write
 // of the poll's definition, replicated like any other.
 func (p *Pipeline) HandleClosePoll(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("poll")
-	def, ok := p.cfg.State.Poll(id)
-	if !ok {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
-		return
-	}
-	ts, err := p.cfg.Clock.Now()
-	if err != nil {
-		api.WriteError(w, err)
-		return
-	}
-	if ts.Wall < def.ClosesAt {
-		def.ClosesAt = max(ts.Wall, def.OpensAt+1)
-		if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
-			api.WriteError(w, err)
-			return
+	p.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
+		if nowMs >= def.ClosesAt {
+			return false, nil
 		}
-	}
-	p.writeView(w, http.StatusOK, id)
+		def.ClosesAt = max(nowMs, def.OpensAt+1)
+		return true, nil
+	})
 }
 
 // HandleLedger serves GET /v1/polls/{poll}/ledger (admin): this node's
@@ -262,8 +261,9 @@ func (p *Pipeline) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	p.cfg.Ledger.ExportSigned(w, id, p.cfg.SigningKey)
 }
 
-func (p *Pipeline) writeView(w http.ResponseWriter, status int, id string) {
-	v, err := p.View(id)
+func (p *Pipeline) writeView(w http.ResponseWriter, r *http.Request, status int, id string) {
+	// The admin endpoints (create, close, reveal, extend) are the host's.
+	v, err := p.View(id, api.IsAdmin(r) || r.Method == http.MethodPost)
 	if err != nil {
 		api.WriteError(w, err)
 		return

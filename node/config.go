@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -64,6 +66,7 @@ type Config struct {
 	TrustFloor                                       float64
 	Demo                                             bool // create a demo poll when there is none
 	Origins                                          []string
+	PublicURL                                        string // the voting page's address, for the presenter's QR code
 	DebugAddr                                        string // serves net/http/pprof when set
 	// AdminAddr, when set, serves /metrics, the full /v1/cluster and pprof
 	// on their own listener; the public port then answers /metrics 404 and
@@ -203,13 +206,24 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", c.Limits.MaxBody, "largest request body in bytes")
 	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes whose trust score (0-1, from their client's behaviour) is lower are ledgered and acknowledged but not counted; 0: count all")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "create a demo poll when there is none")
-	fs.Func("origins", "comma-separated host patterns (path.Match) allowed to open live streams besides the page's own origin", func(s string) error {
+	fs.Func("origins", "comma-separated host patterns (path.Match, e.g. www.example.com,*.example.org) of other sites allowed to embed the poll page, read the public API (CORS) and open live streams", func(s string) error {
 		c.Origins = nil
 		for _, o := range strings.Split(s, ",") {
 			if o = strings.TrimSpace(o); o != "" {
-				c.Origins = append(c.Origins, o)
+				if _, err := path.Match(o, ""); err != nil || strings.ContainsAny(o, "/ ") {
+					return fmt.Errorf("%q is not a host pattern (like www.example.com or *.example.com)", o)
+				}
+				c.Origins = append(c.Origins, strings.ToLower(o))
 			}
 		}
+		return nil
+	})
+	fs.Func("public-url", "the address viewers reach the page at (https://vote.example.com), for the presenter's QR code; default: the address the presenter's browser used", func(s string) error {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("%q is not an http(s) address like https://vote.example.com", s)
+		}
+		c.PublicURL = strings.TrimRight(s, "/")
 		return nil
 	})
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics, the full /v1/cluster (members, addresses, NATS) and pprof here instead of on the public port (set it in production, on a private address); empty: on the public port")

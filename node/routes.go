@@ -25,27 +25,34 @@ func (n *Node) routes() http.Handler {
 	}
 	in := n.ingest
 	create, closePoll, votes, certifyNow := in.HandleCreatePoll, in.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
+	extend, reveal := in.HandleExtend, in.HandleReveal
 	if n.cfg.Role == gossip.RoleEdge {
 		create, closePoll, votes, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
+		extend, reveal = refuseOnEdge, refuseOnEdge
 	}
+	// Public reads show a hidden poll's counts to the admin token only.
+	public := func(h http.HandlerFunc) http.Handler { return ready(n.cors(api.OptionalBearer(n.adminTokens, h))) }
 	mux.Handle("POST /v1/polls", ready(admin(create)))
-	mux.Handle("GET /v1/polls", ready(http.HandlerFunc(in.HandleListPolls)))
-	mux.Handle("GET /v1/polls/{poll}", ready(http.HandlerFunc(in.HandleGetPoll)))
+	mux.Handle("GET /v1/polls", public(in.HandleListPolls))
+	mux.Handle("GET /v1/polls/{poll}", public(in.HandleGetPoll))
 	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(closePoll)))
+	mux.Handle("POST /v1/polls/{poll}/extend", ready(admin(extend)))
+	mux.Handle("POST /v1/polls/{poll}/reveal", ready(admin(reveal)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(in.HandleLedger)))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(in.HandleSession)))
-	mux.Handle("GET /v1/polls/{poll}/result", ready(http.HandlerFunc(n.certify.HandleResult)))
+	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
-	mux.Handle("GET /v1/polls/{poll}/events", ready(http.HandlerFunc(n.fanout.HandleEvents)))
+	mux.Handle("GET /v1/polls/{poll}/events", ready(n.cors(http.HandlerFunc(n.fanout.HandleEvents))))
+	n.pageRoutes(mux, ready)
 	if n.adminSrv == nil {
 		mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
 	} else {
 		// The public port keeps what viewers need (the region freshness);
 		// members, addresses and metrics are on --admin-addr.
-		mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handlePublicCluster))
+		mux.Handle("GET /v1/cluster", n.cors(http.HandlerFunc(n.handlePublicCluster)))
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "metrics are served on the admin address"))
 		})
@@ -71,6 +78,7 @@ func (n *Node) routes() http.Handler {
 			api.WriteError(w, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
 			return
 		}
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'self'") // only /embed/ may be framed elsewhere
 		page.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

@@ -74,6 +74,11 @@ type Definition struct {
 	Public bool `json:"public,omitempty"`
 	// Limits override the node's vote rate limits for this poll.
 	Limits *Limits `json:"limits,omitempty"`
+	// Hidden polls show no counts to viewers (API, streams, page) until
+	// the host reveals them; votes count all the same.
+	Hidden bool `json:"hidden,omitempty"`
+	// Event groups the polls of one show (an id like a poll's).
+	Event string `json:"event,omitempty"`
 }
 
 // Limits are a poll's own vote rate limits (votes per second, with a burst
@@ -178,6 +183,11 @@ func (d *Definition) Validate() error {
 		seen[o.ID] = true
 		if err := validText(o.Label, MaxLabelLen); err != nil {
 			return fail("option %q: label %v", o.ID, err)
+		}
+	}
+	if d.Event != "" {
+		if err := validID(d.Event); err != nil {
+			return fail("event %v", err)
 		}
 	}
 	if l := d.Limits; l != nil {

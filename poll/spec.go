@@ -20,6 +20,8 @@ type Spec struct {
 	GraceS    *float64 `json:"grace_s,omitempty"`    // default 2 s
 	Public    bool     `json:"public,omitempty"`     // votes need a token earned with the puzzle
 	Limits    *Limits  `json:"limits,omitempty"`     // this poll's own rate limits
+	Hidden    bool     `json:"hidden,omitempty"`     // no counts shown until revealed
+	Event     string   `json:"event,omitempty"`      // the show this poll belongs to
 }
 
 // DefaultDuration is how long a poll runs when the spec says nothing.
@@ -28,7 +30,7 @@ const DefaultDuration = 60 * time.Second
 // Definition fills in the defaults at wall time nowMs and validates.
 func (s Spec) Definition(nowMs int64) (Definition, error) {
 	d := Definition{ID: s.ID, Question: s.Question, Options: s.Options, OpensAt: nowMs, GraceMs: DefaultGrace.Milliseconds(),
-		Public: s.Public, Limits: s.Limits}
+		Public: s.Public, Limits: s.Limits, Hidden: s.Hidden, Event: s.Event}
 	if d.ID == "" {
 		d.ID = newID()
 	}

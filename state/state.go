@@ -96,6 +96,9 @@ type pollState struct {
 	bmu     sync.Mutex    // guards ballots and outbox
 	ballots *crdt.Ballots // every replica's ballots: the cluster-wide voter state
 	outbox  []crdt.Ballot // this replica's ballots not yet taken for publishing
+
+	vmu     sync.Mutex             // guards viewers
+	viewers map[string]viewerCount // replica → the viewers it serves (see viewers.go)
 }
 
 // New returns a state holding the definitions found in cfg.Store.

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"math"
 	"strings"
@@ -256,5 +257,36 @@ func TestForgetIsKept(t *testing.T) {
 	}
 	if _, ok := again.Poll("q"); !ok {
 		t.Fatal("the other poll was lost")
+	}
+}
+
+// TestViewersAcrossReplicas: the poll's viewers are this replica's own
+// count plus every other replica's report still fresh; reports for unknown
+// polls, negative counts and reports past the bound are ignored.
+func TestViewersAcrossReplicas(t *testing.T) {
+	s, _ := New(Config{Replica: "eu-1"})
+	if got := s.Viewers("p", 0); got != 0 {
+		t.Fatalf("viewers of an unknown poll: %d", got)
+	}
+	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	if _, ok := s.OwnViewers("p"); ok {
+		t.Fatal("own viewers reported before any")
+	}
+	s.SetViewers("p", 3, 1000)
+	s.MergeViewers("p", "other", 5, 1000)
+	s.MergeViewers("p", "liar", -7, 1000)
+	s.MergeViewers("nope", "other", 9, 1000)
+	if got := s.Viewers("p", 1000); got != 8 {
+		t.Fatalf("viewers %d, want 8", got)
+	}
+	// The other's report goes stale; our own count never does.
+	if got := s.Viewers("p", 1000+ViewersFresh.Milliseconds()+1); got != 3 {
+		t.Fatalf("viewers after the other's report went stale: %d, want 3", got)
+	}
+	for i := range maxViewerReports + 10 {
+		s.MergeViewers("p", fmt.Sprint("r", i), 1, 2000)
+	}
+	if got := s.Viewers("p", 2000); got > 3+5+maxViewerReports {
+		t.Fatalf("reports past the bound counted: %d", got)
 	}
 }

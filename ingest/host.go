@@ -1,0 +1,99 @@
+package ingest
+
+import (
+	"net/http"
+	"time"
+
+	"tally/api"
+	"tally/poll"
+)
+
+// A host's changes to a running poll are newer writes of its definition,
+// replicated like any other (the close, in handlers.go, too).
+
+// HandleReveal serves POST /v1/polls/{poll}/reveal (admin): a hidden
+// poll's counts become visible to everyone, on every endpoint and stream.
+// Revealing a poll that is not hidden changes nothing.
+func (p *Pipeline) HandleReveal(w http.ResponseWriter, r *http.Request) {
+	p.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
+		if !def.Hidden {
+			return false, nil
+		}
+		def.Hidden = false
+		return true, nil
+	})
+}
+
+// extendRequest is the body of POST /v1/polls/{poll}/extend: exactly one
+// of the new close time and the seconds to add to the current one.
+type extendRequest struct {
+	ClosesAt *int64   `json:"closes_at,omitempty"` // Unix ms
+	ByS      *float64 `json:"by_s,omitempty"`
+}
+
+// HandleExtend serves POST /v1/polls/{poll}/extend (admin): an open poll
+// closes later. A poll already closed cannot be reopened (its grace votes
+// were ledgered as late), and a close earlier than the current one is
+// what /close is for.
+func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
+	var req extendRequest
+	if err := api.DecodeJSON(w, r, 1<<10, &req); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	p.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
+		if nowMs >= def.ClosesAt {
+			return false, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s: a closed poll cannot be extended",
+				def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
+		}
+		var to int64
+		switch {
+		case (req.ClosesAt == nil) == (req.ByS == nil):
+			return false, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "give closes_at (Unix ms) or by_s (seconds), one of them")
+		case req.ClosesAt != nil:
+			to = *req.ClosesAt
+		default:
+			if !(*req.ByS >= 1 && *req.ByS <= poll.MaxDuration.Seconds()) { // NaN fails too
+				return false, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "by_s must be 1-%v", poll.MaxDuration.Seconds())
+			}
+			to = poll.AddMs(def.ClosesAt, int64(*req.ByS*1000))
+		}
+		if to <= def.ClosesAt {
+			return false, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "closes_at must be later than the current close (%d); use /close to close earlier", def.ClosesAt)
+		}
+		def.ClosesAt = to
+		if err := def.Validate(); err != nil {
+			return false, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err)
+		}
+		return true, nil
+	})
+}
+
+// amend applies change to a poll's definition and, when it changed
+// anything, writes the new definition at a fresh stamp; it answers with
+// the poll's view.
+func (p *Pipeline) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
+	id := r.PathValue("poll")
+	def, ok := p.cfg.State.Poll(id)
+	if !ok {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
+		return
+	}
+	ts, err := p.cfg.Clock.Now()
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	changed, err := change(&def, ts.Wall)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if changed {
+		if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
+			api.WriteError(w, err)
+			return
+		}
+	}
+	p.writeView(w, r, http.StatusOK, id)
+}

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"bytes"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	qrcode "github.com/skip2/go-qrcode"
+
+	"tally/api"
+	"tally/web"
+)
+
+// The broadcaster's views of a poll — the presenter screen, the on-air
+// overlay and the embed — are the page itself (web/static), which picks
+// its view from the path; this file serves them, the QR code of the
+// voting address, and what lets the sites named in --origins use them:
+// framing of the embed and CORS on the public read endpoints.
+
+// pageRoutes adds the views and the QR code to mux.
+func (n *Node) pageRoutes(mux *http.ServeMux, ready func(http.Handler) http.Handler) {
+	index, err := fs.ReadFile(web.FS(), "index.html")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	for _, view := range []string{"present", "overlay", "embed"} {
+		mux.HandleFunc("GET /"+view+"/{poll}", func(w http.ResponseWriter, r *http.Request) {
+			ancestors := "'self'"
+			if view == "embed" {
+				ancestors = n.frameAncestors()
+			}
+			w.Header().Set("Content-Security-Policy", "frame-ancestors "+ancestors)
+			w.Header().Set("Cache-Control", "no-cache")
+			http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(index))
+		})
+	}
+	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(n.handleQR)))
+}
+
+// voteURL is the address a viewer votes at: --public-url, or the address
+// the request came to.
+func (n *Node) voteURL(r *http.Request, pollID string) string {
+	base := n.cfg.PublicURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	return base + "/#/poll/" + url.PathEscape(pollID)
+}
+
+// handleQR serves GET /v1/polls/{poll}/qr.png: the voting address as a QR
+// code, ?size= pixels (128-1024, default 512).
+func (n *Node) handleQR(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("poll")
+	if _, ok := n.state.Poll(id); !ok {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
+		return
+	}
+	size := 512
+	if s := r.URL.Query().Get("size"); s != "" {
+		var ok bool
+		if size, ok = atoiIn(s, 128, 1024); !ok {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "size must be 128-1024 pixels"))
+			return
+		}
+	}
+	png, err := qrcode.Encode(n.voteURL(r, id), qrcode.Medium, size)
+	if err != nil {
+		api.WriteError(w, api.Errorf(http.StatusInternalServerError, api.CodeInternal, "cannot draw the QR code: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Tally-Vote-URL", n.voteURL(r, id))
+	w.Write(png)
+}
+
+// atoiIn parses a decimal integer in [lo, hi].
+func atoiIn(s string, lo, hi int) (int, bool) {
+	if len(s) > 6 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, s != "" && v >= lo && v <= hi
+}
+
+// frameAncestors lists who may frame the embed: this node and every
+// --origins pattern, over http and https.
+func (n *Node) frameAncestors() string {
+	out := []string{"'self'"}
+	for _, o := range n.cfg.Origins {
+		if strings.Trim(o, "abcdefghijklmnopqrstuvwxyz0123456789.-*:") != "" {
+			continue // a path.Match class or the like: CSP has no way to say it
+		}
+		out = append(out, "https://"+o, "http://"+o)
+	}
+	return strings.Join(out, " ")
+}
+
+// originAllowed reports whether an Origin header names a site --origins
+// lets in (its host, and port if any, matching a pattern).
+func (n *Node) originAllowed(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	host := strings.ToLower(u.Host)
+	for _, p := range n.cfg.Origins {
+		if ok, _ := path.Match(p, host); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// cors lets the --origins sites read h from their pages: a simple GET
+// (no preflight) with the Origin echoed back. Other origins get no CORS
+// headers, and their browsers keep the answer from them.
+func (n *Node) cors(h http.Handler) http.Handler {
+	if len(n.cfg.Origins) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Vary", "Origin")
+		if o := r.Header.Get("Origin"); o != "" && n.originAllowed(o) {
+			w.Header().Set("Access-Control-Allow-Origin", o)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
