@@ -1,0 +1,87 @@
+"use strict";
+// The interface's own words, one table per language, chosen from the
+// browser's language (English when there is no table for it). To add a
+// language, add a table with the same keys; a missing key falls back to
+// English. {name} in a string is replaced by the value of that name.
+const STRINGS = {
+  en: {
+    polls: "Polls", noPolls: "No polls yet.", loading: "Loading…", connecting: "Connecting…",
+    live: "Live", scheduled: "Starts soon", closed: "Closed", final: "Final result",
+    votes_one: "{n} vote", votes_other: "{n} votes", watching_one: "{n} watching", watching_other: "{n} watching",
+    perMinute: "{n} votes a minute",
+    closesIn: "Closes in {d}", closesAt: "Closes {when}", opensIn: "Opens in {d}", closedAt: "Closed {when}",
+    waitOpen: "Voting opens in {d}. The buttons wake up then.",
+    tapToVote: "Tap an option to vote.", yourVote: "Your vote: {option} — tap another to change it.",
+    voteClosed: "Voting has closed.", counting: "Counting the last votes…",
+    late: "Your vote arrived after the close: it is kept, not counted.", notCounted: "Not counted: {reason}",
+    hiddenResults: "Results are hidden until the host reveals them. Your vote still counts.",
+    winner: "Winner: {option}", tie: "Tie: {options}", and: " and ",
+    leads: "{option} leads", overtakes: "{option} overtakes {passed}", milestone: "{n} votes!",
+    certified: "Certified result", digest: "Digest", details: "Details",
+    transport: "Connection: {t}", servedBy: "Served by region {r}", regionLive: "{r}: live", regionBehind: "{r}: {s} s behind",
+    regionLost: "{r}: out of touch", reconnecting: "Reconnecting in {s} s…",
+    scanToVote: "Scan to vote", today: "today at {t}",
+    host: "Host", adminToken: "Admin token", question: "Question", optionsPerLine: "Options, one per line",
+    openFor: "Open for (seconds)", opensAtLabel: "Opens at (empty: now)", eventLabel: "Event (groups a show's polls; optional)",
+    hideLabel: "Hide the results until I reveal them", create: "Create poll",
+    closeNow: "Close now", reallyClose: "Close this poll now? Votes after this are not counted.", yesClose: "Yes, close it",
+    cancel: "Cancel", extend: "Add {s} s", reveal: "Reveal the results", revealed: "Results are visible to everyone.",
+    hiddenHost: "Hidden from viewers. You see the counts.", exportCSV: "Export CSV", exportJSON: "Export JSON",
+    nextQuestion: "Next question: {q}", eventPolls: "Event {e}", finalCertified: "Final, certified result.",
+    closedFinal: "Closed. Certifying…", presenter: "Presenter screen", overlay: "On-air overlay", embed: "Embed",
+  },
+  es: {
+    polls: "Encuestas", noPolls: "Todavía no hay encuestas.", loading: "Cargando…", connecting: "Conectando…",
+    live: "En directo", scheduled: "Empieza pronto", closed: "Cerrada", final: "Resultado final",
+    votes_one: "{n} voto", votes_other: "{n} votos", watching_one: "{n} mirando", watching_other: "{n} mirando",
+    perMinute: "{n} votos por minuto",
+    closesIn: "Cierra en {d}", closesAt: "Cierra {when}", opensIn: "Abre en {d}", closedAt: "Cerró {when}",
+    waitOpen: "La votación abre en {d}. Los botones se activan entonces.",
+    tapToVote: "Toca una opción para votar.", yourVote: "Tu voto: {option} — toca otra para cambiarlo.",
+    voteClosed: "La votación ha cerrado.", counting: "Contando los últimos votos…",
+    late: "Tu voto llegó después del cierre: se guarda, no se cuenta.", notCounted: "No contado: {reason}",
+    hiddenResults: "Los resultados están ocultos hasta que el presentador los revele. Tu voto cuenta igual.",
+    winner: "Gana: {option}", tie: "Empate: {options}", and: " y ",
+    leads: "{option} va en cabeza", overtakes: "{option} supera a {passed}", milestone: "¡{n} votos!",
+    certified: "Resultado certificado", digest: "Huella", details: "Detalles",
+    transport: "Conexión: {t}", servedBy: "Servido por la región {r}", regionLive: "{r}: al día", regionBehind: "{r}: {s} s de retraso",
+    regionLost: "{r}: sin contacto", reconnecting: "Reconectando en {s} s…",
+    option: "{label}: {n} votos, {p} por ciento", optionHidden: "{label}",
+    scanToVote: "Escanea para votar", today: "hoy a las {t}",
+    host: "Presentador", adminToken: "Token de administración", question: "Pregunta", optionsPerLine: "Opciones, una por línea",
+    openFor: "Abierta durante (segundos)", opensAtLabel: "Abre el (vacío: ahora)", eventLabel: "Evento (agrupa las encuestas de un programa; opcional)",
+    hideLabel: "Ocultar los resultados hasta que los revele", create: "Crear encuesta",
+    closeNow: "Cerrar ahora", reallyClose: "¿Cerrar esta encuesta ahora? Los votos posteriores no cuentan.", yesClose: "Sí, cerrarla",
+    cancel: "Cancelar", extend: "Añadir {s} s", reveal: "Revelar los resultados", revealed: "Los resultados son visibles para todos.",
+    hiddenHost: "Oculto a los espectadores. Tú ves los recuentos.", exportCSV: "Exportar CSV", exportJSON: "Exportar JSON",
+    nextQuestion: "Siguiente pregunta: {q}", eventPolls: "Evento {e}", finalCertified: "Resultado final certificado.",
+    closedFinal: "Cerrada. Certificando…", presenter: "Pantalla del plató", overlay: "Rótulo en antena", embed: "Insertar",
+  },
+};
+const LANG = (navigator.languages || [navigator.language || "en"]).map(l => String(l).slice(0, 2).toLowerCase())
+  .find(l => STRINGS[l]) || "en";
+document.documentElement.lang = LANG;
+
+// t returns the string key in the page's language with {names} filled in.
+function t(key, vars = {}) {
+  const s = (STRINGS[LANG] && STRINGS[LANG][key]) || STRINGS.en[key] || key;
+  return s.replace(/\{(\w+)\}/g, (_, k) => (k in vars ? vars[k] : `{${k}}`));
+}
+const num = n => Number(n).toLocaleString(LANG);
+const plural = (key, n) => t(`${key}_${n === 1 ? "one" : "other"}`, { n: num(n) });
+
+// duration says ms as a viewer reads a countdown: 1:05, 12:00, 2:03:00, 3 d.
+function duration(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  if (s >= 2 * 86400) return `${Math.floor(s / 86400)} d`;
+  const h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60), r = String(s % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${r}` : `${m}:${r}`;
+}
+
+// when says a time with its date unless it is today.
+function when(ms) {
+  const d = new Date(ms), now = new Date();
+  const time = d.toLocaleTimeString(LANG, { hour: "2-digit", minute: "2-digit" });
+  if (d.toDateString() === now.toDateString()) return t("today", { t: time });
+  return d.toLocaleString(LANG, { weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" });
+}
