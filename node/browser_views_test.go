@@ -326,3 +326,21 @@ func TestBrowserHostView(t *testing.T) {
 		t.Fatalf("status after the confirmed close: %v", s)
 	}
 }
+
+// TestBrowserSpeaksSpanish: a browser whose language is Spanish gets the
+// interface's words from the Spanish table.
+func TestBrowserSpeaksSpanish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	ctx := browser(t, chromedp.Flag("lang", "es-ES"), chromedp.Flag("accept-lang", "es-ES,es"))
+	tn := startNode(t, t.TempDir(), nil)
+	tn.createPoll(t, "p")
+	tn.castVote(t, "p", "a", "v1", "k1")
+	err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/#/poll/p"), chromedp.WaitVisible(`button[data-option="a"]`),
+		until(`document.querySelector("#hint").textContent === "Toca una opción para votar." && document.querySelector("#total").textContent === "1 voto"`),
+		until(`document.documentElement.lang === "es" && document.querySelector(".badge").textContent === "En directo"`))
+	if err != nil {
+		t.Fatalf("%v: hint %q", err, must(t, ctx, `document.querySelector("#hint").textContent + " | " + navigator.language`))
+	}
+}
