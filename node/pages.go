@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,17 +85,8 @@ func (n *Node) handleQR(w http.ResponseWriter, r *http.Request) {
 
 // atoiIn parses a decimal integer in [lo, hi].
 func atoiIn(s string, lo, hi int) (int, bool) {
-	if len(s) > 6 {
-		return 0, false
-	}
-	v := 0
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int(c-'0')
-	}
-	return v, s != "" && v >= lo && v <= hi
+	v, err := strconv.Atoi(s)
+	return v, err == nil && v >= lo && v <= hi
 }
 
 // frameAncestors lists who may frame the embed: this node and every
