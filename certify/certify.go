@@ -84,6 +84,7 @@ type Certifier struct {
 	cfg      Config
 	log      *slog.Logger
 	attempts *prometheus.CounterVec // by outcome
+	seconds  *prometheus.HistogramVec
 
 	mu       sync.Mutex
 	dueSince map[string]time.Time // poll → when this node first saw it due (monotonic)
@@ -115,9 +116,16 @@ func New(cfg Config) (*Certifier, error) {
 		Name: "tally_certify_attempts_total",
 		Help: "Certification attempts by outcome: reconciled, pending, error, panic.",
 	}, []string{"outcome"})
+	c.seconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tally_certify_duration_seconds",
+		Help:    "Time one certification attempt took (collecting every replica's records and reconciling them), by outcome: reconciled, pending, error.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+	}, []string{"outcome"})
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(c.attempts); err != nil {
-			return nil, fmt.Errorf("certify: cannot register metrics: %w", err)
+		for _, m := range []prometheus.Collector{c.attempts, c.seconds} {
+			if err := cfg.Registerer.Register(m); err != nil {
+				return nil, fmt.Errorf("certify: cannot register metrics: %w", err)
+			}
 		}
 	}
 	if c.cfg.Fetch == nil {
@@ -169,17 +177,21 @@ func (c *Certifier) attempt(ctx context.Context, poll string) {
 			}()
 		}
 	}()
+	start := time.Now()
 	_, err := c.Certify(ctx, poll, nil)
+	outcome := "reconciled"
 	switch {
 	case err == nil:
-		c.attempts.WithLabelValues("reconciled").Inc()
 	case errors.Is(err, ErrIncomplete):
-		c.attempts.WithLabelValues("pending").Inc()
+		outcome = "pending"
 	case errors.Is(err, ErrNotClosed):
+		return
 	default:
-		c.attempts.WithLabelValues("error").Inc()
+		outcome = "error"
 		c.log.Warn("certification attempt failed; will retry", "poll", poll, "err", err)
 	}
+	c.attempts.WithLabelValues(outcome).Inc()
+	c.seconds.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 }
 
 // due returns the polls this node should try to certify now: closed past

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
@@ -22,19 +23,50 @@ import (
 const root = ".." // the repository, where docker compose runs
 
 type service struct {
-	Build       any               `yaml:"build"`
-	Image       string            `yaml:"image"`
-	Command     []string          `yaml:"command"`
-	EnvFile     string            `yaml:"env_file"`
-	Environment map[string]string `yaml:"environment"`
-	Ports       []string          `yaml:"ports"`
-	Volumes     []string          `yaml:"volumes"`
-	DependsOn   []string          `yaml:"depends_on"`
+	Build           any               `yaml:"build"`
+	Image           string            `yaml:"image"`
+	Command         []string          `yaml:"command"`
+	EnvFile         string            `yaml:"env_file"`
+	Environment     map[string]string `yaml:"environment"`
+	Ports           []string          `yaml:"ports"`
+	Volumes         []string          `yaml:"volumes"`
+	DependsOn       dependsOn         `yaml:"depends_on"`
+	Secrets         []string          `yaml:"secrets"`
+	StopGracePeriod string            `yaml:"stop_grace_period"`
+	Healthcheck     *struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
+}
+
+// dependsOn reads both forms of depends_on: a list of services, or a map
+// of service to condition.
+type dependsOn []string
+
+func (d *dependsOn) UnmarshalYAML(n *yaml.Node) error {
+	var list []string
+	if err := n.Decode(&list); err == nil {
+		*d = list
+		return nil
+	}
+	var m map[string]struct {
+		Condition string `yaml:"condition"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	for k := range m {
+		*d = append(*d, k)
+	}
+	slices.Sort(*d)
+	return nil
 }
 
 type compose struct {
 	Services map[string]service `yaml:"services"`
 	Volumes  map[string]any     `yaml:"volumes"`
+	Secrets  map[string]struct {
+		File string `yaml:"file"`
+	} `yaml:"secrets"`
 }
 
 func load(t *testing.T) compose {
@@ -111,7 +143,7 @@ func port(t *testing.T, addr string) string {
 // that docker-compose.multi.yml and the files it names refer to.
 func TestComposeAgreesWithTheNode(t *testing.T) {
 	c := load(t)
-	interpolation := regexp.MustCompile(`^\$\{(TALLY_[A-Z_]+):\?.+\}$`)
+	secretFile := regexp.MustCompile(`^/run/secrets/([a-z_]+)$`)
 	natsPorts := map[string]*server.Options{} // service → its parsed config
 	httpPorts := map[string]string{}          // tally service → HTTP port
 	metricsPorts := map[string]string{}       // tally service → where /metrics is served
@@ -158,17 +190,36 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 			t.Errorf("%s builds %v, want the repository's Dockerfile", name, s.Build)
 		}
 		env := envFile(t, s.EnvFile)
+		// Secrets are Docker secrets files: each variable names one the
+		// service mounts, kept in ./secrets/ (ignored by git and builds).
+		// The test stands in for them with files of its own.
+		secretsDir := t.TempDir()
 		for k, v := range s.Environment {
-			m := interpolation.FindStringSubmatch(v)
-			if m == nil || m[1] != k {
-				t.Errorf("%s: %s=%q: want ${%s:?…} from the operator", name, k, v, k)
+			m := secretFile.FindStringSubmatch(v)
+			if m == nil || !strings.HasSuffix(k, "_FILE") || !slices.Contains(s.Secrets, m[1]) {
+				t.Errorf("%s: %s=%q: want a TALLY_*_FILE naming one of its secrets %v", name, k, v, s.Secrets)
+				continue
 			}
-			switch k {
-			case "TALLY_GOSSIP_KEY":
-				env[k] = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // any 32-byte key
-			default:
-				env[k] = "operator-value"
+			if src := c.Secrets[m[1]].File; !strings.HasPrefix(src, "./secrets/") {
+				t.Errorf("%s: secret %s comes from %q, not ./secrets/", name, m[1], src)
 			}
+			content := "operator-value-of-enough-length"
+			if k == "TALLY_GOSSIP_KEY_FILE" {
+				content = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // any 32-byte key
+			}
+			p := filepath.Join(secretsDir, m[1])
+			if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env[k] = p
+		}
+		for _, k := range []string{"TALLY_GOSSIP_KEY", "TALLY_ADMIN_TOKEN", "TALLY_SESSION_SECRET"} {
+			if _, ok := env[k]; ok {
+				t.Errorf("%s: %s is a plain variable; secrets go in files", name, k)
+			}
+		}
+		if s.Healthcheck == nil || !slices.Equal(s.Healthcheck.Test, []string{"CMD", "/usr/local/bin/tally-node", "healthcheck"}) {
+			t.Errorf("%s: no healthcheck running tally-node healthcheck", name)
 		}
 		cfg := nodeConfig(t, name, env)
 		if err := cfg.Validate(); err != nil {
@@ -178,8 +229,13 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 		if cfg.Region != region || cfg.NodeName != name {
 			t.Errorf("%s: region %q, node name %q", name, cfg.Region, cfg.NodeName)
 		}
-		if cfg.GossipKey == "" || cfg.AdminToken == "" {
-			t.Errorf("%s: gossip key and admin token must be set", name)
+		if cfg.GossipKey == "" || cfg.AdminToken == "" || cfg.SessionSecret == "" {
+			t.Errorf("%s: gossip key, admin token and session secret must be set", name)
+		}
+		// Docker must wait out the drain and the shutdown before it kills.
+		grace, err := time.ParseDuration(s.StopGracePeriod)
+		if err != nil || grace <= cfg.Drain+cfg.ShutdownTimeout {
+			t.Errorf("%s: stop_grace_period %q, want more than --drain %v + --shutdown-timeout %v", name, s.StopGracePeriod, cfg.Drain, cfg.ShutdownTimeout)
 		}
 		httpPorts[name], gossipPorts[name] = port(t, cfg.HTTPAddr), port(t, cfg.GossipAddr)
 		metricsPorts[name] = httpPorts[name]
@@ -243,7 +299,7 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 			} `yaml:"static_configs"`
 		} `yaml:"scrape_configs"`
 	}
-	b, err := os.ReadFile(filepath.Join(root, "deploy/prometheus.yml"))
+	b, err := os.ReadFile(filepath.Join(root, "deploy/prometheus/prometheus.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +336,8 @@ func TestDockerfile(t *testing.T) {
 	if n := strings.Count(text, "\nFROM "); n < 2 {
 		t.Errorf("want a multi-stage build, got %d FROM lines", n)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/node", "./cmd/tally", `ENTRYPOINT ["/usr/local/bin/tally-node"]`, "EXPOSE 8080 7946 7946/udp 4222 6222 7222"} {
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/node", "./cmd/tally", `ENTRYPOINT ["/usr/local/bin/tally-node"]`, "EXPOSE 8080 7946 7946/udp 4222 6222 7222",
+		`HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 CMD ["/usr/local/bin/tally-node", "healthcheck"]`, "STOPSIGNAL SIGTERM"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
@@ -297,5 +354,86 @@ func TestDockerfile(t *testing.T) {
 	cfg := nodeConfig(t, "Dockerfile", env)
 	if port(t, cfg.HTTPAddr) != "8080" || port(t, cfg.GossipAddr) != "7946" {
 		t.Errorf("Dockerfile ENV: http %s gossip %s", cfg.HTTPAddr, cfg.GossipAddr)
+	}
+}
+
+// TestBuildContextKeepsSecretsOut: the image build and git leave out the
+// data dir (admin token, session secret, ledger), secrets, exports and
+// backups.
+func TestBuildContextKeepsSecretsOut(t *testing.T) {
+	for file, want := range map[string][]string{
+		".dockerignore": {".git", "data/", "secrets/", "exports/", "backups/"},
+		".gitignore":    {"/data/", "/secrets/", "/exports/", "/backups/"},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		for _, w := range want {
+			if !slices.Contains(lines, w) {
+				t.Errorf("%s does not list %s", file, w)
+			}
+		}
+	}
+}
+
+// TestGrafanaProvisioning: the datasource the dashboard names is the one
+// provisioned, and the dashboards are mounted where the provider reads.
+func TestGrafanaProvisioning(t *testing.T) {
+	var ds struct {
+		Datasources []struct {
+			UID, Type, URL string
+		} `yaml:"datasources"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy/grafana/provisioning/datasources/prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &ds); err != nil || len(ds.Datasources) != 1 {
+		t.Fatalf("datasources: %v %+v", err, ds)
+	}
+	u, err := url.Parse(ds.Datasources[0].URL)
+	c := load(t)
+	if err != nil || c.Services[u.Hostname()].Image == "" || !strings.HasSuffix(c.Services["prometheus"].Ports[0], ":"+u.Port()) {
+		t.Errorf("datasource URL %s is not the prometheus service", ds.Datasources[0].URL)
+	}
+	var dash struct {
+		Panels []struct {
+			Title      string
+			Datasource struct{ UID string }
+			Targets    []struct{ Expr string }
+		}
+	}
+	b, err = os.ReadFile(filepath.Join(root, "deploy/grafana/dashboards/tally.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &dash); err != nil { // JSON is YAML
+		t.Fatal(err)
+	}
+	queries := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			queries++
+			if p.Datasource.UID != ds.Datasources[0].UID || tg.Expr == "" {
+				t.Errorf("panel %q: datasource %q, expr %q", p.Title, p.Datasource.UID, tg.Expr)
+			}
+		}
+	}
+	if queries < 20 {
+		t.Errorf("the dashboard has %d queries", queries)
+	}
+	var prov struct {
+		Providers []struct {
+			Options struct{ Path string }
+		}
+	}
+	b, _ = os.ReadFile(filepath.Join(root, "deploy/grafana/provisioning/dashboards/tally.yml"))
+	if err := yaml.Unmarshal(b, &prov); err != nil || len(prov.Providers) != 1 {
+		t.Fatalf("dashboard provider: %v", err)
+	}
+	if !slices.Contains(c.Services["grafana"].Volumes, "./deploy/grafana/dashboards:"+prov.Providers[0].Options.Path+":ro") {
+		t.Errorf("grafana does not mount the dashboards at %s: %v", prov.Providers[0].Options.Path, c.Services["grafana"].Volumes)
 	}
 }

@@ -24,9 +24,9 @@ func (p *Pipeline) HandleReveal(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// extendRequest is the body of POST /v1/polls/{poll}/extend: exactly one
+// ExtendRequest is the body of POST /v1/polls/{poll}/extend: exactly one
 // of the new close time and the seconds to add to the current one.
-type extendRequest struct {
+type ExtendRequest struct {
 	ClosesAt *int64   `json:"closes_at,omitempty"` // Unix ms
 	ByS      *float64 `json:"by_s,omitempty"`
 }
@@ -36,7 +36,7 @@ type extendRequest struct {
 // were ledgered as late), and a close earlier than the current one is
 // what /close is for.
 func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
-	var req extendRequest
+	var req ExtendRequest
 	if err := api.DecodeJSON(w, r, 1<<10, &req); err != nil {
 		api.WriteError(w, err)
 		return

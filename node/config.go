@@ -99,6 +99,10 @@ type Config struct {
 	// before it stops accepting; 0: none.
 	Drain time.Duration
 
+	// LogFormat (text or json) and LogLevel (debug, info, warn, error)
+	// shape the logger NewLogger builds for the binary.
+	LogFormat, LogLevel string
+
 	// Injected for tests; nil means the real thing.
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
@@ -146,6 +150,8 @@ func DefaultConfig() Config {
 		Drain:             5 * time.Second,
 		MaxPolls:          state.DefaultMaxPolls,
 		IPv6Prefix:        ingest.DefaultIPv6Prefix,
+		LogFormat:         "text",
+		LogLevel:          "info",
 	}
 }
 
@@ -239,6 +245,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "cut off clients that send a request slower than this")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "longest time to write a response")
 	fs.DurationVar(&c.Drain, "drain", c.Drain, "on SIGTERM/SIGINT, how long /readyz answers 503 while the node keeps serving, before it stops accepting (0: stop at once)")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log lines as text (logfmt) or json, on standard error")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log level written: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown waits for in-flight requests")
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "TALLY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -259,6 +267,9 @@ func (c *Config) Validate() error {
 	if err := c.readSecretFiles(); err != nil {
 		return err
 	}
+	if _, err := c.NewLogger(io.Discard); err != nil {
+		return err
+	}
 	if c.Role != gossip.RoleFull && c.Role != gossip.RoleEdge {
 		return fmt.Errorf("%w: --role %q: want full or edge", ErrConfig, c.Role)
 	}
@@ -275,6 +286,25 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// NewLogger builds the logger --log-format and --log-level describe,
+// writing to w. An empty format or level means text and info.
+func (c *Config) NewLogger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if c.LogLevel != "" {
+		if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+			return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", ErrConfig, c.LogLevel)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.LogFormat {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", ErrConfig, c.LogFormat)
 }
 
 // gossipKeys decodes --gossip-key: comma-separated base64 keys, the first

@@ -161,7 +161,7 @@ func TestSIGTERMDrainsWithoutFailingAnAck(t *testing.T) {
 	if !ok {
 		t.Fatalf("the log does not say the node drained:\n%s", log)
 	}
-	for _, bad := range []string{"nats disconnected", "timeout waiting for leave broadcast", " WARN ", " ERROR "} {
+	for _, bad := range []string{"nats disconnected", "timeout waiting for leave broadcast", "level=WARN", "level=ERROR"} {
 		if strings.Contains(stopping, bad) {
 			t.Errorf("a normal stop logged %q:\n%s", bad, stopping)
 		}

@@ -40,6 +40,7 @@ type exactnessCollector struct {
 	n                     *Node
 	diff, ballots, voters *prometheus.Desc
 	bytes                 *prometheus.Desc
+	status, overdue       *prometheus.Desc
 }
 
 func newExactnessCollector(n *Node) *exactnessCollector {
@@ -52,6 +53,10 @@ func newExactnessCollector(n *Node) *exactnessCollector {
 			"Distinct voters in the poll's voter state.", []string{"poll"}, nil),
 		bytes: prometheus.NewDesc("tally_voter_state_bytes",
 			"Estimated memory of the poll's voter state.", []string{"poll"}, nil),
+		status: prometheus.NewDesc("tally_poll_status",
+			"1 for each poll held, labelled with its status: scheduled, open, closed (not yet certified) or reconciled (certified).", []string{"poll", "status"}, nil),
+		overdue: prometheus.NewDesc("tally_poll_certification_overdue_seconds",
+			"For a poll closed past its grace and not yet certified: seconds since the grace ended. Certification normally takes seconds; a value that keeps growing means a replica's records cannot be collected (docs/operations.md, \"A lost node\").", []string{"poll"}, nil),
 	}
 }
 
@@ -60,18 +65,26 @@ func (c *exactnessCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ballots
 	ch <- c.voters
 	ch <- c.bytes
+	ch <- c.status
+	ch <- c.overdue
 }
 
 func (c *exactnessCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.n.state
+	now := c.n.cfg.Now().UnixMilli()
 	for _, d := range st.Polls() {
+		cert, certified := st.Certificate(d.ID)
+		reconciled := certified && cert.Status == state.Reconciled
+		ch <- prometheus.MustNewConstMetric(c.status, prometheus.GaugeValue, 1, d.ID, string(d.StatusAt(now, reconciled)))
+		if !reconciled && d.ClosesAt != 0 && now > d.GraceEnd() {
+			ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(now-d.GraceEnd())/1000, d.ID)
+		}
 		if s, err := st.Ballots(d.ID); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.ballots, prometheus.GaugeValue, float64(s.Ballots), d.ID)
 			ch <- prometheus.MustNewConstMetric(c.voters, prometheus.GaugeValue, float64(s.Voters), d.ID)
 			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), d.ID)
 		}
-		cert, ok := st.Certificate(d.ID)
-		if !ok || cert.Status != state.Reconciled {
+		if !reconciled {
 			continue
 		}
 		live, _, err := st.Totals(d.ID)

@@ -1,8 +1,12 @@
 package node
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"tally/internal/buildinfo"
 )
 
 // nodeMetrics are the series the node itself owns; ingest registers its own.
@@ -14,6 +18,9 @@ type nodeMetrics struct {
 	replayRecords     prometheus.Gauge
 	checkpointFails   prometheus.Counter
 	pollsForgotten    prometheus.Counter
+	backups           *prometheus.CounterVec
+	backupSeconds     prometheus.Histogram
+	http              *httpMetrics
 }
 
 func (n *Node) registerMetrics(reg *prometheus.Registry) error {
@@ -44,7 +51,27 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 			Name: "tally_checkpoint_failures_total", Help: "Background checkpoints that failed (retried at the next tick).",
 		}),
 	}
+	n.m.backups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_backups_total", Help: "Backups served (GET /v1/backup), by result: ok or failed.",
+	}, []string{"result"})
+	n.m.backupSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tally_backup_duration_seconds", Help: "Time to checkpoint the ledger and stream a backup.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+	})
+	var err error
+	if n.m.http, err = newHTTPMetrics(reg); err != nil {
+		return err
+	}
+	bi := buildinfo.Read()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tally_build_info",
+		Help: "Always 1; the labels say which build runs and where: version, revision, modified, goversion, region, role.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "modified": strconv.FormatBool(bi.Modified),
+			"goversion": bi.GoVersion, "region": n.cfg.Region, "role": n.cfg.Role},
+	})
+	buildInfo.Set(1)
 	cs := []prometheus.Collector{
+		buildInfo, n.m.backups, n.m.backupSeconds,
 		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.pollsForgotten,
 		newExactnessCollector(n),
 		collectors.NewGoCollector(),
@@ -58,6 +85,14 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "tally_hlc_refused_total", Help: "Remote timestamps refused for being too far ahead.",
 		}, func() float64 { return float64(n.clock.Refused()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tally_ready", Help: "1 while /readyz answers 200: the ledger is replayed and the node is not draining.",
+		}, func() float64 {
+			if n.ready.Load() && !n.draining.Load() {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tally_open_polls", Help: "Polls open for voting now.",
 		}, func() float64 { return float64(n.openPolls()) }),

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,7 @@ type Node struct {
 	adminSrv *http.Server
 	ready    atomic.Bool // replayed and serving: the API answers
 	draining atomic.Bool // stopping: /readyz answers 503, the API still answers
+	backupMu sync.Mutex  // one GET /v1/backup at a time
 }
 
 // New prepares a node: it opens the data directory and the ledger, loads
@@ -105,6 +107,9 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	if err := checkWritable(cfg.DataDir); err != nil {
 		return nil, err
+	}
+	if err := removeBackupLeftovers(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	tlsID, natsTLS, err := cfg.loadTLS(func(err error) {
 		if err != nil {

@@ -23,7 +23,7 @@ import (
 // framing of the embed and CORS on the public read endpoints.
 
 // pageRoutes adds the views and the QR code to mux.
-func (n *Node) pageRoutes(mux *http.ServeMux, ready func(http.Handler) http.Handler) {
+func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 	index, err := fs.ReadFile(web.FS(), "index.html")
 	if err != nil {
 		panic(err) // embedded at build time

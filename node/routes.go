@@ -12,7 +12,7 @@ import (
 )
 
 func (n *Node) routes() http.Handler {
-	mux := http.NewServeMux()
+	mux := routeMux{http.NewServeMux(), n.m.http}
 	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminTokens, h) }
 	ready := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +41,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(in.HandleLedger)))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(in.HandleSession)))
+	mux.Handle("GET /v1/backup", ready(admin(n.handleBackup)))
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
@@ -98,7 +99,7 @@ func (n *Node) routes() http.Handler {
 // adminRoutes is the --admin-addr listener: metrics, the full cluster
 // view and Go's profiles, for operators on a private address.
 func (n *Node) adminRoutes() http.Handler {
-	mux := debugMux()
+	mux := routeMux{debugMux(), n.m.http}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
 	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

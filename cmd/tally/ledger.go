@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"iter"
@@ -23,21 +22,34 @@ import (
 	"tally/ledger"
 )
 
+const ledgerHelp = `usage: tally ledger <subcommand> [flags]
+
+subcommands:
+  verify [--json] FILE…     check the hash chains of exported ledgers (NDJSON)
+  merge [--json] FILE…      reconcile exports into the exact result and its
+                            digest (--closes-at and --poll as in the
+                            certified result, to reproduce its digest)
+  export --poll ID --data-dir DIR [-o FILE]
+                            export one poll from a stopped node's data dir
+  export --poll ID --node URL [--node URL…] [-o DIR]
+                            fetch each running node's records of a poll
+  backup --node URL -o DIR  an online, consistent copy of a running node's
+                            ledger and identity (admin)
+  restore --from DIR --data-dir NEW --original-is-gone
+                            put a backup in a new data dir, as the same
+                            replica (only when the original is gone for good)
+
+"tally ledger SUB --help" lists its flags.
+`
+
 func runLedger(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "verify":
-		return ledgerVerify(args[1:], stdout, stderr)
-	case "merge":
-		return ledgerMerge(args[1:], stdout, stderr)
-	case "export":
-		return ledgerExport(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "tally ledger: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	return group("ledger", ledgerHelp, map[string]func([]string, io.Writer, io.Writer) int{
+		"verify":  ledgerVerify,
+		"merge":   ledgerMerge,
+		"export":  ledgerExport,
+		"backup":  ledgerBackup,
+		"restore": ledgerRestore,
+	}, args, stdout, stderr)
 }
 
 // inputs opens the export files. With a terminal on stderr, reading them
@@ -113,12 +125,13 @@ func (in *inputs) close() {
 }
 
 func ledgerVerify(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally ledger verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("tally ledger verify", "tally ledger verify [--json] FILE...")
 	asJSON := fs.Bool("json", false, "print the verified chains as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: tally ledger verify [--json] FILE...")
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() == 0 {
+		return usageError(fs, stderr, "no export FILE given")
 	}
 	in, err := openInputs(fs.Args(), stderr, "verifying")
 	if err != nil {
@@ -167,16 +180,17 @@ func ledgerVerify(args []string, stdout, stderr io.Writer) int {
 }
 
 func ledgerMerge(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally ledger merge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("tally ledger merge", "tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--poll ID] FILE...")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
 	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's ingest.Score and shadow those under --trust-floor (default 0.15)")
 	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "usage: tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--poll ID] FILE...")
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() == 0 {
+		return usageError(fs, stderr, "no export FILE given")
 	}
 	// A merge holds every record in memory once; collect less often.
 	debug.SetGCPercent(400)
@@ -247,20 +261,28 @@ func printResult(w io.Writer, res *ledger.Result) {
 }
 
 func ledgerExport(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally ledger export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("tally ledger export", "tally ledger export --data-dir DIR --poll ID [-o FILE]\n       tally ledger export --node URL [--node URL…] --poll ID [-o DIR]")
 	dir := fs.String("data-dir", "./data", "the node's data directory (the node must be stopped)")
 	poll := fs.String("poll", "", "poll id to export")
 	out := fs.String("o", "-", "output file; - for standard output (with --node: a directory)")
 	var nodes stringList
 	fs.Var(&nodes, "node", "fetch from this running node's API instead (repeat for every replica)")
-	token := fs.String("token", os.Getenv("TALLY_ADMIN_TOKEN"), "admin token for --node [$TALLY_ADMIN_TOKEN]")
-	if err := fs.Parse(args); err != nil || *poll == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: tally ledger export --data-dir DIR --poll ID [-o FILE]\n       tally ledger export --node URL [--node URL…] --poll ID [--token T] [-o DIR]")
-		return 2
+	var nf nodeFlags // the token flags; --node is the list above
+	fs.StringVar(&nf.token, "token", "", "admin token for --node (prefer $TALLY_TOKEN or --token-file) [$TALLY_TOKEN]")
+	fs.StringVar(&nf.tokenFile, "token-file", "", "file holding the admin token for --node")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if *poll == "" || fs.NArg() != 0 {
+		return usageError(fs, stderr, "--poll is required, and no arguments")
 	}
 	if len(nodes) > 0 {
-		return exportFromNodes(nodes, *poll, *token, *out, stderr)
+		c, err := nf.client()
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: %v\n", err)
+			return 2
+		}
+		return exportFromNodes(nodes, *poll, c.token, *out, stderr)
 	}
 	// Read-only: an auditor's tool never changes the evidence (Pebble
 	// would otherwise flush the write-ahead log into a new table), fails on

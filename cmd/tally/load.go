@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -35,23 +34,24 @@ type loadConfig struct {
 
 // loadReport is what a run measured.
 type loadReport struct {
-	Requests      int            `json:"requests"`
-	Votes         int            `json:"votes"`
-	Seconds       float64        `json:"seconds"`
-	RequestsPerS  float64        `json:"requests_per_sec"`
-	VotesPerS     float64        `json:"votes_per_sec"` // acknowledged votes (any ack status) per second
-	Codes         map[int]int    `json:"codes"`
-	Acks          map[string]int `json:"acks"` // accepted, duplicate, late, rejected
-	Errors        int            `json:"errors"`
-	P50Ms, P90Ms  float64
-	P99Ms, P999Ms float64
-	MaxMs         float64
+	Requests     int            `json:"requests"`
+	Votes        int            `json:"votes"`
+	Seconds      float64        `json:"seconds"`
+	RequestsPerS float64        `json:"requests_per_sec"`
+	VotesPerS    float64        `json:"votes_per_sec"` // acknowledged votes (any ack status) per second
+	Codes        map[int]int    `json:"codes"`
+	Acks         map[string]int `json:"acks"` // accepted, duplicate, late, rejected
+	Errors       int            `json:"errors"`
+	P50Ms        float64        `json:"p50_ms"`
+	P90Ms        float64        `json:"p90_ms"`
+	P99Ms        float64        `json:"p99_ms"`
+	P999Ms       float64        `json:"p999_ms"`
+	MaxMs        float64        `json:"max_ms"`
 }
 
 func runLoad(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	urls := fs.String("url", "http://127.0.0.1:8080", "node URL(s), comma-separated: requests go round-robin (several regions at once)")
+	fs := newFlags("tally load", "tally load [--url URL,…] [--poll ID] [--rate R | --rate 0] [--batch N] [flags]")
+	urls := fs.String("url", cmpEnv("TALLY_URL", "http://127.0.0.1:8080"), "node URL(s), comma-separated: requests go round-robin (several regions at once)")
 	pollID := fs.String("poll", "demo", "poll to vote in")
 	rate := fs.Int("rate", 1000, "requests per second (open model); 0: as fast as --connections allow (closed model)")
 	ramp := fs.Int("ramp-to", 0, "rise linearly from --rate to this rate over --duration")
@@ -64,9 +64,16 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	options := fs.String("options", "red,green,blue,gold", "option ids to vote for")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	plotTo := fs.String("plot", "", "write an HTML plot of latency over time to this file")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *batch < 1 || *batch > 10 {
-		fmt.Fprintln(stderr, "usage: tally load [flags]; --batch must be 1-10")
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	switch {
+	case fs.NArg() != 0:
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	case *batch < 1 || *batch > 10:
+		return usageError(fs, stderr, "--batch %d: must be 1-10", *batch)
+	case *rate < 0 || *ramp < 0 || *duration <= 0 || *voters < 1 || *conns < 1:
+		return usageError(fs, stderr, "--rate and --ramp-to must be 0 or more, --duration, --voters and --connections more than 0")
 	}
 	cfg := loadConfig{urls: strings.Split(*urls, ","), poll: *pollID, rate: *rate, rampTo: *ramp, duration: *duration,
 		batch: *batch, voters: *voters, changes: *changes, retries: *retries, connections: *conns, options: strings.Split(*options, ",")}

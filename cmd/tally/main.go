@@ -1,23 +1,15 @@
-// Command tally is Tally's operator and auditor tool.
-//
-//	tally ledger verify FILE...            check the hash chains of exported ledgers
-//	tally ledger merge [--json] FILE...    reconcile exports into the certified result
-//	tally ledger export --data-dir DIR --poll ID [-o FILE]
-//	                                       export one poll from a stopped node's data dir
-//	tally ledger export --node URL… --poll ID [-o DIR]
-//	                                       fetch every replica's records from running nodes
-//	tally poll result --node URL --poll ID [FILE…]
-//	                                       a certified result, and whether FILEs reproduce it
-//	tally poll certify --node URL --poll ID [--exclude R --reason TEXT]
-//	                                       certify now (without a lost replica, explicitly)
-//	tally load [flags]                     generate vote load and report throughput and latency
-//	tally watch [--swarm N]                watch a poll live, or measure the fan-out with N viewers
+// Command tally is Tally's operator, host and auditor tool: it drives a
+// running node's API (polls, the cluster, backups), reproduces certified
+// results offline from ledger exports, and generates load. `tally --help`
+// lists the commands; every command and subcommand answers --help.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+
+	"tally/internal/buildinfo"
 )
 
 func main() {
@@ -26,28 +18,30 @@ func main() {
 
 const usage = `usage: tally <command> [arguments]
 
-commands:
-  ledger verify FILE...          check the hash chains of exported ledgers (NDJSON)
-  ledger merge [--json] FILE...  reconcile exports into the exact result and its digest
-  ledger merge --closes-at MS …  apply the poll's final close (from its certified result)
-  ledger export --data-dir DIR --poll ID [-o FILE]
-                                 export one poll from a stopped node's data dir
-  ledger export --node URL [--node URL…] --poll ID [--token T] [-o DIR]
-                                 fetch each running node's records of a poll into DIR
-  poll result --node URL --poll ID [--json] [FILE…]
-                                 show the certified result; with FILEs, check that
-                                 they reproduce its digest
-  poll certify --node URL --poll ID [--token T] [--exclude REPLICA --reason TEXT]
-                                 certify now; leaving out a lost replica only explicitly
-  load [--rate R | --rate 0] [--batch N] …
-                                 vote load generator (vegeta): throughput, acks, latency percentiles
-  watch [--url URL] [--poll ID]  print a poll's live tally as it changes
-  watch --swarm N [--server-pid PID] …
-                                 open N viewers and report delivery lag, missed
-                                 frames, server memory and CPU (see --help)
+Host and operator (a running node: --node URL or $TALLY_URL, the admin
+token from --token-file, $TALLY_TOKEN or --token):
+  poll create|list|show|close|extend|reveal
+                     create and run polls
+  poll result        a certified result; with export FILEs, check that they
+                     reproduce its digest
+  poll certify       certify now, leaving out a lost replica only explicitly
+  cluster            members, NATS links and each replica's staleness
+  ledger backup      an online, consistent copy of a node's ledger
+  ledger export      a poll's records from running nodes or a stopped data dir
 
-Exit status: 0 on success, 1 when verification or reconciliation fails, 2 on
-a usage error.
+Auditor (offline, from exports):
+  ledger verify FILE…   check the hash chains of exported ledgers
+  ledger merge FILE…    reconcile exports into the exact result and its digest
+
+Measurement:
+  load               vote load generator (vegeta): throughput, acks, latency
+  watch              print a poll's live tally, or measure the fan-out with
+                     --swarm N viewers
+
+  version            print the version (also --version)
+
+"tally <command> --help" describes a command. Exit status: 0 on success, 1
+when a check or a request fails, 2 on a usage error.
 `
 
 // run executes one command line and returns the exit status.
@@ -61,11 +55,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runLedger(args[1:], stdout, stderr)
 	case "poll":
 		return runPoll(args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(args[1:], stdout, stderr)
 	case "load":
 		return runLoad(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "tally", buildinfo.Read())
+		return 0
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"iter"
@@ -53,7 +51,7 @@ func (c *client) do(method, path string, body io.Reader) (*http.Response, error)
 	if err != nil {
 		return nil, err
 	}
-	if res.StatusCode != http.StatusOK {
+	if res.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 		res.Body.Close()
 		return nil, fmt.Errorf("%s %s: %d %s", method, c.base+path, res.StatusCode, strings.TrimSpace(string(b)))
@@ -103,44 +101,23 @@ func exportFromNodes(nodes []string, poll, token, dir string, stderr io.Writer) 
 	return 0
 }
 
-func runPoll(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "result":
-		return pollResult(args[1:], stdout, stderr)
-	case "certify":
-		return pollCertify(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "tally poll: unknown command %q\n\n%s", args[0], usage)
-	return 2
-}
-
 // pollResult prints a node's certified result and, given export files,
 // whether they reproduce it.
 func pollResult(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally poll result", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	node := fs.String("node", "http://127.0.0.1:8080", "a node of the cluster")
+	fs := newFlags("tally poll result", "tally poll result --poll ID [--node URL] [--json] [EXPORT.ndjson…]")
+	var nf nodeFlags
+	nf.register(fs)
 	poll := fs.String("poll", "", "poll id")
 	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
-	if err := fs.Parse(args); err != nil || *poll == "" {
-		fmt.Fprintln(stderr, "usage: tally poll result --node URL --poll ID [--json] [EXPORT.ndjson…]")
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	res, err := newClient(*node, "").do("GET", "/v1/polls/"+url.PathEscape(*poll)+"/result", nil)
-	if err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
-		return 1
+	if *poll == "" {
+		return usageError(fs, stderr, "--poll is required")
 	}
 	var v certify.View
-	err = json.NewDecoder(res.Body).Decode(&v)
-	res.Body.Close()
-	if err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
-		return 1
+	if _, code := call(nf, "GET", "/v1/polls/"+url.PathEscape(*poll)+"/result", nil, &v, stderr); code != 0 {
+		return code
 	}
 	if *asJSON {
 		writeJSON(stdout, v)
@@ -229,31 +206,30 @@ func printView(w io.Writer, v certify.View) {
 
 // pollCertify asks a node to certify now, optionally without replicas.
 func pollCertify(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally poll certify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	node := fs.String("node", "http://127.0.0.1:8080", "a full node of the cluster")
+	fs := newFlags("tally poll certify", "tally poll certify --poll ID [--node URL] [--exclude REPLICA --reason TEXT]… [--json]")
+	var nf nodeFlags
+	nf.register(fs)
 	poll := fs.String("poll", "", "poll id")
-	token := fs.String("token", os.Getenv("TALLY_ADMIN_TOKEN"), "admin token [$TALLY_ADMIN_TOKEN]")
 	reason := fs.String("reason", "", "why the excluded replicas are left out (required with --exclude)")
+	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
 	var exclude stringList
 	fs.Var(&exclude, "exclude", "certify without this replica (repeatable); recorded in the result")
-	if err := fs.Parse(args); err != nil || *poll == "" || len(exclude) > 0 && *reason == "" {
-		fmt.Fprintln(stderr, "usage: tally poll certify --node URL --poll ID [--exclude REPLICA --reason TEXT]…")
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	body, _ := json.Marshal(map[string]any{"exclude": []string(exclude), "reason": *reason})
-	res, err := newClient(*node, *token).do("POST", "/v1/polls/"+url.PathEscape(*poll)+"/certify", strings.NewReader(string(body)))
-	if err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
-		return 1
+	if *poll == "" || len(exclude) > 0 && *reason == "" {
+		return usageError(fs, stderr, "--poll is required, and --reason with --exclude")
 	}
-	defer res.Body.Close()
+	body := map[string]any{"exclude": []string(exclude), "reason": *reason}
 	var v certify.View
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
-		return 1
+	if _, code := call(nf, "POST", "/v1/polls/"+url.PathEscape(*poll)+"/certify", body, &v, stderr); code != 0 {
+		return code
 	}
-	printView(stdout, v)
+	if *asJSON {
+		writeJSON(stdout, v)
+	} else {
+		printView(stdout, v)
+	}
 	if v.Status != "reconciled" {
 		return 1
 	}

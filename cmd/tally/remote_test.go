@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +13,6 @@ import (
 	"tally/certify"
 	"tally/hlc"
 	"tally/ledger"
-	"tally/node"
 	"tally/state"
 )
 
@@ -24,20 +20,7 @@ import (
 // result with the CLI: export over the API, check the result reproduces,
 // and see a tampered file fail.
 func TestAuditAgainstARunningNode(t *testing.T) {
-	cfg := node.DefaultConfig()
-	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken, cfg.Demo = t.TempDir(), "127.0.0.1:0", "tok", false
-	cfg.GossipAddr, cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "", ""
-	cfg.NodeName, cfg.CertifySettle = "audit", 10*time.Millisecond
-	cfg.Logger, cfg.Stdout = slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	base := "http://" + n.Addr()
+	base := startTestNode(t, t.TempDir())
 	post := func(path, body string) int {
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

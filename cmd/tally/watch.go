@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -33,9 +32,8 @@ type frameHead struct {
 }
 
 func runWatch(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tally watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("url", "http://127.0.0.1:8080", "node URL")
+	fs := newFlags("tally watch", "tally watch [--url URL] [--poll ID]\n       tally watch --swarm N [--server-pid PID] [flags]")
+	url := fs.String("url", cmpEnv("TALLY_URL", "http://127.0.0.1:8080"), "node URL [$TALLY_URL]")
 	pollID := fs.String("poll", "demo", "poll to watch")
 	swarm := fs.Int("swarm", 0, "open this many viewers and report delivery figures instead of printing the tally")
 	perIP := fs.Int("per-ip", 100, "viewers per loopback source address (127.0.0.2, .3, …)")
@@ -45,8 +43,11 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	serverPID := fs.Int("server-pid", 0, "the node's process id, to report its memory and CPU")
 	sourceOffset := fs.Int("source-offset", 0, "skip this many source addresses (so several swarms use different ones)")
 	asJSON := fs.Bool("json", false, "print the swarm report as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return 2
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() != 0 || *swarm < 0 {
+		return usageError(fs, stderr, "unexpected argument, or --swarm below 0")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestHelpAndVersionExitZero(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"healthcheck", "--help"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 || !strings.Contains(out.String(), "usage") || errb.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "tally-node ") {
+		t.Errorf("--version: %d %q", code, out.String())
+	}
+	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--log-format", "xml"}, {"--config", "/nonexistent/tally.yaml"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a reason", args, code, errb.String())
+		}
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	check := func(url string) int {
+		var out, errb bytes.Buffer
+		return run([]string{"healthcheck", "--url", url, "--timeout", "2s"}, &out, &errb)
+	}
+	if c := check(srv.URL + "/readyz"); c != 0 {
+		t.Fatalf("ready node: exit %d", c)
+	}
+	status = http.StatusServiceUnavailable
+	if c := check(srv.URL + "/readyz"); c != 1 {
+		t.Fatalf("draining node: exit %d", c)
+	}
+	srv.Close()
+	if c := check(srv.URL + "/readyz"); c != 1 {
+		t.Fatalf("no node: exit %d", c)
+	}
+	if c := check("ftp://x/readyz"); c != 2 {
+		t.Fatalf("not http: exit %d", c)
+	}
+	t.Setenv("TALLY_HTTP_ADDR", ":9999")
+	t.Setenv("TALLY_TLS_CERT", "/x.pem")
+	if u := defaultHealthURL(); u != "https://127.0.0.1:9999/readyz" {
+		t.Fatalf("default URL %s", u)
+	}
+}
+
+// The binary logs JSON when asked, every line of it, and a normal stop
+// (SIGTERM) logs nothing at warning level or above and exits 0.
+func TestJSONLogsAndACleanStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the node binary")
+	}
+	bin := filepath.Join(t.TempDir(), "tally-node")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "tally.yaml")
+	os.WriteFile(cfgFile, []byte("http-addr: 127.0.0.1:0\ngossip-addr: 127.0.0.1:0\nnats-addr: 127.0.0.1:0\nnats-cluster-addr: ''\nnats-gateway-addr: ''\ndrain: 0s\nlog-format: json\n"), 0o600)
+	cmd := exec.Command(bin, "--config", cfgFile, "--data-dir", filepath.Join(dir, "data"), "--region", "eu-west")
+	cmd.Env = append(os.Environ(), "TALLY_LOG_LEVEL=debug")
+	stdout, _ := cmd.StdoutPipe()
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var url string
+	re := regexp.MustCompile(`listening on (http://\S+)`)
+	for sc := bufio.NewScanner(stdout); sc.Scan(); {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+			break
+		}
+	}
+	if url == "" {
+		t.Fatalf("no address printed; log:\n%s", logs.String())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var out, errb bytes.Buffer
+		if run([]string{"healthcheck", "--url", url + "/readyz"}, &out, &errb) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready: %s", errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, logs.String())
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	levels := map[string]int{}
+	for _, line := range lines {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Msg == "" {
+			t.Errorf("not a JSON log line: %q", line)
+			continue
+		}
+		levels[rec.Level]++
+		if rec.Level == "WARN" || rec.Level == "ERROR" {
+			t.Errorf("a normal start and stop logged %s: %s", rec.Level, line)
+		}
+	}
+	if levels["DEBUG"] == 0 && levels["INFO"] == 0 {
+		t.Fatalf("no log lines at all: %v", levels)
+	}
+}

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"tally/ingest"
+	"tally/poll"
+)
+
+// The admin commands drive a running node's API as a host does with curl:
+// create, list, show, close, extend and reveal polls, and show the
+// cluster. They print a table, or the node's JSON answer with --json.
+
+const pollHelp = `usage: tally poll <subcommand> [flags]
+
+subcommands:
+  create   --question Q --option ID[=LABEL]… [--duration D | --closes-at T] …
+           create a poll (admin)
+  list     [--event E]                 every poll the node holds, newest first
+  show     --poll ID                   one poll with its live tally
+  close    --poll ID                   close a poll now (admin)
+  extend   --poll ID (--by D | --closes-at T)
+                                       move an open poll's close (admin)
+  reveal   --poll ID                   show a hidden poll's counts (admin)
+  result   --poll ID [FILE…]           the certified result; with exports,
+                                       check that they reproduce its digest
+  certify  --poll ID [--exclude REPLICA --reason TEXT]
+                                       certify now (admin)
+
+Every subcommand takes --node URL ($TALLY_URL) and the admin token from
+--token-file FILE, $TALLY_TOKEN or --token; "tally poll SUB --help" lists
+its flags.
+`
+
+func runPoll(args []string, stdout, stderr io.Writer) int {
+	return group("poll", pollHelp, map[string]func([]string, io.Writer, io.Writer) int{
+		"create":  pollCreate,
+		"list":    pollList,
+		"show":    pollShow,
+		"close":   func(a []string, o, e io.Writer) int { return pollAmend("close", a, o, e) },
+		"extend":  func(a []string, o, e io.Writer) int { return pollAmend("extend", a, o, e) },
+		"reveal":  func(a []string, o, e io.Writer) int { return pollAmend("reveal", a, o, e) },
+		"result":  pollResult,
+		"certify": pollCertify,
+	}, args, stdout, stderr)
+}
+
+// optionFlag collects --option ID[=LABEL].
+type optionFlag []poll.Option
+
+func (o *optionFlag) String() string { return fmt.Sprint(len(*o), " options") }
+func (o *optionFlag) Set(s string) error {
+	id, label, ok := strings.Cut(s, "=")
+	if !ok {
+		label = id
+	}
+	*o = append(*o, poll.Option{ID: strings.TrimSpace(id), Label: strings.TrimSpace(label)})
+	return nil
+}
+
+// timeFlag is an RFC 3339 time or Unix milliseconds.
+type timeFlag struct{ ms *int64 }
+
+func (t timeFlag) String() string {
+	if t.ms == nil || *t.ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(*t.ms).UTC().Format(time.RFC3339)
+}
+func (t timeFlag) Set(s string) error {
+	if tm, err := time.Parse(time.RFC3339, s); err == nil {
+		*t.ms = tm.UnixMilli()
+		return nil
+	}
+	var ms int64
+	if _, err := fmt.Sscan(s, &ms); err != nil || fmt.Sprint(ms) != s {
+		return fmt.Errorf("%q is neither an RFC 3339 time (2026-12-01T20:00:00Z) nor Unix milliseconds", s)
+	}
+	*t.ms = ms
+	return nil
+}
+
+func pollCreate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tally poll create", "tally poll create --question Q --option ID[=LABEL] --option … [flags]")
+	var nf nodeFlags
+	nf.register(fs)
+	var spec poll.Spec
+	var options optionFlag
+	var opensAt, closesAt int64
+	fs.StringVar(&spec.ID, "id", "", "poll id (default: generated)")
+	fs.StringVar(&spec.Question, "question", "", "the question")
+	fs.Var(&options, "option", "an option, ID or ID=LABEL (repeat, 2 or more)")
+	duration := fs.Duration("duration", 0, "how long the poll runs (default 60s)")
+	fs.Var(timeFlag{&closesAt}, "closes-at", "when the poll closes (RFC 3339 or Unix ms), instead of --duration")
+	fs.Var(timeFlag{&opensAt}, "opens-at", "when the poll opens (RFC 3339 or Unix ms; default now)")
+	grace := fs.Duration("grace", 0, "how long after close late votes are still ledgered (default 2s)")
+	fs.BoolVar(&spec.Hidden, "hidden", false, "show no counts until revealed")
+	fs.StringVar(&spec.Event, "event", "", "the show the poll belongs to")
+	fs.BoolVar(&spec.Public, "public", false, "votes need a voter token earned with the proof of work")
+	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	case spec.Question == "" || len(options) < 2:
+		return usageError(fs, stderr, "--question and at least two --option are required")
+	case *duration != 0 && closesAt != 0:
+		return usageError(fs, stderr, "give --duration or --closes-at, not both")
+	}
+	spec.Options = options
+	if *duration != 0 {
+		s := duration.Seconds()
+		spec.DurationS = &s
+	}
+	if closesAt != 0 {
+		spec.ClosesAt = &closesAt
+	}
+	if opensAt != 0 {
+		spec.OpensAt = &opensAt
+	}
+	if *grace != 0 {
+		s := grace.Seconds()
+		spec.GraceS = &s
+	}
+	return callPoll(nf, "POST", "/v1/polls", spec, *asJSON, stdout, stderr)
+}
+
+func pollShow(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tally poll show", "tally poll show --poll ID [--json]")
+	var nf nodeFlags
+	nf.register(fs)
+	id := fs.String("poll", "", "poll id")
+	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if *id == "" || fs.NArg() > 0 {
+		return usageError(fs, stderr, "--poll is required, and nothing else")
+	}
+	return callPoll(nf, "GET", "/v1/polls/"+url.PathEscape(*id), nil, *asJSON, stdout, stderr)
+}
+
+// pollAmend closes, extends or reveals a poll.
+func pollAmend(verb string, args []string, stdout, stderr io.Writer) int {
+	synopsis := "tally poll " + verb + " --poll ID"
+	if verb == "extend" {
+		synopsis += " (--by DURATION | --closes-at TIME)"
+	}
+	fs := newFlags("tally poll "+verb, synopsis+" [--json]")
+	var nf nodeFlags
+	nf.register(fs)
+	id := fs.String("poll", "", "poll id")
+	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
+	var by *time.Duration
+	var closesAt int64
+	if verb == "extend" {
+		by = fs.Duration("by", 0, "move the close this much later")
+		fs.Var(timeFlag{&closesAt}, "closes-at", "the new close (RFC 3339 or Unix ms)")
+	}
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if *id == "" || fs.NArg() > 0 {
+		return usageError(fs, stderr, "--poll is required, and nothing else")
+	}
+	var body any
+	if verb == "extend" {
+		var req ingest.ExtendRequest
+		switch {
+		case (*by != 0) == (closesAt != 0):
+			return usageError(fs, stderr, "give one of --by and --closes-at")
+		case *by != 0:
+			s := by.Seconds()
+			req.ByS = &s
+		default:
+			req.ClosesAt = &closesAt
+		}
+		body = req
+	}
+	return callPoll(nf, "POST", "/v1/polls/"+url.PathEscape(*id)+"/"+verb, body, *asJSON, stdout, stderr)
+}
+
+// callPoll sends one request whose answer is a poll and prints it.
+func callPoll(nf nodeFlags, method, path string, body any, asJSON bool, stdout, stderr io.Writer) int {
+	var v ingest.PollView
+	raw, code := call(nf, method, path, body, &v, stderr)
+	if code != 0 {
+		return code
+	}
+	if asJSON {
+		stdout.Write(raw)
+		return 0
+	}
+	printPoll(stdout, v)
+	return 0
+}
+
+// call sends one request to the node and decodes its JSON answer into v,
+// returning the raw answer too. Errors are printed as one line.
+func call(nf nodeFlags, method, path string, body, v any, stderr io.Writer) ([]byte, int) {
+	c, err := nf.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return nil, 2
+	}
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: %v\n", err)
+			return nil, 1
+		}
+		r = bytes.NewReader(b)
+	}
+	res, err := c.do(method, path, r)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return nil, 1
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err == nil {
+		err = json.Unmarshal(raw, v)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %s %s: %v\n", method, path, err)
+		return nil, 1
+	}
+	return raw, 0
+}
+
+func printPoll(w io.Writer, v ingest.PollView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "poll\t%s\nquestion\t%s\nstatus\t%s\n", v.ID, v.Question, v.Status)
+	fmt.Fprintf(tw, "opens\t%s\ncloses\t%s\n", fmtMs(v.OpensAt), fmtMs(v.ClosesAt))
+	if v.Event != "" {
+		fmt.Fprintf(tw, "event\t%s\n", v.Event)
+	}
+	if v.Hidden {
+		fmt.Fprintf(tw, "hidden\tyes (counts shown only to the admin until revealed)\n")
+	}
+	if v.Total != nil {
+		fmt.Fprintf(tw, "total\t%d\n", *v.Total)
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for _, o := range v.Options {
+		if v.Totals != nil {
+			fmt.Fprintf(tw, "  %s\t%d\t  %s\n", o.ID, v.Totals[o.ID], o.Label)
+		} else {
+			fmt.Fprintf(tw, "  %s\t-\t  %s\n", o.ID, o.Label)
+		}
+	}
+	tw.Flush()
+}
+
+func fmtMs(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// pollPage is one page of GET /v1/polls.
+type pollPage struct {
+	Polls      []ingest.PollView `json:"polls"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+}
+
+func pollList(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tally poll list", "tally poll list [--event E] [--json]")
+	var nf nodeFlags
+	nf.register(fs)
+	event := fs.String("event", "", "only this show's polls")
+	asJSON := fs.Bool("json", false, "print the polls as one JSON array")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	var all []ingest.PollView
+	for cursor := ""; ; {
+		q := url.Values{"limit": {fmt.Sprint(ingest.MaxPageSize)}}
+		if *event != "" {
+			q.Set("event", *event)
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page pollPage
+		if _, code := call(nf, "GET", "/v1/polls?"+q.Encode(), nil, &page, stderr); code != 0 {
+			return code
+		}
+		all = append(all, page.Polls...)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if *asJSON {
+		if all == nil {
+			all = []ingest.PollView{}
+		}
+		writeJSON(stdout, all)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLL\tSTATUS\tCLOSES\tTOTAL\tEVENT\tQUESTION")
+	for _, v := range all {
+		total := "hidden"
+		if v.Total != nil {
+			total = fmt.Sprint(*v.Total)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Status, fmtMs(v.ClosesAt), total, v.Event, v.Question)
+	}
+	tw.Flush()
+	return 0
+}
+
+// clusterInfo is GET /v1/cluster: in full on the admin address, or the
+// regions alone on a public port when the node has --admin-addr.
+type clusterInfo struct {
+	Self    string `json:"self"`
+	Region  string `json:"region"`
+	Replica string `json:"replica"`
+	Role    string `json:"role"`
+	Members []struct {
+		Name       string `json:"name"`
+		Region     string `json:"region"`
+		Replica    string `json:"replica"`
+		Role       string `json:"role"`
+		State      string `json:"state"`
+		HTTPAddr   string `json:"http_addr"`
+		GossipAddr string `json:"gossip_addr"`
+	} `json:"members"`
+	Replicas []struct {
+		Replica     string `json:"replica"`
+		Region      string `json:"region"`
+		StalenessMs int64  `json:"staleness_ms"`
+	} `json:"replicas"`
+	Regions map[string]int64 `json:"regions"`
+	NATS    *struct {
+		Connected bool     `json:"connected"`
+		Embedded  bool     `json:"embedded"`
+		Routes    int      `json:"routes"`
+		Gateways  []string `json:"gateways"`
+	} `json:"nats"`
+}
+
+func runCluster(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tally cluster", "tally cluster [--node URL] [--json]")
+	var nf nodeFlags
+	nf.register(fs)
+	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	var v clusterInfo
+	raw, code := call(nf, "GET", "/v1/cluster", nil, &v, stderr)
+	if code != 0 {
+		return code
+	}
+	if *asJSON {
+		stdout.Write(raw)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if v.Self == "" {
+		fmt.Fprintf(tw, "region %s (a public port: members and NATS are on the node's --admin-addr)\n\nREGION\tSTALENESS\n", v.Region)
+		for r, ms := range v.Regions {
+			fmt.Fprintf(tw, "%s\t%s\n", r, time.Duration(ms)*time.Millisecond)
+		}
+		tw.Flush()
+		return 0
+	}
+	fmt.Fprintf(tw, "node %s, region %s, replica %s, role %s\n", v.Self, v.Region, v.Replica, v.Role)
+	if v.NATS != nil {
+		fmt.Fprintf(tw, "nats connected %t, embedded %t, routes %d, gateways %s\n", v.NATS.Connected, v.NATS.Embedded, v.NATS.Routes, strings.Join(v.NATS.Gateways, ","))
+	}
+	fmt.Fprintln(tw, "\nMEMBER\tREGION\tROLE\tSTATE\tGOSSIP\tHTTP")
+	for _, m := range v.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Region, m.Role, m.State, m.GossipAddr, m.HTTPAddr)
+	}
+	fmt.Fprintln(tw, "\nREPLICA\tREGION\tSTALENESS")
+	for _, r := range v.Replicas {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Replica, r.Region, time.Duration(r.StalenessMs)*time.Millisecond)
+	}
+	tw.Flush()
+	return 0
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"tally/internal/backup"
+	"tally/ledger"
+)
+
+// maxBackup caps what `tally ledger backup` unpacks: far above any ledger
+// this product keeps (a million votes take about 200 MB).
+const maxBackup = 1 << 40
+
+// ledgerBackup fetches GET /v1/backup from a running node into a new
+// directory and checks it: the ledger opens and every poll's chains verify.
+func ledgerBackup(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tally ledger backup", "tally ledger backup --node URL -o DIR")
+	var nf nodeFlags
+	nf.register(fs)
+	out := fs.String("o", "", "directory to write the backup into (must not exist, or be empty)")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if *out == "" || fs.NArg() > 0 {
+		return usageError(fs, stderr, "-o DIR is required, and nothing else")
+	}
+	c, err := nf.client()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 2
+	}
+	start := time.Now()
+	res, err := c.do("GET", "/v1/backup", nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	m, err := backup.Extract(res.Body, *out, maxBackup)
+	res.Body.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: backup into %s failed (remove it before trying again): %v\n", *out, err)
+		return 1
+	}
+	polls, records, err := verifyBackup(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: the backup in %s does not verify: %v\n", *out, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "backup of replica %s (region %s, node %s) taken %s: %d polls, %d records, chains verified, in %s\n",
+		m.Replica, m.Region, m.Node, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), polls, records, *out)
+	fmt.Fprintf(stderr, "took %s; it holds the replica's signing key: keep it as you keep secrets\n", time.Since(start).Round(time.Millisecond))
+	return 0
+}
+
+// verifyBackup opens the backup's ledger read-only and verifies every
+// poll's chains.
+func verifyBackup(dir string) (polls int, records uint64, err error) {
+	l, err := ledger.Open(ledger.Config{Dir: filepath.Join(dir, "ledger"), ReadOnly: true})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Close()
+	ids, err := l.Polls()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, id := range ids {
+		chains, err := l.Verify(id)
+		if err != nil {
+			return 0, 0, fmt.Errorf("poll %s: %w", id, err)
+		}
+		for _, c := range chains {
+			records += c.Records
+		}
+	}
+	return len(ids), records, nil
+}
+
+// ledgerRestore puts a backup into a new data dir. The node started on it
+// is the backed-up replica again, so the command insists the original is
+// gone for good: two live nodes with one replica id would fork its chains.
+func ledgerRestore(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("tally ledger restore", "tally ledger restore --from BACKUP --data-dir DIR --original-is-gone")
+	from := fs.String("from", "", "a backup directory written by tally ledger backup")
+	dataDir := fs.String("data-dir", "", "the new node's data directory (must not exist, or be empty)")
+	gone := fs.Bool("original-is-gone", false, "confirm that the node the backup came from is stopped for good and its data dir will never serve again")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if *from == "" || *dataDir == "" || fs.NArg() > 0 {
+		return usageError(fs, stderr, "--from and --data-dir are required")
+	}
+	m, err := backup.ReadManifest(*from)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	if !*gone {
+		fmt.Fprintf(stderr, `tally ledger restore: the restored node will be replica %s again. Do this only when
+the original node is stopped for good and its data dir will never serve again:
+two nodes with one replica id would fork its hash chains. Votes it took after
+the backup (%s) are lost. If the original may come back, start a new node on
+an empty data dir instead, and read the backup offline with
+"tally ledger export --data-dir %s --poll ID". To go on, add --original-is-gone
+(see "Backups and restore" in docs/operations.md).
+`, m.Replica, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), *from)
+		return 2
+	}
+	if _, _, err := verifyBackup(*from); err != nil {
+		fmt.Fprintf(stderr, "tally: the backup in %s does not verify: %v\n", *from, err)
+		return 1
+	}
+	if _, err := backup.Restore(*from, *dataDir); err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	if err := os.Chmod(*dataDir, 0o700); err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "restored replica %s (region %s) into %s; start the node with --data-dir %s --region %s\n", m.Replica, m.Region, *dataDir, *dataDir, m.Region)
+	return 0
+}
