@@ -437,3 +437,101 @@ func TestGrafanaProvisioning(t *testing.T) {
 		t.Errorf("grafana does not mount the dashboards at %s: %v", prov.Providers[0].Options.Path, c.Services["grafana"].Volumes)
 	}
 }
+
+// TestMultiHostVariant checks deploy/multi-host: with the example region
+// file filled in, the node accepts its configuration; it announces the
+// public address; it publishes the gossip (TCP and UDP), route and gateway
+// ports it listens on, metrics only on the private address; its secrets
+// and certificates are files; TLS is on across hosts.
+func TestMultiHostVariant(t *testing.T) {
+	dir := filepath.Join(root, "deploy/multi-host")
+	vars := envFile(t, "deploy/multi-host/region.env.example")
+	b, err := os.ReadFile(filepath.Join(dir, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compose's interpolation: ${X:?msg} must be set, ${X:-def} defaults.
+	interp := regexp.MustCompile(`\$\{([A-Z_]+)(:\?[^}]*|:-[^}]*)?\}`)
+	text := interp.ReplaceAllStringFunc(string(b), func(m string) string {
+		p := interp.FindStringSubmatch(m)
+		v, ok := vars[p[1]]
+		switch {
+		case ok:
+			return v
+		case strings.HasPrefix(p[2], ":-"):
+			return strings.TrimPrefix(p[2], ":-")
+		}
+		t.Errorf("%s is required but region.env.example does not set it", p[1])
+		return ""
+	})
+	var c compose
+	if err := yaml.Unmarshal([]byte(text), &c); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := c.Services["tally"]
+	if !ok || len(c.Services) != 1 {
+		t.Fatalf("want one tally service, got %v", c.Services)
+	}
+	env := map[string]string{}
+	secretsDir := t.TempDir()
+	secretFile := regexp.MustCompile(`^/run/secrets/([a-z_]+)$`)
+	for k, v := range s.Environment {
+		if m := secretFile.FindStringSubmatch(v); m != nil {
+			if !slices.Contains(s.Secrets, m[1]) || !strings.HasPrefix(c.Secrets[m[1]].File, "../../secrets/") {
+				t.Errorf("%s names secret %s, which is not a mounted file under ./secrets/", k, m[1])
+			}
+			content := "operator-value-of-enough-length"
+			if k == "TALLY_GOSSIP_KEY_FILE" {
+				content = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+			}
+			v = filepath.Join(secretsDir, m[1])
+			os.WriteFile(v, []byte(content), 0o600)
+		}
+		env[k] = v
+	}
+	cfg := nodeConfig(t, "multi-host", env)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the node refuses the multi-host configuration: %v", err)
+	}
+	if cfg.TLSCert == "" || cfg.TLSKey == "" || cfg.TLSCA == "" {
+		t.Error("TLS is off between hosts")
+	}
+	if cfg.GossipKey == "" || cfg.AdminToken == "" || cfg.SessionSecret == "" || !cfg.RequireSession {
+		t.Error("the cluster key, admin token, session secret and --require-session are all needed on the Internet")
+	}
+	h, p, err := net.SplitHostPort(cfg.GossipAdvertise)
+	if err != nil || h != vars["TALLY_PUBLIC_IP"] || p != port(t, cfg.GossipAddr) {
+		t.Errorf("announces %q, want the public IP at the gossip port %s", cfg.GossipAdvertise, cfg.GossipAddr)
+	}
+	published := map[string]bool{}
+	for _, p := range s.Ports {
+		parts := strings.Split(p, ":")
+		if len(parts) == 3 && parts[0] != vars["TALLY_PRIVATE_IP"] {
+			t.Errorf("port %s is bound to %s, not the private address", p, parts[0])
+		}
+		published[parts[len(parts)-1]] = true
+		if len(parts) == 3 {
+			published["private:"+parts[len(parts)-1]] = true
+		}
+	}
+	for _, want := range []string{port(t, cfg.HTTPAddr), port(t, cfg.GossipAddr) + "/tcp", port(t, cfg.GossipAddr) + "/udp",
+		port(t, cfg.NATSClusterAddr), port(t, cfg.NATSGatewayAddr), "private:" + port(t, cfg.AdminAddr)} {
+		if !published[want] {
+			t.Errorf("port %s is not published as it should be: %v", want, s.Ports)
+		}
+	}
+	if len(strings.Split(cfg.Join, ",")) < 2 {
+		t.Errorf("joins %q: seeds in every region expected", cfg.Join)
+	}
+	grace, err := time.ParseDuration(s.StopGracePeriod)
+	if err != nil || grace <= cfg.Drain+cfg.ShutdownTimeout {
+		t.Errorf("stop_grace_period %q", s.StopGracePeriod)
+	}
+	if s.Healthcheck == nil || !slices.Equal(s.Healthcheck.Test, []string{"CMD", "/usr/local/bin/tally-node", "healthcheck"}) {
+		t.Error("no healthcheck")
+	}
+	ignored, _ := os.ReadFile(filepath.Join(root, ".gitignore"))
+	if !strings.Contains(string(ignored), "/deploy/multi-host/region.env") {
+		t.Error("region.env is not ignored by git")
+	}
+}

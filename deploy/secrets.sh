@@ -20,6 +20,10 @@ make session_secret 'head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n"'
 if [ "$(id -u)" = 0 ]; then
   chown 65532:65532 secrets/gossip_key secrets/admin_token secrets/session_secret
   chmod 0400 secrets/gossip_key secrets/admin_token secrets/session_secret
+  if [ -d secrets/tls ]; then # deploy/multi-host: this host's certificate
+    chown -R 65532:65532 secrets/tls
+    chmod 0400 secrets/tls/*
+  fi
 else
   echo "the node's container runs as uid 65532 and must read these files; run:"
   echo "  sudo chown 65532:65532 secrets/*  &&  sudo chmod 0400 secrets/*"

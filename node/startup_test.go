@@ -107,3 +107,21 @@ func TestUnwritableDataDirStopsTheStart(t *testing.T) {
 		}
 	}
 }
+
+// A backup's scratch directory left by a crash mid-backup is removed at
+// start; the rest of the data dir is kept.
+func TestStartRemovesBackupLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	left := filepath.Join(dir, backupPrefix+"123")
+	if err := os.MkdirAll(filepath.Join(left, "ledger"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "backup-notes.txt"), []byte("mine"), 0o600)
+	startNode(t, dir, nil)
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("the leftover backup directory is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "backup-notes.txt")); err != nil {
+		t.Fatalf("a file of the operator's was removed: %v", err)
+	}
+}
