@@ -54,6 +54,16 @@ func (m *Map[K, V]) Set(key K, ts hlc.Timestamp, v V) bool {
 	return true
 }
 
+// Replace stores r under key whatever its timestamp: for callers that
+// join versions themselves (a join of two writes may keep the older
+// stamp's fields).
+func (m *Map[K, V]) Replace(key K, r Register[V]) {
+	if m.m == nil {
+		m.m = make(map[K]Register[V])
+	}
+	m.m[key] = r
+}
+
 // Get returns the register under key.
 func (m *Map[K, V]) Get(key K) (Register[V], bool) {
 	r, ok := m.m[key]

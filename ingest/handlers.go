@@ -81,6 +81,7 @@ func (p *Pipeline) View(id string, admin bool) (PollView, error) {
 	cert, ok := p.cfg.State.Certificate(id)
 	reconciled := ok && cert.Status == state.Reconciled
 	v := PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
+	v.CloseStamp = nil // replication detail, not part of the API
 	if def.Hidden && !admin {
 		return v, nil
 	}

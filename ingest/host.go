@@ -74,22 +74,31 @@ func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
 // the poll's view.
 func (p *Pipeline) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
 	id := r.PathValue("poll")
-	def, ok := p.cfg.State.Poll(id)
+	reg, ok := p.cfg.State.PollRegister(id)
 	if !ok {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
+	}
+	def := reg.Value
+	if def.CloseStamp == nil { // the close as created: stamped with the creation
+		created := reg.TS
+		def.CloseStamp = &created
 	}
 	ts, err := p.cfg.Clock.Now()
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
+	closesAt := def.ClosesAt
 	changed, err := change(&def, ts.Wall)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
 	if changed {
+		if def.ClosesAt != closesAt {
+			def.CloseStamp = &ts // this write sets the close
+		}
 		if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
 			api.WriteError(w, err)
 			return

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"tally/hlc"
 	"tally/ids"
 )
 
@@ -79,6 +80,12 @@ type Definition struct {
 	Hidden bool `json:"hidden,omitempty"`
 	// Event groups the polls of one show (an id like a poll's).
 	Event string `json:"event,omitempty"`
+	// CloseStamp is the hybrid logical time of the write that last set
+	// ClosesAt (a close or an extend); nil: the definition's own write (its
+	// creation). Versions of a definition amended at two regions at once
+	// are joined field by field (state.PutPoll): the close written last
+	// wins even when a reveal elsewhere is newer. Not shown by the API.
+	CloseStamp *hlc.Timestamp `json:"close_stamp,omitempty"`
 }
 
 // Limits are a poll's own vote rate limits (votes per second, with a burst

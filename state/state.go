@@ -69,7 +69,7 @@ type State struct {
 	stripes  int
 	maxPolls int
 
-	createMu sync.Mutex // serializes the creation of new polls, so the bound holds
+	defMu sync.Mutex // serializes definition writes: the join reads and replaces, and the bound on polls holds
 
 	mu    sync.RWMutex
 	defs  crdt.Map[string, poll.Definition]
@@ -151,30 +151,40 @@ func (s *State) SetAside() map[string]error { return s.setAside }
 // Replica returns this node's replica id.
 func (s *State) Replica() string { return s.replica }
 
-// PutPoll writes a definition at ts (a create, or a newer version such as
-// an earlier close). It persists the write before applying it and reports
-// whether it won (was newer than the definition held).
+// PutPoll writes a definition at ts (a create, or an amended version such
+// as a close, an extend or a reveal, written here or gossiped from another
+// region), joined with the version held (joinDefinitions). It persists the
+// result before applying it and reports whether the held definition
+// changed.
 func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
 	if err := d.Validate(); err != nil {
 		return false, err
 	}
-	reg := crdt.Register[poll.Definition]{TS: ts, Value: d}
+	in := crdt.Register[poll.Definition]{TS: ts, Value: d}
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
 	s.mu.RLock()
 	cur, ok := s.defs.Get(d.ID)
 	_, gone := s.forgotten[d.ID]
+	held := s.defs.Len()
 	s.mu.RUnlock()
-	if gone || ok && !cur.TS.Less(ts) {
+	if gone {
 		return false, nil // a forgotten poll stays forgotten, whoever still gossips it
 	}
-	if !ok {
-		s.createMu.Lock()
-		defer s.createMu.Unlock()
-		s.mu.RLock()
-		_, ok = s.defs.Get(d.ID)
-		held := s.defs.Len()
-		s.mu.RUnlock()
-		if !ok && held >= s.maxPolls {
-			return false, fmt.Errorf("%w: %d held, at most %d", ErrTooManyPolls, held, s.maxPolls)
+	if !ok && held >= s.maxPolls {
+		return false, fmt.Errorf("%w: %d held, at most %d", ErrTooManyPolls, held, s.maxPolls)
+	}
+	if d.CloseStamp == nil && !ok {
+		in.Value.CloseStamp = &ts // a creation writes the close too
+	}
+	reg := in
+	if ok {
+		reg = joinDefinitions(cur, in)
+		if reg.TS == cur.TS && sameDefinition(reg.Value, cur.Value) {
+			return false, nil // nothing new: an older or the same write
+		}
+		if err := reg.Value.Validate(); err != nil {
+			return false, err
 		}
 	}
 	if s.store != nil {
@@ -186,15 +196,14 @@ func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
 			return false, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}
-	return s.setDefinition(reg), nil
+	s.setDefinition(reg)
+	return true, nil
 }
 
-func (s *State) setDefinition(reg crdt.Register[poll.Definition]) bool {
+func (s *State) setDefinition(reg crdt.Register[poll.Definition]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.defs.Set(reg.Value.ID, reg.TS, reg.Value) {
-		return false
-	}
+	s.defs.Replace(reg.Value.ID, reg)
 	ps, ok := s.polls[reg.Value.ID]
 	options := make([]string, len(reg.Value.Options))
 	for i, o := range reg.Value.Options {
@@ -212,7 +221,6 @@ func (s *State) setDefinition(reg crdt.Register[poll.Definition]) bool {
 		// kept, but counting continues in the cells that exist.
 		slog.Warn("state: poll options changed; keeping the original cells", "poll", reg.Value.ID)
 	}
-	return true
 }
 
 func sameOptions(c *cells, options []string) bool {
