@@ -33,6 +33,7 @@ type recordJSON struct {
 	IPHash  string   `json:"ip_hash"`
 	Prev    Hash     `json:"prev"`
 	Signals *Signals `json:"signals,omitempty"`
+	Answer  *Answer  `json:"answer,omitempty"`
 	Hash    Hash     `json:"hash"`
 }
 
@@ -43,7 +44,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		HLC:   hlc.Timestamp{Wall: r.Wall, Logical: r.Logical}.String(),
 		Voter: r.Voter, Option: r.Option, Idem: r.Idem,
 		Trust: r.Trust, Counted: r.Counted, Late: r.Late, IPHash: r.IPHash,
-		Prev: r.Prev, Signals: r.Signals, Hash: r.Hash(),
+		Prev: r.Prev, Signals: r.Signals, Answer: r.Answer, Hash: r.Hash(),
 	})
 }
 
@@ -65,7 +66,7 @@ func DecodeRecordJSON(line []byte) (Record, error) {
 	r := Record{
 		Poll: j.Poll, Replica: j.Replica, Seq: j.Seq, Wall: ts.Wall, Logical: ts.Logical,
 		Voter: j.Voter, Option: j.Option, Idem: j.Idem, Trust: j.Trust,
-		Counted: j.Counted, Late: j.Late, IPHash: j.IPHash, Prev: j.Prev, Signals: j.Signals,
+		Counted: j.Counted, Late: j.Late, IPHash: j.IPHash, Prev: j.Prev, Signals: j.Signals, Answer: j.Answer,
 	}
 	if err := r.Validate(); err != nil {
 		return Record{}, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -161,6 +162,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	r := vote("p", "v", "o", "k", 5)
 	r.Replica, r.Seq = "eu-1", 1
 	f.Add(r.AppendBinary(nil))
+	r.Answer = &Answer{ElapsedMs: 1234, Score: 969, RTTMs: -1}
+	r.Signals = &Signals{SincePrevMs: 5, TokenAgeMs: -1, SocketAgeMs: 3}
+	f.Add(r.AppendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, err := DecodeRecord(b)
 		if err != nil {
@@ -169,7 +173,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 			return
 		}
-		if back, err := DecodeRecord(rec.AppendBinary(nil)); err != nil || back != rec {
+		if back, err := DecodeRecord(rec.AppendBinary(nil)); err != nil || !reflect.DeepEqual(back, rec) {
 			t.Fatalf("re-encoding does not round-trip: %v", err)
 		}
 	})

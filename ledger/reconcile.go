@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -28,7 +29,20 @@ type Result struct {
 	Superseded uint64            `json:"superseded"`          // a voter's earlier votes, replaced by a later one
 	Replicas   []Chain           `json:"replicas"`            // every replica's record count and chain head
 	ClosesAt   int64             `json:"closes_at,omitempty"` // the close applied (ReconcileConfig.ClosesAt), Unix ms
-	Digest     string            `json:"digest"`              // SHA-256 over the canonical encoding of all of the above
+	// FirstWins and Answers are a quiz question's: each participant's
+	// first answer counts (ReconcileConfig.FirstWins), and Answers lists
+	// the counted ones that carry a score, by voter.
+	FirstWins bool           `json:"first_wins,omitempty"`
+	Answers   []ScoredAnswer `json:"answers,omitempty"`
+	Digest    string         `json:"digest"` // SHA-256 over the canonical encoding of all of the above
+}
+
+// ScoredAnswer is a quiz participant's counted answer to one question.
+type ScoredAnswer struct {
+	Voter     string `json:"voter"`
+	Option    string `json:"option"`
+	ElapsedMs int64  `json:"elapsed_ms"`
+	Score     int64  `json:"score"`
 }
 
 // ReconcileConfig adjusts Reconcile.
@@ -50,6 +64,9 @@ type ReconcileConfig struct {
 	// when there are no records, so two polls nobody voted in do not share
 	// one digest.
 	Poll string
+	// FirstWins counts each voter's earliest record instead of the latest:
+	// a quiz question, where the first answer stands (docs/quiz.md).
+	FirstWins bool
 }
 
 // Reconcile is ReconcileWith the zero config.
@@ -67,7 +84,8 @@ func Reconcile(streams ...iter.Seq2[Record, error]) (*Result, error) {
 //   - late records and records not counted at ingest (or below the trust
 //     floor) are kept in counts of their own, not in the totals;
 //   - of each voter's remaining records the latest by (HLC, replica, seq)
-//     is counted; the earlier ones are superseded.
+//     is counted (the earliest with cfg.FirstWins); the others are
+//     superseded.
 //
 // The result, digest included, depends only on the set of records, not on
 // the order of streams or of records within them.
@@ -104,7 +122,7 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains, ClosesAt: cfg.ClosesAt}
+	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains, ClosesAt: cfg.ClosesAt, FirstWins: cfg.FirstWins}
 
 	var all []*Record
 	for _, rep := range replicas {
@@ -192,6 +210,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	type counts struct {
 		late, shadowed, voters uint64
 		totals                 map[string]uint64
+		answers                []ScoredAnswer
 	}
 	out := make([]counts, shards)
 	parallel(func(s int) {
@@ -207,7 +226,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 				c.late++
 			case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
 				c.shadowed++
-			case l == nil || r.After(l):
+			case l == nil || !cfg.FirstWins && r.After(l) || cfg.FirstWins && l.After(r):
 				latest[r.Voter] = r
 				continue
 			}
@@ -218,6 +237,9 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		for _, r := range latest {
 			if r != nil {
 				c.totals[r.Option]++
+				if a := r.Answer; a != nil {
+					c.answers = append(c.answers, ScoredAnswer{Voter: r.Voter, Option: r.Option, ElapsedMs: a.ElapsedMs, Score: a.Score})
+				}
 			}
 		}
 		c.voters = uint64(len(latest))
@@ -235,7 +257,9 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 			res.Totals[o] += n
 			res.Total += n
 		}
+		res.Answers = append(res.Answers, out[s].answers...)
 	}
+	slices.SortFunc(res.Answers, func(a, b ScoredAnswer) int { return strings.Compare(a.Voter, b.Voter) })
 }
 
 // checkChains sorts each replica's records by seq, drops identical copies,
@@ -351,6 +375,13 @@ func (r *Result) digest() string {
 	}
 	for _, c := range r.Replicas {
 		line("replica", strconv.Quote(c.Replica), u(c.Records), c.Head.String())
+	}
+	if r.FirstWins {
+		line("first_wins")
+	}
+	for _, a := range r.Answers {
+		i := func(n int64) string { return strconv.FormatInt(n, 10) }
+		line("answer", strconv.Quote(a.Voter), strconv.Quote(a.Option), i(a.ElapsedMs), i(a.Score))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

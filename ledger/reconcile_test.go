@@ -77,6 +77,13 @@ func historyGen() *rapid.Generator[history] {
 // modelResult computes totals the slow, obvious way, written apart from
 // Reconcile: O(n²) comparisons of (wall, logical, replica, seq) tuples.
 func modelResult(recs []Record, closesAt int64) (totals map[string]uint64, dups, late, shadowed int) {
+	totals, dups, late, shadowed, _ = modelWinners(recs, closesAt, false)
+	return totals, dups, late, shadowed
+}
+
+// modelWinners is modelResult that also returns each voter's counted
+// record: the latest, or the earliest when firstWins.
+func modelWinners(recs []Record, closesAt int64, firstWins bool) (totals map[string]uint64, dups, late, shadowed int, winners map[string]Record) {
 	earlier := func(a, b Record) bool { // a before b
 		ka := fmt.Sprintf("%020d|%010d|%s|%020d", a.Wall, a.Logical, a.Replica, a.Seq)
 		kb := fmt.Sprintf("%020d|%010d|%s|%020d", b.Wall, b.Logical, b.Replica, b.Seq)
@@ -103,19 +110,20 @@ func modelResult(recs []Record, closesAt int64) (totals map[string]uint64, dups,
 			kept = append(kept, r)
 		}
 	}
-	totals = map[string]uint64{}
+	totals, winners = map[string]uint64{}, map[string]Record{}
 	for _, r := range kept {
 		winner := true
 		for _, o := range kept {
-			if o.Voter == r.Voter && earlier(r, o) {
+			if o.Voter == r.Voter && (!firstWins && earlier(r, o) || firstWins && earlier(o, r)) {
 				winner = false
 			}
 		}
 		if winner {
 			totals[r.Option]++
+			winners[r.Voter] = r
 		}
 	}
-	return totals, dups, late, shadowed
+	return totals, dups, late, shadowed, winners
 }
 
 func sliceSeq(recs []Record) iter.Seq2[Record, error] {

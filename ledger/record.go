@@ -70,6 +70,9 @@ type Record struct {
 	// Signals are what the trust score was computed from, kept so an
 	// auditor can re-run the filter; nil for records written without them.
 	Signals *Signals
+	// Answer is set on a quiz answer: the time its node measured and the
+	// score it earned (docs/quiz.md); nil for a poll vote.
+	Answer *Answer
 
 	// sum is the record's hash when a reader already computed it from the
 	// canonical bytes it decoded (ReadStream): the chain check then does
@@ -88,6 +91,23 @@ type Signals struct {
 	SocketAgeMs   int64  `json:"socket_age_ms"`    // -1: not over a socket
 	Datacenter    bool   `json:"datacenter"`
 }
+
+// Answer is what a quiz answer's record adds to a vote's: the node's own
+// measurement of the participant's time, the score it gave, and the
+// participant's round trip to the node, the one unfairness left.
+type Answer struct {
+	ElapsedMs int64 `json:"elapsed_ms"` // question shown → answer received, at the serving node
+	Score     int64 `json:"score"`      // quiz.Score of it
+	RTTMs     int64 `json:"rtt_ms"`     // the participant's last WebSocket ping round trip; -1: not measured
+}
+
+// Bounds of an answer's numbers: a question lasts at most 10 minutes and
+// is worth at most 10,000 points (package quiz).
+const (
+	MaxElapsedMs = 10 * 60 * 1000
+	MaxScore     = 10_000
+	MaxRTTMs     = 60 * 1000
+)
 
 // HLC returns the record's hybrid logical timestamp, replica included.
 func (r *Record) HLC() hlc.Timestamp {
@@ -179,6 +199,17 @@ func (r *Record) ValidateVote() error {
 	if _, err := hex.DecodeString(r.IPHash); err != nil {
 		return fail("ip hash", errors.New("is not hex"))
 	}
+	if a := r.Answer; a != nil {
+		if a.ElapsedMs < 0 || a.ElapsedMs > MaxElapsedMs {
+			return fail("answer elapsed_ms", fmt.Errorf("%d is outside 0-%d", a.ElapsedMs, MaxElapsedMs))
+		}
+		if a.Score < 0 || a.Score > MaxScore {
+			return fail("answer score", fmt.Errorf("%d is outside 0-%d", a.Score, MaxScore))
+		}
+		if a.RTTMs < -1 || a.RTTMs > MaxRTTMs {
+			return fail("answer rtt_ms", fmt.Errorf("%d is outside -1-%d", a.RTTMs, MaxRTTMs))
+		}
+	}
 	return nil
 }
 
@@ -204,6 +235,7 @@ const (
 	flagCounted     = 1 << 0
 	flagLate        = 1 << 1
 	flagSignals     = 1 << 2 // the trust signals follow the previous hash
+	flagAnswer      = 1 << 3 // a quiz answer's numbers follow (after the signals)
 )
 
 // AppendBinary appends the canonical binary encoding of r to buf: the bytes
@@ -229,6 +261,9 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 	if r.Signals != nil {
 		flags |= flagSignals
 	}
+	if r.Answer != nil {
+		flags |= flagAnswer
+	}
 	buf = append(buf, flags)
 	buf = appendString(buf, r.IPHash)
 	buf = append(buf, r.Prev[:]...)
@@ -243,6 +278,11 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 			dc = 1
 		}
 		buf = append(buf, dc)
+	}
+	if a := r.Answer; a != nil {
+		buf = binary.AppendVarint(buf, a.ElapsedMs)
+		buf = binary.AppendVarint(buf, a.Score)
+		buf = binary.AppendVarint(buf, a.RTTMs)
 	}
 	return buf
 }
@@ -269,7 +309,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	r.Idem = d.string(MaxIdemLen)
 	r.Trust = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
 	flags := d.byte()
-	if flags&^(flagCounted|flagLate|flagSignals) != 0 {
+	if flags&^(flagCounted|flagLate|flagSignals|flagAnswer) != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	r.Counted, r.Late = flags&flagCounted != 0, flags&flagLate != 0
@@ -285,6 +325,9 @@ func DecodeRecord(b []byte) (Record, error) {
 		default:
 			r.Signals.Datacenter = dc == 1
 		}
+	}
+	if flags&flagAnswer != 0 && d.err == nil {
+		r.Answer = &Answer{ElapsedMs: d.varint(), Score: d.varint(), RTTMs: d.varint()}
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
