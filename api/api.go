@@ -37,6 +37,8 @@ const (
 	CodeUpgradeRequired = "upgrade_required"
 	CodeTooManyPolls    = "too_many_polls"
 	CodeResultHidden    = "result_hidden"
+	CodeAlreadyAnswered = "already_answered"
+	CodeTooLate         = "too_late"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

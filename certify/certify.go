@@ -332,7 +332,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 	for _, r := range replicas {
 		streams = append(streams, c.stream(ctx, poll, r, peers[r]))
 	}
-	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor}, streams...)
+	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, streams...)
 	if err != nil {
 		detail.Missing = append(detail.Missing, Missing{Replica: replicaOf(err), Error: err.Error()})
 		return c.pending(poll, detail)

@@ -26,14 +26,16 @@ type Ballot struct {
 //     others are duplicates;
 //   - ballots not eligible, or stamped at or after the poll's close, never
 //     count;
-//   - of each voter's remaining ballots the latest counts.
+//   - of each voter's remaining ballots the latest counts (the earliest
+//     for a quiz question: NewFirstBallots).
 //
 // The result depends only on the set, never on the order ballots arrive
 // in or how often: it is a CRDT (a G-Set read through a deterministic
 // function). Every change of a voter's counted ballot is reported, so a
 // replica can move its own counters. Not safe for concurrent use.
 type Ballots struct {
-	closesAt int64 // ballots stamped at or after it are late; 0: none
+	closesAt  int64 // ballots stamped at or after it are late; 0: none
+	firstWins bool  // a quiz question: each voter's earliest ballot counts
 
 	replicas []string
 	repIndex map[string]uint16
@@ -127,6 +129,22 @@ type Change struct {
 func NewBallots(closesAt int64) *Ballots {
 	return &Ballots{closesAt: closesAt, repIndex: map[string]uint16{}, optIndex: map[string]uint16{},
 		voters: map[uint64]voterState{}, idems: map[uint64]ref{}}
+}
+
+// NewFirstBallots returns an empty set in which each voter's earliest
+// counted ballot counts, as a quiz question's first answer does
+// (ledger.ReconcileConfig.FirstWins).
+func NewFirstBallots(closesAt int64) *Ballots {
+	s := NewBallots(closesAt)
+	s.firstWins = true
+	return s
+}
+
+// Answered reports whether the voter has any ballot in the set, from any
+// replica, counted or not: a quiz participant who has answered.
+func (s *Ballots) Answered(voter uint64) bool {
+	_, ok := s.voters[voter]
+	return ok
 }
 
 // maxSeq bounds a ballot's Seq: refs hold 32 bits.
@@ -246,7 +264,7 @@ func (s *Ballots) settle(voter uint64, changed func(Change)) {
 	v := s.voters[voter]
 	best := ref{}
 	for r := v.head; !r.none(); r = s.at(r).next() {
-		if s.counts(r) && (best.none() || s.after(r, best)) {
+		if s.counts(r) && (best.none() || s.after(r, best) != s.firstWins) {
 			best = r
 		}
 	}

@@ -51,9 +51,11 @@ func (nd *node) move(c crdt.Change) {
 // close learned at any point. Once every replica has every ballot, each
 // replica's set counts what ledger.Reconcile certifies from the ledgers,
 // and so does the sum of every replica's own counters, each moved only by
-// its own ballots winning or losing.
+// its own ballots winning or losing. The same holds for a quiz question,
+// where each voter's first ballot counts (NewFirstBallots, FirstWins).
 func TestBallotsConvergeToReconcile(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
+		firstWins := rapid.Bool().Draw(t, "first wins")
 		replicas := []string{"ap-1", "eu-1", "us-1"}
 		options := []string{"a", "b", "c"}
 		chains := map[string][]ledger.Record{}
@@ -110,13 +112,17 @@ func TestBallotsConvergeToReconcile(t *testing.T) {
 				all = append(all, ballotOf(&recs[i]))
 			}
 		}
-		want, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: closesAt, Poll: "p"}, streams...)
+		want, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: closesAt, Poll: "p", FirstWins: firstWins}, streams...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum := map[string]int64{}
 		for _, rep := range replicas {
-			nd := &node{replica: rep, set: crdt.NewBallots(0), p: map[string]int64{}, n: map[string]int64{}}
+			set := crdt.NewBallots(0)
+			if firstWins {
+				set = crdt.NewFirstBallots(0)
+			}
+			nd := &node{replica: rep, set: set, p: map[string]int64{}, n: map[string]int64{}}
 			order := rapid.Permutation(append(append([]crdt.Ballot{}, all...), all[:rapid.IntRange(0, len(all)).Draw(t, "redelivered")]...)).Draw(t, "order")
 			closeAt := rapid.IntRange(0, len(order)).Draw(t, "close learned at")
 			for i, b := range order {

@@ -83,6 +83,11 @@ func (p *Pipeline) View(id string, admin bool) (PollView, error) {
 	v := PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
 	v.CloseStamp = nil // replication detail, not part of the API
 	if def.Hidden && !admin {
+		if v.Quiz != nil { // a question's answer stays secret until it is revealed
+			q := *v.Quiz
+			q.Correct = nil
+			v.Quiz = &q
+		}
 		return v, nil
 	}
 	totals, total, err := p.cfg.State.Totals(id)

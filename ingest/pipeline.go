@@ -91,6 +91,9 @@ type Pipeline struct {
 	pollLims    sync.Map // poll id → *pollLimiters, for polls with their own limits
 	datacenters ranges
 	m           *metrics
+
+	answersMu sync.Mutex
+	answering map[answerKey]struct{} // quiz answers being ledgered (reserveAnswer)
 }
 
 // New returns a pipeline.
@@ -116,6 +119,7 @@ func New(cfg Config) (*Pipeline, error) {
 		m:           m,
 		tracker:     newTracker(),
 		datacenters: ranges(cfg.Datacenters),
+		answering:   map[answerKey]struct{}{},
 		sessions: func() *sessionState {
 			if cfg.Sessions.Signer == nil {
 				return nil
@@ -202,6 +206,19 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 	if len(fresh) == 0 {
 		return results, nil
 	}
+	if def.Quiz != nil {
+		// One answer per participant: the first stands (docs/quiz.md).
+		// Known here once its ballot arrived, from any region; two at
+		// this node at once are kept apart by the reservation.
+		if len(votes) > 1 {
+			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a quiz answer is one vote, not a batch")
+		}
+		release, err := p.reserveAnswer(pollID, hashes[0][0])
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 
 	// Rate limits: the client IP pays for every new vote, each voter for its own.
 	// A refused request gives back the tokens it took.
@@ -244,6 +261,9 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", pollID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
 		case poll.AfterGrace:
 			giveBack()
+			if def.Quiz != nil {
+				return nil, api.Errorf(http.StatusConflict, api.CodeTooLate, "question %q closed at %s", pollID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
+			}
 			return nil, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s", pollID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
 		case poll.InGrace:
 			late = true
@@ -265,6 +285,9 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			Counted: !late && trust >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
 			Signals: sig.ledger(),
 		}
+		if q := def.Quiz; q != nil {
+			recs[j].Answer = p.answer(pollID, q, votes[i].Option, ts.Wall)
+		}
 	}
 	p.inflight.RLock()
 	defer p.inflight.RUnlock()
@@ -285,6 +308,9 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		results[i].Status = StatusAccepted
 		if r.Late {
 			results[i].Status = StatusLate
+		}
+		if r.Answer != nil {
+			results[i].ElapsedMs = &r.Answer.ElapsedMs
 		}
 		if err := p.count(r, hashes[i][0], hashes[i][1]); err != nil {
 			return nil, err

@@ -28,6 +28,10 @@ func (v VoteResponse) appendJSON(b []byte) []byte {
 			b = append(b, `,"error":`...)
 			b = appendString(b, r.Error)
 		}
+		if r.ElapsedMs != nil {
+			b = append(b, `,"elapsed_ms":`...)
+			b = strconv.AppendInt(b, *r.ElapsedMs, 10)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"server_time":`...)

@@ -17,7 +17,12 @@ func TestVoteResponseJSON(t *testing.T) {
 			rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }))
 		v := VoteResponse{ServerTime: rapid.Int64().Draw(t, "time")}
 		for range rapid.IntRange(0, 10).Draw(t, "results") {
-			v.Results = append(v.Results, Result{Idem: str.Draw(t, "idem"), Status: str.Draw(t, "status"), VoteID: str.Draw(t, "id"), Error: str.Draw(t, "err")})
+			r := Result{Idem: str.Draw(t, "idem"), Status: str.Draw(t, "status"), VoteID: str.Draw(t, "id"), Error: str.Draw(t, "err")}
+			if rapid.Bool().Draw(t, "answer?") {
+				e := rapid.Int64().Draw(t, "elapsed")
+				r.ElapsedMs = &e
+			}
+			v.Results = append(v.Results, r)
 		}
 		if v.Results == nil {
 			v.Results = []Result{}

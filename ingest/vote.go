@@ -23,6 +23,9 @@ type Result struct {
 	Status string `json:"status"` // accepted, duplicate, late, rejected
 	VoteID string `json:"vote_id,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// ElapsedMs is a quiz answer's time as this node measured it
+	// (docs/quiz.md); its score is shown once the question is revealed.
+	ElapsedMs *int64 `json:"elapsed_ms,omitempty"`
 }
 
 // Statuses of a Result.

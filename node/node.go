@@ -161,7 +161,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls,
+	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now,
 		HashKey: []byte("tally ballot hash v1 " + cfg.Cluster)}); err != nil {
 		return nil, err
 	}

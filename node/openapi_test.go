@@ -193,6 +193,16 @@ func TestOpenAPIContract(t *testing.T) {
 	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"option":"a","voter":"v5","idem":"k5"}`, true, "Tally-Session", "s1.forged")
 	c.want(res, raw, 401, "session_invalid")
 
+	// A quiz question: an answer timed by the node, a second one refused.
+	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", quizQuestion, true)
+	c.want(res, raw, 201, "")
+	res, raw = c.do("GET /v1/polls/{poll}", "GET", "/v1/polls/q1-0", "", true)
+	c.want(res, raw, 200, "")
+	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"b","voter":"p1","idem":"qa1"}`, true)
+	c.want(res, raw, 200, "")
+	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"a","voter":"p1","idem":"qa2"}`, true)
+	c.want(res, raw, 409, "already_answered")
+
 	// Sessions (no proof of work on this node: the first call issues).
 	res, raw = c.do("POST /v1/session", "POST", "/v1/session", "", true)
 	c.want(res, raw, 200, "")

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"tally/hlc"
 	"tally/ids"
+	"tally/quiz"
 )
 
 // Errors returned by validation. They wrap ErrInvalid, so callers can map
@@ -80,12 +82,28 @@ type Definition struct {
 	Hidden bool `json:"hidden,omitempty"`
 	// Event groups the polls of one show (an id like a poll's).
 	Event string `json:"event,omitempty"`
+	// Quiz makes the poll one question of a quiz (docs/quiz.md); nil for
+	// a poll.
+	Quiz *QuizQuestion `json:"quiz,omitempty"`
 	// CloseStamp is the hybrid logical time of the write that last set
 	// ClosesAt (a close or an extend); nil: the definition's own write (its
 	// creation). Versions of a definition amended at two regions at once
 	// are joined field by field (state.PutPoll): the close written last
 	// wins even when a reveal elsewhere is newer. Not shown by the API.
 	CloseStamp *hlc.Timestamp `json:"close_stamp,omitempty"`
+}
+
+// QuizQuestion is what makes a poll a quiz question: each participant's
+// first answer counts, it is scored by the time the serving node measured
+// (package quiz), and there is no grace: an answer after the close is too
+// late. Correct is shown to participants only once the question is
+// revealed.
+type QuizQuestion struct {
+	Quiz    string   `json:"quiz"`
+	Index   int      `json:"index"` // from 0
+	Correct []string `json:"correct"`
+	Points  int64    `json:"points"`
+	LimitMs int64    `json:"limit_ms"`
 }
 
 // Limits are a poll's own vote rate limits (votes per second, with a burst
@@ -217,6 +235,34 @@ func (d *Definition) Validate() error {
 	}
 	if d.GraceMs < 0 || d.GraceMs > MaxGrace.Milliseconds() {
 		return fail("grace must be 0-%v", MaxGrace)
+	}
+	if q := d.Quiz; q != nil {
+		if err := validID(q.Quiz); err != nil {
+			return fail("quiz %v", err)
+		}
+		if q.Index < 0 || q.Index >= quiz.MaxQuestions {
+			return fail("quiz index must be 0-%d", quiz.MaxQuestions-1)
+		}
+		if len(d.Options) > quiz.MaxOptions {
+			return fail("a quiz question has %d-%d options", quiz.MinOptions, quiz.MaxOptions)
+		}
+		if len(q.Correct) == 0 {
+			return fail("a quiz question needs a correct option")
+		}
+		for i, c := range q.Correct {
+			if !seen[c] || slices.Contains(q.Correct[:i], c) {
+				return fail("correct option %q is not an option, or given twice", c)
+			}
+		}
+		if q.Points < 1 || q.Points > quiz.MaxPoints {
+			return fail("points must be 1-%d", quiz.MaxPoints)
+		}
+		if q.LimitMs < quiz.MinLimit.Milliseconds() || q.LimitMs > quiz.MaxLimit.Milliseconds() {
+			return fail("limit_ms must be %d-%d", quiz.MinLimit.Milliseconds(), quiz.MaxLimit.Milliseconds())
+		}
+		if d.GraceMs != 0 {
+			return fail("a quiz question has no grace: an answer after its close is too late")
+		}
 	}
 	return nil
 }

@@ -22,6 +22,8 @@ type Spec struct {
 	Limits    *Limits  `json:"limits,omitempty"`     // this poll's own rate limits
 	Hidden    bool     `json:"hidden,omitempty"`     // no counts shown until revealed
 	Event     string   `json:"event,omitempty"`      // the show this poll belongs to
+	// Quiz makes the poll a quiz question (docs/quiz.md); its grace is 0.
+	Quiz *QuizQuestion `json:"quiz,omitempty"`
 }
 
 // DefaultDuration is how long a poll runs when the spec says nothing.
@@ -30,7 +32,7 @@ const DefaultDuration = 60 * time.Second
 // Definition fills in the defaults at wall time nowMs and validates.
 func (s Spec) Definition(nowMs int64) (Definition, error) {
 	d := Definition{ID: s.ID, Question: s.Question, Options: s.Options, OpensAt: nowMs, GraceMs: DefaultGrace.Milliseconds(),
-		Public: s.Public, Limits: s.Limits, Hidden: s.Hidden, Event: s.Event}
+		Public: s.Public, Limits: s.Limits, Hidden: s.Hidden, Event: s.Event, Quiz: s.Quiz}
 	if d.ID == "" {
 		d.ID = newID()
 	}
@@ -56,8 +58,13 @@ func (s Spec) Definition(nowMs int64) (Definition, error) {
 			return d, fmt.Errorf("%w: duration_s must be 0.001-%v", ErrInvalid, MaxDuration.Seconds())
 		}
 		d.ClosesAt = AddMs(d.OpensAt, int64(*s.DurationS*1000))
+	case s.Quiz != nil && s.Quiz.LimitMs > 0 && s.Quiz.LimitMs <= MaxDuration.Milliseconds():
+		d.ClosesAt = AddMs(d.OpensAt, s.Quiz.LimitMs) // a question closes at its time limit
 	default:
 		d.ClosesAt = AddMs(d.OpensAt, DefaultDuration.Milliseconds())
+	}
+	if s.Quiz != nil {
+		d.GraceMs = 0 // an answer after the close is too late; a grace_s above 0 is refused
 	}
 	if s.GraceS != nil {
 		if !(*s.GraceS >= 0 && *s.GraceS <= MaxGrace.Seconds()) {

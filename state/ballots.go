@@ -148,6 +148,31 @@ func (s *State) IdemBallot(pollID string, idem, voter uint64) (string, uint64, b
 	return ps.ballots.Idem(idem, voter)
 }
 
+// Answered reports whether the voter has any ballot in the poll, taken at
+// any replica: a quiz participant who has answered the question.
+func (s *State) Answered(pollID string, voter uint64) bool {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return false
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.Answered(voter)
+}
+
+// OpenedHere returns when the poll opened at this node (Unix ms, this
+// node's clock): its opening time, or when its definition reached the
+// node if that was later. A quiz answer's time runs from it when the
+// node did not push the question to the participant itself.
+func (s *State) OpenedHere(pollID string) (int64, bool) {
+	def, ok := s.Poll(pollID)
+	ps, err := s.poll(pollID)
+	if !ok || err != nil {
+		return 0, false
+	}
+	return max(def.OpensAt, ps.seenMs), true
+}
+
 // LastWall returns the HLC wall time of the voter's counted ballot in the
 // poll, whichever replica took it.
 func (s *State) LastWall(pollID string, voter uint64) (int64, bool) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"tally/crdt"
 	"tally/hlc"
@@ -47,6 +48,9 @@ const pollPrefix = "poll/"
 
 // Config configures a State.
 type Config struct {
+	// Now is this node's clock; nil: time.Now. It stamps when a poll's
+	// definition first reached the node (OpenedHere).
+	Now func() time.Time
 	// Replica is this node's replica id: the owner of the striped cells.
 	Replica string
 	// Store persists poll definitions; nil keeps them in memory only.
@@ -84,6 +88,7 @@ type State struct {
 	keys      map[string]ed25519.PublicKey // replica → its signing key; guarded by mu
 
 	hashKey []byte
+	now     func() time.Time
 }
 
 // pollState is one poll's counts.
@@ -99,6 +104,8 @@ type pollState struct {
 
 	vmu     sync.Mutex             // guards viewers
 	viewers map[string]viewerCount // replica → the viewers it serves (see viewers.go)
+
+	seenMs int64 // when this node first held the definition (its clock, Unix ms)
 }
 
 // New returns a state holding the definitions found in cfg.Store.
@@ -110,7 +117,10 @@ func New(cfg Config) (*State, error) {
 		cfg.MaxPolls = DefaultMaxPolls
 	}
 	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, maxPolls: cfg.MaxPolls, polls: make(map[string]*pollState),
-		hashKey: cfg.HashKey}
+		hashKey: cfg.HashKey, now: cfg.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if len(s.hashKey) == 0 {
 		s.hashKey = []byte("tally ballot hash v1")
 	}
@@ -210,7 +220,11 @@ func (s *State) setDefinition(reg crdt.Register[poll.Definition]) {
 		options[i] = o.ID
 	}
 	if !ok {
-		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally(), ballots: crdt.NewBallots(reg.Value.ClosesAt)}
+		ballots := crdt.NewBallots(reg.Value.ClosesAt)
+		if reg.Value.Quiz != nil {
+			ballots = crdt.NewFirstBallots(reg.Value.ClosesAt) // a participant's first answer counts
+		}
+		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally(), ballots: ballots, seenMs: s.now().UnixMilli()}
 	} else {
 		ps.bmu.Lock()
 		ps.ballots.SetClosesAt(reg.Value.ClosesAt, s.mover(ps))

@@ -185,6 +185,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
 	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's ingest.Score and shadow those under --trust-floor (default 0.15)")
 	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
+	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (as in its certified result's first_wins)")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -203,7 +204,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	for i := range in.files {
 		streams[i] = in.stream(i)
 	}
-	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt, Poll: *pollID}
+	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt, Poll: *pollID, FirstWins: *firstWins}
 	if *rescore {
 		f := *floor
 		if f == 0 {

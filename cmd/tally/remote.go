@@ -143,10 +143,12 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 		streams[i] = in.named(i, ledger.ReadNDJSONHeads(in.reader(i), func(h *ledger.SignedHead) { heads[h.Replica] = h.KeyID() }))
 	}
 	var closesAt int64
+	firstWins := false
 	if v.Detail != nil {
 		closesAt = v.Detail.ClosesAt
+		firstWins = v.Detail.Result != nil && v.Detail.Result.FirstWins
 	}
-	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: v.Poll, ClosesAt: closesAt}, streams...)
+	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: v.Poll, ClosesAt: closesAt, FirstWins: firstWins}, streams...)
 	in.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: the files do not reconcile: %v\n", err)

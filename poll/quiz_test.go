@@ -1,0 +1,52 @@
+package poll
+
+import (
+	"errors"
+	"testing"
+)
+
+func quizSpec() Spec {
+	return Spec{ID: "q1-0", Question: "2+2?", Options: []Option{{"a", "3"}, {"b", "4"}},
+		Quiz: &QuizQuestion{Quiz: "q1", Index: 0, Correct: []string{"b"}, Points: 1000, LimitMs: 20_000}}
+}
+
+// A quiz question closes at its time limit and has no grace.
+func TestQuizQuestionDefaults(t *testing.T) {
+	d, err := quizSpec().Definition(1_796_000_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ClosesAt-d.OpensAt != 20_000 || d.GraceMs != 0 {
+		t.Fatalf("closes after %d ms, grace %d", d.ClosesAt-d.OpensAt, d.GraceMs)
+	}
+}
+
+func TestQuizQuestionRefusesMistakes(t *testing.T) {
+	five := 5.0
+	for name, mutate := range map[string]func(*Spec){
+		"no correct":      func(s *Spec) { s.Quiz.Correct = nil },
+		"unknown correct": func(s *Spec) { s.Quiz.Correct = []string{"z"} },
+		"correct twice":   func(s *Spec) { s.Quiz.Correct = []string{"b", "b"} },
+		"zero points":     func(s *Spec) { s.Quiz.Points = 0 },
+		"huge points":     func(s *Spec) { s.Quiz.Points = 1 << 60 },
+		"short limit":     func(s *Spec) { s.Quiz.LimitMs = 100 },
+		"huge limit":      func(s *Spec) { s.Quiz.LimitMs = 1 << 62 },
+		"negative index":  func(s *Spec) { s.Quiz.Index = -1 },
+		"index too high":  func(s *Spec) { s.Quiz.Index = 100 },
+		"bad quiz id":     func(s *Spec) { s.Quiz.Quiz = "a b" },
+		"a grace":         func(s *Spec) { s.GraceS = &five },
+		"nine options": func(s *Spec) {
+			for _, id := range []string{"c", "d", "e", "f", "g", "h", "i"} {
+				s.Options = append(s.Options, Option{id, id})
+			}
+		},
+	} {
+		s := quizSpec()
+		q := *s.Quiz
+		s.Quiz = &q
+		mutate(&s)
+		if _, err := s.Definition(1_796_000_000_000); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+}
