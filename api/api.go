@@ -39,6 +39,7 @@ const (
 	CodeResultHidden    = "result_hidden"
 	CodeAlreadyAnswered = "already_answered"
 	CodeTooLate         = "too_late"
+	CodeQuizEnded       = "quiz_ended"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

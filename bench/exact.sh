@@ -53,7 +53,7 @@ run() { # binary label round
   local cpu1; cpu1=$(awk '{print $14 + $15}' /proc/$pid/stat)
   local vps; vps=$(field votes_per_sec < "$tmp/r.json")
   local acked; acked=$(field votes < "$tmp/r.json")
-  awk -v l="$label" -v r="$round" -v v="$vps" -v c="$((cpu1 - cpu0))" -v a="${acked:-0}" -v p50="$(field P50Ms < "$tmp/r.json")" -v p99="$(field P99Ms < "$tmp/r.json")" \
+  awk -v l="$label" -v r="$round" -v v="$vps" -v c="$((cpu1 - cpu0))" -v a="${acked:-0}" -v p50="$(field p50_ms < "$tmp/r.json")" -v p99="$(field p99_ms < "$tmp/r.json")" \
     'BEGIN { us = (a > 0) ? c * 10000 / a : 0; printf "| %s | %d | %.0f | %s / %s | %.1f |\n", l, r, v, p50, p99, us }'
   kill "$pid"; wait "$pid" 2>/dev/null || true
 }

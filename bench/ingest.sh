@@ -52,7 +52,7 @@ row() { # key name url batch
   max[$key]=$vps
   r70=$(awk -v r="$rps" 'BEGIN { printf "%d", r * 0.7 }')
   "$tmp/tally" load --url "$url" --batch "$batch" --rate "$r70" --connections 64 --duration "$dur" --json 2>/dev/null > "$tmp/r70.json"
-  lines+=("$key|$name|$vps|$(field P50Ms < "$tmp/max.json") / $(field P99Ms < "$tmp/max.json") / $(field P999Ms < "$tmp/max.json")|$r70|$(field P50Ms < "$tmp/r70.json") / $(field P99Ms < "$tmp/r70.json") / $(field P999Ms < "$tmp/r70.json")")
+  lines+=("$key|$name|$vps|$(field p50_ms < "$tmp/max.json") / $(field p99_ms < "$tmp/max.json") / $(field p999_ms < "$tmp/max.json")|$r70|$(field p50_ms < "$tmp/r70.json") / $(field p99_ms < "$tmp/r70.json") / $(field p999_ms < "$tmp/r70.json")")
 }
 redis() { # key name persistence-args…
   local key=$1 name=$2; shift 2

@@ -97,7 +97,29 @@ func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
+	if def, ok := c.cfg.State.Poll(v.Poll); ok && def.Quiz != nil && !api.IsAdmin(r) {
+		c.pseudonymize(&v)
+	}
 	api.WriteJSON(w, http.StatusOK, v)
+}
+
+// pseudonymize keeps a quiz question's participants' voter ids (which
+// may be what lets one answer) out of a public result: its answers name
+// them as the leaderboard does, and the signed certificate, which holds
+// the ids, is left out. The admin sees both; an auditor checks the
+// signature with the admin's exports (docs/quiz.md).
+func (c *Certifier) pseudonymize(v *View) {
+	v.Certificate, v.CertifierKey = nil, nil
+	if v.Detail == nil || v.Detail.Result == nil {
+		return
+	}
+	d, res := *v.Detail, *v.Detail.Result
+	res.Answers = slices.Clone(res.Answers)
+	for i := range res.Answers {
+		res.Answers[i].Voter = c.pseudonym(res.Answers[i].Voter)
+	}
+	d.Result = &res
+	v.Detail = &d
 }
 
 // certifyRequest is the body of POST /v1/polls/{poll}/certify.

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"tally/poll"
 	"tally/state"
 )
 
@@ -37,7 +38,7 @@ func (h *hub) add(v *viewer) {
 	h.mu.Unlock()
 	h.s.m.viewers.WithLabelValues(v.transport).Inc()
 	if f != nil {
-		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot})
+		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot, open: f.open})
 	}
 }
 
@@ -153,7 +154,7 @@ func (h *hub) tick() {
 		if cur.hidden {
 			hide(snap)
 		}
-		f = &frame{seq: h.seq, snapshot: encode(snap)}
+		f = &frame{seq: h.seq, snapshot: encode(snap), open: cur.status == string(poll.Open)}
 		if h.cur != nil && !cur.final { // the final frame goes whole to everyone
 			diff := *snap
 			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
@@ -174,7 +175,7 @@ func (h *hub) tick() {
 		if cur.hidden {
 			hide(beat)
 		}
-		f = &frame{seq: h.seq, beat: true, snapshot: encode(beat)}
+		f = &frame{seq: h.seq, beat: true, snapshot: encode(beat), open: cur.status == string(poll.Open)}
 	}
 	h.mu.Unlock()
 	if f == nil {
@@ -192,7 +193,7 @@ func (h *hub) resync(v *viewer) {
 	f := h.cur
 	h.mu.Unlock()
 	if f != nil {
-		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot})
+		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot, open: f.open})
 	}
 }
 

@@ -33,8 +33,21 @@ type Source interface {
 // POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
 // or an error (an *api.Error for a refusal).
 type Voter interface {
-	// connected is how long the socket has been open (a trust signal).
-	Vote(poll string, body []byte, ip, userAgent, token string, connected time.Duration) (any, error)
+	Vote(poll string, body []byte, s Socket) (any, error)
+}
+
+// Socket is what the server knows of the socket a vote came on.
+type Socket struct {
+	IP, UserAgent string
+	Token         string        // the voter token the message carried; "" if none
+	Connected     time.Duration // how long the socket has been open (a trust signal)
+	// ShownMs is when this node wrote the poll's first open frame to the
+	// socket (Unix ms, the server's clock; 0: not yet): where a quiz
+	// answer's time starts (docs/quiz.md).
+	ShownMs int64
+	// RTTMs is the socket's last ping round trip in ms (quiz questions
+	// only); -1: not measured.
+	RTTMs int64
 }
 
 // Config configures a Server. Zero values mean the defaults.
@@ -166,7 +179,8 @@ func (s *Server) Close() error {
 
 // join admits a viewer of a poll, or refuses it with an *api.Error.
 func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
-	if _, ok := s.src.Poll(pollID); !ok {
+	// A quiz question is nobody's to watch until the host starts it.
+	if def, ok := s.src.Poll(pollID); !ok || def.Quiz != nil && s.cfg.Now().UnixMilli() < def.OpensAt {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if s.cfg.AddrKey != nil {
@@ -188,14 +202,14 @@ func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error)
 	s.perIP[ip]++
 	h, ok := s.hubs[pollID]
 	if ok {
-		v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
+		v := newViewer(h, out, ip, transport)
 		h.add(v)
 		s.mu.Unlock()
 		return v, nil
 	}
 	h = &hub{s: s, poll: pollID, stop: make(chan struct{}), viewers: make(map[*viewer]struct{})}
 	s.hubs[pollID] = h
-	v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
+	v := newViewer(h, out, ip, transport)
 	h.viewers[v] = struct{}{} // counted in the first snapshot, which the tick delivers to it
 	s.m.viewers.WithLabelValues(transport).Inc()
 	h.tick()

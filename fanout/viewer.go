@@ -19,6 +19,7 @@ type frame struct {
 	snapshot []byte // the full state at seq
 	diff     []byte // the change from seq-1 to seq; nil for heartbeats
 	beat     bool
+	open     bool // the poll is open in this frame
 }
 
 // viewer is one connected viewer. It holds at most one pending frame.
@@ -29,6 +30,8 @@ type viewer struct {
 	transport string
 
 	writing atomic.Int64 // when the current write started (unix ns); 0 when idle
+	shownMs atomic.Int64 // when the first open frame was written (Unix ms, Server's clock); 0: not yet
+	rttMs   atomic.Int64 // the last ping round trip, ms; -1: not measured
 
 	mu      sync.Mutex
 	pending *frame
@@ -37,6 +40,12 @@ type viewer struct {
 	lastSeq uint64 // seq of the last frame written; 0 before the first
 	closed  bool
 	done    chan struct{} // closed when the viewer is disconnected
+}
+
+func newViewer(h *hub, out sender, ip, transport string) *viewer {
+	v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
+	v.rttMs.Store(-1)
+	return v
 }
 
 // offer makes f the viewer's pending frame and reports whether the viewer
@@ -63,23 +72,23 @@ func (v *viewer) offer(f *frame) (queue, replaced bool) {
 
 // take returns the bytes to write for the pending frame: the diff when the
 // viewer has seq-1, otherwise the snapshot.
-func (v *viewer) take() ([]byte, uint64, bool) {
+func (v *viewer) take() (b []byte, seq uint64, open, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.queued = false
 	f := v.pending
 	v.pending = nil
 	if f == nil || v.closed {
-		return nil, 0, false
+		return nil, 0, false, false
 	}
 	v.busy = true
 	switch {
 	case f.beat:
-		return f.snapshot, v.lastSeq, true // heartbeat bytes; seq unchanged
+		return f.snapshot, v.lastSeq, f.open, true // heartbeat bytes; seq unchanged
 	case f.diff != nil && v.lastSeq == f.seq-1:
-		return f.diff, f.seq, true
+		return f.diff, f.seq, f.open, true
 	}
-	return f.snapshot, f.seq, true
+	return f.snapshot, f.seq, f.open, true
 }
 
 // wrote records a finished write and reports whether a newer frame
@@ -123,7 +132,7 @@ func (v *viewer) disconnect(reason string) bool {
 // CPU at tens of thousands of frames a second. Close unblocks writes by
 // closing the connections.
 func (s *Server) writeFrame(v *viewer) {
-	b, seq, ok := v.take()
+	b, seq, open, ok := v.take()
 	if !ok {
 		return
 	}
@@ -135,6 +144,9 @@ func (s *Server) writeFrame(v *viewer) {
 		return
 	}
 	s.m.sent.WithLabelValues(v.transport).Inc()
+	if open && v.shownMs.Load() == 0 {
+		v.shownMs.CompareAndSwap(0, s.cfg.Now().UnixMilli()) // the question is on this viewer's screen
+	}
 	if v.wrote(seq) {
 		s.enqueue(v)
 	}

@@ -107,7 +107,39 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer v.hub.remove(v, "gone")
+	if def, _ := s.src.Poll(pollID); def.Quiz != nil {
+		// A quiz participant's round trip is measured and recorded with
+		// each answer: the one unfairness the server cannot remove.
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); s.measureRTT(v, c) }()
+	}
 	s.readLoop(v, c, lim, pollID, ip, r.UserAgent(), time.Now())
+}
+
+// rttEvery is how often a quiz participant's socket is pinged.
+const rttEvery = 5 * time.Second
+
+// measureRTT pings the socket now and every rttEvery until the viewer is
+// gone, keeping the last round trip. The handler waits for it.
+func (s *Server) measureRTT(v *viewer, c *websocket.Conn) {
+	t := time.NewTicker(rttEvery)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, rttEvery)
+		start := time.Now()
+		if err := c.Ping(ctx); err == nil {
+			v.rttMs.Store(time.Since(start).Milliseconds())
+		}
+		cancel()
+		select {
+		case <-v.done:
+			return
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // abuseCloser closes a socket with 1008 from the callbacks that detect
@@ -184,7 +216,8 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollI
 		case "resync":
 			v.hub.resync(v)
 		case "vote":
-			s.vote(c, in, pollID, ip, userAgent, time.Since(opened))
+			s.vote(c, in, pollID, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
+				ShownMs: v.shownMs.Load(), RTTMs: v.rttMs.Load()})
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return
@@ -192,13 +225,13 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollI
 	}
 }
 
-func (s *Server) vote(c *websocket.Conn, in inbound, pollID, ip, userAgent string, connected time.Duration) {
+func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock Socket) {
 	out := reply{Type: TypeAck, Ref: in.Ref}
 	var err error
 	if s.cfg.Voter == nil {
 		err = api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes")
 	} else {
-		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, ip, userAgent, in.Token, connected)
+		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, sock)
 	}
 	if err != nil {
 		e := &api.Error{}

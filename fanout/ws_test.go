@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"tally/hlc"
+	"tally/poll"
 	"testing"
 	"time"
 
@@ -19,7 +22,7 @@ import (
 // echoVoter acknowledges every vote body it is given, or refuses "bad".
 type echoVoter struct{}
 
-func (echoVoter) Vote(poll string, body []byte, ip, _, _ string, _ time.Duration) (any, error) {
+func (echoVoter) Vote(poll string, body []byte, _ Socket) (any, error) {
 	if strings.Contains(string(body), "bad") {
 		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
 	}
@@ -202,4 +205,71 @@ func TestServerSentEvents(t *testing.T) {
 	}
 	cancel()
 	waitUntil(t, func() bool { return s.Viewers() == 0 })
+}
+
+// recordingVoter records the Socket of every vote it is given.
+type recordingVoter struct {
+	mu    sync.Mutex
+	last  Socket
+	votes int
+}
+
+func (r *recordingVoter) Vote(_ string, _ []byte, s Socket) (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last, r.votes = s, r.votes+1
+	return map[string]int{"ok": 1}, nil
+}
+
+func (r *recordingVoter) get() (Socket, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.votes
+}
+
+// A quiz question's socket tells the voter when this server put the open
+// question on it (by the server's clock) and the socket's measured round
+// trip; a poll's socket is not pinged.
+func TestQuizSocketReportsShownTimeAndRoundTrip(t *testing.T) {
+	st := newState(t)
+	def := poll.Definition{ID: "q", Question: "2+2?", Options: []poll.Option{{ID: "a", Label: "3"}, {ID: "b", Label: "4"}},
+		OpensAt: time.Now().Add(-time.Second).UnixMilli(), ClosesAt: time.Now().Add(time.Minute).UnixMilli(),
+		Quiz: &poll.QuizQuestion{Quiz: "z", Correct: []string{"b"}, Points: 1000, LimitMs: 60_000}}
+	if _, err := st.PutPoll(def, hlc.Timestamp{Wall: 2, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingVoter{}
+	shown := time.Now() // the server's clock stands still at it
+	_, srv := serve(t, st, func(c *Config) { c.Voter = rec; c.Now = func() time.Time { return shown } })
+	for _, id := range []string{"q", "p"} {
+		c := dial(t, srv, id)
+		if m := readMsg(t, c); m.Status != "open" {
+			t.Fatalf("%s: first frame %+v", id, m)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		go func() { // the reader answers the server's pings
+			for {
+				if _, _, err := c.Read(ctx); err != nil {
+					return
+				}
+			}
+		}()
+		// Vote until a vote carries the round trip (the first ping may
+		// still be on its way), or, for the poll, once.
+		var last Socket
+		waitUntil(t, func() bool {
+			_, before := rec.get()
+			c.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r","body":{"option":"b","voter":"v","idem":"k"}}`))
+			waitUntil(t, func() bool { _, n := rec.get(); return n > before })
+			last, _ = rec.get()
+			return id == "p" || last.RTTMs >= 0
+		})
+		if last.ShownMs != shown.UnixMilli() {
+			t.Fatalf("%s: shown at %d, want %d", id, last.ShownMs, shown.UnixMilli())
+		}
+		if id == "p" && last.RTTMs != -1 {
+			t.Fatalf("a poll's socket was pinged: %d", last.RTTMs)
+		}
+	}
 }

@@ -43,7 +43,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	client := Client{IP: ip, TokenAge: -1, SocketAge: -1}
+	client := Client{IP: ip, TokenAge: -1, SocketAge: -1, RTTMs: -1}
 	if voter != "" { // the token's voter, whatever the body says
 		for i := range votes {
 			votes[i].Voter = voter
@@ -74,10 +74,10 @@ type PollView struct {
 // whether the host asks (and sees the counts of a hidden poll).
 func (p *Pipeline) View(id string, admin bool) (PollView, error) {
 	def, ok := p.cfg.State.Poll(id)
-	if !ok {
+	now := p.cfg.Now().UnixMilli()
+	if !ok || parked(&def, now) && !admin { // a quiz question is the host's until started
 		return PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
-	now := p.cfg.Now().UnixMilli()
 	cert, ok := p.cfg.State.Certificate(id)
 	reconciled := ok && cert.Status == state.Reconciled
 	v := PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
@@ -166,6 +166,10 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 	polls := p.cfg.State.Polls()
 	if ev := q.Get("event"); ev != "" {
 		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return d.Event != ev })
+	}
+	if !api.IsAdmin(r) { // quiz questions not started are the host's
+		now := p.cfg.Now().UnixMilli()
+		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return parked(&d, now) })
 	}
 	slices.Reverse(polls) // newest first
 	if c := q.Get("cursor"); c != "" {
@@ -277,10 +281,20 @@ func (p *Pipeline) writeView(w http.ResponseWriter, r *http.Request, status int,
 	api.WriteJSON(w, status, v)
 }
 
+// Socket is what the transport knows of a socket a vote came on.
+type Socket struct {
+	IP, UserAgent string
+	Token         string        // the voter token the message carried; "" if none
+	Connected     time.Duration // how long the socket has been open
+	ShownMs       int64         // when the question was put on it (Unix ms); 0: not yet
+	RTTMs         int64         // its last round trip; -1: not measured
+}
+
 // Vote takes a vote request body from another transport (the WebSocket):
 // the same decoding, voter token check, pipeline and acknowledgement as
-// HandleVotes; token is the voter token the message carried ("" if none).
-func (p *Pipeline) Vote(pollID string, body []byte, ip, userAgent, token string, connected time.Duration) (any, error) {
+// HandleVotes.
+func (p *Pipeline) Vote(pollID string, body []byte, s Socket) (any, error) {
+	ip, userAgent, token, connected := s.IP, s.UserAgent, s.Token, s.Connected
 	if int64(len(body)) > p.cfg.Limits.MaxBody {
 		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
 	}
@@ -295,7 +309,7 @@ func (p *Pipeline) Vote(pollID string, body []byte, ip, userAgent, token string,
 	if err != nil {
 		return nil, err
 	}
-	client := Client{IP: ip, TokenAge: -1, SocketAge: connected}
+	client := Client{IP: ip, TokenAge: -1, SocketAge: connected, ShownMs: s.ShownMs, RTTMs: s.RTTMs}
 	if voter != "" {
 		for i := range votes {
 			votes[i].Voter = voter // the token's voter, whatever the body says

@@ -74,35 +74,39 @@ func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
 // the poll's view.
 func (p *Pipeline) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
 	id := r.PathValue("poll")
-	reg, ok := p.cfg.State.PollRegister(id)
-	if !ok {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
+	if _, err := p.amendPoll(id, change); err != nil {
+		api.WriteError(w, err)
 		return
 	}
+	p.writeView(w, r, http.StatusOK, id)
+}
+
+// amendPoll is amend without the HTTP: it reports whether the definition
+// changed.
+func (p *Pipeline) amendPoll(id string, change func(def *poll.Definition, nowMs int64) (bool, error)) (bool, error) {
+	reg, ok := p.cfg.State.PollRegister(id)
+	if !ok {
+		return false, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
+	}
 	def := reg.Value
-	if def.CloseStamp == nil { // the close as created: stamped with the creation
+	if def.CloseStamp == nil { // the schedule as created: stamped with the creation
 		created := reg.TS
 		def.CloseStamp = &created
 	}
 	ts, err := p.cfg.Clock.Now()
 	if err != nil {
-		api.WriteError(w, err)
-		return
+		return false, err
 	}
-	closesAt := def.ClosesAt
+	opensAt, closesAt := def.OpensAt, def.ClosesAt
 	changed, err := change(&def, ts.Wall)
-	if err != nil {
-		api.WriteError(w, err)
-		return
+	if err != nil || !changed {
+		return false, err
 	}
-	if changed {
-		if def.ClosesAt != closesAt {
-			def.CloseStamp = &ts // this write sets the close
-		}
-		if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
-			api.WriteError(w, err)
-			return
-		}
+	if def.OpensAt != opensAt || def.ClosesAt != closesAt {
+		def.CloseStamp = &ts // this write sets the schedule
 	}
-	p.writeView(w, r, http.StatusOK, id)
+	if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -133,7 +133,7 @@ func New(cfg Config) (*Pipeline, error) {
 // client at ip. It returns one Result per vote, in order, or an *api.Error
 // for the whole request, in which case nothing was ledgered or counted.
 func (p *Pipeline) Submit(pollID string, votes []Vote, ip string) ([]Result, error) {
-	return p.SubmitFrom(pollID, votes, Client{IP: ip, TokenAge: -1, SocketAge: -1})
+	return p.SubmitFrom(pollID, votes, Client{IP: ip, TokenAge: -1, SocketAge: -1, RTTMs: -1})
 }
 
 // Client is what the pipeline knows of the sender of votes, for the
@@ -142,6 +142,12 @@ type Client struct {
 	IP        string
 	TokenAge  time.Duration // age of the voter token; < 0: none
 	SocketAge time.Duration // age of the WebSocket the votes came on; < 0: not a socket
+	// ShownMs is when this node put the question on the client's socket
+	// (Unix ms; 0: not over a socket, or not yet): a quiz answer's time
+	// starts there (docs/quiz.md).
+	ShownMs int64
+	// RTTMs is the socket's last measured round trip; -1: not measured.
+	RTTMs int64
 }
 
 // SubmitFrom is Submit with everything known about the client.
@@ -167,7 +173,7 @@ func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
 	ip := c.IP
 	def, ok := p.cfg.State.Poll(pollID)
-	if !ok {
+	if !ok || parked(&def, p.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if len(votes) == 0 || len(votes) > MaxBatch {
@@ -286,7 +292,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			Signals: sig.ledger(),
 		}
 		if q := def.Quiz; q != nil {
-			recs[j].Answer = p.answer(pollID, q, votes[i].Option, ts.Wall)
+			recs[j].Answer = p.answer(pollID, q, votes[i].Option, ts.Wall, c)
 		}
 	}
 	p.inflight.RLock()

@@ -36,17 +36,26 @@ func (p *Pipeline) reserveAnswer(pollID string, voter uint64) (release func(), e
 }
 
 // answer measures and scores a quiz answer received at wall time nowMs
-// (this node's clock): its time runs from when the question opened at
-// this node (docs/quiz.md, Fairness), never from the client's clock.
-func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, option string, nowMs int64) *ledger.Answer {
-	opened, ok := p.cfg.State.OpenedHere(pollID)
-	if !ok {
-		opened = nowMs
+// (this node's clock), never from the client's clock: its time runs from
+// when this node put the question on the client's socket, or, for a
+// client it did not (an answer over HTTP), from when the question opened
+// at this node (docs/quiz.md, Fairness).
+func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, option string, nowMs int64, c Client) *ledger.Answer {
+	opened := c.ShownMs
+	if opened <= 0 {
+		var ok bool
+		if opened, ok = p.cfg.State.OpenedHere(pollID); !ok {
+			opened = nowMs
+		}
 	}
 	elapsed := min(max(nowMs-opened, 0), q.LimitMs)
 	correct := false
 	for _, o := range q.Correct {
 		correct = correct || o == option
 	}
-	return &ledger.Answer{ElapsedMs: elapsed, Score: quiz.Score(correct, q.Points, elapsed, q.LimitMs), RTTMs: -1}
+	rtt := c.RTTMs
+	if rtt < -1 || rtt > ledger.MaxRTTMs {
+		rtt = -1
+	}
+	return &ledger.Answer{ElapsedMs: elapsed, Score: quiz.Score(correct, q.Points, elapsed, q.LimitMs), RTTMs: rtt}
 }

@@ -162,7 +162,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now,
-		HashKey: []byte("tally ballot hash v1 " + cfg.Cluster)}); err != nil {
+		HashKey: state.ClusterHashKey(cfg.Cluster)}); err != nil {
 		return nil, err
 	}
 	key, err := signingKey(cfg.DataDir)
@@ -244,7 +244,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var voter fanout.Voter = n.ingest
+	var voter fanout.Voter = socketVoter{n.ingest}
 	if cfg.Role == gossip.RoleEdge {
 		voter = nil // an edge serves viewers; votes go to a full node
 	}
@@ -489,3 +489,12 @@ func (n *Node) peers() []certify.Peer {
 // GossipAddr returns the memberlist address the node announces (after Run
 // started gossip).
 func (n *Node) GossipAddr() string { return n.gossip.GossipAddr() }
+
+// socketVoter hands votes from the live stream's sockets to ingest: fanout
+// and ingest never import each other, so the node translates.
+type socketVoter struct{ in *ingest.Pipeline }
+
+func (v socketVoter) Vote(poll string, body []byte, s fanout.Socket) (any, error) {
+	return v.in.Vote(poll, body, ingest.Socket{IP: s.IP, UserAgent: s.UserAgent, Token: s.Token, Connected: s.Connected,
+		ShownMs: s.ShownMs, RTTMs: s.RTTMs})
+}

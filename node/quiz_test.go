@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"tally/quiz"
 )
 
@@ -67,14 +69,15 @@ func TestQuizQuestionAtOneNode(t *testing.T) {
 	if !res.FirstWins || len(res.Answers) != 2 || res.Totals["b"] != 1 || res.Totals["a"] != 1 {
 		t.Fatalf("certified: %+v", res)
 	}
-	want := map[string]int64{"p1": quiz.Score(true, 1000, 2000, 20_000), "p2": 0}
+	// The public result names participants by pseudonym.
+	want := map[string]int64{tn.certify.Pseudonym("p1"): quiz.Score(true, 1000, 2000, 20_000), tn.certify.Pseudonym("p2"): 0}
 	for _, a := range res.Answers {
-		if a.Score != want[a.Voter] {
-			t.Errorf("%s scored %d, want %d", a.Voter, a.Score, want[a.Voter])
+		if s, ok := want[a.Voter]; !ok || a.Score != s {
+			t.Errorf("%s scored %d, want %d", a.Voter, a.Score, s)
 		}
 	}
-	if want["p1"] != 950 {
-		t.Fatalf("the formula moved: %d", want["p1"])
+	if want[tn.certify.Pseudonym("p1")] != 950 {
+		t.Fatalf("the formula moved")
 	}
 	// The export carries the node's measurement.
 	ledger := tn.admin(t, "GET", "/v1/polls/q1-0/ledger", "")
@@ -104,5 +107,264 @@ func TestQuizAnswerOncePerCluster(t *testing.T) {
 	json.Unmarshal([]byte(r.raw), &body)
 	if !strings.Contains(body.Error.Message, "first answer stands") {
 		t.Fatalf("message: %s", r.raw)
+	}
+}
+
+const pubQuiz = `{"id":"pub","title":"Pub quiz","questions":[` +
+	`{"text":"2+2?","options":[{"id":"a","label":"3"},{"id":"b","label":"4"}],"correct":["b"],"limit_ms":20000},` +
+	`{"text":"Capital of France?","options":[{"id":"p","label":"Paris"},{"id":"l","label":"Lyon"}],"correct":["p"],"points":2000},` +
+	`{"text":"Never asked","options":[{"id":"x","label":"X"},{"id":"y","label":"Y"}],"correct":["x"]}]}`
+
+type quizView struct {
+	Status    string
+	Current   *int
+	Started   int
+	Total     int
+	Questions []struct {
+		Index    int
+		Poll     string
+		Text     string
+		Status   string
+		Revealed bool
+		Correct  []string
+		ClosesAt int64 `json:"closes_at"`
+	}
+}
+
+func (tn *testNode) quiz(t *testing.T, method, path string, admin bool) (response, quizView) {
+	t.Helper()
+	var r response
+	if admin {
+		r = tn.admin(t, method, path, "")
+	} else {
+		r = tn.call(t, method, path, "")
+	}
+	var v quizView
+	json.Unmarshal([]byte(r.raw), &v)
+	return r, v
+}
+
+// A host runs a quiz: questions stay the host's until started, start one
+// at a time, close early, reveal, end (skipping the rest); the leaderboard
+// ranks the certified answers, the same at every region.
+func TestQuizLifecycle(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	eu, us := nodes[0], nodes[1]
+	if r := eu.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	if r := eu.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusConflict {
+		t.Fatalf("the same quiz again: %d %s", r.status, r.raw)
+	}
+	havePoll(t, nodes, "pub-3")
+	// Before the start: nothing of it is public.
+	if _, v := us.quiz(t, "GET", "/v1/quizzes/pub", false); v.Status != "ready" || len(v.Questions) != 0 || v.Total != 3 {
+		t.Fatalf("public view before the start: %+v", v)
+	}
+	if r := us.call(t, "GET", "/v1/polls/pub-1", ""); r.status != 404 {
+		t.Fatalf("a parked question is visible: %d %s", r.status, r.raw)
+	}
+	if r := us.call(t, "GET", "/v1/polls?event=pub", ""); strings.Contains(r.raw, "pub-1") {
+		t.Fatalf("a parked question is listed: %s", r.raw)
+	}
+	if r := us.call(t, "GET", "/v1/polls/pub-1/events", ""); r.status != 404 {
+		t.Fatalf("a parked question can be watched: %d", r.status)
+	}
+	if r := us.call(t, "POST", "/v1/polls/pub-1/votes", `{"option":"b","voter":"p1","idem":"e1"}`); r.status != 404 {
+		t.Fatalf("a parked question takes answers: %d %s", r.status, r.raw)
+	}
+	if r := us.call(t, "POST", "/v1/quizzes/pub/start", ""); r.status != 401 {
+		t.Fatalf("a start without the token: %d", r.status)
+	}
+	if _, v := eu.quiz(t, "GET", "/v1/quizzes/pub", true); len(v.Questions) != 3 || v.Questions[2].Correct[0] != "x" {
+		t.Fatalf("the host's view: %+v", v)
+	}
+
+	// Question 1, started at us-east, answered at both regions.
+	r, v := us.quiz(t, "POST", "/v1/quizzes/pub/start", true)
+	if r.status != 200 || v.Status != "question" || v.Current == nil || *v.Current != 0 {
+		t.Fatalf("start: %d %s", r.status, r.raw)
+	}
+	if r := us.admin(t, "POST", "/v1/quizzes/pub/start", ""); r.code() != "poll_not_closed" {
+		t.Fatalf("a start while a question is open: %d %s", r.status, r.raw)
+	}
+	waitFor(t, func() bool { _, v := eu.quiz(t, "GET", "/v1/quizzes/pub", false); return v.Status == "question" })
+	if _, v := eu.quiz(t, "GET", "/v1/quizzes/pub", false); len(v.Questions) != 1 || v.Questions[0].Correct != nil || v.Questions[0].Text != "2+2?" {
+		t.Fatalf("the public view of the open question: %+v", v)
+	}
+	advanceAll(nodes, time.Second)
+	for _, a := range []struct {
+		n             *testNode
+		voter, option string
+	}{{eu, "alice", "b"}, {us, "bob", "b"}, {us, "carol", "a"}} {
+		if r := a.n.call(t, "POST", "/v1/polls/pub-1/votes", `{"option":"`+a.option+`","voter":"`+a.voter+`","idem":"`+a.voter+`-1"}`); r.status != 200 {
+			t.Fatalf("%s: %d %s", a.voter, r.status, r.raw)
+		}
+	}
+	advanceAll(nodes, 2*time.Second)
+	if r, v := eu.quiz(t, "POST", "/v1/quizzes/pub/close", true); r.status != 200 || v.Status != "between" {
+		t.Fatalf("close: %d %s", r.status, r.raw)
+	}
+	if r, v := eu.quiz(t, "POST", "/v1/quizzes/pub/reveal", true); r.status != 200 || !v.Questions[0].Revealed {
+		t.Fatalf("reveal: %d %s", r.status, r.raw)
+	}
+	waitFor(t, func() bool {
+		_, v := us.quiz(t, "GET", "/v1/quizzes/pub", false)
+		return len(v.Questions) == 1 && len(v.Questions[0].Correct) == 1
+	})
+	advanceAll(nodes, 3*time.Second)
+	certifiedEverywhere(t, nodes, "pub-1")
+	var lbs [2]string
+	for i, n := range nodes {
+		r := n.call(t, "GET", "/v1/quizzes/pub/leaderboard?participant=bob", "")
+		var lb struct {
+			Standings []struct {
+				Rank  int
+				Score int64
+			}
+			Participants int
+			Counted      []int
+			You          *struct{ Rank int }
+		}
+		json.Unmarshal([]byte(r.raw), &lb)
+		if r.status != 200 || lb.Participants != 3 || len(lb.Counted) != 1 || lb.You == nil || strings.Contains(r.raw, "alice") {
+			t.Fatalf("leaderboard at %s: %d %s", n.cfg.Region, r.status, r.raw)
+		}
+		// alice and bob both answered right 1 s after their region opened the question.
+		if lb.Standings[0].Score != quiz.Score(true, 1000, 1000, 20_000) || lb.Standings[2].Score != 0 {
+			t.Fatalf("scores: %s", r.raw)
+		}
+		lbs[i] = r.raw
+	}
+	if lbs[0] != lbs[1] {
+		t.Fatalf("the regions rank differently:\n%s\n%s", lbs[0], lbs[1])
+	}
+
+	// Question 2 starts; the host ends the quiz: it closes, 3 is skipped.
+	if r, _ := eu.quiz(t, "POST", "/v1/quizzes/pub/start", true); r.status != 200 {
+		t.Fatalf("start 2: %d %s", r.status, r.raw)
+	}
+	advanceAll(nodes, 5*time.Millisecond) // the end comes after the start's millisecond
+	r, v = eu.quiz(t, "POST", "/v1/quizzes/pub/end", true)
+	if r.status != 200 || v.Status != "ended" || v.Started != 3 {
+		t.Fatalf("end: %d %s", r.status, r.raw)
+	}
+	if r := eu.admin(t, "POST", "/v1/quizzes/pub/start", ""); r.code() != "quiz_ended" {
+		t.Fatalf("a start after the end: %d %s", r.status, r.raw)
+	}
+	if r := eu.admin(t, "POST", "/v1/quizzes/nope/start", ""); r.status != 404 {
+		t.Fatalf("an unknown quiz: %d", r.status)
+	}
+}
+
+func TestQuizCreateRefusesBadInput(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	for name, body := range map[string]string{
+		"no questions":  `{"id":"x","questions":[]}`,
+		"no correct":    `{"id":"x","questions":[{"text":"Q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":[]}]}`,
+		"unknown field": `{"id":"x","questions":[],"bogus":1}`,
+		"long id":       `{"id":"` + strings.Repeat("q", 61) + `","questions":[{"text":"Q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":["a"]}]}`,
+		"huge points":   `{"id":"x","questions":[{"text":"Q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":["a"],"points":9223372036854775807}]}`,
+		"not json":      `{"id":`,
+	} {
+		if r := tn.admin(t, "POST", "/v1/quizzes", body); r.status != 400 {
+			t.Errorf("%s: %d %s", name, r.status, r.raw)
+		}
+	}
+	if r := tn.admin(t, "POST", "/v1/quizzes", `{"id":"x","questions":[{"text":"`+strings.Repeat("q", 300_000)+`"}]}`); r.status != 413 {
+		t.Errorf("oversized: %d", r.status)
+	}
+	if r := tn.call(t, "GET", "/v1/polls?event=x", ""); strings.Contains(r.raw, `"x-1"`) {
+		t.Errorf("a refused quiz left a question: %s", r.raw)
+	}
+}
+
+// A quiz question's public result names participants by pseudonym and
+// leaves out the signed certificate (which holds their voter ids); the
+// admin gets both.
+func TestQuizResultKeepsVoterIDsPrivate(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	tn.admin(t, "POST", "/v1/polls", strings.Replace(quizQuestion, `"hidden":true,`, "", 1))
+	tn.clock.advance(time.Second)
+	answer(t, tn, "secret-voter-id", "b", "k1")
+	tn.clock.advance(25 * time.Second)
+	certifiedEverywhere(t, []*testNode{tn}, "q1-0")
+	public := tn.call(t, "GET", "/v1/polls/q1-0/result", "")
+	if strings.Contains(public.raw, "secret-voter-id") || strings.Contains(public.raw, `"certificate"`) || !strings.Contains(public.raw, tn.certify.Pseudonym("secret-voter-id")) {
+		t.Fatalf("public result: %s", public.raw)
+	}
+	if admin := tn.admin(t, "GET", "/v1/polls/q1-0/result", ""); !strings.Contains(admin.raw, "secret-voter-id") || !strings.Contains(admin.raw, `"certificate"`) {
+		t.Fatalf("admin result: %s", admin.raw)
+	}
+}
+
+// A participant on the live stream is timed from when this node put the
+// question on their socket, not from the question's opening: one who
+// joined late loses nothing for it. One answering over HTTP is timed from
+// the opening at this node.
+func TestQuizTimesFromTheQuestionFrame(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	if r := tn.admin(t, "POST", "/v1/polls", quizQuestion); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	tn.clock.advance(5 * time.Second) // the participant arrives 5 s into the question
+	ws, ctx := dialLive(t, tn, "q1-0")
+	frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["status"] == "open" })
+	tn.clock.advance(3 * time.Second)
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r1","body":{"option":"b","voter":"late","idem":"w1"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	ack, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "ack" || m["type"] == "error" })
+	res, _ := json.Marshal(ack["result"])
+	if !strings.Contains(string(res), `"elapsed_ms":3000`) {
+		t.Fatalf("the socket answer's time: %v", ack)
+	}
+	if r := answer(t, tn, "http", "b", "h1"); !strings.Contains(r.raw, `"elapsed_ms":8000`) {
+		t.Fatalf("the HTTP answer's time: %s", r.raw)
+	}
+}
+
+// Three regions that see a question at different moments (here each
+// region's clock reads later when the question reaches it: 0, 100 and
+// 250 ms) time their participants from their own question frames:
+// participants answering 1.5 s after their frame score the same, wherever
+// they are. (The delay is modelled with the regions' clocks; the network
+// between them is loopback.)
+func TestQuizIsFairAcrossRegions(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
+	if r := nodes[0].admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	havePoll(t, nodes, "pub-3")
+	if r, _ := nodes[0].quiz(t, "POST", "/v1/quizzes/pub/start", true); r.status != 200 {
+		t.Fatalf("start: %d %s", r.status, r.raw)
+	}
+	nodes[1].clock.advance(100 * time.Millisecond)
+	nodes[2].clock.advance(250 * time.Millisecond)
+	want := quiz.Score(true, 1000, 1500, 20_000)
+	for _, n := range nodes {
+		waitFor(t, func() bool { return n.call(t, "GET", "/v1/polls/pub-1", "").status == 200 })
+		ws, ctx := dialLive(t, n, "pub-1")
+		frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["status"] == "open" })
+		n.clock.advance(1500 * time.Millisecond)
+		voter := "p-" + n.cfg.Region
+		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r","body":{"option":"b","voter":"`+voter+`","idem":"`+voter+`"}}`))
+		ack, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "ack" || m["type"] == "error" })
+		res, _ := json.Marshal(ack["result"])
+		if !strings.Contains(string(res), `"elapsed_ms":1500`) {
+			t.Fatalf("%s: %v", n.cfg.Region, ack)
+		}
+	}
+	// The certified answers carry the same score for all three.
+	nodes[0].admin(t, "POST", "/v1/quizzes/pub/reveal", "")
+	advanceAll(nodes, 25*time.Second)
+	v := certifiedEverywhere(t, nodes, "pub-1")
+	if len(v.Detail.Result.Answers) != 3 {
+		t.Fatalf("answers: %+v", v.Detail.Result.Answers)
+	}
+	for _, a := range v.Detail.Result.Answers {
+		if a.Score != want || a.ElapsedMs != 1500 {
+			t.Errorf("%s: %d ms, %d points; want 1500 ms, %d", a.Voter, a.ElapsedMs, a.Score, want)
+		}
 	}
 }

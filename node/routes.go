@@ -26,9 +26,11 @@ func (n *Node) routes() http.Handler {
 	in := n.ingest
 	create, closePoll, votes, certifyNow := in.HandleCreatePoll, in.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
 	extend, reveal := in.HandleExtend, in.HandleReveal
+	createQuiz, quizStart, quizClose, quizReveal, quizEnd := in.HandleCreateQuiz, in.HandleQuizStart, in.HandleQuizClose, in.HandleQuizReveal, in.HandleQuizEnd
 	if n.cfg.Role == gossip.RoleEdge {
 		create, closePoll, votes, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
 		extend, reveal = refuseOnEdge, refuseOnEdge
+		createQuiz, quizStart, quizClose, quizReveal, quizEnd = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
 	}
 	// Public reads show a hidden poll's counts to the admin token only.
 	public := func(h http.HandlerFunc) http.Handler { return ready(n.cors(api.OptionalBearer(n.adminTokens, h))) }
@@ -41,6 +43,13 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(in.HandleLedger)))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(in.HandleSession)))
+	mux.Handle("POST /v1/quizzes", ready(admin(createQuiz)))
+	mux.Handle("GET /v1/quizzes/{quiz}", public(in.HandleGetQuiz))
+	mux.Handle("POST /v1/quizzes/{quiz}/start", ready(admin(quizStart)))
+	mux.Handle("POST /v1/quizzes/{quiz}/close", ready(admin(quizClose)))
+	mux.Handle("POST /v1/quizzes/{quiz}/reveal", ready(admin(quizReveal)))
+	mux.Handle("POST /v1/quizzes/{quiz}/end", ready(admin(quizEnd)))
+	mux.Handle("GET /v1/quizzes/{quiz}/leaderboard", public(n.certify.HandleLeaderboard))
 	mux.Handle("GET /v1/backup", ready(admin(n.handleBackup)))
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))

@@ -86,8 +86,8 @@ type Definition struct {
 	// a poll.
 	Quiz *QuizQuestion `json:"quiz,omitempty"`
 	// CloseStamp is the hybrid logical time of the write that last set
-	// ClosesAt (a close or an extend); nil: the definition's own write (its
-	// creation). Versions of a definition amended at two regions at once
+	// the schedule, OpensAt and ClosesAt (a close, an extend, a quiz
+	// question's start); nil: the definition's own write (its creation). Versions of a definition amended at two regions at once
 	// are joined field by field (state.PutPoll): the close written last
 	// wins even when a reveal elsewhere is newer. Not shown by the API.
 	CloseStamp *hlc.Timestamp `json:"close_stamp,omitempty"`
@@ -100,7 +100,8 @@ type Definition struct {
 // revealed.
 type QuizQuestion struct {
 	Quiz    string   `json:"quiz"`
-	Index   int      `json:"index"` // from 0
+	Title   string   `json:"title,omitempty"` // the quiz's title
+	Index   int      `json:"index"`           // from 0
 	Correct []string `json:"correct"`
 	Points  int64    `json:"points"`
 	LimitMs int64    `json:"limit_ms"`
@@ -239,6 +240,11 @@ func (d *Definition) Validate() error {
 	if q := d.Quiz; q != nil {
 		if err := validID(q.Quiz); err != nil {
 			return fail("quiz %v", err)
+		}
+		if q.Title != "" {
+			if err := validText(q.Title, quiz.MaxTitleLen); err != nil {
+				return fail("quiz title %v", err)
+			}
 		}
 		if q.Index < 0 || q.Index >= quiz.MaxQuestions {
 			return fail("quiz index must be 0-%d", quiz.MaxQuestions-1)

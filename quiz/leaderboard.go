@@ -2,6 +2,9 @@ package quiz
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"slices"
 )
 
@@ -75,4 +78,19 @@ func compare(a, b Standing) int {
 		return c
 	}
 	return cmp.Compare(a.ElapsedMs, b.ElapsedMs)
+}
+
+// Digest is the SHA-256, in hex, of a canonical text of a whole ranking
+// and the questions it counts: what a certified leaderboard is checked
+// by. Any two computations from the same answers give the same digest.
+func Digest(quizID string, counted []int, standings []Standing) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "tally-leaderboard v1\nquiz %q\n", quizID)
+	for _, q := range counted {
+		fmt.Fprintf(h, "question %d\n", q)
+	}
+	for _, s := range standings {
+		fmt.Fprintf(h, "standing %d %q %d %d %d %d\n", s.Rank, s.Participant, s.Score, s.Correct, s.ElapsedMs, s.Answered)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -12,9 +12,10 @@ import (
 // amendments written at different regions at about the same time all
 // survive, in whatever order the versions arrive:
 //
-//   - the close (ClosesAt) is the one written last, by its own stamp
-//     (CloseStamp; a version without one set it when it was written
-//     whole): a reveal written later elsewhere does not undo an extend;
+//   - the schedule (OpensAt and ClosesAt) is the one written last, by
+//     its own stamp (CloseStamp; a version without one set it when it was
+//     written whole): a reveal written later elsewhere does not undo an
+//     extend, or a quiz question's start;
 //   - a reveal is never undone: the poll is hidden only while every
 //     version says so (nothing hides a poll after its creation);
 //   - everything else is fixed at creation and comes from the newer
@@ -30,7 +31,7 @@ func joinDefinitions(a, b crdt.Register[poll.Definition]) crdt.Register[poll.Def
 	out := newer
 	out.Value.Hidden = a.Value.Hidden && b.Value.Hidden
 	if closeStamp(older).Compare(closeStamp(newer)) > 0 {
-		out.Value.ClosesAt = older.Value.ClosesAt
+		out.Value.OpensAt, out.Value.ClosesAt = older.Value.OpensAt, older.Value.ClosesAt
 		out.Value.CloseStamp = older.Value.CloseStamp
 		if out.Value.CloseStamp == nil {
 			ts := older.TS // the older version's close was written with it

@@ -30,9 +30,9 @@ func amend(from crdt.Register[poll.Definition], ts hlc.Timestamp, change func(*p
 		cs := from.TS
 		d.CloseStamp = &cs
 	}
-	before := d.ClosesAt
+	opens, closes := d.OpensAt, d.ClosesAt
 	change(&d)
-	if d.ClosesAt != before {
+	if d.OpensAt != opens || d.ClosesAt != closes {
 		d.CloseStamp = &ts
 	}
 	return crdt.Register[poll.Definition]{TS: ts, Value: d}
@@ -66,6 +66,23 @@ func TestConcurrentExtendAndRevealBothSurvive(t *testing.T) {
 		got, _ := s.Poll("p")
 		if got.Hidden || got.ClosesAt != t0+120_000 {
 			t.Errorf("%s: hidden %v, closes_at +%d ms; want revealed and extended to +120000", name, got.Hidden, got.ClosesAt-t0)
+		}
+	}
+}
+
+// A quiz question's start (a new schedule) survives a reveal written at
+// another region a moment later from the parked version.
+func TestStartSurvivesAConcurrentReveal(t *testing.T) {
+	created := crdt.Register[poll.Definition]{TS: stamp(0, "eu"), Value: hiddenPoll()}
+	start := amend(created, stamp(100, "us"), func(d *poll.Definition) { d.OpensAt, d.ClosesAt = t0+100, t0+20_100 })
+	reveal := amend(created, stamp(150, "ap"), func(d *poll.Definition) { d.Hidden = false })
+	for _, order := range [][]crdt.Register[poll.Definition]{{created, start, reveal}, {created, reveal, start}} {
+		s := newState(t, "x")
+		for _, r := range order {
+			s.PutPoll(r.Value, r.TS)
+		}
+		if got, _ := s.Poll("p"); got.OpensAt != t0+100 || got.ClosesAt != t0+20_100 || got.Hidden {
+			t.Errorf("opens +%d closes +%d hidden %v", got.OpensAt-t0, got.ClosesAt-t0, got.Hidden)
 		}
 	}
 }

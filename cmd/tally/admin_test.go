@@ -18,7 +18,7 @@ import (
 // Every command and subcommand answers --help and -h on stdout with exit
 // status 0, as Go's tools do; a usage error exits 2.
 func TestHelpExitsZero(t *testing.T) {
-	lines := [][]string{{}, {"ledger"}, {"poll"}}
+	lines := [][]string{{}, {"ledger"}, {"poll"}, {"quiz"}, {"quiz", "result"}}
 	for _, sub := range []string{"verify", "merge", "export", "backup", "restore"} {
 		lines = append(lines, []string{"ledger", sub})
 	}
@@ -28,7 +28,7 @@ func TestHelpExitsZero(t *testing.T) {
 	lines = append(lines, []string{"cluster"}, []string{"load"}, []string{"watch"})
 	for _, line := range lines {
 		for _, h := range []string{"--help", "-h", "help"} {
-			if h == "help" && len(line) > 1 || h == "help" && len(line) == 1 && line[0] != "ledger" && line[0] != "poll" {
+			if h == "help" && len(line) > 1 || h == "help" && len(line) == 1 && line[0] != "ledger" && line[0] != "poll" && line[0] != "quiz" {
 				continue // "help" is a word only where a subcommand is expected
 			}
 			args := append(append([]string{}, line...), h)
@@ -62,7 +62,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Every --json output names its fields in snake_case.
 func TestJSONFieldsAreSnakeCase(t *testing.T) {
-	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}} {
+	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, ingest.QuizView{}} {
 		checkSnake(t, reflect.TypeOf(v), reflect.TypeOf(v).Name(), map[reflect.Type]bool{})
 	}
 }

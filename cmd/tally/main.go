@@ -26,6 +26,8 @@ token from --token-file, $TALLY_TOKEN or --token):
                      reproduce its digest
   poll certify       certify now, leaving out a lost replica only explicitly
   cluster            members, NATS links and each replica's staleness
+  quiz result        a quiz's certified leaderboard; with the exports of its
+                     questions, reproduce it offline
   ledger backup      an online, consistent copy of a node's ledger
   ledger export      a poll's records from running nodes or a stopped data dir
 
@@ -57,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runPoll(args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(args[1:], stdout, stderr)
+	case "quiz":
+		return runQuiz(args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(args[1:], stdout, stderr)
 	case "load":

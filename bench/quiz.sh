@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The thundering herd of a quiz question, for BENCHMARKS.md: one node, a
+# question started by the host, VIEWERS participants watching it on
+# WebSocket (tally watch --swarm), then PARTICIPANTS distinct participants
+# answering it within 2 seconds (tally load: 1 answer each, over HTTP, at
+# PARTICIPANTS/2 per second). Prints the acknowledgements (status codes,
+# latency percentiles), how many records shared an fsync, the frames the
+# viewers got (delivery lag), and the leaderboard's freshness: the time
+# from the host's close to a leaderboard that counts the question
+# (certification). Stops everything it started.
+#
+#   bench/quiz.sh                 (PARTICIPANTS=10000 VIEWERS=2000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+participants=${PARTICIPANTS:-10000}
+viewers=${VIEWERS:-2000}
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+go build -o "$tmp/node" ./cmd/node
+go build -o "$tmp/tally" ./cmd/tally
+url=http://127.0.0.1:18281
+"$tmp/node" --data-dir "$tmp/data" --http-addr 127.0.0.1:18281 --gossip-addr 127.0.0.1:0 --nats-addr 127.0.0.1:0 \
+  --nats-cluster-addr '' --nats-gateway-addr '' --rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false \
+  --max-viewers-per-ip 100000 --certify-settle 200ms > "$tmp/node.log" 2>&1 &
+node=$!; pids+=($node)
+until curl -sf $url/readyz >/dev/null; do sleep 0.2; done
+export TALLY_URL=$url
+token=$tmp/data/admin-token
+"$tmp/tally" poll list --token-file "$token" >/dev/null
+auth="Authorization: Bearer $(cat "$token")"
+curl -sf -X POST $url/v1/quizzes -H "$auth" -H 'Content-Type: application/json' \
+  -d '{"id":"herd","questions":[{"text":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"},{"id":"d","label":"D"}],"correct":["b"],"limit_ms":60000}]}' >/dev/null
+curl -sf -X POST $url/v1/quizzes/herd/start -H "$auth" >/dev/null
+metric() { curl -s $url/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+b0=$(metric tally_ledger_batch_records_sum); c0=$(metric tally_ledger_batch_records_count)
+
+# The viewers join and watch for 12 s (their 2 s settle and 3 s ramp
+# first); the answers come 7 s in. The swarm's own votes name options the
+# question does not have: refused, they change nothing.
+"$tmp/tally" watch --url $url --poll herd-1 --swarm "$viewers" --per-ip 1000 --ramp 3s --duration 12s \
+  --votes-per-sec 1 --server-pid "$node" --json > "$tmp/swarm.json" 2> "$tmp/swarm.log" &
+swarm=$!; pids+=($swarm)
+sleep 7
+"$tmp/tally" load --url $url --poll herd-1 --voters "$participants" --rate $((participants / 2)) --duration 2s \
+  --batch 1 --changes 0 --retries 0 --connections 256 --options a,b,c,d --json > "$tmp/load.json" 2> "$tmp/load.log"
+b1=$(metric tally_ledger_batch_records_sum); c1=$(metric tally_ledger_batch_records_count)
+wait "$swarm" || true
+
+closed=$(date +%s%N)
+curl -sf -X POST $url/v1/quizzes/herd/close -H "$auth" >/dev/null
+until curl -sf "$url/v1/quizzes/herd/leaderboard" | grep -q '"counted":\[0\]'; do sleep 0.02; done
+fresh=$(( ($(date +%s%N) - closed) / 1000000 ))
+lb=$(curl -sf "$url/v1/quizzes/herd/leaderboard?top=1")
+
+echo "== answers ($participants participants, at $((participants / 2))/s for 2 s, 256 connections)"
+cat "$tmp/load.json"
+awk -v b="$((${b1%.*} - ${b0%.*}))" -v c="$((${c1%.*} - ${c0%.*}))" 'BEGIN { if (c > 0) printf "records per fsync: %.1f (%d records in %d synced batches)\n", b / c, b, c }'
+echo "== viewers ($viewers on the question's live stream)"
+cat "$tmp/swarm.json"
+echo "== leaderboard"
+echo "close → leaderboard counting the question: ${fresh} ms"
+echo "$lb" | head -c 400; echo

@@ -1,0 +1,108 @@
+package certify
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"tally/api"
+	"tally/quiz"
+	"tally/state"
+)
+
+// Leaderboard is GET /v1/quizzes/{quiz}/leaderboard: the quiz's ranking
+// over the questions certified so far (docs/quiz.md). It is computed from
+// the certified results, so every region shows the same one, and the
+// auditor reproduces it from the exports.
+type Leaderboard struct {
+	Quiz         string          `json:"quiz"`
+	Standings    []quiz.Standing `json:"standings"` // the top ?top= (default 10)
+	Participants int             `json:"participants"`
+	Counted      []int           `json:"counted"` // question indexes whose certified answers are in
+	Pending      []int           `json:"pending"` // closed, not certified yet
+	// Final is set once every question is closed and certified.
+	Final bool `json:"final"`
+	// Digest is quiz.Digest of the whole ranking (not only the top):
+	// `tally quiz result` reproduces it from the exports.
+	Digest string `json:"digest"`
+	// You is the standing of ?participant= (a voter id), when ranked.
+	You *quiz.Standing `json:"you,omitempty"`
+}
+
+// HandleLeaderboard serves GET /v1/quizzes/{quiz}/leaderboard. Standings
+// name participants by a keyed hash of their voter id, never the id (a
+// voter id may be what lets one answer).
+func (c *Certifier) HandleLeaderboard(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("quiz")
+	top := 10
+	if s := r.URL.Query().Get("top"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "top must be 1-100"))
+			return
+		}
+		top = n
+	}
+	lb, err := c.Leaderboard(id, r.URL.Query().Get("participant"), top)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, lb)
+}
+
+// Leaderboard ranks the quiz's certified answers.
+func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, error) {
+	qs := c.cfg.State.QuizQuestions(id)
+	if len(qs) == 0 {
+		return Leaderboard{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
+	}
+	now := c.cfg.Now().UnixMilli()
+	lb := Leaderboard{Quiz: id, Standings: []quiz.Standing{}, Counted: []int{}, Pending: []int{}, Final: true}
+	var answers []quiz.Answer
+	for _, d := range qs {
+		cert, ok := c.cfg.State.Certificate(d.ID)
+		if !ok || cert.Status != state.Reconciled {
+			lb.Final = false
+			if d.ClosesAt <= now && now >= d.OpensAt {
+				lb.Pending = append(lb.Pending, d.Quiz.Index)
+			}
+			continue
+		}
+		var detail Detail
+		if err := json.Unmarshal(cert.Detail, &detail); err != nil || detail.Result == nil {
+			lb.Final = false
+			lb.Pending = append(lb.Pending, d.Quiz.Index)
+			continue
+		}
+		lb.Counted = append(lb.Counted, d.Quiz.Index)
+		for _, a := range detail.Result.Answers {
+			answers = append(answers, quiz.Answer{Participant: c.pseudonym(a.Voter), Question: d.Quiz.Index, Option: a.Option,
+				Correct: a.Score > 0, ElapsedMs: a.ElapsedMs, Score: a.Score})
+		}
+	}
+	ranked := quiz.Rank(answers)
+	lb.Participants = len(ranked)
+	lb.Digest = quiz.Digest(id, lb.Counted, ranked)
+	lb.Standings = append(lb.Standings, ranked[:min(top, len(ranked))]...)
+	if participant != "" {
+		me := c.pseudonym(participant)
+		if i := slices.IndexFunc(ranked, func(s quiz.Standing) bool { return s.Participant == me }); i >= 0 {
+			lb.You = &ranked[i]
+		}
+	}
+	return lb, nil
+}
+
+// pseudonym is Pseudonym.
+func (c *Certifier) pseudonym(voter string) string { return c.Pseudonym(voter) }
+
+// Pseudonym is how leaderboards and public quiz results name a
+// participant: a hash of the voter id under the cluster's hash key (from
+// the cluster name, so an auditor derives the same names), which does not
+// give back the random voter ids that voter tokens carry.
+func (c *Certifier) Pseudonym(voter string) string {
+	return fmt.Sprintf("%016x", c.cfg.State.Hash(voter))
+}

@@ -1,0 +1,292 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"tally/api"
+	"tally/poll"
+	"tally/quiz"
+	"tally/state"
+)
+
+// A quiz is a sequence of quiz questions, each a poll (docs/quiz.md):
+// created together, parked far in the future and invisible to everyone but
+// the host until the host starts them one by one. Every region holds them
+// (poll definitions replicate), so any full node can run the quiz.
+
+// parkLead is how far ahead parked questions open: under poll.MaxLead.
+const parkLead = 29 * 24 * time.Hour
+
+// MaxQuizBody bounds a quiz definition: 100 questions of 8 options.
+const MaxQuizBody = 256 << 10
+
+// QuestionID is the poll id of a quiz's question i (from 0).
+func QuestionID(quizID string, i int) string { return fmt.Sprintf("%s-%d", quizID, i+1) }
+
+// QuizView is GET /v1/quizzes/{quiz} and the answer of the host's actions.
+type QuizView struct {
+	ID    string `json:"id"`
+	Title string `json:"title,omitempty"`
+	// Status is ready (no question started), question (one is open),
+	// between (the last one started is closed, more remain) or ended.
+	Status    string         `json:"status"`
+	Current   *int           `json:"current,omitempty"` // the index of the open question
+	Started   int            `json:"started"`           // questions started so far
+	Total     int            `json:"total"`             // questions in all
+	Questions []QuestionView `json:"questions"`         // the started ones; every one for the host
+	// ServerTime lets a page count down to a question's closes_at.
+	ServerTime int64 `json:"server_time"`
+}
+
+// QuestionView is one question of a QuizView.
+type QuestionView struct {
+	Index    int           `json:"index"`
+	Poll     string        `json:"poll"`
+	Text     string        `json:"text"`
+	Options  []poll.Option `json:"options"`
+	Status   poll.Status   `json:"status"`
+	Started  bool          `json:"started"`
+	OpensAt  int64         `json:"opens_at,omitempty"`
+	ClosesAt int64         `json:"closes_at,omitempty"` // the deadline, by the server's clock
+	LimitMs  int64         `json:"limit_ms"`
+	Points   int64         `json:"points"`
+	Revealed bool          `json:"revealed"`
+	// Correct and Totals are shown once the question is revealed (and
+	// always to the host).
+	Correct []string         `json:"correct,omitempty"`
+	Totals  map[string]int64 `json:"totals,omitempty"`
+}
+
+// quizQuestions returns the quiz's question definitions by index.
+func (p *Pipeline) quizQuestions(quizID string) []poll.Definition {
+	return p.cfg.State.QuizQuestions(quizID)
+}
+
+// parked reports whether a quiz question has not been started: only the
+// host sees it.
+func parked(d *poll.Definition, nowMs int64) bool { return d.Quiz != nil && nowMs < d.OpensAt }
+
+// HandleCreateQuiz serves POST /v1/quizzes (admin): the quiz's questions
+// are created parked and hidden.
+func (p *Pipeline) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
+	var q quiz.Quiz
+	if err := api.DecodeJSON(w, r, MaxQuizBody, &q); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	q.Normalize()
+	if err := q.Validate(); err != nil {
+		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
+		return
+	}
+	if len(q.ID) > poll.MaxIDLen-4 { // room for "-100"
+		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "quiz id must be at most %d characters", poll.MaxIDLen-4))
+		return
+	}
+	if _, exists := p.cfg.State.Poll(QuestionID(q.ID, 0)); exists {
+		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "quiz %q exists", q.ID))
+		return
+	}
+	for i, qu := range q.Questions {
+		ts, err := p.cfg.Clock.Now()
+		if err != nil {
+			api.WriteError(w, err)
+			return
+		}
+		opens := poll.AddMs(ts.Wall, parkLead.Milliseconds())
+		options := make([]poll.Option, len(qu.Options))
+		for j, o := range qu.Options {
+			options[j] = poll.Option{ID: o.ID, Label: o.Label}
+		}
+		def := poll.Definition{ID: QuestionID(q.ID, i), Question: qu.Text, Options: options,
+			OpensAt: opens, ClosesAt: poll.AddMs(opens, qu.LimitMs), Hidden: true, Event: q.ID,
+			Quiz: &poll.QuizQuestion{Quiz: q.ID, Title: q.Title, Index: i, Correct: qu.Correct, Points: qu.Points, LimitMs: qu.LimitMs}}
+		if err := def.Validate(); err != nil {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "question %d: %v", i+1, err))
+			return
+		}
+		if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
+			if errors.Is(err, state.ErrTooManyPolls) {
+				err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); %d of the quiz's questions were created", i)
+			}
+			api.WriteError(w, err)
+			return
+		}
+	}
+	p.writeQuiz(w, r, http.StatusCreated, q.ID)
+}
+
+// HandleGetQuiz serves GET /v1/quizzes/{quiz}.
+func (p *Pipeline) HandleGetQuiz(w http.ResponseWriter, r *http.Request) {
+	p.writeQuiz(w, r, http.StatusOK, r.PathValue("quiz"))
+}
+
+// HandleQuizStart serves POST /v1/quizzes/{quiz}/start (admin): the next
+// question opens now, for its time limit, in every region.
+func (p *Pipeline) HandleQuizStart(w http.ResponseWriter, r *http.Request) {
+	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+		for _, d := range qs {
+			if d.StatusAt(now, false) == poll.Open {
+				return api.Errorf(http.StatusConflict, api.CodePollNotClosed, "question %d is open; close it first", d.Quiz.Index+1)
+			}
+		}
+		for _, d := range qs {
+			if parked(&d, now) {
+				_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+					def.OpensAt, def.ClosesAt = nowMs, poll.AddMs(nowMs, def.Quiz.LimitMs)
+					return true, nil
+				})
+				return err
+			}
+		}
+		return api.Errorf(http.StatusConflict, api.CodeQuizEnded, "every question of the quiz has been started")
+	})
+}
+
+// HandleQuizClose serves POST /v1/quizzes/{quiz}/close (admin): the open
+// question closes now, before its time limit.
+func (p *Pipeline) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
+	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+		for _, d := range qs {
+			if d.StatusAt(now, false) == poll.Open {
+				_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+					if nowMs >= def.ClosesAt {
+						return false, nil
+					}
+					def.ClosesAt = max(nowMs, def.OpensAt+1)
+					return true, nil
+				})
+				return err
+			}
+		}
+		return api.Errorf(http.StatusConflict, api.CodePollClosed, "no question is open")
+	})
+}
+
+// HandleQuizReveal serves POST /v1/quizzes/{quiz}/reveal (admin): the
+// question started last shows its correct options and its counts.
+func (p *Pipeline) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
+	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+		for i := len(qs) - 1; i >= 0; i-- {
+			if !parked(&qs[i], now) {
+				_, err := p.amendPoll(qs[i].ID, func(def *poll.Definition, _ int64) (bool, error) {
+					changed := def.Hidden
+					def.Hidden = false
+					return changed, nil
+				})
+				return err
+			}
+		}
+		return api.Errorf(http.StatusConflict, api.CodePollNotOpen, "no question has been started")
+	})
+}
+
+// HandleQuizEnd serves POST /v1/quizzes/{quiz}/end (admin): the open
+// question closes now and the questions never started are skipped (they
+// close at once, unanswered). Ending an ended quiz changes nothing.
+func (p *Pipeline) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
+	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+		for _, d := range qs {
+			_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+				switch {
+				case parked(def, nowMs):
+					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
+				case nowMs < def.ClosesAt:
+					def.ClosesAt = max(nowMs, def.OpensAt+1)
+				default:
+					return false, nil
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// quizAction runs a host's action on a quiz and answers with its view.
+func (p *Pipeline) quizAction(w http.ResponseWriter, r *http.Request, act func(qs []poll.Definition, nowMs int64) error) {
+	id := r.PathValue("quiz")
+	qs := p.quizQuestions(id)
+	if len(qs) == 0 {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id))
+		return
+	}
+	ts, err := p.cfg.Clock.Now()
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	if err := act(qs, ts.Wall); err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	p.writeQuiz(w, r, http.StatusOK, id)
+}
+
+func (p *Pipeline) writeQuiz(w http.ResponseWriter, r *http.Request, status int, id string) {
+	v, err := p.QuizView(id, api.IsAdmin(r) || r.Method == http.MethodPost)
+	if err != nil {
+		api.WriteError(w, err)
+		return
+	}
+	api.WriteJSON(w, status, v)
+}
+
+// QuizView returns a quiz as the API shows it; host says whether the host
+// asks (and sees every question, correct options and counts included).
+func (p *Pipeline) QuizView(id string, host bool) (QuizView, error) {
+	qs := p.quizQuestions(id)
+	if len(qs) == 0 {
+		return QuizView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
+	}
+	now := p.cfg.Now().UnixMilli()
+	v := QuizView{ID: id, Title: qs[0].Quiz.Title, Total: len(qs), Questions: []QuestionView{}, ServerTime: now}
+	closedLast := false
+	for _, d := range qs {
+		started := !parked(&d, now)
+		if started {
+			v.Started++
+		}
+		if !started && !host {
+			continue
+		}
+		cert, certified := p.cfg.State.Certificate(d.ID)
+		qv := QuestionView{Index: d.Quiz.Index, Poll: d.ID, Text: d.Question, Options: d.Options,
+			Status: d.StatusAt(now, certified && cert.Status == state.Reconciled), Started: started,
+			LimitMs: d.Quiz.LimitMs, Points: d.Quiz.Points, Revealed: !d.Hidden}
+		if started {
+			qv.OpensAt, qv.ClosesAt = d.OpensAt, d.ClosesAt
+		}
+		if qv.Status == poll.Open {
+			i := d.Quiz.Index
+			v.Current = &i
+		}
+		if started {
+			closedLast = qv.Status != poll.Open
+		}
+		if host || !d.Hidden {
+			qv.Correct = d.Quiz.Correct
+			if totals, _, err := p.cfg.State.Totals(d.ID); err == nil {
+				qv.Totals = totals
+			}
+		}
+		v.Questions = append(v.Questions, qv)
+	}
+	switch {
+	case v.Current != nil:
+		v.Status = "question"
+	case v.Started == 0:
+		v.Status = "ready"
+	case v.Started == v.Total && closedLast:
+		v.Status = "ended"
+	default:
+		v.Status = "between"
+	}
+	return v, nil
+}
