@@ -7,7 +7,8 @@
 # latency percentiles), how many records shared an fsync, the frames the
 # viewers got (delivery lag), and the leaderboard's freshness: the time
 # from the host's close to a leaderboard that counts the question
-# (certification). Stops everything it started.
+# (certification, with the default --certify-settle of 1 s). Stops
+# everything it started.
 #
 #   bench/quiz.sh                 (PARTICIPANTS=10000 VIEWERS=2000)
 set -euo pipefail
@@ -27,7 +28,7 @@ go build -o "$tmp/tally" ./cmd/tally
 url=http://127.0.0.1:18281
 "$tmp/node" --data-dir "$tmp/data" --http-addr 127.0.0.1:18281 --gossip-addr 127.0.0.1:0 --nats-addr 127.0.0.1:0 \
   --nats-cluster-addr '' --nats-gateway-addr '' --rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false \
-  --max-viewers-per-ip 100000 --certify-settle 200ms > "$tmp/node.log" 2>&1 &
+  --max-viewers-per-ip 100000 > "$tmp/node.log" 2>&1 &
 node=$!; pids+=($node)
 until curl -sf $url/readyz >/dev/null; do sleep 0.2; done
 export TALLY_URL=$url
@@ -37,16 +38,24 @@ auth="Authorization: Bearer $(cat "$token")"
 curl -sf -X POST $url/v1/quizzes -H "$auth" -H 'Content-Type: application/json' \
   -d '{"id":"herd","questions":[{"text":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"},{"id":"d","label":"D"}],"correct":["b"],"limit_ms":60000}]}' >/dev/null
 curl -sf -X POST $url/v1/quizzes/herd/start -H "$auth" >/dev/null
+# Revealed at once, so every tick of the burst changes the counts and goes
+# out to every viewer: the fan-out's worst case (a hidden question sends
+# its viewers nothing but the viewer count and heartbeats).
+curl -sf -X POST $url/v1/quizzes/herd/reveal -H "$auth" >/dev/null
 metric() { curl -s $url/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 b0=$(metric tally_ledger_batch_records_sum); c0=$(metric tally_ledger_batch_records_count)
 
-# The viewers join and watch for 12 s (their 2 s settle and 3 s ramp
-# first); the answers come 7 s in. The swarm's own votes name options the
-# question does not have: refused, they change nothing.
+# The viewers join (their ramp, then 2 s to settle) and are measured for
+# 12 s; the answers come 1 s into that. The swarm's own votes name options
+# the question does not have: refused, they change nothing.
 "$tmp/tally" watch --url $url --poll herd-1 --swarm "$viewers" --per-ip 1000 --ramp 3s --duration 12s \
   --votes-per-sec 1 --server-pid "$node" --json > "$tmp/swarm.json" 2> "$tmp/swarm.log" &
 swarm=$!; pids+=($swarm)
-sleep 7
+until grep -q "connected $viewers/$viewers" "$tmp/swarm.log" 2>/dev/null; do
+  kill -0 "$swarm" 2>/dev/null || { cat "$tmp/swarm.log"; exit 1; }
+  sleep 0.2
+done
+sleep 3
 "$tmp/tally" load --url $url --poll herd-1 --voters "$participants" --rate $((participants / 2)) --duration 2s \
   --batch 1 --changes 0 --retries 0 --connections 256 --options a,b,c,d --json > "$tmp/load.json" 2> "$tmp/load.log"
 b1=$(metric tally_ledger_batch_records_sum); c1=$(metric tally_ledger_batch_records_count)
