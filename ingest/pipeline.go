@@ -292,7 +292,9 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			Signals: sig.ledger(),
 		}
 		if q := def.Quiz; q != nil {
-			recs[j].Answer = p.answer(pollID, q, votes[i].Option, ts.Wall, c)
+			// Timed on this node's own clock, as the frame's time was: not
+			// the hybrid clock, which a peer's faster clock can push ahead.
+			recs[j].Answer = p.answer(pollID, q, votes[i].Option, p.cfg.Now().UnixMilli(), c)
 		}
 	}
 	p.inflight.RLock()

@@ -35,8 +35,8 @@ func (p *Pipeline) reserveAnswer(pollID string, voter uint64) (release func(), e
 	}, nil
 }
 
-// answer measures and scores a quiz answer received at wall time nowMs
-// (this node's clock), never from the client's clock: its time runs from
+// answer measures and scores a quiz answer received at nowMs (this node's
+// own clock, not the hybrid one), never from the client's clock: its time runs from
 // when this node put the question on the client's socket, or, for a
 // client it did not (an answer over HTTP), from when the question opened
 // at this node (docs/quiz.md, Fairness).

@@ -47,7 +47,11 @@ class LiveStream {
     const ws = new WebSocket(`${proto}//${location.host}/v1/polls/${encodeURIComponent(this.poll)}/live`);
     this.ws = ws;
     ws.onopen = () => { this.failures = 0; this.transport = "WebSocket"; this.onConn(this.transport); };
-    ws.onmessage = ev => this.handle(JSON.parse(ev.data), msg => ws.send(JSON.stringify(msg)));
+    ws.onmessage = ev => {
+      const m = JSON.parse(ev.data);
+      if (m.type === "ack" || m.type === "error") { if (this.onReply) this.onReply(m); return; }
+      this.handle(m, msg => ws.send(JSON.stringify(msg)));
+    };
     ws.onclose = () => { if (!this.closed) { this.failures++; this.retry(); } };
   }
   connectSSE() {
@@ -75,6 +79,12 @@ class LiveStream {
     } else return;
     if (m.regions) this.state.regions = m.regions;
     this.onChange(this.state);
+  }
+  // send writes a message on the socket; false when it is not open.
+  send(msg) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return false;
+    this.ws.send(JSON.stringify(msg));
+    return true;
   }
   close() { this.closed = true; if (this.ws) this.ws.close(); if (this.es) this.es.close(); }
 }

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserQuiz: a participant on a phone waits for the host, sees the
+// question with its countdown, answers on the question's live stream
+// (timed from that frame), sees "correct" once revealed and their score
+// and rank once certified; the host starts and ends the quiz from the host
+// view. Each view is checked with axe.
+func TestBrowserQuiz(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	axe := axeScript(t)
+	ctx := sized(t, 390, 844)
+	tn := startNode(t, t.TempDir(), nil)
+	if r := tn.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/#/quiz/pub"),
+		until(`document.querySelector("#quiz-status") && document.querySelector("#quiz-status").textContent.includes("Waiting for the host")`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(t, ctx, `document.querySelector("h1").textContent`); got != "Pub quiz" {
+		t.Fatalf("title %q", got)
+	}
+	checkView(t, ctx, axe, "quiz-waiting")
+
+	tn.admin(t, "POST", "/v1/quizzes/pub/start", "")
+	if err := chromedp.Do(ctx,
+		until(`document.querySelector("#q-text").textContent === "2+2?" && !document.querySelector('button[data-option="b"]').disabled`),
+		until(`current.stream && current.stream.transport === "WebSocket"`),
+		until(`document.querySelector("#q-countdown").textContent === "20 s left"`)); err != nil {
+		t.Fatal(err)
+	}
+	checkView(t, ctx, axe, "quiz-question")
+	tn.clock.advance(2 * time.Second)
+	if err := chromedp.Do(ctx, chromedp.Click(`button[data-option="b"]`),
+		until(`document.querySelector("#q-result").textContent === "Answer sent: 4, in 2.0 s."`),
+		until(`document.querySelector('button[data-option="a"]').disabled`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: result %q", err, must(t, ctx, `document.querySelector("#q-result").textContent`)))
+	}
+	if r := tn.admin(t, "POST", "/v1/polls/pub-1/votes", `{"option":"a","voter":"x","idem":"x"}`); r.status != 200 {
+		t.Fatalf("a second participant: %d %s", r.status, r.raw)
+	}
+	tn.clock.advance(time.Second)
+	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
+	tn.admin(t, "POST", "/v1/quizzes/pub/reveal", "")
+	if err := chromedp.Do(ctx, until(`document.querySelector("#q-result").textContent === "Correct!"`),
+		until(`document.querySelector('button[data-option="b"]').classList.contains("correct")`)); err != nil {
+		t.Fatal(err)
+	}
+	tn.clock.advance(5 * time.Second) // certification
+	if err := chromedp.Do(ctx, until(`document.querySelector("#you") && document.querySelector("#you").textContent === "You: 950 points, rank 1 of 2."`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: %q", err, must(t, ctx, `document.querySelector("#board").textContent`)))
+	}
+	checkView(t, ctx, axe, "quiz-revealed")
+
+	// The host view: start the next question, end the quiz.
+	host := sized(t, 1280, 800)
+	if err := chromedp.Do(host, chromedp.Navigate(tn.url+"/#/"),
+		void(chromedp.Evaluate[bool](`sessionStorage.setItem("tally.token", "`+testToken+`"), true`)),
+		chromedp.Navigate(tn.url+"/#/host/quiz/pub"),
+		until(`document.querySelector("#quiz-host-state").textContent === "Question 1 of 3 is closed."`),
+		until(`document.querySelectorAll("#quiz-questions li").length === 3`)); err != nil {
+		t.Fatal(err)
+	}
+	checkView(t, host, axe, "quiz-host")
+	if err := chromedp.Do(host, chromedp.Click("#quiz-start"),
+		until(`document.querySelector("#quiz-host-state").textContent === "Question 2 of 3 is open."`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, until(`document.querySelector("#q-text").textContent === "Capital of France?"`)); err != nil {
+		t.Fatal(err)
+	}
+	tn.clock.advance(time.Second)
+	if err := chromedp.Do(host, chromedp.Click("#quiz-end"),
+		until(`document.querySelector("#quiz-host-state").textContent === "The quiz is over."`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, until(`document.querySelector("#quiz-status").textContent === "The quiz is over."`)); err != nil {
+		t.Fatal(err)
+	}
+}

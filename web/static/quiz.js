@@ -1,0 +1,159 @@
+"use strict";
+// Quiz mode on the page: a participant's view (#/quiz/{id}) and the host's
+// controls (#/host/quiz/{id}). The quiz's state comes from
+// GET /v1/quizzes/{id}, read every second; the open question's live stream
+// is joined as soon as it starts, because the node times an answer from
+// the moment it put the question on that socket (docs/quiz.md), and the
+// answer goes on the same socket.
+
+const answers = JSON.parse(localStorage.getItem("tally.answers") || "{}"); // question poll → {option, elapsed_ms}
+const saveAnswers = () => localStorage.setItem("tally.answers", JSON.stringify(answers));
+
+class QuizView {
+  constructor(root, id) {
+    this.root = root; this.id = id; this.poll = null; this.stream = null; this.offset = 0; this.v = null;
+    this.title = el("h1", {}, t("quiz"));
+    this.status = el("p", { id: "quiz-status", role: "status" });
+    this.text = el("h2", { id: "q-text" });
+    this.list = el("ul", { class: "options", id: "q-options" });
+    this.clock = el("p", { id: "q-countdown", class: "countdown" });
+    this.result = el("p", { id: "q-result", role: "status" });
+    this.board = el("section", { id: "board", "aria-label": t("leaderboard") });
+    root.replaceChildren(this.title, this.status, this.text, this.list, this.clock, this.result, this.board);
+    this.refresh();
+    this.timer = setInterval(() => this.refresh(), 900 + Math.random() * 200);
+    this.ticker = setInterval(() => this.countdown(), 250);
+  }
+  me() { return JSON.parse(localStorage.getItem("tally.session") || "null")?.voter || voter; }
+  async refresh() {
+    try {
+      this.v = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}`);
+    } catch (err) { this.status.textContent = err.message; return; }
+    this.offset = this.v.server_time - Date.now();
+    this.render();
+  }
+  current() {
+    const qs = this.v.questions;
+    return this.v.current != null ? qs.find(q => q.index === this.v.current) : qs[qs.length - 1];
+  }
+  render() {
+    const v = this.v, q = this.current();
+    if (v.title) this.title.textContent = v.title;
+    this.status.textContent = v.status === "ready" ? t("quizWaiting")
+      : v.status === "ended" ? t("quizEnded")
+      : q ? t("questionOf", { n: q.index + 1, total: v.total }) : "";
+    if (q && q.poll !== this.poll) this.join(q);
+    if (!q) return;
+    const mine = answers[q.poll], open = q.status === "open" && !mine;
+    for (const b of this.list.querySelectorAll("button")) {
+      b.disabled = !open;
+      b.setAttribute("aria-pressed", mine && mine.option === b.dataset.option ? "true" : "false");
+      b.classList.toggle("correct", !!q.correct && q.correct.includes(b.dataset.option));
+    }
+    if (mine && q.correct) {
+      const right = q.correct.includes(mine.option);
+      this.result.textContent = right ? t("correct") : t("incorrect", { answer: q.correct.map(c => label(q, c)).join(t("and")) });
+    } else if (mine) {
+      this.result.textContent = t("answered", { option: label(q, mine.option), s: (mine.elapsed_ms / 1000).toFixed(1) });
+    } else if (q.status !== "open") {
+      this.result.textContent = q.correct ? t("answerWas", { answer: q.correct.map(c => label(q, c)).join(t("and")) }) : t("timeUp");
+    }
+    if (q.status !== "open" || v.status === "ended") this.leaderboard();
+  }
+  join(q) {
+    if (this.stream) this.stream.close();
+    this.poll = q.poll;
+    this.text.textContent = q.text;
+    this.result.textContent = "";
+    this.list.replaceChildren(...q.options.map(o => el("li", {},
+      el("button", { class: "option", type: "button", "data-option": o.id, onclick: () => this.answer(q, o.id) },
+        el("span", { class: "label" }, o.label)))));
+    this.stream = new LiveStream(q.poll, () => {}, () => {});
+    this.stream.onReply = m => this.replied(q, m);
+  }
+  async answer(q, option) {
+    for (const b of this.list.querySelectorAll("button")) b.disabled = true;
+    let sess = null;
+    try { sess = await session(); } catch (err) { /* a node without voter tokens */ }
+    const body = { option, voter: sess ? sess.voter : voter, idem: uuid() };
+    this.pending = option;
+    if (this.stream.send({ type: "vote", ref: uuid(), token: sess ? sess.token : undefined, body })) return;
+    try { // no socket: over HTTP, timed from the question's opening at the node
+      const headers = sess ? { "Tally-Session": sess.token } : {};
+      const res = await api("POST", `/v1/polls/${encodeURIComponent(q.poll)}/votes`, body, undefined, headers);
+      this.replied(q, { type: "ack", result: res });
+    } catch (err) { this.replied(q, { type: "error", error: { message: err.message } }); }
+  }
+  replied(q, m) {
+    if (m.type === "ack") {
+      const r = m.result.results[0];
+      answers[q.poll] = { option: this.pending, elapsed_ms: r.elapsed_ms || 0 }; saveAnswers();
+    } else {
+      this.result.textContent = t("notCounted", { reason: m.error.message });
+    }
+    this.render();
+  }
+  countdown() {
+    const q = this.v && this.current();
+    if (!q || q.status !== "open") { this.clock.textContent = ""; return; }
+    const left = Math.max(0, q.closes_at - (Date.now() + this.offset));
+    this.clock.textContent = t("secondsLeft", { s: Math.ceil(left / 1000) });
+  }
+  async leaderboard() {
+    if (this.boardBusy) return;
+    this.boardBusy = true;
+    try {
+      const lb = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}/leaderboard?top=3&participant=${encodeURIComponent(this.me())}`);
+      const you = lb.you ? t("yourScore", { score: lb.you.score, rank: lb.you.rank, n: lb.participants }) : "";
+      const podium = el("ol", { class: "podium" }, ...lb.standings.map(s => el("li", {}, t("points", { n: s.score }))));
+      this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
+    } catch (err) { /* shown again at the next refresh */ } finally { this.boardBusy = false; }
+  }
+  close() { clearInterval(this.timer); clearInterval(this.ticker); if (this.stream) this.stream.close(); }
+}
+
+function label(q, id) { return (q.options.find(o => o.id === id) || { label: id }).label; }
+
+// QuizHostView: the host runs the quiz: start the next question, close it,
+// reveal it, end the quiz; sees every question, the counts and the
+// leaderboard.
+class QuizHostView {
+  constructor(root, id) {
+    this.root = root; this.id = id;
+    const act = path => async ev => {
+      const b = ev.currentTarget; b.disabled = true;
+      try { this.v = await api("POST", `/v1/quizzes/${encodeURIComponent(id)}/${path}`, undefined, hostToken()); this.msg.textContent = ""; this.render(); }
+      catch (err) { this.msg.textContent = err.message; } finally { b.disabled = false; }
+    };
+    this.state = el("p", { id: "quiz-host-state", role: "status" });
+    this.msg = el("p", { class: "error", role: "alert" });
+    this.buttons = el("p", { class: "controls" },
+      el("button", { class: "action", type: "button", id: "quiz-start", onclick: act("start") }, t("startNext")),
+      el("button", { class: "action secondary", type: "button", id: "quiz-close", onclick: act("close") }, t("closeQuestion")),
+      el("button", { class: "action secondary", type: "button", id: "quiz-reveal", onclick: act("reveal") }, t("revealAnswer")),
+      el("button", { class: "action danger", type: "button", id: "quiz-end", onclick: act("end") }, t("endQuiz")));
+    this.list = el("ol", { id: "quiz-questions" });
+    this.board = el("ol", { id: "quiz-board" });
+    root.replaceChildren(el("h1", {}, t("host") + " · " + id), this.state, this.buttons, this.msg,
+      el("h2", {}, t("questions")), this.list, el("h2", {}, t("leaderboard")), this.board,
+      el("p", {}, el("a", { href: `#/quiz/${encodeURIComponent(id)}` }, t("participantPage"))));
+    this.refresh();
+    this.timer = setInterval(() => this.refresh(), 1000);
+  }
+  async refresh() {
+    try {
+      this.v = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}`, undefined, hostToken());
+      this.lb = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}/leaderboard?top=10`);
+    } catch (err) { this.msg.textContent = err.message; return; }
+    this.render();
+  }
+  render() {
+    const v = this.v;
+    this.state.textContent = t("quizState_" + v.status, { n: v.started, total: v.total });
+    this.list.replaceChildren(...v.questions.map(q => el("li", {},
+      `${q.text} — ${q.status}${q.started ? "" : " (" + t("notStarted") + ")"}`,
+      q.totals ? " · " + q.options.map(o => `${o.label}${q.correct.includes(o.id) ? " ✓" : ""}: ${q.totals[o.id] || 0}`).join(", ") : "")));
+    if (this.lb) this.board.replaceChildren(...this.lb.standings.map(s => el("li", {}, `${s.participant.slice(0, 8)} · ${t("points", { n: s.score })}`)));
+  }
+  close() { clearInterval(this.timer); }
+}
