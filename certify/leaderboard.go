@@ -80,7 +80,7 @@ func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, e
 		lb.Counted = append(lb.Counted, d.Quiz.Index)
 		for _, a := range detail.Result.Answers {
 			answers = append(answers, quiz.Answer{Participant: c.pseudonym(a.Voter), Question: d.Quiz.Index, Option: a.Option,
-				Correct: a.Score > 0, ElapsedMs: a.ElapsedMs, Score: a.Score})
+				Correct: a.Score > 0, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 		}
 	}
 	ranked := quiz.Rank(answers)

@@ -55,6 +55,9 @@ type Config struct {
 	State  *state.State
 	Clock  *hlc.Clock
 	Limits Limits
+	// Names vets quiz participants' display names; nil allows any
+	// well-formed one.
+	Names NameFilter
 	// TrustFloor: votes scoring below it (see Score) are ledgered and
 	// acknowledged like any other but not counted.
 	TrustFloor float64
@@ -186,6 +189,9 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 		votes[i].Option = option // one shared string per option: the voter state keeps it
 	}
+	if err := p.checkNames(&def, votes); err != nil {
+		return nil, err
+	}
 
 	// Idempotency: retries are answered before they cost a token.
 	results := make([]Result, len(votes))
@@ -294,7 +300,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		if q := def.Quiz; q != nil {
 			// Timed on this node's own clock, as the frame's time was: not
 			// the hybrid clock, which a peer's faster clock can push ahead.
-			recs[j].Answer = p.answer(pollID, q, votes[i].Option, p.cfg.Now().UnixMilli(), c)
+			recs[j].Answer = p.answer(pollID, q, votes[i], p.cfg.Now().UnixMilli(), c)
 		}
 	}
 	p.inflight.RLock()

@@ -9,6 +9,29 @@ import (
 	"tally/quiz"
 )
 
+// NameFilter decides whether a quiz participant's display name may be
+// shown on the leaderboard: a profanity list, a moderation service. The
+// node's is Config.Names; nil allows every well-formed name (1-32 bytes of
+// text without control characters).
+type NameFilter interface {
+	Allow(name string) bool
+}
+
+// checkNames refuses display names on votes of a poll, and names the
+// filter does not allow on a quiz question's answers.
+func (p *Pipeline) checkNames(def *poll.Definition, votes []Vote) error {
+	for _, v := range votes {
+		switch {
+		case v.Name == "":
+		case def.Quiz == nil:
+			return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a name goes with a quiz answer, not a vote")
+		case p.cfg.Names != nil && !p.cfg.Names.Allow(v.Name):
+			return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the name %q is not allowed here; choose another", v.Name)
+		}
+	}
+	return nil
+}
+
 // answerKey names one participant's answer in flight at this node.
 type answerKey struct {
 	poll  string
@@ -40,7 +63,8 @@ func (p *Pipeline) reserveAnswer(pollID string, voter uint64) (release func(), e
 // when this node put the question on the client's socket, or, for a
 // client it did not (an answer over HTTP), from when the question opened
 // at this node (docs/quiz.md, Fairness).
-func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, option string, nowMs int64, c Client) *ledger.Answer {
+func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, v Vote, nowMs int64, c Client) *ledger.Answer {
+	option := v.Option
 	opened := c.ShownMs
 	if opened <= 0 {
 		var ok bool
@@ -57,5 +81,5 @@ func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, option string, no
 	if rtt < -1 || rtt > ledger.MaxRTTMs {
 		rtt = -1
 	}
-	return &ledger.Answer{ElapsedMs: elapsed, Score: quiz.Score(correct, q.Points, elapsed, q.LimitMs), RTTMs: rtt}
+	return &ledger.Answer{ElapsedMs: elapsed, Score: quiz.Score(correct, q.Points, elapsed, q.LimitMs), RTTMs: rtt, Name: v.Name}
 }

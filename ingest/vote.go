@@ -15,6 +15,9 @@ type Vote struct {
 	Option string `json:"option"`
 	Voter  string `json:"voter"`
 	Idem   string `json:"idem"`
+	// Name is a quiz participant's display name (1-32 bytes), shown on the
+	// leaderboard; only for quiz answers.
+	Name string `json:"name,omitempty"`
 }
 
 // Result is the acknowledgement of one vote.
@@ -41,6 +44,7 @@ type voteBody struct {
 	Option string  `json:"option"`
 	Voter  string  `json:"voter"`
 	Idem   string  `json:"idem"`
+	Name   string  `json:"name"`
 	Votes  *[]Vote `json:"votes"`
 }
 
@@ -55,7 +59,7 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 	}
 	var votes []Vote
 	if b.Votes != nil {
-		if b.Option != "" || b.Voter != "" || b.Idem != "" {
+		if b.Option != "" || b.Voter != "" || b.Idem != "" || b.Name != "" {
 			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send one vote or a \"votes\" batch, not both")
 		}
 		votes = *b.Votes
@@ -66,7 +70,7 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a batch holds at most %d votes, got %d", MaxBatch, len(votes))
 		}
 	} else {
-		votes = []Vote{{Option: b.Option, Voter: b.Voter, Idem: b.Idem}}
+		votes = []Vote{{Option: b.Option, Voter: b.Voter, Idem: b.Idem, Name: b.Name}}
 	}
 	for i, v := range votes {
 		for _, f := range []struct {
@@ -75,6 +79,11 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 		}{{"voter", v.Voter, ledger.MaxVoterLen}, {"idem", v.Idem, ledger.MaxIdemLen}, {"option", v.Option, ledger.MaxOptionLen}} {
 			if err := ledger.ValidText(f.value, f.max); err != nil {
 				return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "vote %d: %s %v", i, f.name, err)
+			}
+		}
+		if v.Name != "" {
+			if err := ledger.ValidText(v.Name, ledger.MaxNameLen); err != nil {
+				return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "vote %d: name %v", i, err)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -47,7 +48,14 @@ func TestAnswerRecords(t *testing.T) {
 	if line, _ := r.MarshalJSON(); bytes.Contains(line, []byte("answer")) {
 		t.Fatalf("a vote's export mentions answers: %s", line)
 	}
+	named := r
+	named.Answer = &Answer{ElapsedMs: 1, Score: 999, RTTMs: -1, Name: "Zoë"}
+	if back, err := DecodeRecord(named.AppendBinary(nil)); err != nil || back.Answer.Name != "Zoë" {
+		t.Fatalf("a named answer: %+v %v", back.Answer, err)
+	}
 	for name, bad := range map[string]Answer{
+		"name too long":    {Name: strings.Repeat("n", MaxNameLen+1)},
+		"name with a bell": {Name: "a\a"},
 		"negative elapsed": {ElapsedMs: -1},
 		"elapsed too long": {ElapsedMs: MaxElapsedMs + 1},
 		"negative score":   {Score: -1},
@@ -60,7 +68,7 @@ func TestAnswerRecords(t *testing.T) {
 		if err := x.Validate(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
-		if _, err := DecodeRecord(x.AppendBinary(nil)); !errors.Is(err, ErrInvalid) {
+		if _, err := DecodeRecord(x.AppendBinary(nil)); !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s decoded: %v", name, err)
 		}
 	}

@@ -43,6 +43,7 @@ type ScoredAnswer struct {
 	Option    string `json:"option"`
 	ElapsedMs int64  `json:"elapsed_ms"`
 	Score     int64  `json:"score"`
+	Name      string `json:"name,omitempty"` // the display name it was given under
 }
 
 // ReconcileConfig adjusts Reconcile.
@@ -238,7 +239,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 			if r != nil {
 				c.totals[r.Option]++
 				if a := r.Answer; a != nil {
-					c.answers = append(c.answers, ScoredAnswer{Voter: r.Voter, Option: r.Option, ElapsedMs: a.ElapsedMs, Score: a.Score})
+					c.answers = append(c.answers, ScoredAnswer{Voter: r.Voter, Option: r.Option, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 				}
 			}
 		}
@@ -381,7 +382,7 @@ func (r *Result) digest() string {
 	}
 	for _, a := range r.Answers {
 		i := func(n int64) string { return strconv.FormatInt(n, 10) }
-		line("answer", strconv.Quote(a.Voter), strconv.Quote(a.Option), i(a.ElapsedMs), i(a.Score))
+		line("answer", strconv.Quote(a.Voter), strconv.Quote(a.Option), i(a.ElapsedMs), i(a.Score), strconv.Quote(a.Name))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -96,9 +96,10 @@ type Signals struct {
 // measurement of the participant's time, the score it gave, and the
 // participant's round trip to the node, the one unfairness left.
 type Answer struct {
-	ElapsedMs int64 `json:"elapsed_ms"` // question shown → answer received, at the serving node
-	Score     int64 `json:"score"`      // quiz.Score of it
-	RTTMs     int64 `json:"rtt_ms"`     // the participant's last WebSocket ping round trip; -1: not measured
+	ElapsedMs int64  `json:"elapsed_ms"`     // question shown → answer received, at the serving node
+	Score     int64  `json:"score"`          // quiz.Score of it
+	RTTMs     int64  `json:"rtt_ms"`         // the participant's last WebSocket ping round trip; -1: not measured
+	Name      string `json:"name,omitempty"` // the display name the participant answered under; "" for none
 }
 
 // Bounds of an answer's numbers: a question lasts at most 10 minutes and
@@ -107,6 +108,7 @@ const (
 	MaxElapsedMs = 10 * 60 * 1000
 	MaxScore     = 10_000
 	MaxRTTMs     = 60 * 1000
+	MaxNameLen   = 32 // bytes of a display name
 )
 
 // HLC returns the record's hybrid logical timestamp, replica included.
@@ -209,6 +211,11 @@ func (r *Record) ValidateVote() error {
 		if a.RTTMs < -1 || a.RTTMs > MaxRTTMs {
 			return fail("answer rtt_ms", fmt.Errorf("%d is outside -1-%d", a.RTTMs, MaxRTTMs))
 		}
+		if a.Name != "" {
+			if err := ValidText(a.Name, MaxNameLen); err != nil {
+				return fail("answer name", err)
+			}
+		}
 	}
 	return nil
 }
@@ -283,6 +290,7 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 		buf = binary.AppendVarint(buf, a.ElapsedMs)
 		buf = binary.AppendVarint(buf, a.Score)
 		buf = binary.AppendVarint(buf, a.RTTMs)
+		buf = appendString(buf, a.Name)
 	}
 	return buf
 }
@@ -327,7 +335,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		}
 	}
 	if flags&flagAnswer != 0 && d.err == nil {
-		r.Answer = &Answer{ElapsedMs: d.varint(), Score: d.varint(), RTTMs: d.varint()}
+		r.Answer = &Answer{ElapsedMs: d.varint(), Score: d.varint(), RTTMs: d.varint(), Name: d.string(MaxNameLen)}
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))

@@ -41,7 +41,7 @@ func TestBrowserQuiz(t *testing.T) {
 	}
 	checkView(t, ctx, axe, "quiz-question")
 	tn.clock.advance(2 * time.Second)
-	if err := chromedp.Do(ctx, chromedp.Click(`button[data-option="b"]`),
+	if err := chromedp.Do(ctx, chromedp.SendKeys("#quiz-name", "Zoë"), chromedp.Click(`button[data-option="b"]`),
 		until(`document.querySelector("#q-result").textContent === "Answer sent: 4, in 2.0 s."`),
 		until(`document.querySelector('button[data-option="a"]').disabled`)); err != nil {
 		t.Fatal(fmt.Errorf("%w: result %q", err, must(t, ctx, `document.querySelector("#q-result").textContent`)))
@@ -57,7 +57,8 @@ func TestBrowserQuiz(t *testing.T) {
 		t.Fatal(err)
 	}
 	tn.clock.advance(5 * time.Second) // certification
-	if err := chromedp.Do(ctx, until(`document.querySelector("#you") && document.querySelector("#you").textContent === "You: 950 points, rank 1 of 2."`)); err != nil {
+	if err := chromedp.Do(ctx, until(`document.querySelector("#you") && document.querySelector("#you").textContent === "You: 950 points, rank 1 of 2."`),
+		until(`document.querySelector(".podium li").textContent === "Zoë · 950 points"`)); err != nil {
 		t.Fatal(fmt.Errorf("%w: %q", err, must(t, ctx, `document.querySelector("#board").textContent`)))
 	}
 	checkView(t, ctx, axe, "quiz-revealed")

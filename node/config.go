@@ -103,6 +103,11 @@ type Config struct {
 	// shape the logger NewLogger builds for the binary.
 	LogFormat, LogLevel string
 
+	// Names vets quiz participants' display names (a profanity list, a
+	// moderation service); nil allows any well-formed name. Not a flag: a
+	// program embedding the node supplies it.
+	Names ingest.NameFilter
+
 	// Injected for tests; nil means the real thing.
 	Logger   *slog.Logger
 	Registry *prometheus.Registry

@@ -204,7 +204,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("%w: --session-secret: %v", ErrConfig, err)
 	}
 	n.ingest, err = ingest.New(ingest.Config{
-		Ledger: n.ledger, State: n.state, Clock: n.clock, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
+		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
 		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, SigningKey: key, Registerer: n.reg, Now: cfg.Now,
 		Datacenters: datacenters,
 		Sessions:    ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute},

@@ -198,7 +198,7 @@ func TestOpenAPIContract(t *testing.T) {
 	c.want(res, raw, 201, "")
 	res, raw = c.do("GET /v1/polls/{poll}", "GET", "/v1/polls/q1-0", "", true)
 	c.want(res, raw, 200, "")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"b","voter":"p1","idem":"qa1"}`, true)
+	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"b","voter":"p1","idem":"qa1","name":"Ann"}`, true)
 	c.want(res, raw, 200, "")
 	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"a","voter":"p1","idem":"qa2"}`, true)
 	c.want(res, raw, 409, "already_answered")

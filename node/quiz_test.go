@@ -197,7 +197,7 @@ func TestQuizLifecycle(t *testing.T) {
 		n             *testNode
 		voter, option string
 	}{{eu, "alice", "b"}, {us, "bob", "b"}, {us, "carol", "a"}} {
-		if r := a.n.call(t, "POST", "/v1/polls/pub-1/votes", `{"option":"`+a.option+`","voter":"`+a.voter+`","idem":"`+a.voter+`-1"}`); r.status != 200 {
+		if r := a.n.call(t, "POST", "/v1/polls/pub-1/votes", `{"option":"`+a.option+`","voter":"`+a.voter+`","idem":"`+a.voter+`-1","name":"`+strings.ToUpper(a.voter[:1])+a.voter[1:]+`"}`); r.status != 200 {
 			t.Fatalf("%s: %d %s", a.voter, r.status, r.raw)
 		}
 	}
@@ -227,7 +227,8 @@ func TestQuizLifecycle(t *testing.T) {
 			You          *struct{ Rank int }
 		}
 		json.Unmarshal([]byte(r.raw), &lb)
-		if r.status != 200 || lb.Participants != 3 || len(lb.Counted) != 1 || lb.You == nil || strings.Contains(r.raw, "alice") {
+		if r.status != 200 || lb.Participants != 3 || len(lb.Counted) != 1 || lb.You == nil || strings.Contains(r.raw, "alice") ||
+			!strings.Contains(r.raw, `"name":"Alice"`) || !strings.Contains(r.raw, `"name":"Carol"`) {
 			t.Fatalf("leaderboard at %s: %d %s", n.cfg.Region, r.status, r.raw)
 		}
 		// alice and bob both answered right 1 s after their region opened the question.

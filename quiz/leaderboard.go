@@ -17,12 +17,14 @@ type Answer struct {
 	Correct     bool
 	ElapsedMs   int64 // measured by the node that received it
 	Score       int64
+	Name        string // the display name given with it; "" for none
 }
 
 // Standing is one participant's place on a leaderboard.
 type Standing struct {
 	Rank        int    `json:"rank"` // 1 for the first; participants tied share a rank (1, 2, 2, 4)
 	Participant string `json:"participant"`
+	Name        string `json:"name,omitempty"` // the display name of their latest named answer
 	Score       int64  `json:"score"`
 	Correct     int    `json:"correct"`    // correct answers
 	ElapsedMs   int64  `json:"elapsed_ms"` // the sum of the correct answers' times
@@ -36,11 +38,15 @@ type Standing struct {
 // wherever it is computed.
 func Rank(answers []Answer) []Standing {
 	by := map[string]*Standing{}
+	named := map[string]int{} // participant → question index of the name kept
 	for _, a := range answers {
 		s := by[a.Participant]
 		if s == nil {
 			s = &Standing{Participant: a.Participant}
 			by[a.Participant] = s
+		}
+		if i, ok := named[a.Participant]; a.Name != "" && (!ok || a.Question > i) {
+			s.Name, named[a.Participant] = a.Name, a.Question
 		}
 		s.Answered++
 		s.Score += a.Score
@@ -90,7 +96,7 @@ func Digest(quizID string, counted []int, standings []Standing) string {
 		fmt.Fprintf(h, "question %d\n", q)
 	}
 	for _, s := range standings {
-		fmt.Fprintf(h, "standing %d %q %d %d %d %d\n", s.Rank, s.Participant, s.Score, s.Correct, s.ElapsedMs, s.Answered)
+		fmt.Fprintf(h, "standing %d %q %q %d %d %d %d\n", s.Rank, s.Participant, s.Name, s.Score, s.Correct, s.ElapsedMs, s.Answered)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -146,3 +146,19 @@ func TestRankIsOrderFree(t *testing.T) {
 		}
 	})
 }
+
+// A participant's name is the one given with their latest named answer.
+func TestRankKeepsTheLatestName(t *testing.T) {
+	got := Rank([]Answer{
+		{Participant: "p", Question: 2, Name: "Ann"},
+		{Participant: "p", Question: 0, Name: "Annie"},
+		{Participant: "p", Question: 3},
+		{Participant: "q", Question: 1},
+	})
+	if got[0].Name != "Ann" || got[1].Name != "" {
+		t.Fatalf("%+v", got)
+	}
+	if Digest("z", nil, got) == Digest("z", nil, Rank([]Answer{{Participant: "p", Question: 2, Name: "Bob"}, {Participant: "q", Question: 1}})) {
+		t.Fatal("the name is not in the digest")
+	}
+}

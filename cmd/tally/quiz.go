@@ -113,7 +113,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			answers = append(answers, quiz.Answer{Participant: fmt.Sprintf("%016x", state.HashID(key, a.Voter)), Question: qi,
-				Option: a.Option, Correct: correct, ElapsedMs: a.ElapsedMs, Score: a.Score})
+				Option: a.Option, Correct: correct, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 		}
 	}
 	mine := quiz.Digest(*id, lb.Counted, quiz.Rank(answers))
@@ -132,9 +132,9 @@ func printLeaderboard(w io.Writer, lb certify.Leaderboard) {
 	}
 	fmt.Fprintf(w, "quiz %s: %d participants, questions counted %v, pending %v (%s)\ndigest %s\n\n", lb.Quiz, lb.Participants, lb.Counted, lb.Pending, state, lb.Digest)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANK\tPARTICIPANT\tSCORE\tCORRECT\tTIME")
+	fmt.Fprintln(tw, "RANK\tNAME\tPARTICIPANT\tSCORE\tCORRECT\tTIME")
 	for _, s := range lb.Standings {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.1fs\n", s.Rank, s.Participant, s.Score, s.Correct, float64(s.ElapsedMs)/1000)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1fs\n", s.Rank, s.Name, s.Participant, s.Score, s.Correct, float64(s.ElapsedMs)/1000)
 	}
 	tw.Flush()
 }

@@ -38,6 +38,7 @@ const STRINGS = {
     endQuiz: "End the quiz", questions: "Questions", notStarted: "not started", participantPage: "Participants' page",
     quizState_ready: "Ready: {total} questions, none started.", quizState_question: "Question {n} of {total} is open.",
     quizState_between: "Question {n} of {total} is closed.", quizState_ended: "The quiz is over.",
+    yourName: "Your name on the leaderboard", anonymous: "Anonymous",
   },
   es: {
     polls: "Encuestas", noPolls: "Todavía no hay encuestas.", loading: "Cargando…", connecting: "Conectando…",
@@ -74,6 +75,7 @@ const STRINGS = {
     endQuiz: "Terminar el concurso", questions: "Preguntas", notStarted: "sin empezar", participantPage: "Página de los participantes",
     quizState_ready: "Listo: {total} preguntas, ninguna empezada.", quizState_question: "La pregunta {n} de {total} está abierta.",
     quizState_between: "La pregunta {n} de {total} está cerrada.", quizState_ended: "El concurso ha terminado.",
+    yourName: "Tu nombre en la clasificación", anonymous: "Anónimo",
   },
 };
 const LANG = (navigator.languages || [navigator.language || "en"]).map(l => String(l).slice(0, 2).toLowerCase())

@@ -19,7 +19,10 @@ class QuizView {
     this.clock = el("p", { id: "q-countdown", class: "countdown" });
     this.result = el("p", { id: "q-result", role: "status" });
     this.board = el("section", { id: "board", "aria-label": t("leaderboard") });
-    root.replaceChildren(this.title, this.status, this.text, this.list, this.clock, this.result, this.board);
+    this.name = el("input", { id: "quiz-name", maxlength: "32", autocomplete: "nickname", value: localStorage.getItem("tally.name") || "",
+      onchange: () => localStorage.setItem("tally.name", this.name.value.trim()) });
+    root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name),
+      this.status, this.text, this.list, this.clock, this.result, this.board);
     this.refresh();
     this.timer = setInterval(() => this.refresh(), 900 + Math.random() * 200);
     this.ticker = setInterval(() => this.countdown(), 250);
@@ -76,6 +79,8 @@ class QuizView {
     let sess = null;
     try { sess = await session(); } catch (err) { /* a node without voter tokens */ }
     const body = { option, voter: sess ? sess.voter : voter, idem: uuid() };
+    const name = this.name.value.trim();
+    if (name) { body.name = name; localStorage.setItem("tally.name", name); }
     this.pending = option;
     if (this.stream.send({ type: "vote", ref: uuid(), token: sess ? sess.token : undefined, body })) return;
     try { // no socket: over HTTP, timed from the question's opening at the node
@@ -105,7 +110,7 @@ class QuizView {
     try {
       const lb = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}/leaderboard?top=3&participant=${encodeURIComponent(this.me())}`);
       const you = lb.you ? t("yourScore", { score: lb.you.score, rank: lb.you.rank, n: lb.participants }) : "";
-      const podium = el("ol", { class: "podium" }, ...lb.standings.map(s => el("li", {}, t("points", { n: s.score }))));
+      const podium = el("ol", { class: "podium" }, ...lb.standings.map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
       this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
     } catch (err) { /* shown again at the next refresh */ } finally { this.boardBusy = false; }
   }
@@ -153,7 +158,7 @@ class QuizHostView {
     this.list.replaceChildren(...v.questions.map(q => el("li", {},
       `${q.text} — ${q.status}${q.started ? "" : " (" + t("notStarted") + ")"}`,
       q.totals ? " · " + q.options.map(o => `${o.label}${q.correct.includes(o.id) ? " ✓" : ""}: ${q.totals[o.id] || 0}`).join(", ") : "")));
-    if (this.lb) this.board.replaceChildren(...this.lb.standings.map(s => el("li", {}, `${s.participant.slice(0, 8)} · ${t("points", { n: s.score })}`)));
+    if (this.lb) this.board.replaceChildren(...this.lb.standings.map(s => el("li", {}, `${s.name || s.participant.slice(0, 8)} · ${t("points", { n: s.score })}`)));
   }
   close() { clearInterval(this.timer); }
 }

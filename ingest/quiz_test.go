@@ -1,0 +1,74 @@
+package ingest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+
+	"tally/api"
+	"tally/hlc"
+	"tally/ledger"
+	"tally/poll"
+	"tally/state"
+)
+
+// banned is a NameFilter refusing names that contain a word.
+type banned string
+
+func (b banned) Allow(name string) bool { return !strings.Contains(strings.ToLower(name), string(b)) }
+
+// Display names: on quiz answers only, well formed, and vetted by the
+// node's filter; the accepted one is ledgered with the answer.
+func TestQuizDisplayNames(t *testing.T) {
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	l, err := ledger.Open(ledger.Config{Dir: "q", FS: vfs.NewMem(), Replica: "eu-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, _ := state.New(state.Config{Replica: "eu-1", Store: l, Now: clock})
+	hc, _ := hlc.New(hlc.Config{Replica: "eu-1", Now: clock})
+	opts := []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}
+	ts := hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"}
+	st.PutPoll(poll.Definition{ID: "q-1", Question: "Q?", Options: opts, OpensAt: now.UnixMilli() - 1000, ClosesAt: now.UnixMilli() + 20_000,
+		Quiz: &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}}, ts)
+	st.PutPoll(poll.Definition{ID: "p", Question: "P?", Options: opts, OpensAt: now.UnixMilli() - 1000, ClosesAt: now.UnixMilli() + 20_000, GraceMs: 1000}, ts)
+	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, Now: clock, Names: banned("rude")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := func(err error) string {
+		var e *api.Error
+		if errors.As(err, &e) {
+			return e.Code
+		}
+		return ""
+	}
+	if _, err := p.Submit("p", []Vote{{Option: "a", Voter: "v", Idem: "k0", Name: "Ann"}}, "192.0.2.1"); code(err) != api.CodeInvalidRequest {
+		t.Fatalf("a name on a poll vote: %v", err)
+	}
+	if _, err := p.Submit("q-1", []Vote{{Option: "a", Voter: "v", Idem: "k1", Name: "Mr Rude"}}, "192.0.2.1"); code(err) != api.CodeInvalidRequest {
+		t.Fatalf("a refused name: %v", err)
+	}
+	for _, body := range []string{
+		`{"option":"a","voter":"v","idem":"k","name":"` + strings.Repeat("n", ledger.MaxNameLen+1) + `"}`,
+		`{"option":"a","voter":"v","idem":"k","name":"bell\u0007"}`,
+		`{"votes":[{"option":"a","voter":"v","idem":"k"}],"name":"Ann"}`,
+	} {
+		if _, err := DecodeVotes([]byte(body)); code(err) != api.CodeInvalidRequest {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+	if _, err := p.Submit("q-1", []Vote{{Option: "a", Voter: "v", Idem: "k2", Name: "Ann ✓"}}, "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	for r, err := range l.Scan("q-1") {
+		if err != nil || r.Answer == nil || r.Answer.Name != "Ann ✓" || r.Answer.ElapsedMs != 0 { // the question reached this node "now"
+			t.Fatalf("the ledgered answer: %+v %v", r.Answer, err)
+		}
+	}
+}
