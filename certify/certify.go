@@ -86,6 +86,9 @@ type Certifier struct {
 	attempts *prometheus.CounterVec // by outcome
 	seconds  *prometheus.HistogramVec
 
+	lbMu    sync.Mutex
+	lbCache map[string]rankingCache // quiz → its ranking (leaderboard.go)
+
 	mu       sync.Mutex
 	dueSince map[string]time.Time // poll → when this node first saw it due (monotonic)
 	lastTry  map[string]time.Time // poll → last attempt (monotonic)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"tally/api"
 	"tally/quiz"
@@ -61,19 +62,39 @@ func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, e
 	}
 	now := c.cfg.Now().UnixMilli()
 	lb := Leaderboard{Quiz: id, Standings: []quiz.Standing{}, Counted: []int{}, Pending: []int{}, Final: true}
+	// The ranking changes only when a question's certificate does: it is
+	// kept per quiz under the certified digests it was computed from, so
+	// the live stream can ask for it every tick.
+	var key strings.Builder
+	certs := make([]state.Certificate, len(qs))
+	for i, d := range qs {
+		if cert, ok := c.cfg.State.Certificate(d.ID); ok && cert.Status == state.Reconciled {
+			certs[i] = cert
+			key.WriteString(d.ID + "=" + cert.Digest + ";")
+		}
+	}
 	var answers []quiz.Answer
-	for _, d := range qs {
-		cert, ok := c.cfg.State.Certificate(d.ID)
-		if !ok || cert.Status != state.Reconciled {
+	c.lbMu.Lock()
+	cached, hit := c.lbCache[id]
+	c.lbMu.Unlock()
+	hit = hit && cached.key == key.String()
+	whole := true // every certificate's detail decoded: the ranking may be kept
+	for i, d := range qs {
+		cert := certs[i]
+		if cert.Status != state.Reconciled {
 			lb.Final = false
 			if d.ClosesAt <= now && now >= d.OpensAt {
 				lb.Pending = append(lb.Pending, d.Quiz.Index)
 			}
 			continue
 		}
+		if hit {
+			lb.Counted = append(lb.Counted, d.Quiz.Index) // ranked already
+			continue
+		}
 		var detail Detail
 		if err := json.Unmarshal(cert.Detail, &detail); err != nil || detail.Result == nil {
-			lb.Final = false
+			lb.Final, whole = false, false
 			lb.Pending = append(lb.Pending, d.Quiz.Index)
 			continue
 		}
@@ -83,9 +104,22 @@ func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, e
 				Correct: a.Score > 0, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 		}
 	}
-	ranked := quiz.Rank(answers)
+	var ranked []quiz.Standing
+	if hit {
+		ranked, lb.Digest = cached.ranked, cached.digest
+	} else {
+		ranked = quiz.Rank(answers)
+		lb.Digest = quiz.Digest(id, lb.Counted, ranked)
+	}
+	if !hit && whole {
+		c.lbMu.Lock()
+		if c.lbCache == nil || len(c.lbCache) >= 64 { // a few quizzes at a time; the rest are recomputed
+			c.lbCache = map[string]rankingCache{}
+		}
+		c.lbCache[id] = rankingCache{key: key.String(), ranked: ranked, digest: lb.Digest}
+		c.lbMu.Unlock()
+	}
 	lb.Participants = len(ranked)
-	lb.Digest = quiz.Digest(id, lb.Counted, ranked)
 	lb.Standings = append(lb.Standings, ranked[:min(top, len(ranked))]...)
 	if participant != "" {
 		me := c.pseudonym(participant)
@@ -94,6 +128,13 @@ func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, e
 		}
 	}
 	return lb, nil
+}
+
+// rankingCache is a quiz's ranking and the certificates it came from.
+type rankingCache struct {
+	key    string // question=digest; of the certified questions
+	ranked []quiz.Standing
+	digest string
 }
 
 // pseudonym is Pseudonym.

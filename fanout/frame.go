@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"tally/quiz"
 )
 
 // Frame types.
@@ -43,6 +44,11 @@ type Message struct {
 	Regions map[string]int64 `json:"regions,omitempty"`
 	// Digest is the certified result's digest, in the final frame.
 	Digest string `json:"digest,omitempty"`
+	// Leaderboard is a quiz question's quiz's top 10 over its certified
+	// questions (docs/quiz.md), in every snapshot and in the diff that
+	// changes it; LeaderboardDigest names the whole ranking.
+	Leaderboard       []quiz.Standing `json:"leaderboard,omitempty"`
+	LeaderboardDigest string          `json:"leaderboard_digest,omitempty"`
 }
 
 // OptionInfo names an option in a snapshot.
@@ -68,6 +74,7 @@ type view struct {
 	totals  map[string]int64
 	total   int64
 	records uint64
+	board   string // the quiz leaderboard's digest; "" for a poll
 }
 
 // changedOptions returns the options whose count differs between a and b.

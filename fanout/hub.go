@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tally/poll"
+	"tally/quiz"
 	"tally/state"
 )
 
@@ -107,6 +108,10 @@ func (h *hub) tick() {
 	for _, n := range t.RecordCounts() {
 		cur.records += n
 	}
+	var board []quiz.Standing
+	if def.Quiz != nil && h.s.cfg.Leaderboard != nil {
+		board, cur.board = h.s.cfg.Leaderboard(def.Quiz.Quiz)
+	}
 
 	h.mu.Lock()
 	h.history = append(h.history, sample{now, cur.records})
@@ -128,7 +133,7 @@ func (h *hub) tick() {
 		regions = h.s.cfg.Freshness()
 	}
 	// A change of the viewer count alone goes out at most once a second.
-	changed := h.cur == nil || cur.status != h.last.status || cur.final != h.last.final || cur.hidden != h.last.hidden ||
+	changed := h.cur == nil || cur.status != h.last.status || cur.final != h.last.final || cur.hidden != h.last.hidden || cur.board != h.last.board ||
 		len(changedOptions(h.last.totals, cur.totals)) > 0 ||
 		cur.viewers != h.last.viewers && now.Sub(h.since) >= time.Second
 	var f *frame
@@ -144,6 +149,7 @@ func (h *hub) tick() {
 			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers,
 			Region: h.s.cfg.Region, Question: def.Question, OpensAt: def.OpensAt, ClosesAt: def.ClosesAt, Event: def.Event,
 			Leader: leader(cur.totals), Events: events(h.last, cur), Regions: regions,
+			Leaderboard: board, LeaderboardDigest: cur.board,
 		}
 		for _, o := range def.Options {
 			snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
@@ -158,6 +164,9 @@ func (h *hub) tick() {
 		if h.cur != nil && !cur.final { // the final frame goes whole to everyone
 			diff := *snap
 			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
+			if cur.board == h.last.board {
+				diff.Leaderboard, diff.LeaderboardDigest = nil, ""
+			}
 			if cur.hidden {
 				diff.Totals = nil
 			}

@@ -14,6 +14,7 @@ import (
 	"tally/api"
 	"tally/crdt"
 	"tally/poll"
+	"tally/quiz"
 	"tally/state"
 )
 
@@ -58,6 +59,10 @@ type Config struct {
 	// Freshness, when set, returns the per-region freshness vector put in
 	// every frame (region → age in ms of the newest state heard from it).
 	Freshness func() map[string]int64
+	// Leaderboard, when set, returns a quiz's top standings and the digest
+	// of its whole ranking (certify's); a quiz question's frames carry them
+	// whenever the digest changes.
+	Leaderboard func(quiz string) (top []quiz.Standing, digest string)
 
 	Tick         time.Duration // default 250ms
 	Heartbeat    time.Duration // default 15s

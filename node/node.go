@@ -29,6 +29,7 @@ import (
 	"tally/internal/tlsconf"
 	"tally/ledger"
 	"tally/poll"
+	"tally/quiz"
 	"tally/session"
 	"tally/state"
 )
@@ -250,7 +251,8 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
-		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
+		Leaderboard: n.quizLeaderboard,
+		MaxViewers:  cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, trusted) },
 		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },
 		Registerer: n.reg, Now: cfg.Now,
@@ -497,4 +499,14 @@ type socketVoter struct{ in *ingest.Pipeline }
 func (v socketVoter) Vote(poll string, body []byte, s fanout.Socket) (any, error) {
 	return v.in.Vote(poll, body, ingest.Socket{IP: s.IP, UserAgent: s.UserAgent, Token: s.Token, Connected: s.Connected,
 		ShownMs: s.ShownMs, RTTMs: s.RTTMs})
+}
+
+// quizLeaderboard is a quiz's top 10 and ranking digest for the live
+// stream (certify computes it; fanout shows it).
+func (n *Node) quizLeaderboard(quizID string) ([]quiz.Standing, string) {
+	lb, err := n.certify.Leaderboard(quizID, "", 10)
+	if err != nil {
+		return nil, ""
+	}
+	return lb.Standings, lb.Digest
 }

@@ -369,3 +369,27 @@ func TestQuizIsFairAcrossRegions(t *testing.T) {
 		}
 	}
 }
+
+// The live stream of a quiz question carries the quiz's leaderboard once
+// a question is certified: the same top standings and digest as the API.
+func TestQuizLeaderboardOnTheLiveStream(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	tn.admin(t, "POST", "/v1/quizzes", pubQuiz)
+	tn.admin(t, "POST", "/v1/quizzes/pub/start", "")
+	ws, ctx := dialLive(t, tn, "pub-1")
+	frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["status"] == "open" })
+	tn.clock.advance(time.Second)
+	if r := tn.call(t, "POST", "/v1/polls/pub-1/votes", `{"option":"b","voter":"p1","idem":"k1","name":"Ann"}`); r.status != 200 {
+		t.Fatalf("answer: %d %s", r.status, r.raw)
+	}
+	tn.clock.advance(time.Second)
+	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
+	tn.clock.advance(5 * time.Second)
+	m, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["leaderboard_digest"] != nil })
+	var lb struct{ Digest string }
+	json.Unmarshal([]byte(tn.call(t, "GET", "/v1/quizzes/pub/leaderboard", "").raw), &lb)
+	board, _ := json.Marshal(m["leaderboard"])
+	if m["leaderboard_digest"] != lb.Digest || !strings.Contains(string(board), `"name":"Ann"`) || !strings.Contains(string(board), `"score":975`) {
+		t.Fatalf("frame %v, API digest %s", m, lb.Digest)
+	}
+}

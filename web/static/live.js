@@ -74,6 +74,7 @@ class LiveStream {
       Object.assign(this.state.totals, m.totals || {});
       Object.assign(this.state, { seq: m.seq, as_of_ms: m.as_of_ms, status: m.status, total: m.total, closes_at: m.closes_at,
         votes_per_min: m.votes_per_min, viewers: m.viewers, leader: m.leader, events: m.events, hidden: !!m.hidden });
+      if (m.leaderboard_digest) Object.assign(this.state, { leaderboard: m.leaderboard, leaderboard_digest: m.leaderboard_digest });
     } else if (m.type === "heartbeat" && this.state) {
       Object.assign(this.state, { votes_per_min: m.votes_per_min, viewers: m.viewers, status: m.status, events: [] });
     } else return;
