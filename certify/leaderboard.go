@@ -14,7 +14,7 @@ import (
 )
 
 // Leaderboard is GET /v1/quizzes/{quiz}/leaderboard: the quiz's ranking
-// over the questions certified so far (docs/quiz.md). It is computed from
+// over the questions certified and revealed so far (docs/quiz.md). It is computed from
 // the certified results, so every region shows the same one, and the
 // auditor reproduces it from the exports.
 type Leaderboard struct {
@@ -22,7 +22,7 @@ type Leaderboard struct {
 	Standings    []quiz.Standing `json:"standings"` // the top ?top= (default 10)
 	Participants int             `json:"participants"`
 	Counted      []int           `json:"counted"` // question indexes whose certified answers are in
-	Pending      []int           `json:"pending"` // closed, not certified yet
+	Pending      []int           `json:"pending"` // closed, and not certified or not revealed yet
 	// Final is set once every question is closed and certified.
 	Final bool `json:"final"`
 	// Digest is quiz.Digest of the whole ranking (not only the top):
@@ -68,7 +68,9 @@ func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, e
 	var key strings.Builder
 	certs := make([]state.Certificate, len(qs))
 	for i, d := range qs {
-		if cert, ok := c.cfg.State.Certificate(d.ID); ok && cert.Status == state.Reconciled {
+		// A question counts once certified and revealed: a score would
+		// otherwise tell who was right before the host shows the answer.
+		if cert, ok := c.cfg.State.Certificate(d.ID); ok && cert.Status == state.Reconciled && !d.Hidden {
 			certs[i] = cert
 			key.WriteString(d.ID + "=" + cert.Digest + ";")
 		}

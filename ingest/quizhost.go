@@ -167,11 +167,18 @@ func (p *Pipeline) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
 }
 
 // HandleQuizReveal serves POST /v1/quizzes/{quiz}/reveal (admin): the
-// question started last shows its correct options and its counts.
+// latest started question still hidden shows its correct options and its
+// counts, and enters the leaderboard. With every started question
+// revealed, nothing changes.
 func (p *Pipeline) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+		started := false
 		for i := len(qs) - 1; i >= 0; i-- {
-			if !parked(&qs[i], now) {
+			if parked(&qs[i], now) {
+				continue
+			}
+			started = true
+			if qs[i].Hidden {
 				_, err := p.amendPoll(qs[i].ID, func(def *poll.Definition, _ int64) (bool, error) {
 					changed := def.Hidden
 					def.Hidden = false
@@ -180,13 +187,17 @@ func (p *Pipeline) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		return api.Errorf(http.StatusConflict, api.CodePollNotOpen, "no question has been started")
+		if !started {
+			return api.Errorf(http.StatusConflict, api.CodePollNotOpen, "no question has been started")
+		}
+		return nil
 	})
 }
 
 // HandleQuizEnd serves POST /v1/quizzes/{quiz}/end (admin): the open
 // question closes now and the questions never started are skipped (they
-// close at once, unanswered). Ending an ended quiz changes nothing.
+// close at once, unanswered, and are revealed: there is nothing to hide).
+// Ending an ended quiz changes nothing.
 func (p *Pipeline) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		for _, d := range qs {
@@ -194,6 +205,7 @@ func (p *Pipeline) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 				switch {
 				case parked(def, nowMs):
 					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
+					def.Hidden = false
 				case nowMs < def.ClosesAt:
 					def.ClosesAt = max(nowMs, def.OpensAt+1)
 				default:

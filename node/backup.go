@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -77,28 +76,11 @@ func (n *Node) prepareBackup() (string, error) {
 		return tmp, fmt.Errorf("node: backup: %w", err)
 	}
 	for _, name := range backupFiles {
-		if err := copyFile(filepath.Join(n.cfg.DataDir, name), filepath.Join(tmp, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := backup.CopyFile(filepath.Join(n.cfg.DataDir, name), filepath.Join(tmp, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return tmp, fmt.Errorf("node: backup: %w", err)
 		}
 	}
 	return tmp, nil
-}
-
-func copyFile(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
 }
 
 // removeBackupLeftovers removes scratch directories a crash mid-backup

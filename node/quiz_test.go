@@ -253,6 +253,19 @@ func TestQuizLifecycle(t *testing.T) {
 	if r := eu.admin(t, "POST", "/v1/quizzes/pub/start", ""); r.code() != "quiz_ended" {
 		t.Fatalf("a start after the end: %d %s", r.status, r.raw)
 	}
+	// Question 2 (nobody answered) is revealed by the host; 3 was skipped
+	// and revealed by the end. Once certified, the leaderboard is final:
+	// the questions nobody answered count, adding nothing.
+	if r, v := eu.quiz(t, "POST", "/v1/quizzes/pub/reveal", true); r.status != 200 || !v.Questions[1].Revealed || !v.Questions[2].Revealed {
+		t.Fatalf("reveal after the end: %d %s", r.status, r.raw)
+	}
+	advanceAll(nodes, 5*time.Second)
+	waitFor(t, func() bool {
+		return strings.Contains(us.call(t, "GET", "/v1/quizzes/pub/leaderboard", "").raw, `"final":true`)
+	})
+	if r := us.call(t, "GET", "/v1/quizzes/pub/leaderboard", ""); !strings.Contains(r.raw, `"counted":[0,1,2]`) || !strings.Contains(r.raw, `"participants":3`) {
+		t.Fatalf("final leaderboard: %s", r.raw)
+	}
 	if r := eu.admin(t, "POST", "/v1/quizzes/nope/start", ""); r.status != 404 {
 		t.Fatalf("an unknown quiz: %d", r.status)
 	}
@@ -385,8 +398,20 @@ func TestQuizLeaderboardOnTheLiveStream(t *testing.T) {
 	tn.clock.advance(time.Second)
 	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
 	tn.clock.advance(5 * time.Second)
+	certified := func() bool { c, ok := tn.state.Certificate("pub-1"); return ok && c.Status == "reconciled" }
+	waitFor(t, certified)
+	// Certified but not revealed: not counted yet (a score would tell who was right).
+	var lb struct {
+		Digest  string
+		Counted []int
+		Pending []int
+	}
+	json.Unmarshal([]byte(tn.call(t, "GET", "/v1/quizzes/pub/leaderboard", "").raw), &lb)
+	if len(lb.Counted) != 0 || len(lb.Pending) != 1 {
+		t.Fatalf("a hidden question is counted: %+v", lb)
+	}
+	tn.admin(t, "POST", "/v1/quizzes/pub/reveal", "")
 	m, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["leaderboard_digest"] != nil })
-	var lb struct{ Digest string }
 	json.Unmarshal([]byte(tn.call(t, "GET", "/v1/quizzes/pub/leaderboard", "").raw), &lb)
 	board, _ := json.Marshal(m["leaderboard"])
 	if m["leaderboard_digest"] != lb.Digest || !strings.Contains(string(board), `"name":"Ann"`) || !strings.Contains(string(board), `"score":975`) {

@@ -47,6 +47,9 @@ func TestQuizResultReproducesTheLeaderboard(t *testing.T) {
 		if c := post(t, base+"/v1/quizzes/pub/close", ""); c != 200 {
 			t.Fatalf("close: %d", c)
 		}
+		if c := post(t, base+"/v1/quizzes/pub/reveal", ""); c != 200 {
+			t.Fatalf("reveal: %d", c)
+		}
 	}
 	var out string
 	deadline := time.Now().Add(20 * time.Second)

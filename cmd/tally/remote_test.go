@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/ed25519"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,26 +20,15 @@ import (
 // and see a tampered file fail.
 func TestAuditAgainstARunningNode(t *testing.T) {
 	base := startTestNode(t, t.TempDir())
-	post := func(path, body string) int {
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer tok")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0
-		}
-		res.Body.Close()
-		return res.StatusCode
-	}
 	deadline := time.Now().Add(20 * time.Second)
-	for post("/v1/polls", `{"id":"q","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":1,"grace_s":0.2}`) != 201 {
+	for post(t, base+"/v1/polls", `{"id":"q","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":1,"grace_s":0.2}`) != 201 {
 		if time.Now().After(deadline) {
 			t.Fatal("node not ready")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	for i, o := range []string{"a", "b", "a"} {
-		if c := post("/v1/polls/q/votes", `{"option":"`+o+`","voter":"v`+string(rune('0'+i))+`","idem":"i`+string(rune('0'+i))+`"}`); c != 200 {
+		if c := post(t, base+"/v1/polls/q/votes", `{"option":"`+o+`","voter":"v`+string(rune('0'+i))+`","idem":"i`+string(rune('0'+i))+`"}`); c != 200 {
 			t.Fatalf("vote: %d", c)
 		}
 	}

@@ -160,6 +160,21 @@ func Extract(r io.Reader, dir string, maxBytes int64) (Manifest, error) {
 	return m, nil
 }
 
+// CopyFile copies the regular file from into to, which must not exist,
+// with mode 0600, fsynced.
+func CopyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	return extractFile(src, to, st.Size())
+}
+
 func extractFile(r io.Reader, target string, size int64) error {
 	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
 		return err
@@ -244,16 +259,7 @@ func Restore(from, dataDir string) (Manifest, error) {
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("%w: %s is not a regular file", ErrMalformed, rel)
 		}
-		src, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		st, err := src.Stat()
-		if err != nil {
-			return err
-		}
-		return extractFile(src, target, st.Size())
+		return CopyFile(p, target)
 	})
 	if err != nil {
 		return m, fmt.Errorf("backup: restore: %w", err)
