@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -54,14 +53,62 @@ func (c *Certifier) HandleLeaderboard(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, http.StatusOK, lb)
 }
 
-// Leaderboard ranks the quiz's certified answers.
+// Leaderboard ranks the quiz's certified answers: the top standings and,
+// when participant (a voter id) is given, theirs.
 func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, error) {
+	rk, err := c.Ranking(id)
+	if err != nil {
+		return Leaderboard{}, err
+	}
+	lb := Leaderboard{Quiz: id, Standings: rk.Top(top), Participants: len(rk.ranked), Counted: rk.Counted, Pending: rk.Pending,
+		Final: rk.Final, Digest: rk.Digest}
+	if participant != "" {
+		if s, ok := rk.Of(participant); ok {
+			lb.You = &s
+		}
+	}
+	return lb, nil
+}
+
+// Ranking is a quiz's whole ranking at one moment. It is shared and must
+// not be modified.
+type Ranking struct {
+	Counted []int  // question indexes whose certified answers are in
+	Pending []int  // closed, and not certified or not revealed yet
+	Final   bool   // every question closed and certified
+	Digest  string // quiz.Digest of the whole ranking
+
+	ranked    []quiz.Standing
+	at        map[string]int // participant → index in ranked
+	pseudonym func(voter string) string
+}
+
+// Participants is how many participants are ranked.
+func (r *Ranking) Participants() int { return len(r.ranked) }
+
+// Top returns the first n standings.
+func (r *Ranking) Top(n int) []quiz.Standing {
+	return append([]quiz.Standing{}, r.ranked[:min(max(n, 0), len(r.ranked))]...)
+}
+
+// Of returns a voter's standing, if they are ranked.
+func (r *Ranking) Of(voter string) (quiz.Standing, bool) {
+	i, ok := r.at[r.pseudonym(voter)]
+	if !ok {
+		return quiz.Standing{}, false
+	}
+	return r.ranked[i], true
+}
+
+// Ranking ranks the quiz's certified answers, or returns the ranking kept
+// from the last call when no question's certificate has changed since.
+func (c *Certifier) Ranking(id string) (*Ranking, error) {
 	qs := c.cfg.State.QuizQuestions(id)
 	if len(qs) == 0 {
-		return Leaderboard{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
+		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
 	}
 	now := c.cfg.Now().UnixMilli()
-	lb := Leaderboard{Quiz: id, Standings: []quiz.Standing{}, Counted: []int{}, Pending: []int{}, Final: true}
+	rk := &Ranking{Counted: []int{}, Pending: []int{}, Final: true, pseudonym: c.pseudonym}
 	// The ranking changes only when a question's certificate does: it is
 	// kept per quiz under the certified digests it was computed from, so
 	// the live stream can ask for it every tick.
@@ -75,67 +122,63 @@ func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, e
 			key.WriteString(d.ID + "=" + cert.Digest + ";")
 		}
 	}
-	var answers []quiz.Answer
 	c.lbMu.Lock()
 	cached, hit := c.lbCache[id]
 	c.lbMu.Unlock()
 	hit = hit && cached.key == key.String()
+	var answers []quiz.Answer
 	whole := true // every certificate's detail decoded: the ranking may be kept
 	for i, d := range qs {
 		cert := certs[i]
 		if cert.Status != state.Reconciled {
-			lb.Final = false
+			rk.Final = false
 			if d.ClosesAt <= now && now >= d.OpensAt {
-				lb.Pending = append(lb.Pending, d.Quiz.Index)
+				rk.Pending = append(rk.Pending, d.Quiz.Index)
 			}
 			continue
 		}
 		if hit {
-			lb.Counted = append(lb.Counted, d.Quiz.Index) // ranked already
+			rk.Counted = append(rk.Counted, d.Quiz.Index) // ranked already
 			continue
 		}
 		var detail Detail
 		if err := json.Unmarshal(cert.Detail, &detail); err != nil || detail.Result == nil {
-			lb.Final, whole = false, false
-			lb.Pending = append(lb.Pending, d.Quiz.Index)
+			rk.Final, whole = false, false
+			rk.Pending = append(rk.Pending, d.Quiz.Index)
 			continue
 		}
-		lb.Counted = append(lb.Counted, d.Quiz.Index)
+		rk.Counted = append(rk.Counted, d.Quiz.Index)
 		for _, a := range detail.Result.Answers {
 			answers = append(answers, quiz.Answer{Participant: c.pseudonym(a.Voter), Question: d.Quiz.Index, Option: a.Option,
 				Correct: a.Score > 0, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 		}
 	}
-	var ranked []quiz.Standing
 	if hit {
-		ranked, lb.Digest = cached.ranked, cached.digest
-	} else {
-		ranked = quiz.Rank(answers)
-		lb.Digest = quiz.Digest(id, lb.Counted, ranked)
+		rk.ranked, rk.at, rk.Digest = cached.ranked, cached.at, cached.digest
+		return rk, nil
 	}
-	if !hit && whole {
+	rk.ranked = quiz.Rank(answers)
+	rk.Digest = quiz.Digest(id, rk.Counted, rk.ranked)
+	rk.at = make(map[string]int, len(rk.ranked))
+	for i, s := range rk.ranked {
+		rk.at[s.Participant] = i
+	}
+	if whole {
 		c.lbMu.Lock()
 		if c.lbCache == nil || len(c.lbCache) >= 64 { // a few quizzes at a time; the rest are recomputed
 			c.lbCache = map[string]rankingCache{}
 		}
-		c.lbCache[id] = rankingCache{key: key.String(), ranked: ranked, digest: lb.Digest}
+		c.lbCache[id] = rankingCache{key: key.String(), ranked: rk.ranked, at: rk.at, digest: rk.Digest}
 		c.lbMu.Unlock()
 	}
-	lb.Participants = len(ranked)
-	lb.Standings = append(lb.Standings, ranked[:min(top, len(ranked))]...)
-	if participant != "" {
-		me := c.pseudonym(participant)
-		if i := slices.IndexFunc(ranked, func(s quiz.Standing) bool { return s.Participant == me }); i >= 0 {
-			lb.You = &ranked[i]
-		}
-	}
-	return lb, nil
+	return rk, nil
 }
 
 // rankingCache is a quiz's ranking and the certificates it came from.
 type rankingCache struct {
 	key    string // question=digest; of the certified questions
 	ranked []quiz.Standing
+	at     map[string]int
 	digest string
 }
 

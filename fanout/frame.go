@@ -129,10 +129,10 @@ func events(prev, cur view) []Event {
 	return out
 }
 
-func encode(m *Message) []byte {
+func encode(m any) []byte {
 	b, err := json.Marshal(m)
 	if err != nil {
-		panic(err) // Message has only plain fields
+		panic(err) // frames have only plain fields
 	}
 	return b
 }

@@ -9,10 +9,12 @@ import (
 	"tally/state"
 )
 
-// hub serves one poll's viewers.
+// hub serves the viewers of one poll, or of one quiz (quizhub.go).
 type hub struct {
 	s    *Server
-	poll string
+	key  string // in Server.hubs: the poll id, or quizKey(quiz)
+	poll string // "" for a quiz's hub
+	quiz string // "" for a poll's hub
 	stop chan struct{}
 
 	tickMu sync.Mutex // one tick at a time: reads of the tally must be applied in order
@@ -24,6 +26,12 @@ type hub struct {
 	cur     *frame    // the newest frame, for viewers that join
 	history []sample  // records over the last minute, for votes per minute
 	since   time.Time // when the last frame (or heartbeat) went out
+
+	// A quiz's hub: the last frame's content, and the ranking it showed.
+	lastQuiz    []byte
+	lastAnswers int64
+	answersAt   time.Time // when a frame last went out for a new answer count
+	ranking     Standings
 }
 
 type sample struct {
@@ -39,7 +47,7 @@ func (h *hub) add(v *viewer) {
 	h.mu.Unlock()
 	h.s.m.viewers.WithLabelValues(v.transport).Inc()
 	if f != nil {
-		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot, open: f.open})
+		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot, shown: f.shown})
 	}
 }
 
@@ -85,6 +93,10 @@ func (h *hub) tick() {
 	defer h.tickMu.Unlock()
 	start := time.Now()
 	defer func() { h.s.m.tick.Observe(time.Since(start).Seconds()) }()
+	if h.quiz != "" {
+		h.tickQuiz()
+		return
+	}
 	def, ok := h.s.src.Poll(h.poll)
 	if !ok {
 		return
@@ -109,8 +121,15 @@ func (h *hub) tick() {
 		cur.records += n
 	}
 	var board []quiz.Standing
-	if def.Quiz != nil && h.s.cfg.Leaderboard != nil {
-		board, cur.board = h.s.cfg.Leaderboard(def.Quiz.Quiz)
+	shown := "" // a quiz question's time starts with its first open frame
+	if def.Quiz != nil {
+		if h.s.cfg.Standings != nil {
+			rk := h.s.cfg.Standings(def.Quiz.Quiz)
+			board, cur.board = rk.Top, rk.Digest
+		}
+		if cur.status == string(poll.Open) {
+			shown = h.poll
+		}
 	}
 
 	h.mu.Lock()
@@ -160,7 +179,7 @@ func (h *hub) tick() {
 		if cur.hidden {
 			hide(snap)
 		}
-		f = &frame{seq: h.seq, snapshot: encode(snap), open: cur.status == string(poll.Open)}
+		f = &frame{seq: h.seq, snapshot: encode(snap), shown: shown}
 		if h.cur != nil && !cur.final { // the final frame goes whole to everyone
 			diff := *snap
 			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
@@ -184,7 +203,7 @@ func (h *hub) tick() {
 		if cur.hidden {
 			hide(beat)
 		}
-		f = &frame{seq: h.seq, beat: true, snapshot: encode(beat), open: cur.status == string(poll.Open)}
+		f = &frame{seq: h.seq, beat: true, snapshot: encode(beat), shown: shown}
 	}
 	h.mu.Unlock()
 	if f == nil {
@@ -202,7 +221,7 @@ func (h *hub) resync(v *viewer) {
 	f := h.cur
 	h.mu.Unlock()
 	if f != nil {
-		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot, open: f.open})
+		h.s.deliver(v, &frame{seq: f.seq, snapshot: f.snapshot, shown: f.shown})
 	}
 }
 

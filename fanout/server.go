@@ -28,6 +28,9 @@ type Source interface {
 	// Viewers returns the poll's viewers across the cluster.
 	SetViewers(id string, n, nowMs int64)
 	Viewers(id string, nowMs int64) int64
+	// QuizQuestions and Quiz read a quiz (its questions are polls).
+	QuizQuestions(quizID string) []poll.Definition
+	Quiz(id string, host bool, nowMs int64) (state.QuizView, bool)
 }
 
 // Voter takes votes sent on a socket: body is the same JSON as the body of
@@ -51,6 +54,15 @@ type Socket struct {
 	RTTMs int64
 }
 
+// Standings is a quiz's ranking as the live streams show it.
+type Standings struct {
+	Top          []quiz.Standing // the first 10
+	Participants int
+	Digest       string // of the whole ranking; "" when there is none
+	// Of returns a voter's standing, if they are ranked.
+	Of func(voter string) (quiz.Standing, bool)
+}
+
 // Config configures a Server. Zero values mean the defaults.
 type Config struct {
 	Source Source // required
@@ -59,10 +71,10 @@ type Config struct {
 	// Freshness, when set, returns the per-region freshness vector put in
 	// every frame (region → age in ms of the newest state heard from it).
 	Freshness func() map[string]int64
-	// Leaderboard, when set, returns a quiz's top standings and the digest
-	// of its whole ranking (certify's); a quiz question's frames carry them
-	// whenever the digest changes.
-	Leaderboard func(quiz string) (top []quiz.Standing, digest string)
+	// Standings, when set, returns a quiz's ranking (certify's): a quiz
+	// question's frames and the quiz's stream carry its top whenever its
+	// digest changes, and the quiz's stream tells each participant theirs.
+	Standings func(quiz string) Standings
 
 	Tick         time.Duration // default 250ms
 	Heartbeat    time.Duration // default 15s
@@ -185,9 +197,23 @@ func (s *Server) Close() error {
 // join admits a viewer of a poll, or refuses it with an *api.Error.
 func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
 	// A quiz question is nobody's to watch until the host starts it.
-	if def, ok := s.src.Poll(pollID); !ok || def.Quiz != nil && s.cfg.Now().UnixMilli() < def.OpensAt {
+	if def, ok := s.src.Poll(pollID); !ok || state.Parked(&def, s.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
+	return s.admit(&hub{s: s, key: pollID, poll: pollID}, ip, transport, out)
+}
+
+// joinQuiz admits a viewer of a quiz's stream.
+func (s *Server) joinQuiz(quizID, ip, transport string, out sender) (*viewer, error) {
+	if len(s.src.QuizQuestions(quizID)) == 0 {
+		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", quizID)
+	}
+	return s.admit(&hub{s: s, key: quizKey(quizID), quiz: quizID}, ip, transport, out)
+}
+
+// admit counts a viewer in and adds it to the hub of like's key, starting
+// like as that hub when there is none.
+func (s *Server) admit(like *hub, ip, transport string, out sender) (*viewer, error) {
 	if s.cfg.AddrKey != nil {
 		ip = s.cfg.AddrKey(ip) // the viewer counts against its address group
 	}
@@ -205,15 +231,16 @@ func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error)
 	}
 	s.total++
 	s.perIP[ip]++
-	h, ok := s.hubs[pollID]
+	h, ok := s.hubs[like.key]
 	if ok {
 		v := newViewer(h, out, ip, transport)
 		h.add(v)
 		s.mu.Unlock()
 		return v, nil
 	}
-	h = &hub{s: s, poll: pollID, stop: make(chan struct{}), viewers: make(map[*viewer]struct{})}
-	s.hubs[pollID] = h
+	h = like
+	h.stop, h.viewers = make(chan struct{}), make(map[*viewer]struct{})
+	s.hubs[h.key] = h
 	v := newViewer(h, out, ip, transport)
 	h.viewers[v] = struct{}{} // counted in the first snapshot, which the tick delivers to it
 	s.m.viewers.WithLabelValues(transport).Inc()
@@ -241,10 +268,12 @@ func (s *Server) dropHubIfEmpty(h *hub) {
 	h.mu.Lock()
 	empty := len(h.viewers) == 0
 	h.mu.Unlock()
-	if empty && s.hubs[h.poll] == h {
-		delete(s.hubs, h.poll)
+	if empty && s.hubs[h.key] == h {
+		delete(s.hubs, h.key)
 		close(h.stop)
-		s.src.SetViewers(h.poll, 0, s.cfg.Now().UnixMilli())
+		if h.poll != "" {
+			s.src.SetViewers(h.poll, 0, s.cfg.Now().UnixMilli())
+		}
 	}
 }
 

@@ -19,7 +19,9 @@ type frame struct {
 	snapshot []byte // the full state at seq
 	diff     []byte // the change from seq-1 to seq; nil for heartbeats
 	beat     bool
-	open     bool // the poll is open in this frame
+	// shown names the question poll open in this frame, whose time starts
+	// for a viewer when the frame is written to it; "" when none is open.
+	shown string
 }
 
 // viewer is one connected viewer. It holds at most one pending frame.
@@ -30,16 +32,21 @@ type viewer struct {
 	transport string
 
 	writing atomic.Int64 // when the current write started (unix ns); 0 when idle
-	shownMs atomic.Int64 // when the first open frame was written (Unix ms, Server's clock); 0: not yet
 	rttMs   atomic.Int64 // the last ping round trip, ms; -1: not measured
 
-	mu      sync.Mutex
-	pending *frame
-	queued  bool   // in the writers' queue
-	busy    bool   // a writer is writing to it; at most one write at a time
-	lastSeq uint64 // seq of the last frame written; 0 before the first
-	closed  bool
-	done    chan struct{} // closed when the viewer is disconnected
+	mu sync.Mutex
+	// shownPoll is the last open poll written to the viewer, and shownMs
+	// when its first open frame was (Unix ms, Server's clock).
+	shownPoll   string
+	shownMs     int64
+	participant string // a quiz stream's participant (voter id), once they said; "" before
+	personal    []byte // a frame for this viewer alone (its quiz standing), written after pending
+	pending     *frame
+	queued      bool   // in the writers' queue
+	busy        bool   // a writer is writing to it; at most one write at a time
+	lastSeq     uint64 // seq of the last frame written; 0 before the first
+	closed      bool
+	done        chan struct{} // closed when the viewer is disconnected
 }
 
 func newViewer(h *hub, out sender, ip, transport string) *viewer {
@@ -70,25 +77,68 @@ func (v *viewer) offer(f *frame) (queue, replaced bool) {
 	return true, replaced
 }
 
-// take returns the bytes to write for the pending frame: the diff when the
-// viewer has seq-1, otherwise the snapshot.
-func (v *viewer) take() (b []byte, seq uint64, open, ok bool) {
+// offerPersonal makes b the viewer's pending personal frame (a newer one
+// replaces it) and reports whether the viewer must be queued.
+func (v *viewer) offerPersonal(b []byte) (queue bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return false
+	}
+	v.personal = b
+	if v.queued || v.busy {
+		return false
+	}
+	v.queued = true
+	return true
+}
+
+// take returns the bytes to write next: for the pending frame, the diff
+// when the viewer has seq-1, otherwise the snapshot; with no frame
+// pending, the personal one.
+func (v *viewer) take() (b []byte, seq uint64, shown string, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.queued = false
 	f := v.pending
 	v.pending = nil
-	if f == nil || v.closed {
-		return nil, 0, false, false
+	if v.closed {
+		return nil, 0, "", false
+	}
+	if f == nil {
+		b, v.personal = v.personal, nil
+		v.busy = b != nil
+		return b, v.lastSeq, "", b != nil
 	}
 	v.busy = true
 	switch {
 	case f.beat:
-		return f.snapshot, v.lastSeq, f.open, true // heartbeat bytes; seq unchanged
+		return f.snapshot, v.lastSeq, f.shown, true // heartbeat bytes; seq unchanged
 	case f.diff != nil && v.lastSeq == f.seq-1:
-		return f.diff, f.seq, f.open, true
+		return f.diff, f.seq, f.shown, true
 	}
-	return f.snapshot, f.seq, f.open, true
+	return f.snapshot, f.seq, f.shown, true
+}
+
+// markShown records that an open frame of question poll p reached the
+// viewer at nowMs, unless an earlier one did.
+func (v *viewer) markShown(p string, nowMs int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.shownPoll != p {
+		v.shownPoll, v.shownMs = p, nowMs
+	}
+}
+
+// shownAt returns when poll p's question was first written to the viewer
+// open (Unix ms); 0: it was not, or another question has been since.
+func (v *viewer) shownAt(p string) int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.shownPoll != p {
+		return 0
+	}
+	return v.shownMs
 }
 
 // wrote records a finished write and reports whether a newer frame
@@ -97,7 +147,7 @@ func (v *viewer) wrote(seq uint64) (requeue bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.lastSeq, v.busy = seq, false
-	if v.pending != nil && !v.closed && !v.queued {
+	if (v.pending != nil || v.personal != nil) && !v.closed && !v.queued {
 		v.queued = true
 		return true
 	}
@@ -119,7 +169,7 @@ func (v *viewer) disconnect(reason string) bool {
 		return false
 	}
 	v.closed = true
-	v.pending = nil
+	v.pending, v.personal = nil, nil
 	v.mu.Unlock()
 	close(v.done)
 	v.out.close(reason)
@@ -132,11 +182,16 @@ func (v *viewer) disconnect(reason string) bool {
 // CPU at tens of thousands of frames a second. Close unblocks writes by
 // closing the connections.
 func (s *Server) writeFrame(v *viewer) {
-	b, seq, open, ok := v.take()
+	b, seq, shown, ok := v.take()
 	if !ok {
 		return
 	}
 	v.writing.Store(time.Now().UnixNano())
+	if shown != "" {
+		// Marked before the write: the participant may answer before it
+		// returns. (A failed write drops the viewer.)
+		v.markShown(shown, s.cfg.Now().UnixMilli())
+	}
 	err := v.out.send(context.Background(), b)
 	v.writing.Store(0)
 	if err != nil {
@@ -144,9 +199,6 @@ func (s *Server) writeFrame(v *viewer) {
 		return
 	}
 	s.m.sent.WithLabelValues(v.transport).Inc()
-	if open && v.shownMs.Load() == 0 {
-		v.shownMs.CompareAndSwap(0, s.cfg.Now().UnixMilli()) // the question is on this viewer's screen
-	}
 	if v.wrote(seq) {
 		s.enqueue(v)
 	}

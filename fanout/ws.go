@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"tally/api"
+	"tally/state"
 )
 
 // wsSender writes frames to a WebSocket.
@@ -29,9 +30,11 @@ func (w wsSender) close(string) { w.c.CloseNow() }
 
 // inbound is a message a client sends on the socket.
 type inbound struct {
-	Type string          `json:"type"` // "vote" or "resync"
-	Ref  string          `json:"ref,omitempty"`
-	Body json.RawMessage `json:"body,omitempty"` // for "vote": the body of POST …/votes
+	Type  string          `json:"type"` // "vote", "resync"; on a quiz's stream also "join"
+	Ref   string          `json:"ref,omitempty"`
+	Poll  string          `json:"poll,omitempty"`  // on a quiz's stream, the question a vote answers
+	Voter string          `json:"voter,omitempty"` // for "join": the participant's voter id
+	Body  json.RawMessage `json:"body,omitempty"`  // for "vote": the body of POST …/votes
 	// Token is the voter token for "vote" (what the Tally-Session header
 	// carries over HTTP), bound to this client's address and User-Agent.
 	Token string `json:"token,omitempty"`
@@ -54,10 +57,36 @@ type reply struct {
 // connection with a policy-violation status.
 func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 	pollID := r.PathValue("poll")
-	if _, ok := s.src.Poll(pollID); !ok {
+	def, ok := s.src.Poll(pollID)
+	if !ok {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID))
 		return
 	}
+	s.serveWS(w, r, def.Quiz != nil, func(ip string, out sender) (*viewer, error) {
+		return s.join(pollID, ip, "websocket", out)
+	})
+}
+
+// HandleQuizLive serves GET /v1/quizzes/{quiz}/live: a quiz's stream over
+// WebSocket (quizhub.go). Besides resync, clients may send
+// {"type":"join","voter":…} to be told their own standing, and
+// {"type":"vote","poll":…,"ref":…,"token":…,"body":{…}} to answer the
+// question poll names.
+func (s *Server) HandleQuizLive(w http.ResponseWriter, r *http.Request) {
+	quizID := r.PathValue("quiz")
+	if len(s.src.QuizQuestions(quizID)) == 0 {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", quizID))
+		return
+	}
+	s.serveWS(w, r, true, func(ip string, out sender) (*viewer, error) {
+		return s.joinQuiz(quizID, ip, "websocket", out)
+	})
+}
+
+// serveWS upgrades the request and serves the viewer that join admits
+// until it leaves; timed says whether answers are timed (quiz questions),
+// so the socket's round trip is measured.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, join func(ip string, out sender) (*viewer, error)) {
 	// The HTTP server's request deadlines would cut the stream; a viewer's
 	// writes get their own deadline per frame instead.
 	rc := http.NewResponseController(w)
@@ -96,7 +125,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 	// same policy-violation close as any other abuse.
 	c.SetReadLimit(-1)
 	ip := s.clientIP(r)
-	v, err := s.join(pollID, ip, "websocket", wsSender{c})
+	v, err := join(ip, wsSender{c})
 	if err != nil {
 		var e *api.Error
 		code := websocket.StatusTryAgainLater
@@ -107,14 +136,14 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer v.hub.remove(v, "gone")
-	if def, _ := s.src.Poll(pollID); def.Quiz != nil {
+	if timed {
 		// A quiz participant's round trip is measured and recorded with
 		// each answer: the one unfairness the server cannot remove.
 		done := make(chan struct{})
 		defer func() { <-done }()
 		go func() { defer close(done); s.measureRTT(v, c) }()
 	}
-	s.readLoop(v, c, lim, pollID, ip, r.UserAgent(), time.Now())
+	s.readLoop(v, c, lim, ip, r.UserAgent(), time.Now())
 }
 
 // rttEvery is how often a quiz participant's socket is pinged.
@@ -189,7 +218,7 @@ func (a *abuseCloser) wait() {
 	}
 }
 
-func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollID, ip, userAgent string, opened time.Time) {
+func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, userAgent string, opened time.Time) {
 	for {
 		typ, rd, err := c.Reader(context.Background()) // Close ends it by closing the connection
 		if err != nil {
@@ -212,12 +241,26 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollI
 			c.Close(websocket.StatusPolicyViolation, "messages must be JSON objects of a known type")
 			return
 		}
-		switch in.Type {
-		case "resync":
+		switch {
+		case in.Type == "resync":
 			v.hub.resync(v)
-		case "vote":
-			s.vote(c, in, pollID, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
-				ShownMs: v.shownMs.Load(), RTTMs: v.rttMs.Load()})
+		case in.Type == "vote" && v.hub.poll != "":
+			s.vote(c, in, v.hub.poll, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
+				ShownMs: v.shownAt(v.hub.poll), RTTMs: v.rttMs.Load()})
+		case in.Type == "vote":
+			if !s.isQuestion(v.hub.quiz, in.Poll) {
+				s.reply(c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", v.hub.quiz, in.Poll))
+				continue
+			}
+			s.vote(c, in, in.Poll, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
+				ShownMs: v.shownAt(in.Poll), RTTMs: v.rttMs.Load()})
+		case in.Type == "join" && v.hub.quiz != "":
+			if in.Voter == "" || len(in.Voter) > maxVoterLen {
+				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))
+				continue
+			}
+			v.hub.setParticipant(v, in.Voter)
+			s.reply(c, in.Ref, map[string]string{"voter": in.Voter}, nil)
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return
@@ -225,14 +268,29 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, pollI
 	}
 }
 
+// maxVoterLen bounds the voter id a quiz participant joins with (the
+// ledger's bound).
+const maxVoterLen = 128
+
+// isQuestion reports whether pollID is a started question of quizID.
+func (s *Server) isQuestion(quizID, pollID string) bool {
+	def, ok := s.src.Poll(pollID)
+	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !state.Parked(&def, s.cfg.Now().UnixMilli())
+}
+
 func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock Socket) {
-	out := reply{Type: TypeAck, Ref: in.Ref}
-	var err error
 	if s.cfg.Voter == nil {
-		err = api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes")
-	} else {
-		out.Result, err = s.cfg.Voter.Vote(pollID, in.Body, sock)
+		s.reply(c, in.Ref, nil, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes"))
+		return
 	}
+	result, err := s.cfg.Voter.Vote(pollID, in.Body, sock)
+	s.reply(c, in.Ref, result, err)
+}
+
+// reply answers an inbound message with an ack carrying result, or with
+// err (an *api.Error; anything else is an internal error).
+func (s *Server) reply(c *websocket.Conn, ref string, result any, err error) {
+	out := reply{Type: TypeAck, Ref: ref, Result: result}
 	if err != nil {
 		e := &api.Error{}
 		if !errors.As(err, &e) {

@@ -26,48 +26,13 @@ const MaxQuizBody = 256 << 10
 // QuestionID is the poll id of a quiz's question i (from 0).
 func QuestionID(quizID string, i int) string { return fmt.Sprintf("%s-%d", quizID, i+1) }
 
-// QuizView is GET /v1/quizzes/{quiz} and the answer of the host's actions.
-type QuizView struct {
-	ID    string `json:"id"`
-	Title string `json:"title,omitempty"`
-	// Status is ready (no question started), question (one is open),
-	// between (the last one started is closed, more remain) or ended.
-	Status    string         `json:"status"`
-	Current   *int           `json:"current,omitempty"` // the index of the open question
-	Started   int            `json:"started"`           // questions started so far
-	Total     int            `json:"total"`             // questions in all
-	Questions []QuestionView `json:"questions"`         // the started ones; every one for the host
-	// ServerTime lets a page count down to a question's closes_at.
-	ServerTime int64 `json:"server_time"`
-}
-
-// QuestionView is one question of a QuizView.
-type QuestionView struct {
-	Index    int           `json:"index"`
-	Poll     string        `json:"poll"`
-	Text     string        `json:"text"`
-	Options  []poll.Option `json:"options"`
-	Status   poll.Status   `json:"status"`
-	Started  bool          `json:"started"`
-	OpensAt  int64         `json:"opens_at,omitempty"`
-	ClosesAt int64         `json:"closes_at,omitempty"` // the deadline, by the server's clock
-	LimitMs  int64         `json:"limit_ms"`
-	Points   int64         `json:"points"`
-	Revealed bool          `json:"revealed"`
-	// Correct and Totals are shown once the question is revealed (and
-	// always to the host).
-	Correct []string         `json:"correct,omitempty"`
-	Totals  map[string]int64 `json:"totals,omitempty"`
-}
-
 // quizQuestions returns the quiz's question definitions by index.
 func (p *Pipeline) quizQuestions(quizID string) []poll.Definition {
 	return p.cfg.State.QuizQuestions(quizID)
 }
 
-// parked reports whether a quiz question has not been started: only the
-// host sees it.
-func parked(d *poll.Definition, nowMs int64) bool { return d.Quiz != nil && nowMs < d.OpensAt }
+// parked is state.Parked.
+func parked(d *poll.Definition, nowMs int64) bool { return state.Parked(d, nowMs) }
 
 // HandleCreateQuiz serves POST /v1/quizzes (admin): the quiz's questions
 // are created parked and hidden.
@@ -252,53 +217,10 @@ func (p *Pipeline) writeQuiz(w http.ResponseWriter, r *http.Request, status int,
 
 // QuizView returns a quiz as the API shows it; host says whether the host
 // asks (and sees every question, correct options and counts included).
-func (p *Pipeline) QuizView(id string, host bool) (QuizView, error) {
-	qs := p.quizQuestions(id)
-	if len(qs) == 0 {
-		return QuizView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
-	}
-	now := p.cfg.Now().UnixMilli()
-	v := QuizView{ID: id, Title: qs[0].Quiz.Title, Total: len(qs), Questions: []QuestionView{}, ServerTime: now}
-	closedLast := false
-	for _, d := range qs {
-		started := !parked(&d, now)
-		if started {
-			v.Started++
-		}
-		if !started && !host {
-			continue
-		}
-		cert, certified := p.cfg.State.Certificate(d.ID)
-		qv := QuestionView{Index: d.Quiz.Index, Poll: d.ID, Text: d.Question, Options: d.Options,
-			Status: d.StatusAt(now, certified && cert.Status == state.Reconciled), Started: started,
-			LimitMs: d.Quiz.LimitMs, Points: d.Quiz.Points, Revealed: !d.Hidden}
-		if started {
-			qv.OpensAt, qv.ClosesAt = d.OpensAt, d.ClosesAt
-		}
-		if qv.Status == poll.Open {
-			i := d.Quiz.Index
-			v.Current = &i
-		}
-		if started {
-			closedLast = qv.Status != poll.Open
-		}
-		if host || !d.Hidden {
-			qv.Correct = d.Quiz.Correct
-			if totals, _, err := p.cfg.State.Totals(d.ID); err == nil {
-				qv.Totals = totals
-			}
-		}
-		v.Questions = append(v.Questions, qv)
-	}
-	switch {
-	case v.Current != nil:
-		v.Status = "question"
-	case v.Started == 0:
-		v.Status = "ready"
-	case v.Started == v.Total && closedLast:
-		v.Status = "ended"
-	default:
-		v.Status = "between"
+func (p *Pipeline) QuizView(id string, host bool) (state.QuizView, error) {
+	v, ok := p.cfg.State.Quiz(id, host, p.cfg.Now().UnixMilli())
+	if !ok {
+		return state.QuizView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
 	}
 	return v, nil
 }

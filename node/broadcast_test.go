@@ -17,9 +17,15 @@ import (
 // dialLive opens a WebSocket viewer of the poll at the node.
 func dialLive(t *testing.T, tn *testNode, poll string) (*websocket.Conn, context.Context) {
 	t.Helper()
+	return dialWS(t, tn, "/v1/polls/"+poll+"/live")
+}
+
+// dialWS opens a WebSocket to path at the node.
+func dialWS(t *testing.T, tn *testNode, path string) (*websocket.Conn, context.Context) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(tn.url, "http")+"/v1/polls/"+poll+"/live", nil)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(tn.url, "http")+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,6 @@ import (
 	"tally/internal/tlsconf"
 	"tally/ledger"
 	"tally/poll"
-	"tally/quiz"
 	"tally/session"
 	"tally/state"
 )
@@ -251,8 +250,8 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
-		Leaderboard: n.quizLeaderboard,
-		MaxViewers:  cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
+		Standings:  n.quizStandings,
+		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, trusted) },
 		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },
 		Registerer: n.reg, Now: cfg.Now,
@@ -501,12 +500,12 @@ func (v socketVoter) Vote(poll string, body []byte, s fanout.Socket) (any, error
 		ShownMs: s.ShownMs, RTTMs: s.RTTMs})
 }
 
-// quizLeaderboard is a quiz's top 10 and ranking digest for the live
-// stream (certify computes it; fanout shows it).
-func (n *Node) quizLeaderboard(quizID string) ([]quiz.Standing, string) {
-	lb, err := n.certify.Leaderboard(quizID, "", 10)
+// quizStandings is a quiz's ranking for the live streams (certify ranks;
+// fanout shows).
+func (n *Node) quizStandings(quizID string) fanout.Standings {
+	rk, err := n.certify.Ranking(quizID)
 	if err != nil {
-		return nil, ""
+		return fanout.Standings{}
 	}
-	return lb.Standings, lb.Digest
+	return fanout.Standings{Top: rk.Top(10), Participants: rk.Participants(), Digest: rk.Digest, Of: rk.Of}
 }

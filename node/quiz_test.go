@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -416,5 +418,81 @@ func TestQuizLeaderboardOnTheLiveStream(t *testing.T) {
 	board, _ := json.Marshal(m["leaderboard"])
 	if m["leaderboard_digest"] != lb.Digest || !strings.Contains(string(board), `"name":"Ann"`) || !strings.Contains(string(board), `"score":975`) {
 		t.Fatalf("frame %v, API digest %s", m, lb.Digest)
+	}
+}
+
+// dialQuiz opens a quiz's stream at the node.
+func dialQuiz(t *testing.T, tn *testNode, quizID string) (*websocket.Conn, context.Context) {
+	t.Helper()
+	return dialWS(t, tn, "/v1/quizzes/"+quizID+"/live")
+}
+
+// A participant follows the whole quiz on its stream: joins once, sees
+// each question as the host starts it, answers on the same socket (timed
+// from that frame), sees the reveal, and is told their own rank and score
+// once the question is certified; the top of the leaderboard goes to all.
+func TestQuizStreamEndToEnd(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	tn.admin(t, "POST", "/v1/quizzes", pubQuiz)
+	ann, ctx := dialQuiz(t, tn, "pub")
+	bob, _ := dialQuiz(t, tn, "pub")
+	for _, p := range []struct {
+		ws    *websocket.Conn
+		voter string
+	}{{ann, "ann"}, {bob, "bob"}} {
+		if m, _ := frameUntil(t, ctx, p.ws, func(m map[string]any) bool { return m["type"] == "quiz" }); m["status"] != "ready" || m["question"] != nil {
+			t.Fatalf("before the start: %v", m)
+		}
+		p.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+p.voter+`"}`))
+		frameUntil(t, ctx, p.ws, func(m map[string]any) bool { return m["type"] == "ack" })
+	}
+	tn.admin(t, "POST", "/v1/quizzes/pub/start", "")
+	for _, ws := range []*websocket.Conn{ann, bob} {
+		m, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["status"] == "question" })
+		if q := m["question"].(map[string]any); q["poll"] != "pub-1" || q["correct"] != nil || q["closes_at"] == nil {
+			t.Fatalf("question frame: %v", m)
+		}
+	}
+	for i, p := range []struct {
+		ws     *websocket.Conn
+		voter  string
+		option string
+		after  time.Duration
+	}{{ann, "ann", "b", 2 * time.Second}, {bob, "bob", "a", time.Second}} {
+		tn.clock.advance(p.after)
+		p.ws.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"a","poll":"pub-1","body":{"option":"`+p.option+`","voter":"`+p.voter+`","idem":"i`+p.voter+`","name":"`+strings.ToUpper(p.voter)+`"}}`))
+		ack, _ := frameUntil(t, ctx, p.ws, func(m map[string]any) bool { return m["type"] == "ack" || m["type"] == "error" })
+		res, _ := json.Marshal(ack["result"])
+		// Both frames went out at the opening; ann answered 2 s after
+		// hers, bob 1 s later still.
+		if want := []string{`"elapsed_ms":2000`, `"elapsed_ms":3000`}[i]; !strings.Contains(string(res), want) {
+			t.Fatalf("%s's answer: %v, want %s", p.voter, ack, want)
+		}
+	}
+	// A second answer on the stream is refused.
+	ann.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"again","poll":"pub-1","body":{"option":"a","voter":"ann","idem":"other"}}`))
+	if e, _ := frameUntil(t, ctx, ann, func(m map[string]any) bool { return m["type"] == "error" }); !strings.Contains(fmt.Sprint(e["error"]), "already_answered") {
+		t.Fatalf("second answer: %v", e)
+	}
+	tn.clock.advance(time.Millisecond) // an answer stamped in the millisecond of an early close is late
+	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
+	tn.admin(t, "POST", "/v1/quizzes/pub/reveal", "")
+	tn.clock.advance(5 * time.Second)
+	m, _ := frameUntil(t, ctx, ann, func(m map[string]any) bool { return m["type"] == "standing" && m["you"] != nil })
+	if you := m["you"].(map[string]any); you["rank"] != 1.0 || you["participant"] != tn.certify.Pseudonym("ann") || you["name"] != "ANN" ||
+		you["score"] != float64(quiz.Score(true, 1000, 2000, 20_000)) || m["participants"] != 2.0 {
+		t.Fatalf("ann's standing: %v", m)
+	}
+	// bob: the shared frame with the new leaderboard, then his own.
+	var lb struct{ Digest string }
+	json.Unmarshal([]byte(tn.call(t, "GET", "/v1/quizzes/pub/leaderboard", "").raw), &lb)
+	m, _ = frameUntil(t, ctx, bob, func(m map[string]any) bool { return m["type"] == "quiz" && m["leaderboard_digest"] == lb.Digest })
+	q := m["question"].(map[string]any)
+	if m["leaderboard_digest"] != lb.Digest || m["status"] != "between" || q["revealed"] != true || fmt.Sprint(q["correct"]) != "[b]" {
+		t.Fatalf("the shared frame after the reveal: %v (API digest %s)", m, lb.Digest)
+	}
+	m, _ = frameUntil(t, ctx, bob, func(m map[string]any) bool { return m["type"] == "standing" && m["you"] != nil })
+	if you := m["you"].(map[string]any); you["rank"] != 2.0 || you["score"] != 0.0 || m["leaderboard_digest"] != lb.Digest {
+		t.Fatalf("bob's standing: %v", m)
 	}
 }

@@ -50,6 +50,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/quizzes/{quiz}/reveal", ready(admin(quizReveal)))
 	mux.Handle("POST /v1/quizzes/{quiz}/end", ready(admin(quizEnd)))
 	mux.Handle("GET /v1/quizzes/{quiz}/leaderboard", public(n.certify.HandleLeaderboard))
+	mux.Handle("GET /v1/quizzes/{quiz}/live", ready(http.HandlerFunc(n.fanout.HandleQuizLive)))
 	mux.Handle("GET /v1/backup", ready(admin(n.handleBackup)))
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))

@@ -404,16 +404,3 @@ func (s *State) fold(ps *pollState) {
 	}
 	ps.tally.MergeRecords(s.replica, ps.local.recordCount())
 }
-
-// QuizQuestions returns the definitions of a quiz's questions, by index
-// (docs/quiz.md: each question is a poll).
-func (s *State) QuizQuestions(quizID string) []poll.Definition {
-	var qs []poll.Definition
-	for _, d := range s.Polls() {
-		if d.Quiz != nil && d.Quiz.Quiz == quizID {
-			qs = append(qs, d)
-		}
-	}
-	slices.SortFunc(qs, func(a, b poll.Definition) int { return a.Quiz.Index - b.Quiz.Index })
-	return qs
-}

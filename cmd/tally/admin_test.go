@@ -13,6 +13,7 @@ import (
 	"tally/certify"
 	"tally/ingest"
 	"tally/ledger"
+	"tally/state"
 )
 
 // Every command and subcommand answers --help and -h on stdout with exit
@@ -62,7 +63,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Every --json output names its fields in snake_case.
 func TestJSONFieldsAreSnakeCase(t *testing.T) {
-	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, ingest.QuizView{}} {
+	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, state.QuizView{}} {
 		checkSnake(t, reflect.TypeOf(v), reflect.TypeOf(v).Name(), map[reflect.Type]bool{})
 	}
 }

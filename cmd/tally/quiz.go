@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 
 	"tally/certify"
-	"tally/ingest"
 	"tally/ledger"
 	"tally/quiz"
 	"tally/state"
@@ -57,7 +56,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		return 0
 	}
-	var qv ingest.QuizView
+	var qv state.QuizView
 	if _, code := call(nf, "GET", "/v1/quizzes/"+url.PathEscape(*id), nil, &qv, stderr); code != 0 {
 		return code
 	}

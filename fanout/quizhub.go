@@ -1,0 +1,168 @@
+package fanout
+
+import (
+	"bytes"
+	"time"
+
+	"tally/poll"
+	"tally/quiz"
+	"tally/state"
+)
+
+// A quiz's stream (GET /v1/quizzes/{quiz}/live) follows the whole quiz on
+// one socket: which question is on, its deadline, its correct options and
+// counts once revealed, the top of the leaderboard, and — to each
+// participant alone — their own rank and score. A participant joins once
+// and answers every question on it; the node times each answer from the
+// moment it wrote that question's first open frame to the socket.
+//
+// Its hub works as a poll's does: one encoding per tick when something
+// changed, latest frame wins. The personal standings are the exception,
+// one small frame per participant, and only when the ranking changes (a
+// question certified and revealed: a few times per quiz).
+
+// Frame types of a quiz's stream besides heartbeat, ack and error.
+const (
+	TypeQuiz     = "quiz"
+	TypeStanding = "standing"
+)
+
+// QuizMessage is a frame of a quiz's stream.
+type QuizMessage struct {
+	Type   string `json:"type"` // quiz or heartbeat
+	Quiz   string `json:"quiz"`
+	Seq    uint64 `json:"seq"`
+	AsOfMs int64  `json:"as_of_ms"` // the server's clock: pages count down by it
+	Region string `json:"region,omitempty"`
+	Title  string `json:"title,omitempty"`
+	Status string `json:"status,omitempty"` // ready, question, between, ended
+	// Current is the index of the open question; Started and Total count
+	// the questions.
+	Current *int `json:"current,omitempty"`
+	Started int  `json:"started"`
+	Total   int  `json:"total"`
+	// Question is the open question, or the last one started: what a
+	// participant's screen shows. Correct and Totals once revealed.
+	Question *state.QuestionView `json:"question,omitempty"`
+	// The top of the leaderboard over the certified, revealed questions,
+	// how many are ranked, and the whole ranking's digest.
+	Leaderboard       []quiz.Standing `json:"leaderboard,omitempty"`
+	Participants      int             `json:"participants,omitempty"`
+	LeaderboardDigest string          `json:"leaderboard_digest,omitempty"`
+}
+
+// StandingMessage is a participant's own standing, sent to them alone
+// when they join and whenever the ranking changes.
+type StandingMessage struct {
+	Type              string         `json:"type"` // standing
+	Quiz              string         `json:"quiz"`
+	LeaderboardDigest string         `json:"leaderboard_digest"`
+	Participants      int            `json:"participants"`
+	You               *quiz.Standing `json:"you"` // null: no counted answer yet
+}
+
+// quizKey is a quiz hub's key in Server.hubs; no poll id has a slash.
+func quizKey(id string) string { return "quiz/" + id }
+
+// answersEvery bounds how often a new answer count alone sends a frame.
+const answersEvery = time.Second
+
+// tickQuiz reads the quiz once and, when it changed, encodes one frame
+// for every viewer; when the ranking changed, each participant's own.
+func (h *hub) tickQuiz() {
+	now := h.s.cfg.Now()
+	qv, ok := h.s.src.Quiz(h.quiz, false, now.UnixMilli())
+	if !ok {
+		return
+	}
+	m := &QuizMessage{Type: TypeQuiz, Quiz: h.quiz, Region: h.s.cfg.Region, Title: qv.Title, Status: qv.Status,
+		Current: qv.Current, Started: qv.Started, Total: qv.Total}
+	shown := ""
+	if n := len(qv.Questions); n > 0 {
+		q := qv.Questions[n-1] // the started ones, in order: the open one is the last
+		m.Question = &q
+		if q.Status == poll.Open {
+			shown = q.Poll
+		}
+	}
+	var rk Standings
+	if h.s.cfg.Standings != nil {
+		rk = h.s.cfg.Standings(h.quiz)
+		m.Leaderboard, m.Participants, m.LeaderboardDigest = rk.Top, rk.Participants, rk.Digest
+	}
+	// What the frame says, but for the answer count: that alone changes
+	// with every answer, and goes out at most once a second.
+	answers := int64(0)
+	if m.Question != nil {
+		answers, m.Question.Answers = m.Question.Answers, 0
+	}
+	content := encode(m)
+	if m.Question != nil {
+		m.Question.Answers = answers
+	}
+
+	h.mu.Lock()
+	viewers := make([]*viewer, 0, len(h.viewers))
+	for v := range h.viewers {
+		viewers = append(viewers, v)
+	}
+	newRanking := rk.Digest != h.ranking.Digest
+	h.ranking = rk
+	changed := h.cur == nil || !bytes.Equal(content, h.lastQuiz)
+	recount := !changed && m.Question != nil && answers != h.lastAnswers && now.Sub(h.answersAt) >= answersEvery
+	var f *frame
+	switch {
+	case changed || recount:
+		h.seq++
+		m.Seq, m.AsOfMs = h.seq, now.UnixMilli()
+		f = &frame{seq: h.seq, snapshot: encode(m), shown: shown}
+		h.s.m.encoded.Add(float64(len(f.snapshot)))
+		h.cur, h.lastQuiz, h.since, h.answersAt = f, content, now, now
+		h.lastAnswers = answers
+	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
+		h.since = now
+		f = &frame{seq: h.seq, beat: true, shown: shown,
+			snapshot: encode(&QuizMessage{Type: TypeHeartbeat, Quiz: h.quiz, Seq: h.seq, AsOfMs: now.UnixMilli(), Started: qv.Started, Total: qv.Total})}
+	}
+	h.mu.Unlock()
+	if f != nil {
+		for _, v := range viewers {
+			h.s.deliver(v, f)
+		}
+	}
+	if newRanking {
+		for _, v := range viewers {
+			h.sendStanding(v, rk)
+		}
+	}
+}
+
+// sendStanding queues a participant's own standing under rk, if the
+// viewer said who they are and there is a ranking.
+func (h *hub) sendStanding(v *viewer, rk Standings) {
+	v.mu.Lock()
+	voter := v.participant
+	v.mu.Unlock()
+	if voter == "" || rk.Digest == "" || rk.Of == nil {
+		return
+	}
+	msg := StandingMessage{Type: TypeStanding, Quiz: h.quiz, LeaderboardDigest: rk.Digest, Participants: rk.Participants}
+	if s, ok := rk.Of(voter); ok {
+		msg.You = &s
+	}
+	if v.offerPersonal(encode(&msg)) {
+		h.s.enqueue(v)
+	}
+}
+
+// setParticipant records who a quiz stream's viewer is and sends them
+// their standing at once.
+func (h *hub) setParticipant(v *viewer, voter string) {
+	v.mu.Lock()
+	v.participant = voter
+	v.mu.Unlock()
+	h.mu.Lock()
+	rk := h.ranking
+	h.mu.Unlock()
+	h.sendStanding(v, rk)
+}
