@@ -45,10 +45,12 @@ type QuizMessage struct {
 	// participant's screen shows. Correct and Totals once revealed.
 	Question *state.QuestionView `json:"question,omitempty"`
 	// The top of the leaderboard over the certified, revealed questions,
-	// how many are ranked, and the whole ranking's digest.
+	// how many are ranked, the whole ranking's digest, and whether it is
+	// final (every question closed and counted).
 	Leaderboard       []quiz.Standing `json:"leaderboard,omitempty"`
 	Participants      int             `json:"participants,omitempty"`
 	LeaderboardDigest string          `json:"leaderboard_digest,omitempty"`
+	LeaderboardFinal  bool            `json:"leaderboard_final,omitempty"`
 }
 
 // StandingMessage is a participant's own standing, sent to them alone
@@ -88,7 +90,7 @@ func (h *hub) tickQuiz() {
 	var rk Standings
 	if h.s.cfg.Standings != nil {
 		rk = h.s.cfg.Standings(h.quiz)
-		m.Leaderboard, m.Participants, m.LeaderboardDigest = rk.Top, rk.Participants, rk.Digest
+		m.Leaderboard, m.Participants, m.LeaderboardDigest, m.LeaderboardFinal = rk.Top, rk.Participants, rk.Digest, rk.Final
 	}
 	// What the frame says, but for the answer count: that alone changes
 	// with every answer, and goes out at most once a second.

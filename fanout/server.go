@@ -59,6 +59,7 @@ type Standings struct {
 	Top          []quiz.Standing // the first 10
 	Participants int
 	Digest       string // of the whole ranking; "" when there is none
+	Final        bool   // every question closed and counted: the final standings
 	// Of returns a voter's standing, if they are ranked.
 	Of func(voter string) (quiz.Standing, bool)
 }

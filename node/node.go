@@ -507,5 +507,5 @@ func (n *Node) quizStandings(quizID string) fanout.Standings {
 	if err != nil {
 		return fanout.Standings{}
 	}
-	return fanout.Standings{Top: rk.Top(10), Participants: rk.Participants(), Digest: rk.Digest, Of: rk.Of}
+	return fanout.Standings{Top: rk.Top(10), Participants: rk.Participants(), Digest: rk.Digest, Final: rk.Final, Of: rk.Of}
 }

@@ -238,6 +238,13 @@ func TestOpenAPIContract(t *testing.T) {
 	c.want(res, raw, 200, "")
 	res, raw = adm("POST /v1/quizzes/{quiz}/start", "POST", "/v1/quizzes/pub/start", "", true)
 	c.want(res, raw, 409, "quiz_ended")
+	ws := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/pub/live", "", true, ws...)
+	c.want(res, raw, 101, "")
+	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/pub/live", "", true)
+	c.want(res, raw, 426, "upgrade_required")
+	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/nope/live", "", true, ws...)
+	c.want(res, raw, 404, "poll_not_found")
 
 	// Sessions (no proof of work on this node: the first call issues).
 	res, raw = c.do("POST /v1/session", "POST", "/v1/session", "", true)

@@ -1,17 +1,20 @@
 "use strict";
 // Quiz mode on the page: a participant's view (#/quiz/{id}) and the host's
-// controls (#/host/quiz/{id}). The quiz's state comes from
-// GET /v1/quizzes/{id}, read every second; the open question's live stream
-// is joined as soon as it starts, because the node times an answer from
-// the moment it put the question on that socket (docs/quiz.md), and the
-// answer goes on the same socket.
+// controls (#/host/quiz/{id}). The participant follows the quiz on its
+// stream (GET /v1/quizzes/{id}/live, one socket for the whole quiz): each
+// question as the host starts it, the reveal, the top of the leaderboard
+// and, once they said who they are, their own rank and score. Answers go
+// on the same socket, because the node times an answer from the moment it
+// put the question on that socket (docs/quiz.md). Without a socket the
+// page reads GET /v1/quizzes/{id} every second and answers over HTTP.
 
 const answers = JSON.parse(localStorage.getItem("tally.answers") || "{}"); // question poll → {option, elapsed_ms}
 const saveAnswers = () => localStorage.setItem("tally.answers", JSON.stringify(answers));
 
 class QuizView {
   constructor(root, id) {
-    this.root = root; this.id = id; this.poll = null; this.stream = null; this.offset = 0; this.v = null;
+    this.root = root; this.id = id; this.poll = null; this.ws = null; this.offset = 0; this.v = null;
+    this.failures = 0; this.closed = false; this.pending = {}; // ref → {q, option}
     this.title = el("h1", {}, t("quiz"));
     this.status = el("p", { id: "quiz-status", role: "status" });
     this.text = el("h2", { id: "q-text" });
@@ -23,17 +26,64 @@ class QuizView {
       onchange: () => localStorage.setItem("tally.name", this.name.value.trim()) });
     root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name),
       this.status, this.text, this.list, this.clock, this.result, this.board);
-    this.refresh();
-    this.timer = setInterval(() => this.refresh(), 900 + Math.random() * 200);
+    this.connect();
     this.ticker = setInterval(() => this.countdown(), 250);
   }
   me() { return JSON.parse(localStorage.getItem("tally.session") || "null")?.voter || voter; }
+  connect() {
+    if (this.closed) return;
+    if (!window.WebSocket || this.failures >= 3) { // read the quiz instead
+      this.refresh();
+      this.timer = this.timer || setInterval(() => this.refresh(), 900 + Math.random() * 200);
+      return;
+    }
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(`${proto}//${location.host}/v1/quizzes/${encodeURIComponent(this.id)}/live`);
+    this.ws = ws;
+    ws.onopen = () => { this.failures = 0; this.join(this.me()); };
+    ws.onmessage = ev => this.handle(JSON.parse(ev.data));
+    ws.onclose = () => {
+      if (this.ws === ws) this.ws = null;
+      if (this.closed) return;
+      this.failures++;
+      setTimeout(() => this.connect(), Math.min(10000, 500 * 2 ** this.failures) * (0.5 + Math.random()));
+    };
+  }
+  // join tells the stream who this participant is, for their standing.
+  join(voter) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) { this.ws.send(JSON.stringify({ type: "join", voter })); this.joined = voter; }
+  }
+  handle(m) {
+    switch (m.type) {
+    case "quiz": {
+      // The stream carries the current question; the view keeps the shape
+      // of GET /v1/quizzes/{id}, which the fallback reads.
+      this.v = { ...m, server_time: m.as_of_ms, questions: m.question ? [m.question] : [] };
+      this.offset = m.as_of_ms - Date.now();
+      this.top = { standings: m.leaderboard || [], participants: m.participants || 0, final: !!m.leaderboard_final };
+      this.render();
+      break;
+    }
+    case "heartbeat": this.offset = m.as_of_ms - Date.now(); break;
+    case "standing": this.you = m.you; this.showBoard(); break;
+    case "ack": case "error": {
+      const p = this.pending[m.ref];
+      delete this.pending[m.ref];
+      if (p) this.replied(p.q, p.option, m);
+      // The answer may have made the voter token that names them: say so.
+      if (p && m.type === "ack" && p.voter !== this.joined) this.join(p.voter);
+      break;
+    }
+    }
+  }
   async refresh() {
     try {
       this.v = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}`);
     } catch (err) { this.status.textContent = err.message; return; }
     this.offset = this.v.server_time - Date.now();
     this.render();
+    const q = this.current();
+    if (q && q.status !== "open" || this.v.status === "ended") this.leaderboard();
   }
   current() {
     const qs = this.v.questions;
@@ -45,7 +95,7 @@ class QuizView {
     this.status.textContent = v.status === "ready" ? t("quizWaiting")
       : v.status === "ended" ? t("quizEnded")
       : q ? t("questionOf", { n: q.index + 1, total: v.total }) : "";
-    if (q && q.poll !== this.poll) this.join(q);
+    if (q && q.poll !== this.poll) this.show(q);
     if (!q) return;
     const mine = answers[q.poll], open = q.status === "open" && !mine;
     for (const b of this.list.querySelectorAll("button")) {
@@ -61,18 +111,15 @@ class QuizView {
     } else if (q.status !== "open") {
       this.result.textContent = q.correct ? t("answerWas", { answer: q.correct.map(c => label(q, c)).join(t("and")) }) : t("timeUp");
     }
-    if (q.status !== "open" || v.status === "ended") this.leaderboard();
+    if (q.status !== "open" || v.status === "ended") this.showBoard();
   }
-  join(q) {
-    if (this.stream) this.stream.close();
+  show(q) {
     this.poll = q.poll;
     this.text.textContent = q.text;
     this.result.textContent = "";
     this.list.replaceChildren(...q.options.map(o => el("li", {},
       el("button", { class: "option", type: "button", "data-option": o.id, onclick: () => this.answer(q, o.id) },
         el("span", { class: "label" }, o.label)))));
-    this.stream = new LiveStream(q.poll, () => {}, () => {});
-    this.stream.onReply = m => this.replied(q, m);
   }
   async answer(q, option) {
     for (const b of this.list.querySelectorAll("button")) b.disabled = true;
@@ -81,18 +128,23 @@ class QuizView {
     const body = { option, voter: sess ? sess.voter : voter, idem: uuid() };
     const name = this.name.value.trim();
     if (name) { body.name = name; localStorage.setItem("tally.name", name); }
-    this.pending = option;
-    if (this.stream.send({ type: "vote", ref: uuid(), token: sess ? sess.token : undefined, body })) return;
+    const ws = this.ws;
+    if (ws && ws.readyState === WebSocket.OPEN) {
+      const ref = uuid();
+      this.pending[ref] = { q, option, voter: body.voter };
+      ws.send(JSON.stringify({ type: "vote", ref, poll: q.poll, token: sess ? sess.token : undefined, body }));
+      return;
+    }
     try { // no socket: over HTTP, timed from the question's opening at the node
       const headers = sess ? { "Tally-Session": sess.token } : {};
       const res = await api("POST", `/v1/polls/${encodeURIComponent(q.poll)}/votes`, body, undefined, headers);
-      this.replied(q, { type: "ack", result: res });
-    } catch (err) { this.replied(q, { type: "error", error: { message: err.message } }); }
+      this.replied(q, option, { type: "ack", result: res });
+    } catch (err) { this.replied(q, option, { type: "error", error: { message: err.message } }); }
   }
-  replied(q, m) {
+  replied(q, option, m) {
     if (m.type === "ack") {
       const r = m.result.results[0];
-      answers[q.poll] = { option: this.pending, elapsed_ms: r.elapsed_ms || 0 }; saveAnswers();
+      answers[q.poll] = { option, elapsed_ms: r.elapsed_ms || 0 }; saveAnswers();
     } else {
       this.result.textContent = t("notCounted", { reason: m.error.message });
     }
@@ -104,17 +156,21 @@ class QuizView {
     const left = Math.max(0, q.closes_at - (Date.now() + this.offset));
     this.clock.textContent = t("secondsLeft", { s: Math.ceil(left / 1000) });
   }
+  // leaderboard reads the standings over HTTP (the fallback without a socket).
   async leaderboard() {
-    if (this.boardBusy) return;
-    this.boardBusy = true;
     try {
       const lb = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}/leaderboard?top=3&participant=${encodeURIComponent(this.me())}`);
-      const you = lb.you ? t("yourScore", { score: lb.you.score, rank: lb.you.rank, n: lb.participants }) : "";
-      const podium = el("ol", { class: "podium" }, ...lb.standings.map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
-      this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
-    } catch (err) { /* shown again at the next refresh */ } finally { this.boardBusy = false; }
+      this.top = lb; this.you = lb.you; this.showBoard();
+    } catch (err) { /* shown again at the next refresh */ }
   }
-  close() { clearInterval(this.timer); clearInterval(this.ticker); if (this.stream) this.stream.close(); }
+  showBoard() {
+    const lb = this.top, q = this.v && this.current();
+    if (!lb || !q || q.status === "open" && this.v.status !== "ended") return;
+    const you = this.you ? t("yourScore", { score: this.you.score, rank: this.you.rank, n: lb.participants }) : "";
+    const podium = el("ol", { class: "podium" }, ...lb.standings.slice(0, 3).map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
+    this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
+  }
+  close() { this.closed = true; clearInterval(this.timer); clearInterval(this.ticker); if (this.ws) this.ws.close(); }
 }
 
 function label(q, id) { return (q.options.find(o => o.id === id) || { label: id }).label; }
