@@ -15,26 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 participants=${PARTICIPANTS:-10000}
 viewers=${VIEWERS:-2000}
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-go build -o "$tmp/node" ./cmd/node
-go build -o "$tmp/tally" ./cmd/tally
-url=http://127.0.0.1:18281
-"$tmp/node" --data-dir "$tmp/data" --http-addr 127.0.0.1:18281 --gossip-addr 127.0.0.1:0 --nats-addr 127.0.0.1:0 \
-  --nats-cluster-addr '' --nats-gateway-addr '' --rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false \
-  --max-viewers-per-ip 100000 > "$tmp/node.log" 2>&1 &
-node=$!; pids+=($node)
-until curl -sf $url/readyz >/dev/null; do sleep 0.2; done
-export TALLY_URL=$url
-token=$tmp/data/admin-token
-"$tmp/tally" poll list --token-file "$token" >/dev/null
-auth="Authorization: Bearer $(cat "$token")"
+. bench/lib.sh
+start_node 18281
 curl -sf -X POST $url/v1/quizzes -H "$auth" -H 'Content-Type: application/json' \
   -d '{"id":"herd","questions":[{"text":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"},{"id":"d","label":"D"}],"correct":["b"],"limit_ms":60000}]}' >/dev/null
 curl -sf -X POST $url/v1/quizzes/herd/start -H "$auth" >/dev/null
@@ -42,7 +24,6 @@ curl -sf -X POST $url/v1/quizzes/herd/start -H "$auth" >/dev/null
 # out to every viewer: the fan-out's worst case (a hidden question sends
 # its viewers nothing but the viewer count and heartbeats).
 curl -sf -X POST $url/v1/quizzes/herd/reveal -H "$auth" >/dev/null
-metric() { curl -s $url/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 b0=$(metric tally_ledger_batch_records_sum); c0=$(metric tally_ledger_batch_records_count)
 
 # The viewers join (their ramp, then 2 s to settle) and are measured for

@@ -63,7 +63,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Every --json output names its fields in snake_case.
 func TestJSONFieldsAreSnakeCase(t *testing.T) {
-	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, state.QuizView{}} {
+	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, state.QuizView{}, quizSwarmReport{}} {
 		checkSnake(t, reflect.TypeOf(v), reflect.TypeOf(v).Name(), map[reflect.Type]bool{})
 	}
 }

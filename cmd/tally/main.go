@@ -39,6 +39,8 @@ Measurement:
   load               vote load generator (vegeta): throughput, acks, latency
   watch              print a poll's live tally, or measure the fan-out with
                      --swarm N viewers
+  quiz swarm         N quiz participants on the quiz's stream answering a
+                     question's burst: frames, acks, standings
 
   version            print the version (also --version)
 

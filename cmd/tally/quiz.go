@@ -13,8 +13,9 @@ import (
 )
 
 const quizHelp = `usage: tally quiz result --quiz ID [--node URL] [--cluster NAME] [--json] [EXPORT.ndjson…]
+       tally quiz swarm --quiz ID --participants N [flags]
 
-Shows a quiz's certified leaderboard. Given the exports of its questions
+result shows a quiz's certified leaderboard. Given the exports of its questions
 (tally ledger export --node URL… --poll ID-N for each question, every
 replica), it reproduces the leaderboard offline: each question's records
 reconcile to its certified digest (the first answer counts), every score
@@ -22,11 +23,16 @@ is recomputed from the node's measured time and the question's correct
 options, and the ranking's digest must equal the node's. The question
 definitions come from the node (the admin token: --token-file or
 $TALLY_TOKEN).
+
+swarm measures a question's burst from the participants' side: N sockets
+on the quiz's stream answer within a few seconds of the question's frame
+(tally quiz swarm --help).
 `
 
 func runQuiz(args []string, stdout, stderr io.Writer) int {
 	return group("quiz", quizHelp, map[string]func([]string, io.Writer, io.Writer) int{
 		"result": quizResult,
+		"swarm":  quizSwarm,
 	}, args, stdout, stderr)
 }
 

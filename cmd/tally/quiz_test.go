@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -84,5 +88,99 @@ func TestQuizResultReproducesTheLeaderboard(t *testing.T) {
 	os.WriteFile(files[0], bytes.Replace(b, []byte(`"score":`), []byte(`"score":1`), 1), 0o644)
 	if _, stderr, code := runCLI(t, append([]string{"quiz", "result", "--quiz", "pub"}, files...)...); code != 1 || stderr == "" {
 		t.Fatalf("an altered score: %d %s", code, stderr)
+	}
+}
+
+// lineWatch is a progress writer that reports when a line appears.
+type lineWatch struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	seen chan struct{}
+}
+
+func (w *lineWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(b)
+	if w.seen != nil && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+		w.seen = nil
+	}
+	return len(b), nil
+}
+
+// The quiz swarm connects its participants to the quiz's stream, answers
+// the question the host starts on each socket, and waits for each
+// participant's standing: every figure of its report comes from a real
+// node.
+func TestQuizSwarmMeasuresAQuestion(t *testing.T) {
+	base := startTestNode(t, t.TempDir())
+	if c := post(t, base+"/v1/quizzes", `{"id":"herd","questions":[{"text":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":["b"]}]}`); c != 201 {
+		t.Fatalf("create: %d", c)
+	}
+	const n = 30
+	progress := &lineWatch{want: fmt.Sprintf("connected %d/%d", n, n), seen: make(chan struct{})}
+	connected := progress.seen
+	type outcome struct {
+		rep *quizSwarmReport
+		err error
+	}
+	done := make(chan outcome, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() {
+		rep, err := runQuizSwarm(ctx, quizSwarmConfig{url: base, quiz: "herd", participants: n, perIP: 10, ramp: 100 * time.Millisecond, within: 300 * time.Millisecond, progress: progress})
+		done <- outcome{rep, err}
+	}()
+	select {
+	case <-connected:
+	case o := <-done:
+		t.Fatalf("the swarm ended before connecting: %+v %v", o.rep, o.err)
+	}
+	if c := post(t, base+"/v1/quizzes/herd/start", ""); c != 200 {
+		t.Fatalf("start: %d", c)
+	}
+	// Every participant has answered once the quiz view counts n answers.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(base + "/v1/quizzes/herd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct{ Questions []struct{ Answers int } }
+		json.NewDecoder(res.Body).Decode(&v)
+		res.Body.Close()
+		if len(v.Questions) == 1 && v.Questions[0].Answers == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("answers: %+v", v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The close comes after the last answer's millisecond (an answer
+	// stamped in the close's millisecond is late).
+	for last := time.Now().UnixMilli(); time.Now().UnixMilli() <= last; {
+		time.Sleep(time.Millisecond)
+	}
+	for _, action := range []string{"close", "reveal"} {
+		if c := post(t, base+"/v1/quizzes/herd/"+action, ""); c != 200 {
+			t.Fatalf("%s: %d", action, c)
+		}
+	}
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	r := o.rep
+	if r.Connected != n || r.QuestionFrames != n || r.Answered != n || r.Acked != n || len(r.Refused) != 0 || r.Standings != n || r.Dropped != 0 {
+		t.Fatalf("report: %+v", r)
+	}
+	if r.OverheadP50Ms < -1 || r.AckMaxMs <= 0 {
+		t.Fatalf("the node timed answers shorter than the participants waited: %+v", r)
+	}
+	if _, stderr, code := runCLI(t, "quiz", "swarm"); code != 2 || !strings.Contains(stderr, "--quiz is required") {
+		t.Fatalf("no --quiz: %d %s", code, stderr)
 	}
 }
