@@ -52,6 +52,9 @@ type Socket struct {
 	// RTTMs is the socket's last ping round trip in ms (quiz questions
 	// only); -1: not measured.
 	RTTMs int64
+	// ReceivedMs is when the message was read off the socket (Unix ms,
+	// the server's clock): where a quiz answer's time ends.
+	ReceivedMs int64
 }
 
 // Standings is a quiz's ranking as the live streams show it.

@@ -228,6 +228,7 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 		if err != nil {
 			return
 		}
+		received := s.cfg.Now().UnixMilli()
 		if int64(len(data)) > s.cfg.MaxInbound {
 			c.Close(websocket.StatusPolicyViolation, "message too large")
 			return
@@ -246,14 +247,14 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 			v.hub.resync(v)
 		case in.Type == "vote" && v.hub.poll != "":
 			s.vote(c, in, v.hub.poll, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
-				ShownMs: v.shownAt(v.hub.poll), RTTMs: v.rttMs.Load()})
+				ShownMs: v.shownAt(v.hub.poll), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "vote":
 			if !s.isQuestion(v.hub.quiz, in.Poll) {
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", v.hub.quiz, in.Poll))
 				continue
 			}
 			s.vote(c, in, in.Poll, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
-				ShownMs: v.shownAt(in.Poll), RTTMs: v.rttMs.Load()})
+				ShownMs: v.shownAt(in.Poll), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "join" && v.hub.quiz != "":
 			if in.Voter == "" || len(in.Voter) > maxVoterLen {
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))

@@ -273,6 +273,9 @@ func TestQuizSocketReportsShownTimeAndRoundTrip(t *testing.T) {
 		if last.ShownMs != want {
 			t.Fatalf("%s: shown at %d, want %d", id, last.ShownMs, want)
 		}
+		if last.ReceivedMs != shown.UnixMilli() { // read off the socket by the server's clock
+			t.Fatalf("%s: received at %d, want %d", id, last.ReceivedMs, shown.UnixMilli())
+		}
 		if id == "p" && last.RTTMs != -1 {
 			t.Fatalf("a poll's socket was pinged: %d", last.RTTMs)
 		}

@@ -26,6 +26,7 @@ type VoteResponse struct {
 
 // HandleVotes serves POST /v1/polls/{poll}/votes.
 func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
+	received := p.cfg.Now().UnixMilli() // a quiz answer's time ends here, not after the queues
 	body, err := api.ReadBody(w, r, p.cfg.Limits.MaxBody)
 	if err != nil {
 		api.WriteError(w, err)
@@ -43,7 +44,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	client := Client{IP: ip, TokenAge: -1, SocketAge: -1, RTTMs: -1}
+	client := Client{IP: ip, TokenAge: -1, SocketAge: -1, RTTMs: -1, ReceivedMs: received}
 	if voter != "" { // the token's voter, whatever the body says
 		for i := range votes {
 			votes[i].Voter = voter
@@ -288,6 +289,7 @@ type Socket struct {
 	Connected     time.Duration // how long the socket has been open
 	ShownMs       int64         // when the question was put on it (Unix ms); 0: not yet
 	RTTMs         int64         // its last round trip; -1: not measured
+	ReceivedMs    int64         // when the message was read off it (Unix ms); 0: not known
 }
 
 // Vote takes a vote request body from another transport (the WebSocket):
@@ -309,7 +311,7 @@ func (p *Pipeline) Vote(pollID string, body []byte, s Socket) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := Client{IP: ip, TokenAge: -1, SocketAge: connected, ShownMs: s.ShownMs, RTTMs: s.RTTMs}
+	client := Client{IP: ip, TokenAge: -1, SocketAge: connected, ShownMs: s.ShownMs, RTTMs: s.RTTMs, ReceivedMs: s.ReceivedMs}
 	if voter != "" {
 		for i := range votes {
 			votes[i].Voter = voter // the token's voter, whatever the body says

@@ -151,6 +151,11 @@ type Client struct {
 	ShownMs int64
 	// RTTMs is the socket's last measured round trip; -1: not measured.
 	RTTMs int64
+	// ReceivedMs is when the transport read the request or message (Unix
+	// ms, this node's clock; 0: not known, then the time it is stamped):
+	// where a quiz answer's time ends, so the node's own queues under
+	// load cost the participant nothing.
+	ReceivedMs int64
 }
 
 // SubmitFrom is Submit with everything known about the client.
@@ -300,7 +305,11 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		if q := def.Quiz; q != nil {
 			// Timed on this node's own clock, as the frame's time was: not
 			// the hybrid clock, which a peer's faster clock can push ahead.
-			recs[j].Answer = p.answer(pollID, q, votes[i], p.cfg.Now().UnixMilli(), c)
+			received := c.ReceivedMs
+			if received <= 0 {
+				received = p.cfg.Now().UnixMilli()
+			}
+			recs[j].Answer = p.answer(pollID, q, votes[i], received, c)
 		}
 	}
 	p.inflight.RLock()

@@ -72,3 +72,50 @@ func TestQuizDisplayNames(t *testing.T) {
 		}
 	}
 }
+
+// A quiz answer's time runs from when the question reached the client's
+// socket to when the transport read the answer: the time the answer then
+// spends in the node (decoding, a busy scheduler) costs nothing.
+func TestQuizAnswerTimedToItsReceipt(t *testing.T) {
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	l, err := ledger.Open(ledger.Config{Dir: "q", FS: vfs.NewMem(), Replica: "eu-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	st, _ := state.New(state.Config{Replica: "eu-1", Store: l, Now: clock})
+	hc, _ := hlc.New(hlc.Config{Replica: "eu-1", Now: clock})
+	opts := []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}
+	st.PutPoll(poll.Definition{ID: "q-1", Question: "Q?", Options: opts, OpensAt: now.UnixMilli() - 10_000, ClosesAt: now.UnixMilli() + 10_000,
+		Quiz: &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}}, hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"})
+	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := now.UnixMilli() - 4000
+	for i, c := range []struct {
+		received, want int64
+	}{
+		{now.UnixMilli() - 2500, 1500}, // read 2.5 s before it was stamped
+		{0, 4000},                      // not known: the stamp
+	} {
+		voter := string(rune('v' + i))
+		if _, err := p.SubmitFrom("q-1", []Vote{{Option: "a", Voter: voter, Idem: voter}}, Client{IP: "192.0.2.1", TokenAge: -1, SocketAge: time.Second,
+			ShownMs: shown, RTTMs: -1, ReceivedMs: c.received}); err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for r, err := range l.Scan("q-1") {
+			if err == nil && r.Voter == voter {
+				found++
+				if r.Answer == nil || r.Answer.ElapsedMs != c.want {
+					t.Fatalf("received %d: %+v, want %d ms", c.received, r.Answer, c.want)
+				}
+			}
+		}
+		if found != 1 {
+			t.Fatalf("%d records of %s", found, voter)
+		}
+	}
+}

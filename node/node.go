@@ -497,7 +497,7 @@ type socketVoter struct{ in *ingest.Pipeline }
 
 func (v socketVoter) Vote(poll string, body []byte, s fanout.Socket) (any, error) {
 	return v.in.Vote(poll, body, ingest.Socket{IP: s.IP, UserAgent: s.UserAgent, Token: s.Token, Connected: s.Connected,
-		ShownMs: s.ShownMs, RTTMs: s.RTTMs})
+		ShownMs: s.ShownMs, RTTMs: s.RTTMs, ReceivedMs: s.ReceivedMs})
 }
 
 // quizStandings is a quiz's ranking for the live streams (certify ranks;
