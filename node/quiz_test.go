@@ -469,11 +469,23 @@ func TestQuizStreamEndToEnd(t *testing.T) {
 			t.Fatalf("%s's answer: %v, want %s", p.voter, ack, want)
 		}
 	}
-	// A second answer on the stream is refused.
+	// A retry of the same answer is a duplicate; a second answer is
+	// refused, on the same socket or after a reconnection.
+	ann.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"retry","poll":"pub-1","body":{"option":"b","voter":"ann","idem":"iann","name":"ANN"}}`))
+	if a, _ := frameUntil(t, ctx, ann, func(m map[string]any) bool { return m["ref"] == "retry" }); !strings.Contains(fmt.Sprint(a["result"]), "duplicate") {
+		t.Fatalf("a retry: %v", a)
+	}
 	ann.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"again","poll":"pub-1","body":{"option":"a","voter":"ann","idem":"other"}}`))
 	if e, _ := frameUntil(t, ctx, ann, func(m map[string]any) bool { return m["type"] == "error" }); !strings.Contains(fmt.Sprint(e["error"]), "already_answered") {
 		t.Fatalf("second answer: %v", e)
 	}
+	again, _ := dialQuiz(t, tn, "pub")
+	frameUntil(t, ctx, again, func(m map[string]any) bool { return m["status"] == "question" })
+	again.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"again","poll":"pub-1","body":{"option":"a","voter":"ann","idem":"third"}}`))
+	if e, _ := frameUntil(t, ctx, again, func(m map[string]any) bool { return m["type"] == "error" }); !strings.Contains(fmt.Sprint(e["error"]), "already_answered") {
+		t.Fatalf("an answer after reconnecting: %v", e)
+	}
+	again.CloseNow()
 	tn.clock.advance(time.Millisecond) // an answer stamped in the millisecond of an early close is late
 	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
 	tn.admin(t, "POST", "/v1/quizzes/pub/reveal", "")
