@@ -16,6 +16,12 @@
 // first viewer and stop with their last. Server owns every goroutine it
 // starts; Close stops them and disconnects every viewer.
 //
-// It imports poll, crdt and api of this module; votes arriving on a socket
-// go to the Voter interface, which node fills with the ingest pipeline.
+// A quiz's stream (quizhub.go) works the same way over a whole quiz: one
+// frame per tick when the quiz changed, to every participant, plus each
+// participant's own standing, one small frame each, when the ranking
+// changes.
+//
+// It imports poll, crdt, quiz, state and api of this module; votes
+// arriving on a socket go to the Voter interface, which node fills with
+// the ingest pipeline.
 package fanout

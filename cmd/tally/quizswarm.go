@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,6 +52,7 @@ func quizSwarm(args []string, stdout, stderr io.Writer) int {
 	ramp := fs.Duration("ramp", 10*time.Second, "time to connect the swarm")
 	within := fs.Duration("within", 2*time.Second, "each answers at a random moment this long after its question frame")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up waiting for the question or the standings after this")
+	prefix := fs.String("prefix", "herd", "participants' voter ids are PREFIX-0, PREFIX-1, …: give each swarm its own")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -62,7 +64,7 @@ func quizSwarm(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := runQuizSwarm(ctx, quizSwarmConfig{url: *base, quiz: *id, participants: *n, perIP: *perIP, ramp: *ramp, within: *within, progress: stderr})
+	rep, err := runQuizSwarm(ctx, quizSwarmConfig{url: *base, quiz: *id, prefix: *prefix, participants: *n, perIP: *perIP, ramp: *ramp, within: *within, progress: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "tally quiz swarm: %v\n", err)
 		return 1
@@ -76,7 +78,7 @@ func quizSwarm(args []string, stdout, stderr io.Writer) int {
 }
 
 type quizSwarmConfig struct {
-	url, quiz           string
+	url, quiz, prefix   string
 	participants, perIP int
 	ramp, within        time.Duration
 	progress            io.Writer
@@ -178,7 +180,7 @@ func runQuizSwarm(ctx context.Context, cfg quizSwarmConfig) (*quizSwarmReport, e
 		}
 		c.SetReadLimit(1 << 16)
 		conns = append(conns, c)
-		voter := fmt.Sprintf("herd-%d", i)
+		voter := fmt.Sprintf("%s-%d", cmp.Or(cfg.prefix, "herd"), i)
 		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"join","voter":"`+voter+`"}`)); err != nil {
 			return nil, fmt.Errorf("participant %d: join: %w", i, err)
 		}
