@@ -20,6 +20,12 @@ func (s *State) Forget(pollID string, atMs int64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if reg, ok := s.defs.Get(pollID); ok && reg.Value.Quiz != nil {
+		q := reg.Value.Quiz.Quiz
+		if delete(s.quizzes[q], pollID); len(s.quizzes[q]) == 0 {
+			delete(s.quizzes, q)
+		}
+	}
 	s.defs.Delete(pollID)
 	delete(s.polls, pollID)
 	delete(s.certs, pollID)

@@ -80,6 +80,9 @@ type State struct {
 	polls map[string]*pollState
 
 	certs map[string]*Certificate // guarded by mu
+	// quizzes indexes the quiz questions: quiz → its question polls
+	// (quiz.go); guarded by mu.
+	quizzes map[string]map[string]struct{}
 
 	heard heard
 
@@ -214,6 +217,15 @@ func (s *State) setDefinition(reg crdt.Register[poll.Definition]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.defs.Replace(reg.Value.ID, reg)
+	if q := reg.Value.Quiz; q != nil {
+		if s.quizzes == nil {
+			s.quizzes = map[string]map[string]struct{}{}
+		}
+		if s.quizzes[q.Quiz] == nil {
+			s.quizzes[q.Quiz] = map[string]struct{}{}
+		}
+		s.quizzes[q.Quiz][reg.Value.ID] = struct{}{}
+	}
 	ps, ok := s.polls[reg.Value.ID]
 	options := make([]string, len(reg.Value.Options))
 	for i, o := range reg.Value.Options {
