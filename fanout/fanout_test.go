@@ -69,7 +69,7 @@ func (f *fakeSender) got() [][]byte {
 	return append([][]byte(nil), f.frames...)
 }
 
-func newState(t *testing.T) *state.State {
+func newState(t testing.TB) *state.State {
 	t.Helper()
 	st, err := state.New(state.Config{Replica: "eu-1"})
 	if err != nil {
@@ -85,7 +85,7 @@ func newState(t *testing.T) *state.State {
 
 // newServer returns a server whose hubs never tick on their own: tests
 // call tick themselves.
-func newServer(t *testing.T, st *state.State, mutate func(*Config)) *Server {
+func newServer(t testing.TB, st *state.State, mutate func(*Config)) *Server {
 	t.Helper()
 	cfg := Config{Source: st, Tick: time.Hour, Heartbeat: time.Hour}
 	if mutate != nil {

@@ -18,7 +18,7 @@ import (
 )
 
 // putQuiz writes a quiz of n parked questions, z-1 … z-n, into st.
-func putQuiz(t *testing.T, st *state.State, id string, n int, parkedUntil time.Time) {
+func putQuiz(t testing.TB, st *state.State, id string, n int, parkedUntil time.Time) {
 	t.Helper()
 	for i := range n {
 		def := poll.Definition{ID: id + "-" + string(rune('1'+i)), Question: "secret question " + string(rune('1'+i)),
@@ -32,7 +32,7 @@ func putQuiz(t *testing.T, st *state.State, id string, n int, parkedUntil time.T
 }
 
 // amend rewrites one question the way the host's actions do.
-func amend(t *testing.T, st *state.State, id string, wall int64, change func(*poll.Definition)) {
+func amend(t testing.TB, st *state.State, id string, wall int64, change func(*poll.Definition)) {
 	t.Helper()
 	def, _ := st.Poll(id)
 	change(&def)
@@ -326,5 +326,73 @@ func TestQuizStreamHostileInput(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// FuzzQuizStreamMessage sends one arbitrary message on a quiz's stream:
+// whatever it is, the server answers it (a reply or a frame) or closes
+// the socket with 1008, a vote reaches the voter only for a started
+// question of this quiz, and the server goes on serving.
+func FuzzQuizStreamMessage(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"join","ref":"j","voter":"ann"}`,
+		`{"type":"join","voter":""}`,
+		`{"type":"vote","ref":"a","poll":"z-1","body":{"option":"b","voter":"v","idem":"k"}}`,
+		`{"type":"vote","poll":"z-2","body":{}}`,
+		`{"type":"vote","poll":"other-1","body":{}}`,
+		`{"type":"vote","poll":"../z-1"}`,
+		`{"type":"resync"}`,
+		`{"type":"hello"}`,
+		`{"type":"vote","poll":"z-1","poll":"z-2"}`,
+		`[]`, `null`, `"vote"`, ``, "\xff\xfe",
+	} {
+		f.Add([]byte(seed))
+	}
+	st := newState(f)
+	putQuiz(f, st, "z", 2, time.Now().Add(24*time.Hour))
+	amend(f, st, "z-1", 20, func(d *poll.Definition) {
+		d.OpensAt, d.ClosesAt = time.Now().Add(-time.Second).UnixMilli(), time.Now().Add(time.Hour).UnixMilli()
+	})
+	putQuiz(f, st, "other", 1, time.Now().Add(-time.Second))
+	rec := &recordingVoter{}
+	_, srv := serve(f, st, func(c *Config) { c.Voter, c.MaxViewersPerIP = rec, 1 << 20 }) // sockets of past inputs may still be closing
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		c := dialQuiz(t, wsURL(srv.URL), "z")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, _, err := c.Read(ctx); err != nil { // the first frame
+			t.Fatal(err)
+		}
+		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+			return // closed already
+		}
+		if _, _, err := c.Read(ctx); err != nil && websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+			t.Fatalf("%q: neither an answer nor a 1008 close: %v", msg, err)
+		}
+		rec.mu.Lock()
+		for p := range rec.polls {
+			if p != "z-1" {
+				rec.mu.Unlock()
+				t.Fatalf("%q: a vote reached the voter for %q", msg, p)
+			}
+		}
+		rec.mu.Unlock()
+	})
+}
+
+// A quiz participant who leaves frees their place at once, though their
+// socket's round-trip pinger sleeps between pings (here for an hour).
+func TestQuizSocketLeavesAtOnce(t *testing.T) {
+	st := newState(t)
+	putQuiz(t, st, "z", 1, time.Now().Add(-time.Second))
+	s, srv := serve(t, st, func(c *Config) { c.RTTEvery = time.Hour })
+	for _, open := range []func() *websocket.Conn{
+		func() *websocket.Conn { return dialQuiz(t, wsURL(srv.URL), "z") },
+		func() *websocket.Conn { return dial(t, srv, "z-1") }, // a question's own stream pings too
+	} {
+		c := open()
+		waitUntil(t, func() bool { return s.Viewers() == 1 })
+		c.CloseNow()
+		waitUntil(t, func() bool { return s.Viewers() == 0 })
 	}
 }

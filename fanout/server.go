@@ -81,6 +81,7 @@ type Config struct {
 	Standings func(quiz string) Standings
 
 	Tick         time.Duration // default 250ms
+	RTTEvery     time.Duration // how often a quiz participant's socket is pinged; default 5s
 	Heartbeat    time.Duration // default 15s
 	WriteTimeout time.Duration // a viewer stuck this long on one write is dropped; default 5s
 	Writers      int           // shared writer goroutines; default 4 × GOMAXPROCS
@@ -134,6 +135,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	setDefault(&cfg.Tick, 250*time.Millisecond)
 	setDefault(&cfg.Heartbeat, 15*time.Second)
+	setDefault(&cfg.RTTEvery, 5*time.Second)
 	setDefault(&cfg.WriteTimeout, 5*time.Second)
 	if cfg.Writers <= 0 {
 		cfg.Writers = 4 * runtime.GOMAXPROCS(0)

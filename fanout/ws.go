@@ -140,22 +140,22 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, joi
 		// A quiz participant's round trip is measured and recorded with
 		// each answer: the one unfairness the server cannot remove.
 		done := make(chan struct{})
-		defer func() { <-done }()
+		defer func() {
+			v.hub.remove(v, "gone") // ends measureRTT's wait at once
+			<-done
+		}()
 		go func() { defer close(done); s.measureRTT(v, c) }()
 	}
 	s.readLoop(v, c, lim, ip, r.UserAgent(), time.Now())
 }
 
-// rttEvery is how often a quiz participant's socket is pinged.
-const rttEvery = 5 * time.Second
-
-// measureRTT pings the socket now and every rttEvery until the viewer is
+// measureRTT pings the socket now and every RTTEvery until the viewer is
 // gone, keeping the last round trip. The handler waits for it.
 func (s *Server) measureRTT(v *viewer, c *websocket.Conn) {
-	t := time.NewTicker(rttEvery)
+	t := time.NewTicker(s.cfg.RTTEvery)
 	defer t.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(s.ctx, rttEvery)
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.RTTEvery)
 		start := time.Now()
 		if err := c.Ping(ctx); err == nil {
 			v.rttMs.Store(time.Since(start).Milliseconds())

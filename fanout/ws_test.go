@@ -29,7 +29,7 @@ func (echoVoter) Vote(poll string, body []byte, _ Socket) (any, error) {
 	return map[string]string{"poll": poll, "body": string(body)}, nil
 }
 
-func serve(t *testing.T, st *state.State, mutate func(*Config)) (*Server, *httptest.Server) {
+func serve(t testing.TB, st *state.State, mutate func(*Config)) (*Server, *httptest.Server) {
 	t.Helper()
 	s := newServer(t, st, func(c *Config) {
 		c.Voter = echoVoter{}
@@ -208,17 +208,23 @@ func TestServerSentEvents(t *testing.T) {
 	waitUntil(t, func() bool { return s.Viewers() == 0 })
 }
 
-// recordingVoter records the Socket of every vote it is given.
+// recordingVoter records the Socket of every vote it is given, and the
+// polls voted on.
 type recordingVoter struct {
 	mu    sync.Mutex
 	last  Socket
 	votes int
+	polls map[string]int
 }
 
-func (r *recordingVoter) Vote(_ string, _ []byte, s Socket) (any, error) {
+func (r *recordingVoter) Vote(poll string, _ []byte, s Socket) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last, r.votes = s, r.votes+1
+	if r.polls == nil {
+		r.polls = map[string]int{}
+	}
+	r.polls[poll]++
 	return map[string]int{"ok": 1}, nil
 }
 

@@ -1,8 +1,10 @@
 package quiz
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,4 +163,45 @@ func TestRankKeepsTheLatestName(t *testing.T) {
 	if Digest("z", nil, got) == Digest("z", nil, Rank([]Answer{{Participant: "p", Question: 2, Name: "Bob"}, {Participant: "q", Question: 1}})) {
 		t.Fatal("the name is not in the digest")
 	}
+}
+
+// FuzzQuizDefinition: any body of POST /v1/quizzes decodes, normalizes and
+// validates without a panic, and what validates keeps every rule: the
+// node creates one poll per question from it, and scores against it.
+func FuzzQuizDefinition(f *testing.F) {
+	f.Add([]byte(`{"id":"pub","title":"Pub quiz","questions":[{"text":"2+2?","options":[{"id":"a","label":"3"},{"id":"b","label":"4"}],"correct":["b"],"limit_ms":20000,"points":1000}]}`))
+	f.Add([]byte(`{"id":"pub","questions":[{"text":"?","options":[{"id":"a","label":"A"},{"id":"a","label":"A"}],"correct":["a","a"]}]}`))
+	f.Add([]byte(`{"id":"x","questions":[{"text":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":["c"],"limit_ms":-1,"points":9223372036854775807}]}`))
+	f.Add([]byte(`{"id":"","questions":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var q Quiz
+		if json.Unmarshal(body, &q) != nil {
+			return
+		}
+		q.Normalize()
+		if q.Validate() != nil {
+			return
+		}
+		if len(q.Questions) < 1 || len(q.Questions) > MaxQuestions {
+			t.Fatalf("%d questions validated", len(q.Questions))
+		}
+		for _, qu := range q.Questions {
+			if len(qu.Options) < MinOptions || len(qu.Options) > MaxOptions || len(qu.Correct) == 0 || len(qu.Correct) > len(qu.Options) {
+				t.Fatalf("a question validated with %d options and %d correct", len(qu.Options), len(qu.Correct))
+			}
+			for _, c := range qu.Correct {
+				if !slices.ContainsFunc(qu.Options, func(o Option) bool { return o.ID == c }) {
+					t.Fatalf("correct option %q is not an option", c)
+				}
+			}
+			// The score stays in bounds at both ends of the time limit.
+			if s := Score(true, qu.Points, 0, qu.LimitMs); s != qu.Points {
+				t.Fatalf("an instant answer scored %d of %d", s, qu.Points)
+			}
+			if s := Score(true, qu.Points, qu.LimitMs, qu.LimitMs); s < qu.Points/2 || s > qu.Points {
+				t.Fatalf("an answer at the limit scored %d of %d", s, qu.Points)
+			}
+		}
+	})
 }
