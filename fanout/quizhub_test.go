@@ -355,7 +355,7 @@ func FuzzQuizStreamMessage(f *testing.F) {
 	})
 	putQuiz(f, st, "other", 1, time.Now().Add(-time.Second))
 	rec := &recordingVoter{}
-	_, srv := serve(f, st, func(c *Config) { c.Voter, c.MaxViewersPerIP = rec, 1 << 20 }) // sockets of past inputs may still be closing
+	_, srv := serve(f, st, func(c *Config) { c.Voter, c.MaxViewersPerIP = rec, 1<<20 }) // sockets of past inputs may still be closing
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		c := dialQuiz(t, wsURL(srv.URL), "z")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
