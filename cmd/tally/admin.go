@@ -191,7 +191,13 @@ func pollAmend(verb string, args []string, stdout, stderr io.Writer) int {
 
 // callPoll sends one request whose answer is a poll and prints it.
 func callPoll(nf nodeFlags, method, path string, body any, asJSON bool, stdout, stderr io.Writer) int {
-	var v ingest.PollView
+	return callPrint(nf, method, path, body, asJSON, stdout, stderr, printPoll)
+}
+
+// callPrint sends one request and prints its answer, a T, with print (or
+// as the node's JSON).
+func callPrint[T any](nf nodeFlags, method, path string, body any, asJSON bool, stdout, stderr io.Writer, print func(io.Writer, T)) int {
+	var v T
 	raw, code := call(nf, method, path, body, &v, stderr)
 	if code != 0 {
 		return code
@@ -200,7 +206,7 @@ func callPoll(nf nodeFlags, method, path string, body any, asJSON bool, stdout, 
 		stdout.Write(raw)
 		return 0
 	}
-	printPoll(stdout, v)
+	print(stdout, v)
 	return 0
 }
 

@@ -26,6 +26,8 @@ token from --token-file, $TALLY_TOKEN or --token):
                      reproduce its digest
   poll certify       certify now, leaving out a lost replica only explicitly
   cluster            members, NATS links and each replica's staleness
+  quiz create|show|start|close|reveal|end
+                     create and run quizzes
   quiz result        a quiz's certified leaderboard; with the exports of its
                      questions, reproduce it offline
   ledger backup      an online, consistent copy of a node's ledger

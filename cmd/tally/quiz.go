@@ -12,8 +12,25 @@ import (
 	"tally/state"
 )
 
-const quizHelp = `usage: tally quiz result --quiz ID [--node URL] [--cluster NAME] [--json] [EXPORT.ndjson…]
-       tally quiz swarm --quiz ID --participants N [flags]
+const quizHelp = `usage: tally quiz <subcommand> [flags]
+
+subcommands:
+  create   --file QUIZ.json            create a quiz (admin; the body of
+                                       POST /v1/quizzes, "-" for stdin)
+  show     --quiz ID                   the quiz and its questions (every one,
+                                       answers and counts, with the token)
+  start    --quiz ID                   open the next question (admin)
+  close    --quiz ID                   close the open question early (admin)
+  reveal   --quiz ID                   show the last question's answer and
+                                       counts; it enters the leaderboard (admin)
+  end      --quiz ID                   close the open question, skip the rest (admin)
+  result   --quiz ID [--cluster NAME] [EXPORT.ndjson…]
+                                       the certified leaderboard; with the
+                                       exports, reproduce it offline
+  swarm    --quiz ID --participants N  measure a question's burst
+
+Every subcommand but swarm takes --node URL ($TALLY_URL) and the admin token
+from --token-file FILE, $TALLY_TOKEN or --token.
 
 result shows a quiz's certified leaderboard. Given the exports of its questions
 (tally ledger export --node URL… --poll ID-N for each question, every
@@ -31,6 +48,12 @@ on the quiz's stream answer within a few seconds of the question's frame
 
 func runQuiz(args []string, stdout, stderr io.Writer) int {
 	return group("quiz", quizHelp, map[string]func([]string, io.Writer, io.Writer) int{
+		"create": quizCreate,
+		"show":   quizShow,
+		"start":  quizAction("start"),
+		"close":  quizAction("close"),
+		"reveal": quizAction("reveal"),
+		"end":    quizAction("end"),
 		"result": quizResult,
 		"swarm":  quizSwarm,
 	}, args, stdout, stderr)

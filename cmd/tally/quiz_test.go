@@ -184,3 +184,67 @@ func TestQuizSwarmMeasuresAQuestion(t *testing.T) {
 		t.Fatalf("no --quiz: %d %s", code, stderr)
 	}
 }
+
+// The host runs a quiz from the command line: create it from its file,
+// show it, start, close and reveal a question, end it; each prints the
+// quiz, and a refusal is one line with exit 1.
+func TestQuizHostCommands(t *testing.T) {
+	t.Setenv("TALLY_TOKEN", "tok")
+	base := startTestNode(t, t.TempDir())
+	t.Setenv("TALLY_URL", base)
+	file := filepath.Join(t.TempDir(), "quiz.json")
+	os.WriteFile(file, []byte(`{"id":"pub","title":"Pub quiz","questions":[`+
+		`{"text":"2+2?","options":[{"id":"a","label":"3"},{"id":"b","label":"4"}],"correct":["b"]},`+
+		`{"text":"Paris?","options":[{"id":"y","label":"Yes"},{"id":"n","label":"No"}],"correct":["y"]}]}`), 0o600)
+	run := func(want int, args ...string) string {
+		t.Helper()
+		out, stderr, code := runCLI(t, append([]string{"quiz"}, args...)...)
+		if code != want {
+			t.Fatalf("tally quiz %v: exit %d, want %d: %s%s", args, code, want, out, stderr)
+		}
+		return out + stderr
+	}
+	if out := run(0, "create", "--file", file); !strings.Contains(out, "status   ready") || !strings.Contains(out, "not started (hidden)") {
+		t.Fatalf("create:\n%s", out)
+	}
+	if out := run(0, "start", "--quiz", "pub"); !strings.Contains(out, "status   question") || !strings.Contains(out, "started  1 of 2") {
+		t.Fatalf("start:\n%s", out)
+	}
+	vote(t, base, "pub-1", "b", "ann")
+	if out := run(0, "show", "--quiz", "pub"); !strings.Contains(out, "pub-1  open (hidden)") {
+		t.Fatalf("show:\n%s", out)
+	}
+	for last := time.Now().UnixMilli(); time.Now().UnixMilli() <= last; { // past the answer's millisecond
+		time.Sleep(time.Millisecond)
+	}
+	run(0, "close", "--quiz", "pub")
+	if out := run(0, "reveal", "--quiz", "pub", "--json"); !strings.Contains(out, `"revealed":true`) {
+		t.Fatalf("reveal --json:\n%s", out)
+	}
+	if out := run(0, "end", "--quiz", "pub"); !strings.Contains(out, "status   ended") {
+		t.Fatalf("end:\n%s", out)
+	}
+	if out := run(1, "start", "--quiz", "pub"); !strings.Contains(out, "quiz_ended") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("start after the end:\n%s", out)
+	}
+	if out := run(1, "show", "--quiz", "nope"); !strings.Contains(out, "poll_not_found") {
+		t.Fatalf("an unknown quiz:\n%s", out)
+	}
+	if out := run(1, "create", "--file", file); !strings.Contains(out, "exists") {
+		t.Fatalf("a duplicate:\n%s", out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"id":"x","questions":[`), 0o600)
+	if out := run(1, "create", "--file", bad); !strings.Contains(out, "not JSON") {
+		t.Fatalf("a broken file:\n%s", out)
+	}
+	run(2, "start")
+	run(2, "create")
+	if out := run(0, "--help"); !strings.Contains(out, "reveal   --quiz ID") {
+		t.Fatalf("help:\n%s", out)
+	}
+	t.Setenv("TALLY_TOKEN", "wrong")
+	if out := run(1, "start", "--quiz", "pub"); !strings.Contains(out, "401") {
+		t.Fatalf("a wrong token:\n%s", out)
+	}
+}
