@@ -57,7 +57,7 @@ func TestRanking(t *testing.T) {
 	question(0, false, ledger.ScoredAnswer{Voter: "ann", Option: "a", ElapsedMs: 2000, Score: 950, Name: "Ann"},
 		ledger.ScoredAnswer{Voter: "bob", Option: "b", ElapsedMs: 1000, Score: 0})
 	question(1, true, ledger.ScoredAnswer{Voter: "bob", Option: "a", ElapsedMs: 0, Score: 1000}) // certified, not revealed
-	question(2, false)                                                                              // never started
+	question(2, false)                                                                           // never started
 
 	rk, err := c.Ranking("q")
 	if err != nil {
