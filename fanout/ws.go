@@ -261,7 +261,9 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 				continue
 			}
 			v.hub.setParticipant(v, in.Voter)
-			s.reply(c, in.Ref, map[string]string{"voter": in.Voter}, nil)
+			// The server's time now: the frame a joining viewer gets first
+			// may be old, so a page sets its clock by this.
+			s.reply(c, in.Ref, map[string]any{"voter": in.Voter, "server_time": s.cfg.Now().UnixMilli()}, nil)
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestBrowserQuiz(t *testing.T) {
 		until(`document.querySelector("#q-text").textContent === "2+2?" && !document.querySelector('button[data-option="b"]').disabled`),
 		until(`current.ws && current.ws.readyState === WebSocket.OPEN && current.timer === undefined`), // the quiz's stream; no polling
 		until(`document.querySelector("#q-countdown").textContent === "20 s left"`)); err != nil {
-		t.Fatal(err)
+		t.Fatal(fmt.Errorf("%w: %q, offset %s", err, must(t, ctx, `document.querySelector("#q-countdown").textContent`), must(t, ctx, `String(current.offset)`)))
 	}
 	checkView(t, ctx, axe, "quiz-question")
 	tn.clock.advance(2 * time.Second)
@@ -79,6 +80,40 @@ func TestBrowserQuiz(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx, until(`document.querySelector("#q-text").textContent === "Capital of France?"`)); err != nil {
 		t.Fatal(err)
+	}
+	// A participant who joins 5 s into the question first gets the hub's
+	// last frame, written at the opening; the page must still set its
+	// clock to the server's now (the join's answer carries it), not to
+	// that frame's. The server's clock runs with real time meanwhile, so
+	// a page 5 s behind stays 5 s behind.
+	tn.clock.advance(5 * time.Second)
+	stop, ran := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ran)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				tn.clock.advance(10 * time.Millisecond)
+			}
+		}
+	}()
+	late := sized(t, 390, 844)
+	err := chromedp.Do(late, chromedp.Navigate(tn.url+"/#/quiz/pub"),
+		until(`document.querySelector("#q-text") && document.querySelector("#q-text").textContent === "Capital of France?"`),
+		until(`current.synced && parseInt(document.querySelector("#q-countdown").textContent) <= 15`))
+	before := tn.clock.now().UnixMilli()
+	pageNow, _ := strconv.ParseInt(must(t, late, `String(Date.now() + current.offset)`), 10, 64)
+	close(stop)
+	<-ran
+	if err != nil {
+		t.Fatal(fmt.Errorf("%w: %q", err, must(t, late, `document.querySelector("#q-countdown").textContent`)))
+	}
+	if behind := before - pageNow; behind > 2500 { // the stale frame's clock would be 5 s behind
+		t.Fatalf("the late participant's page reads the server's clock %d ms behind", behind)
 	}
 	tn.clock.advance(time.Second)
 	if err := chromedp.Do(host, chromedp.Click("#quiz-end"),

@@ -40,7 +40,7 @@ class QuizView {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(`${proto}//${location.host}/v1/quizzes/${encodeURIComponent(this.id)}/live`);
     this.ws = ws;
-    ws.onopen = () => { this.failures = 0; this.join(this.me()); };
+    ws.onopen = () => { this.failures = 0; this.offset = null; this.join(this.me()); };
     ws.onmessage = ev => this.handle(JSON.parse(ev.data));
     ws.onclose = () => {
       if (this.ws === ws) this.ws = null;
@@ -59,14 +59,15 @@ class QuizView {
       // The stream carries the current question; the view keeps the shape
       // of GET /v1/quizzes/{id}, which the fallback reads.
       this.v = { ...m, server_time: m.as_of_ms, questions: m.question ? [m.question] : [] };
-      this.offset = m.as_of_ms - Date.now();
+      this.clockFrom(m.as_of_ms);
       this.top = { standings: m.leaderboard || [], participants: m.participants || 0, final: !!m.leaderboard_final };
       this.render();
       break;
     }
-    case "heartbeat": this.offset = m.as_of_ms - Date.now(); break;
+    case "heartbeat": this.clockFrom(m.as_of_ms); break;
     case "standing": this.you = m.you; this.showBoard(); break;
     case "ack": case "error": {
+      if (m.result && m.result.server_time) { this.clockFrom(m.result.server_time); this.synced = true; }
       const p = this.pending[m.ref];
       delete this.pending[m.ref];
       if (p) this.replied(p.q, p.option, m);
@@ -75,6 +76,14 @@ class QuizView {
       break;
     }
     }
+  }
+  // clockFrom learns the server's clock from a time it sent. A frame may
+  // have been encoded a while before this viewer got it (the first one
+  // after joining is the hub's last), never after: the largest offset
+  // seen on this connection is the closest.
+  clockFrom(serverMs) {
+    const o = serverMs - Date.now();
+    if (this.offset === null || o > this.offset) this.offset = o;
   }
   async refresh() {
     try {
@@ -153,7 +162,7 @@ class QuizView {
   countdown() {
     const q = this.v && this.current();
     if (!q || q.status !== "open") { this.clock.textContent = ""; return; }
-    const left = Math.max(0, q.closes_at - (Date.now() + this.offset));
+    const left = Math.max(0, q.closes_at - (Date.now() + (this.offset || 0)));
     this.clock.textContent = t("secondsLeft", { s: Math.ceil(left / 1000) });
   }
   // leaderboard reads the standings over HTTP (the fallback without a socket).
