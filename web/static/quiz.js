@@ -40,7 +40,7 @@ class QuizView {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(`${proto}//${location.host}/v1/quizzes/${encodeURIComponent(this.id)}/live`);
     this.ws = ws;
-    ws.onopen = () => { this.failures = 0; this.offset = null; this.join(this.me()); };
+    ws.onopen = () => { this.failures = 0; this.offset = null; this.joinedAt = null; this.join(this.me()); };
     ws.onmessage = ev => this.handle(JSON.parse(ev.data));
     ws.onclose = () => {
       if (this.ws === ws) this.ws = null;
@@ -67,7 +67,10 @@ class QuizView {
     case "heartbeat": this.clockFrom(m.as_of_ms); break;
     case "standing": this.you = m.you; this.showBoard(); break;
     case "ack": case "error": {
-      if (m.result && m.result.server_time) { this.clockFrom(m.result.server_time); this.synced = true; }
+      if (m.result && m.result.server_time) {
+        this.clockFrom(m.result.server_time);
+        if (m.result.voter) { this.joinedAt = m.result.server_time; this.synced = true; } // the join's answer
+      }
       const p = this.pending[m.ref];
       delete this.pending[m.ref];
       if (p) this.replied(p.q, p.option, m);
@@ -77,13 +80,12 @@ class QuizView {
     }
     }
   }
-  // clockFrom learns the server's clock from a time it sent. A frame may
-  // have been encoded a while before this viewer got it (the first one
-  // after joining is the hub's last), never after: the largest offset
-  // seen on this connection is the closest.
+  // clockFrom sets the page's clock from a time the server just sent.
+  // The first frame after joining is the hub's last, which may be older
+  // than the join: a frame stamped before the join's answer is not used.
   clockFrom(serverMs) {
-    const o = serverMs - Date.now();
-    if (this.offset === null || o > this.offset) this.offset = o;
+    if (this.joinedAt != null && serverMs < this.joinedAt) return;
+    this.offset = serverMs - Date.now();
   }
   async refresh() {
     try {
@@ -114,7 +116,7 @@ class QuizView {
     }
     if (mine && q.correct) {
       const right = q.correct.includes(mine.option);
-      this.result.textContent = right ? t("correct") : t("incorrect", { answer: q.correct.map(c => label(q, c)).join(t("and")) });
+      this.result.textContent = right ? t("correct", { n: score(q, mine.elapsed_ms) }) : t("incorrect", { answer: q.correct.map(c => label(q, c)).join(t("and")) });
     } else if (mine) {
       this.result.textContent = t("answered", { option: label(q, mine.option), s: (mine.elapsed_ms / 1000).toFixed(1) });
     } else if (q.status !== "open") {
@@ -180,6 +182,14 @@ class QuizView {
     this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
   }
   close() { this.closed = true; clearInterval(this.timer); clearInterval(this.ticker); if (this.ws) this.ws.close(); }
+}
+
+// score is quiz.Score for a correct answer timed elapsed ms: the node's
+// formula in the same integers (docs/quiz.md), so the page shows the
+// points the leaderboard will count.
+function score(q, elapsed) {
+  const limit = q.limit_ms, e = Math.min(Math.max(elapsed, 0), limit);
+  return Math.floor((q.points * (2 * limit - e) + limit) / (2 * limit));
 }
 
 function label(q, id) { return (q.options.find(o => o.id === id) || { label: id }).label; }
