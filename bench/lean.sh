@@ -14,15 +14,7 @@ if ! command -v wrk >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq wrk >/dev/null
 fi
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-go build -o "$tmp/node" ./cmd/node
+. bench/lib.sh # $tmp, $pids and their cleanup, $tmp/node
 go build -o "$tmp/usual" ./bench/usual
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks, 100 a second
 

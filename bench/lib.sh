@@ -8,6 +8,9 @@
 #                       sets $node (its pid), $url and $auth (the admin
 #                       token's header)
 #   metric NAME         a series' value from the node's /metrics
+#   wait_line FILE TEXT PID
+#                       wait until FILE holds TEXT; if PID ends first,
+#                       print FILE and fail
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -33,3 +36,10 @@ start_node() {
 }
 
 metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+
+wait_line() {
+  until grep -q "$2" "$1" 2>/dev/null; do
+    kill -0 "$3" 2>/dev/null || { cat "$1"; exit 1; }
+    sleep 0.2
+  done
+}

@@ -22,10 +22,7 @@ cpu() { awk '{ print $14 + $15 }' "/proc/$node/stat"; }
 "$tmp/tally" quiz swarm --url $url --quiz herd --participants "$participants" --per-ip 1000 --ramp 20s \
   --within 2s --timeout 3m --json > "$tmp/swarm.json" 2> "$tmp/swarm.log" &
 swarm=$!; pids+=($swarm)
-until grep -q "connected $participants/$participants" "$tmp/swarm.log" 2>/dev/null; do
-  kill -0 "$swarm" 2>/dev/null || { cat "$tmp/swarm.log"; exit 1; }
-  sleep 0.2
-done
+wait_line "$tmp/swarm.log" "connected $participants/$participants" "$swarm"
 sleep 2
 b0=$(metric tally_ledger_batch_records_sum); c0=$(metric tally_ledger_batch_records_count)
 f0=$(metric 'tally_frames_sent_total{transport="websocket"}'); t0=$(cpu)

@@ -32,10 +32,7 @@ b0=$(metric tally_ledger_batch_records_sum); c0=$(metric tally_ledger_batch_reco
 "$tmp/tally" watch --url $url --poll herd-1 --swarm "$viewers" --per-ip 1000 --ramp 3s --duration 12s \
   --votes-per-sec 1 --server-pid "$node" --json > "$tmp/swarm.json" 2> "$tmp/swarm.log" &
 swarm=$!; pids+=($swarm)
-until grep -q "connected $viewers/$viewers" "$tmp/swarm.log" 2>/dev/null; do
-  kill -0 "$swarm" 2>/dev/null || { cat "$tmp/swarm.log"; exit 1; }
-  sleep 0.2
-done
+wait_line "$tmp/swarm.log" "connected $viewers/$viewers" "$swarm"
 sleep 3
 "$tmp/tally" load --url $url --poll herd-1 --voters "$participants" --rate $((participants / 2)) --duration 2s \
   --batch 1 --changes 0 --retries 0 --connections 256 --options a,b,c,d --json > "$tmp/load.json" 2> "$tmp/load.log"

@@ -76,7 +76,7 @@ type PollView struct {
 func (p *Pipeline) View(id string, admin bool) (PollView, error) {
 	def, ok := p.cfg.State.Poll(id)
 	now := p.cfg.Now().UnixMilli()
-	if !ok || parked(&def, now) && !admin { // a quiz question is the host's until started
+	if !ok || state.Parked(&def, now) && !admin { // a quiz question is the host's until started
 		return PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
 	cert, ok := p.cfg.State.Certificate(id)
@@ -170,7 +170,7 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 	}
 	if !api.IsAdmin(r) { // quiz questions not started are the host's
 		now := p.cfg.Now().UnixMilli()
-		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return parked(&d, now) })
+		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return state.Parked(&d, now) })
 	}
 	slices.Reverse(polls) // newest first
 	if c := q.Get("cursor"); c != "" {

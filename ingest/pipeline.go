@@ -181,7 +181,7 @@ func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
 	ip := c.IP
 	def, ok := p.cfg.State.Poll(pollID)
-	if !ok || parked(&def, p.cfg.Now().UnixMilli()) {
+	if !ok || state.Parked(&def, p.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if len(votes) == 0 || len(votes) > MaxBatch {

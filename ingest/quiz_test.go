@@ -20,27 +20,41 @@ type banned string
 
 func (b banned) Allow(name string) bool { return !strings.Contains(strings.ToLower(name), string(b)) }
 
-// Display names: on quiz answers only, well formed, and vetted by the
-// node's filter; the accepted one is ledgered with the answer.
-func TestQuizDisplayNames(t *testing.T) {
-	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+// quizPipeline is a pipeline on an in-memory ledger whose clock stands at
+// now, holding quiz question q-1 (opened openedAgo before now, correct "a",
+// 1,000 points in 20 s), and the polls extra.
+func quizPipeline(t *testing.T, now time.Time, openedAgo time.Duration, names NameFilter, extra ...poll.Definition) (*Pipeline, *ledger.Ledger) {
+	t.Helper()
 	clock := func() time.Time { return now }
 	l, err := ledger.Open(ledger.Config{Dir: "q", FS: vfs.NewMem(), Replica: "eu-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	st, _ := state.New(state.Config{Replica: "eu-1", Store: l, Now: clock})
 	hc, _ := hlc.New(hlc.Config{Replica: "eu-1", Now: clock})
-	opts := []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}
 	ts := hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"}
-	st.PutPoll(poll.Definition{ID: "q-1", Question: "Q?", Options: opts, OpensAt: now.UnixMilli() - 1000, ClosesAt: now.UnixMilli() + 20_000,
-		Quiz: &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}}, ts)
-	st.PutPoll(poll.Definition{ID: "p", Question: "P?", Options: opts, OpensAt: now.UnixMilli() - 1000, ClosesAt: now.UnixMilli() + 20_000, GraceMs: 1000}, ts)
-	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, Now: clock, Names: banned("rude")})
+	opens := now.Add(-openedAgo).UnixMilli()
+	q := poll.Definition{ID: "q-1", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}, OpensAt: opens, ClosesAt: opens + 20_000,
+		Quiz: &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}}
+	for _, d := range append([]poll.Definition{q}, extra...) {
+		if _, err := st.PutPoll(d, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, Now: clock, Names: names})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, l
+}
+
+// Display names: on quiz answers only, well formed, and vetted by the
+// node's filter; the accepted one is ledgered with the answer.
+func TestQuizDisplayNames(t *testing.T) {
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	p, l := quizPipeline(t, now, time.Second, banned("rude"), poll.Definition{ID: "p", Question: "P?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
+		OpensAt: now.UnixMilli() - 1000, ClosesAt: now.UnixMilli() + 20_000, GraceMs: 1000})
 	code := func(err error) string {
 		var e *api.Error
 		if errors.As(err, &e) {
@@ -78,21 +92,7 @@ func TestQuizDisplayNames(t *testing.T) {
 // spends in the node (decoding, a busy scheduler) costs nothing.
 func TestQuizAnswerTimedToItsReceipt(t *testing.T) {
 	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	l, err := ledger.Open(ledger.Config{Dir: "q", FS: vfs.NewMem(), Replica: "eu-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	st, _ := state.New(state.Config{Replica: "eu-1", Store: l, Now: clock})
-	hc, _ := hlc.New(hlc.Config{Replica: "eu-1", Now: clock})
-	opts := []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}
-	st.PutPoll(poll.Definition{ID: "q-1", Question: "Q?", Options: opts, OpensAt: now.UnixMilli() - 10_000, ClosesAt: now.UnixMilli() + 10_000,
-		Quiz: &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}}, hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"})
-	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, l := quizPipeline(t, now, 10*time.Second, nil)
 	shown := now.UnixMilli() - 4000
 	for i, c := range []struct {
 		received, want int64

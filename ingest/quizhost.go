@@ -31,9 +31,6 @@ func (p *Pipeline) quizQuestions(quizID string) []poll.Definition {
 	return p.cfg.State.QuizQuestions(quizID)
 }
 
-// parked is state.Parked.
-func parked(d *poll.Definition, nowMs int64) bool { return state.Parked(d, nowMs) }
-
 // HandleCreateQuiz serves POST /v1/quizzes (admin): the quiz's questions
 // are created parked and hidden.
 func (p *Pipeline) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +96,7 @@ func (p *Pipeline) HandleQuizStart(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for _, d := range qs {
-			if parked(&d, now) {
+			if state.Parked(&d, now) {
 				_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 					def.OpensAt, def.ClosesAt = nowMs, poll.AddMs(nowMs, def.Quiz.LimitMs)
 					return true, nil
@@ -139,7 +136,7 @@ func (p *Pipeline) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		started := false
 		for i := len(qs) - 1; i >= 0; i-- {
-			if parked(&qs[i], now) {
+			if state.Parked(&qs[i], now) {
 				continue
 			}
 			started = true
@@ -168,7 +165,7 @@ func (p *Pipeline) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 		for _, d := range qs {
 			_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 				switch {
-				case parked(def, nowMs):
+				case state.Parked(def, nowMs):
 					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
 					def.Hidden = false
 				case nowMs < def.ClosesAt:

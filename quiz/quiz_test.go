@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -204,4 +205,20 @@ func FuzzQuizDefinition(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The README's example quiz is a valid one.
+func TestExampleQuizIsValid(t *testing.T) {
+	b, err := os.ReadFile("../docs/pub-quiz.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q Quiz
+	if err := json.Unmarshal(b, &q); err != nil {
+		t.Fatal(err)
+	}
+	q.Normalize()
+	if err := q.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -320,6 +320,17 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 // ledgerDir is where a node keeps its Pebble ledger inside its data dir.
 func ledgerDir(dataDir string) string { return dataDir + "/ledger" }
 
+// printReport prints a measurement's report: as JSON, or its own table.
+// It returns the exit status, 0.
+func printReport(w io.Writer, asJSON bool, rep interface{ print(io.Writer) }) int {
+	if asJSON {
+		writeJSON(w, rep)
+	} else {
+		rep.print(w)
+	}
+	return 0
+}
+
 func writeJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

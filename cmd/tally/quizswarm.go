@@ -69,12 +69,7 @@ func quizSwarm(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally quiz swarm: %v\n", err)
 		return 1
 	}
-	if *asJSON {
-		writeJSON(stdout, rep)
-	} else {
-		rep.print(stdout)
-	}
-	return 0
+	return printReport(stdout, *asJSON, rep)
 }
 
 type quizSwarmConfig struct {

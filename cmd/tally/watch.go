@@ -62,12 +62,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally watch: %v\n", err)
 		return 1
 	}
-	if *asJSON {
-		writeJSON(stdout, rep)
-	} else {
-		rep.print(stdout)
-	}
-	return 0
+	return printReport(stdout, *asJSON, rep)
 }
 
 func wsURL(base, poll string) string {
