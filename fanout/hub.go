@@ -152,9 +152,11 @@ func (h *hub) tick() {
 		regions = h.s.cfg.Freshness()
 	}
 	// A change of the viewer count alone goes out at most once a second.
+	// A hidden poll's counts changing sends nothing: a frame per vote would
+	// tell its viewers when votes arrive.
+	counts := !cur.hidden && len(changedOptions(h.last.totals, cur.totals)) > 0
 	changed := h.cur == nil || cur.status != h.last.status || cur.final != h.last.final || cur.hidden != h.last.hidden || cur.board != h.last.board ||
-		len(changedOptions(h.last.totals, cur.totals)) > 0 ||
-		cur.viewers != h.last.viewers && now.Sub(h.since) >= time.Second
+		counts || cur.viewers != h.last.viewers && now.Sub(h.since) >= time.Second
 	var f *frame
 	switch {
 	case changed:
@@ -180,7 +182,10 @@ func (h *hub) tick() {
 			hide(snap)
 		}
 		f = &frame{seq: h.seq, snapshot: encode(snap), shown: shown}
-		if h.cur != nil && !cur.final { // the final frame goes whole to everyone
+		// The final frame, and the one that reveals a hidden poll, go whole
+		// to everyone: a diff from a frame without counts would leave the
+		// options it does not name at zero on every screen.
+		if h.cur != nil && !cur.final && cur.hidden == h.last.hidden {
 			diff := *snap
 			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
 			if cur.board == h.last.board {

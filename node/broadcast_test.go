@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"net/http"
 	"strings"
@@ -140,6 +141,45 @@ func TestHiddenPollShowsNoCountsUntilRevealed(t *testing.T) {
 	final, _ = frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "final" && m["hidden"] == nil })
 	if final["total"] != 4.0 || final["digest"] == "" || final["digest"] == nil {
 		t.Fatalf("the revealed final frame: %v", final)
+	}
+}
+
+// TestRevealWhileOpen: the frame that reveals an open hidden poll carries
+// every option's count (issue 25: a diff at the reveal left the leader at
+// zero on every screen), and the hidden poll's stream sent nothing per
+// vote before it.
+func TestRevealWhileOpen(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	if r := tn.admin(t, "POST", "/v1/polls", `{"id":"h","question":"Who?","options":[{"id":"sam","label":"Sam"},{"id":"alex","label":"Alex"},{"id":"jordan","label":"Jordan"}],"duration_s":600,"grace_s":1,"hidden":true}`); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	ws, ctx := dialLive(t, tn, "h")
+	frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "snapshot" && m["viewers"] == 1.0 })
+	want := map[string]int{"sam": 3, "alex": 5, "jordan": 2}
+	n := 0
+	for opt, k := range want {
+		for range k {
+			n++
+			tn.castVote(t, "h", opt, fmt.Sprintf("v%d", n), fmt.Sprintf("k%d", n))
+		}
+	}
+	waitFor(t, func() bool { return tn.admin(t, "GET", "/v1/polls/h", "").body["total"] == 10.0 })
+	if r := tn.admin(t, "POST", "/v1/polls/h/reveal", ""); r.status != 200 {
+		t.Fatalf("reveal: %d %s", r.status, r.raw)
+	}
+	first, frames := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["hidden"] == nil })
+	for _, f := range frames[:len(frames)-1] {
+		if !strings.Contains(f, `"hidden":true`) || strings.Contains(f, `"totals"`) {
+			t.Fatalf("a frame before the reveal: %s", f)
+		}
+	}
+	if len(frames) > 2 { // the viewer count may change once; a vote never sends a frame
+		t.Fatalf("a hidden poll's stream sent %d frames for ten votes:\n%s", len(frames)-1, strings.Join(frames, "\n"))
+	}
+	totals, _ := first["totals"].(map[string]any)
+	if first["type"] != "snapshot" || first["total"] != 10.0 || len(totals) != 3 ||
+		totals["sam"] != 3.0 || totals["alex"] != 5.0 || totals["jordan"] != 2.0 {
+		t.Fatalf("the reveal frame is not whole: %v", first)
 	}
 }
 

@@ -70,7 +70,9 @@ class LiveStream {
     if (m.type === "snapshot" || m.type === "final") {
       this.state = { ...m, totals: { ...(m.totals || {}) }, final: m.type === "final", hidden: !!m.hidden };
     } else if (m.type === "diff") {
-      if (!this.state || m.seq !== this.state.seq + 1) { resync({ type: "resync" }); return; }
+      // A diff names only the options that changed: a view without counts
+      // (hidden until now) cannot apply one, so it asks for the whole frame.
+      if (!this.state || m.seq !== this.state.seq + 1 || (this.state.hidden && !m.hidden)) { resync({ type: "resync" }); return; }
       Object.assign(this.state.totals, m.totals || {});
       Object.assign(this.state, { seq: m.seq, as_of_ms: m.as_of_ms, status: m.status, total: m.total, closes_at: m.closes_at,
         votes_per_min: m.votes_per_min, viewers: m.viewers, leader: m.leader, events: m.events, hidden: !!m.hidden });
