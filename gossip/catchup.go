@@ -70,6 +70,9 @@ func (g *Gossip) serveBallots(m *nats.Msg) {
 // replica's ballots of the poll after the Seq asked for, from memory.
 func (g *Gossip) answerBallots(sealed []byte) (ballotRequest, []byte, bool) {
 	var req ballotRequest
+	if g.refuseKeyless(pathCatchUp, len(sealed)) {
+		return req, nil, false
+	}
 	body, err := g.keys.open(sealed)
 	if err != nil {
 		g.m.dropped.WithLabelValues(pathCatchUp, "unauthenticated").Inc()

@@ -86,7 +86,7 @@ func (g *Gossip) nodeOf(replica string) (*memberlist.Node, bool) {
 // userMsg handles a memberlist user message (a copy: memberlist reuses
 // its buffer). Answers are built off memberlist's receive path.
 func (g *Gossip) userMsg(b []byte) {
-	if len(b) < 2 || g.closed.Load() {
+	if len(b) < 2 || g.closed.Load() || g.refuseKeyless(pathCatchUp, len(b)) {
 		return
 	}
 	switch b[0] {

@@ -131,6 +131,8 @@ type Gossip struct {
 	poke chan struct{} // membership changed: check the NATS peers
 
 	lastRefusal atomic.Int64 // unix ms of the last refused NATS connection logged
+	lastNoKey   atomic.Int64 // unix ms of the last message a single node dropped, logged
+	localPass   string       // a single node's embedded NATS client password (single.go)
 
 	natsWant  [3]string     // the embedded server's client, route and gateway addresses as configured (port 0: any)
 	wait      waiters       // memberlist catch-up requests awaiting answers
@@ -211,6 +213,11 @@ func New(cfg Config) (*Gossip, error) {
 	var err error
 	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
 		return nil, fmt.Errorf("gossip: metrics: %w", err)
+	}
+	if g.single() && cfg.NATSURL == "" {
+		if g.localPass, err = localPassword(); err != nil {
+			return nil, err
+		}
 	}
 	return g, nil
 }
@@ -533,6 +540,9 @@ func (g *Gossip) receive(path string, b []byte) {
 	}
 	g.m.bytes.WithLabelValues(path, "in").Add(float64(len(b)))
 	g.m.messages.WithLabelValues(path, "in").Inc()
+	if g.refuseKeyless(path, len(b)) {
+		return
+	}
 	body, err := g.keys.open(b)
 	if err != nil {
 		g.m.dropped.WithLabelValues(path, "unauthenticated").Inc()

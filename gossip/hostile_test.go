@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -121,14 +122,33 @@ func snapshot(t *testing.T, m *member) string {
 	return string(b)
 }
 
-// A node without a key is a single node: a stranger's memberlist join is
-// refused (and counted), and it opens no NATS route or gateway port.
+// A node without a key is a single node (issue 25, item 1): a stranger's
+// memberlist join and push/pull are refused before anything is merged, the
+// node sends its own state to nobody, gossip binds to loopback, the
+// embedded NATS client port refuses a connection without this process's
+// password, and it opens no NATS route or gateway port. Every drop is
+// counted as no_key.
 func TestKeylessNodeTakesNoMembers(t *testing.T) {
-	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys = nil })
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys, c.BindAddr = nil, ":0" })
 	if a.self.NATSCluster != "" || a.self.NATSGateway != "" {
 		t.Fatalf("a keyless node opened route %q / gateway %q", a.self.NATSCluster, a.self.NATSGateway)
 	}
+	if h := splitHost(a.GossipAddr()); h != "127.0.0.1" {
+		t.Fatalf("a keyless node binds gossip to %s, want loopback", a.GossipAddr())
+	}
+	target := testPoll("p")
+	a.create(t, target)
+	a.st.Count("p", "a", 1)
+	a.st.AddRecords("p", 1)
+	before := snapshot(t, a)
+
+	// A stranger running a cluster without a key, holding a forged state
+	// of the same poll and one of its own, joins and push/pulls.
 	stranger := startMember(t, "stranger", "nowhere", nil, func(c *Config) { c.Keys, c.AllowInsecure = nil, true })
+	stranger.create(t, target)
+	stranger.st.Count("p", "b", 999_999)
+	other := testPoll("stranger-poll")
+	stranger.create(t, other)
 	stranger.ml.Join([]string{a.GossipAddr()})
 	waitFor(t, 10*time.Second, "the join refused and counted", func() bool {
 		return counter(t, a, "dropped", pathPushPull, "no_key") >= 1
@@ -136,8 +156,49 @@ func TestKeylessNodeTakesNoMembers(t *testing.T) {
 	if n := len(a.Members()); n != 1 {
 		t.Fatalf("the keyless node has %d members", n)
 	}
+	// Forged messages handed straight to the push/pull delegate, as a
+	// stranger's crafted exchange would deliver them.
+	d := &delegate{g: a.Gossip}
+	for name, m := range forgeries(t, target) {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d.MergeRemoteState(b, false)
+	}
+	if after := snapshot(t, a); after != before {
+		t.Fatalf("a stranger changed a keyless node's state:\nbefore %s\nafter  %s", before, after)
+	}
+	if _, ok := stranger.st.Poll("p"); ok && stranger.totals("p")["a"] != 0 {
+		t.Fatalf("the keyless node sent its counts to a stranger: %v", stranger.totals("p"))
+	}
+	if b := d.LocalState(false); b != nil {
+		t.Fatalf("a keyless node's push/pull state is %d bytes, want none", len(b))
+	}
+	if got := counter(t, a, "merges", pathPushPull); got != 0 {
+		t.Fatalf("merges_total{pushpull} = %v at a keyless node", got)
+	}
+
+	// NATS: no credential, a guessed one, and the subject's forgery.
+	for _, opts := range [][]nats.Option{nil, {nats.UserInfo(natsUser, "guess")}, {nats.UserInfo(natsUser, "")}} {
+		if nc, err := nats.Connect(a.emb.srv.ClientURL(), opts...); err == nil {
+			nc.Close()
+			t.Fatalf("a keyless node's NATS took a connection with %d options", len(opts))
+		}
+	}
+	if !a.NATSConnected() {
+		waitFor(t, 10*time.Second, "the node's own NATS connection", a.NATSConnected)
+	}
 	if _, err := New(Config{NodeName: "b", Replica: "b-r", Region: "r", Join: []string{a.GossipAddr()}, State: a.st, Clock: a.clock}); err == nil {
 		t.Fatal("--join without a key was accepted")
+	}
+	g, err := New(Config{NodeName: "c", Replica: "c-r", Region: "r", BindAddr: "192.0.2.1:0", State: a.st, Clock: a.clock, NATSClientAddr: "127.0.0.1:0", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); !errors.Is(err, ErrConfig) {
+		g.Close()
+		t.Fatalf("a keyless node asked to bind gossip beyond loopback: %v, want ErrConfig", err)
 	}
 }
 

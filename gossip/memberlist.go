@@ -47,7 +47,7 @@ func (g *Gossip) startMemberlist() error {
 	mc.Events = &events{g: g}
 	mc.Conflict = &conflicts{g: g}
 	if g.single() {
-		mc.Alive = &loner{g: g}
+		mc.Alive, mc.Merge = &loner{g: g}, &noMerge{g: g}
 	}
 	mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
 	if len(cfg.Keys) > 0 {
@@ -62,7 +62,12 @@ func (g *Gossip) startMemberlist() error {
 	if err != nil {
 		return fmt.Errorf("%w: gossip address: %v", ErrConfig, err)
 	}
-	if host == "" {
+	switch {
+	case g.single():
+		if host, err = singleBindHost(host); err != nil {
+			return err
+		}
+	case host == "":
 		host = "0.0.0.0"
 	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
@@ -162,6 +167,9 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
 // LocalState is the full state sent in a push/pull (over TCP).
 func (d *delegate) LocalState(join bool) []byte {
+	if d.g.single() {
+		return nil // a single node tells nobody its state
+	}
 	msg, err := d.g.fullState()
 	if err != nil {
 		d.g.log.Error("full state", "err", err)

@@ -114,7 +114,7 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 	// gateways. A server accepts its primary key's password; towards peers
 	// one URL per key is given, so during a key rotation each pair of
 	// nodes still shares a password that works.
-	passwords := natsPasswords(g.cfg.Keys)
+	passwords := g.clientPasswords()
 	withCreds := func(raw string) ([]*url.URL, error) {
 		u, err := url.Parse(raw)
 		if err != nil || len(passwords) == 0 {
@@ -202,7 +202,7 @@ func (g *Gossip) startNATS() error {
 	}
 	var auth []nats.Option
 	if g.cfg.NATSURL == "" {
-		if pw := natsPasswords(g.cfg.Keys); len(pw) > 0 {
+		if pw := g.clientPasswords(); len(pw) > 0 {
 			auth = append(auth, nats.UserInfo(natsUser, pw[0]))
 		}
 	} else {
@@ -300,6 +300,17 @@ func (g *Gossip) NATSConnected() bool {
 	g.natsMu.Lock()
 	defer g.natsMu.Unlock()
 	return g.nc != nil && g.nc.IsConnected()
+}
+
+// EmbeddedNATSURL returns the embedded NATS server's client URL, or ""
+// when the node uses an external server (or before Start).
+func (g *Gossip) EmbeddedNATSURL() string {
+	g.natsMu.Lock()
+	defer g.natsMu.Unlock()
+	if g.emb == nil {
+		return ""
+	}
+	return g.emb.srv.ClientURL()
 }
 
 // pokeRepair asks the repair loop to look at the membership now.
