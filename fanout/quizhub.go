@@ -162,7 +162,13 @@ func (h *hub) sendStanding(v *viewer, rk Standings) {
 func (h *hub) setParticipant(v *viewer, voter string) {
 	v.mu.Lock()
 	v.participant = voter
+	shownPoll, shownMs := v.shownPoll, v.shownMs
 	v.mu.Unlock()
+	if shownPoll != "" && shownMs > 0 {
+		// Joined after the question reached this socket: the clock
+		// started then.
+		h.s.src.MarkShown(shownPoll, voter, shownMs)
+	}
 	h.mu.Lock()
 	rk := h.ranking
 	h.mu.Unlock()

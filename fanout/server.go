@@ -31,6 +31,10 @@ type Source interface {
 	// QuizQuestions and Quiz read a quiz (its questions are polls).
 	QuizQuestions(quizID string) []poll.Definition
 	Quiz(id string, host bool, nowMs int64) (state.QuizView, bool)
+	// MarkShown records when the node first put a quiz question on a
+	// named participant's socket: their clock starts there, whatever
+	// socket they answer on (state/shown.go).
+	MarkShown(pollID, voter string, ms int64)
 }
 
 // Voter takes votes sent on a socket: body is the same JSON as the body of

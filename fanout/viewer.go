@@ -124,9 +124,14 @@ func (v *viewer) take() (b []byte, seq uint64, shown string, ok bool) {
 // viewer at nowMs, unless an earlier one did.
 func (v *viewer) markShown(p string, nowMs int64) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.shownPoll != p {
+	first := v.shownPoll != p
+	if first {
 		v.shownPoll, v.shownMs = p, nowMs
+	}
+	who := v.participant
+	v.mu.Unlock()
+	if first && who != "" {
+		v.hub.s.src.MarkShown(p, who, nowMs)
 	}
 }
 

@@ -309,7 +309,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			if received <= 0 {
 				received = p.cfg.Now().UnixMilli()
 			}
-			recs[j].Answer = p.answer(pollID, q, votes[i], received, c)
+			recs[j].Answer = p.answer(pollID, def.OpensAt, q, votes[i], received, c)
 		}
 	}
 	p.inflight.RLock()

@@ -59,11 +59,13 @@ func (p *Pipeline) reserveAnswer(pollID string, voter uint64) (release func(), e
 }
 
 // answer measures and scores a quiz answer received at nowMs (this node's
-// own clock, not the hybrid one), never from the client's clock: its time runs from
-// when this node put the question on the client's socket, or, for a
-// client it did not (an answer over HTTP), from when the question opened
-// at this node (docs/quiz.md, Fairness).
-func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, v Vote, nowMs int64, c Client) *ledger.Answer {
+// own clock, not the hybrid one), never from the client's clock. Its time
+// runs from the earliest of: when this node put the question on the
+// answering socket (or, for an answer over HTTP, when the question opened
+// at this node), when it first put it on any socket of this participant,
+// and the question's opening plus quiz.AllowanceMs — so a fresh socket,
+// region or restart never restarts the clock (docs/quiz.md, Fairness).
+func (p *Pipeline) answer(pollID string, opensAt int64, q *poll.QuizQuestion, v Vote, nowMs int64, c Client) *ledger.Answer {
 	option := v.Option
 	opened := c.ShownMs
 	if opened <= 0 {
@@ -71,6 +73,12 @@ func (p *Pipeline) answer(pollID string, q *poll.QuizQuestion, v Vote, nowMs int
 		if opened, ok = p.cfg.State.OpenedHere(pollID); !ok {
 			opened = nowMs
 		}
+	}
+	if first, ok := p.cfg.State.FirstShown(pollID, p.cfg.State.Hash(v.Voter)); ok {
+		opened = min(opened, first)
+	}
+	if opensAt > 0 {
+		opened = min(opened, opensAt+quiz.AllowanceMs)
 	}
 	elapsed := min(max(nowMs-opened, 0), q.LimitMs)
 	correct := false

@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"strings"
+	"tally/quiz"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func TestQuizDisplayNames(t *testing.T) {
 // spends in the node (decoding, a busy scheduler) costs nothing.
 func TestQuizAnswerTimedToItsReceipt(t *testing.T) {
 	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
-	p, l := quizPipeline(t, now, 10*time.Second, nil)
+	p, l := quizPipeline(t, now, 4500*time.Millisecond, nil) // shown 0.5 s after it opened
 	shown := now.UnixMilli() - 4000
 	for i, c := range []struct {
 		received, want int64
@@ -116,6 +117,49 @@ func TestQuizAnswerTimedToItsReceipt(t *testing.T) {
 		}
 		if found != 1 {
 			t.Fatalf("%d records of %s", found, voter)
+		}
+	}
+}
+
+// TestQuizClockBelongsToTheParticipant: a participant who read the
+// question, waited and answered from a fresh socket (or over HTTP, or at a
+// region or restarted node that never showed it to them) is timed from
+// the first moment this node showed it to them, and never from later than
+// the question's opening plus quiz.AllowanceMs (issue 25, item 2).
+func TestQuizClockBelongsToTheParticipant(t *testing.T) {
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	p, l := quizPipeline(t, now, 13500*time.Millisecond, nil) // opened 13.5 s ago
+	opens := now.UnixMilli() - 13500
+	// Shown on the quiz stream 0.2 s after the opening to "reader", who
+	// then opens a new socket 12 s later and answers at once.
+	p.cfg.State.MarkShown("q-1", "reader", opens+200)
+	fresh := now.UnixMilli() - 5
+	cases := []struct {
+		voter string
+		c     Client
+		want  int64
+	}{
+		{"reader", Client{IP: "192.0.2.1", TokenAge: -1, SocketAge: time.Second, ShownMs: fresh, RTTMs: -1}, 13_300},
+		// Never shown here (another region showed it, or this node
+		// restarted): at most opens + AllowanceMs.
+		{"mover", Client{IP: "192.0.2.2", TokenAge: -1, SocketAge: time.Second, ShownMs: fresh, RTTMs: -1}, 13_500 - quiz.AllowanceMs},
+		{"http", Client{IP: "192.0.2.3", TokenAge: -1, SocketAge: -1, RTTMs: -1}, 13_500 - quiz.AllowanceMs},
+	}
+	for _, c := range cases {
+		if _, err := p.SubmitFrom("q-1", []Vote{{Option: "a", Voter: c.voter, Idem: c.voter}}, c.c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int64{}
+	for r, err := range l.Scan("q-1") {
+		if err != nil || r.Answer == nil {
+			t.Fatalf("%+v %v", r, err)
+		}
+		got[r.Voter] = r.Answer.ElapsedMs
+	}
+	for _, c := range cases {
+		if got[c.voter] != c.want {
+			t.Errorf("%s timed %d ms, want %d", c.voter, got[c.voter], c.want)
 		}
 	}
 }

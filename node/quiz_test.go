@@ -315,9 +315,10 @@ func TestQuizResultKeepsVoterIDsPrivate(t *testing.T) {
 }
 
 // A participant on the live stream is timed from when this node put the
-// question on their socket, not from the question's opening: one who
-// joined late loses nothing for it. One answering over HTTP is timed from
-// the opening at this node.
+// question on their socket, but never from later than the question's
+// opening plus quiz.AllowanceMs: one who arrives 5 s into the question is
+// timed from 1 s after the opening (so a fresh socket cannot restart the
+// clock). One answering over HTTP is timed from the opening at this node.
 func TestQuizTimesFromTheQuestionFrame(t *testing.T) {
 	tn := startNode(t, t.TempDir(), nil)
 	if r := tn.admin(t, "POST", "/v1/polls", quizQuestion); r.status != http.StatusCreated {
@@ -332,11 +333,89 @@ func TestQuizTimesFromTheQuestionFrame(t *testing.T) {
 	}
 	ack, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "ack" || m["type"] == "error" })
 	res, _ := json.Marshal(ack["result"])
-	if !strings.Contains(string(res), `"elapsed_ms":3000`) {
-		t.Fatalf("the socket answer's time: %v", ack)
+	if !strings.Contains(string(res), `"elapsed_ms":7000`) {
+		t.Fatalf("the socket answer's time: %v, want 8000 - AllowanceMs", ack)
 	}
 	if r := answer(t, tn, "http", "b", "h1"); !strings.Contains(r.raw, `"elapsed_ms":8000`) {
 		t.Fatalf("the HTTP answer's time: %s", r.raw)
+	}
+}
+
+// TestQuizCheaterCannotRestartTheClock: a participant who read the
+// question on the quiz's stream, waited 12 s and answered at once from a
+// fresh socket — the quiz stream at the same node, the question's own
+// stream at another region, HTTP — gains at most quiz.AllowanceMs over
+// answering where they read (issue 25, item 2: they were timed 0-5 ms).
+func TestQuizCheaterCannotRestartTheClock(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	if r := nodes[0].admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	havePoll(t, nodes, "pub-3")
+	readers := []string{"same-node", "other-region", "http"}
+	for _, voter := range readers {
+		ws, ctx := dialQuiz(t, nodes[0], "pub")
+		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+voter+`"}`))
+		frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "ack" })
+		defer ws.CloseNow()
+	}
+	honest, hctx := dialQuiz(t, nodes[0], "pub")
+	honest.Write(hctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"honest"}`))
+	frameUntil(t, hctx, honest, func(m map[string]any) bool { return m["type"] == "ack" })
+	if r, _ := nodes[0].quiz(t, "POST", "/v1/quizzes/pub/start", true); r.status != 200 {
+		t.Fatalf("start: %d %s", r.status, r.raw)
+	}
+	frameUntil(t, hctx, honest, func(m map[string]any) bool { return m["status"] == "question" })
+	waitFor(t, func() bool { return nodes[1].call(t, "GET", "/v1/polls/pub-1", "").status == 200 })
+	advanceAll(nodes, 1500*time.Millisecond)
+	honest.Write(hctx, websocket.MessageText, []byte(`{"type":"vote","ref":"a","poll":"pub-1","body":{"option":"b","voter":"honest","idem":"honest"}}`))
+	ack, _ := frameUntil(t, hctx, honest, func(m map[string]any) bool { return m["type"] == "ack" || m["type"] == "error" })
+	if res, _ := json.Marshal(ack["result"]); !strings.Contains(string(res), `"elapsed_ms":1500`) {
+		t.Fatalf("the honest answer: %v", ack)
+	}
+
+	advanceAll(nodes, 10500*time.Millisecond) // the readers wait: 12 s after the opening
+	elapsed := func(raw string) int64 {
+		type results struct {
+			Results []struct {
+				ElapsedMs int64 `json:"elapsed_ms"`
+			} `json:"results"`
+		}
+		var v struct {
+			results
+			Result results `json:"result"` // an ack on a socket
+		}
+		json.Unmarshal([]byte(raw), &v)
+		rs := append(v.Results, v.Result.Results...)
+		if len(rs) != 1 {
+			t.Fatalf("no answer in %s", raw)
+		}
+		return rs[0].ElapsedMs
+	}
+	socketAnswer := func(n *testNode, path, poll, voter string) int64 {
+		ws, ctx := dialWS(t, n, path)
+		frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["status"] == "open" || m["status"] == "question" })
+		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"c","poll":"`+poll+`","body":{"option":"b","voter":"`+voter+`","idem":"`+voter+`"}}`))
+		ack, raw := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "ack" || m["type"] == "error" })
+		if ack["type"] != "ack" {
+			t.Fatalf("%s: %v", voter, ack)
+		}
+		return elapsed(raw[len(raw)-1])
+	}
+	got := map[string]int64{
+		"same-node":    socketAnswer(nodes[0], "/v1/quizzes/pub/live", "pub-1", "same-node"),
+		"other-region": socketAnswer(nodes[1], "/v1/polls/pub-1/live", "pub-1", "other-region"),
+	}
+	r := nodes[1].call(t, "POST", "/v1/polls/pub-1/votes", `{"option":"b","voter":"http","idem":"http"}`)
+	got["http"] = elapsed(r.raw)
+	for voter, ms := range got {
+		floor := int64(12_000)
+		if voter != "same-node" {
+			floor -= quiz.AllowanceMs // a node that never showed it to them: the bound
+		}
+		if ms < floor {
+			t.Errorf("%s: timed %d ms after reading the question 12,000 ms before; want at least %d", voter, ms, floor)
+		}
 	}
 }
 

@@ -109,6 +109,9 @@ type pollState struct {
 	viewers map[string]viewerCount // replica → the viewers it serves (see viewers.go)
 
 	seenMs int64 // when this node first held the definition (its clock, Unix ms)
+
+	smu   sync.Mutex       // guards shown
+	shown map[uint64]int64 // a quiz question's participants: when first shown it here (shown.go)
 }
 
 // New returns a state holding the definitions found in cfg.Store.
