@@ -40,6 +40,9 @@ const (
 	CodeAlreadyAnswered = "already_answered"
 	CodeTooLate         = "too_late"
 	CodeQuizEnded       = "quiz_ended"
+	// CodeIdemConflict is a vote result's error: its idempotency key holds
+	// another voter's vote; the vote was not taken (send it with a new key).
+	CodeIdemConflict = "idem_conflict"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

@@ -342,6 +342,16 @@ func (s *Ballots) Idem(idem, voter uint64) (replica string, seq uint64, ok bool)
 	return s.replicas[r.rep], uint64(r.seq), true
 }
 
+// IdemVoter returns the voter of the earliest ballot under the
+// idempotency key: the voter the key belongs to.
+func (s *Ballots) IdemVoter(idem uint64) (voter uint64, ok bool) {
+	r, found := s.idems[idem]
+	if !found {
+		return 0, false
+	}
+	return s.at(r).voter, true
+}
+
 // LastWall returns the HLC wall time of the voter's counted ballot.
 func (s *Ballots) LastWall(voter uint64) (int64, bool) {
 	v, ok := s.voters[voter]

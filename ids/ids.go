@@ -40,3 +40,22 @@ func Text(s string, max int) error {
 	}
 	return nil
 }
+
+// DisplayText checks text that others are shown (a quiz participant's
+// name, a poll's question and labels, a quiz's title): Text, and no
+// Unicode format characters (category Cf), among them every bidi control
+// (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), which can make
+// a name read as another on a leaderboard. Kept: the zero-width joiner
+// and non-joiner (emoji sequences, Persian and Indic scripts) and the tag
+// characters of subdivision flags.
+func DisplayText(s string, max int) error {
+	if err := Text(s, max); err != nil {
+		return err
+	}
+	for _, c := range s {
+		if unicode.Is(unicode.Cf, c) && c != '\u200c' && c != '\u200d' && !(c >= 0xE0020 && c <= 0xE007F) {
+			return fmt.Errorf("contains the invisible format character U+%04X", c)
+		}
+	}
+	return nil
+}

@@ -148,9 +148,21 @@ func TestCheckpointUnderConcurrentVotes(t *testing.T) {
 		t.Fatalf("restored counts %v records %d (%d ballots); want %v %d (%d ballots)", gotCounts, gotRecords, len(gotVoters), wantCounts, wantRecords, len(wantVoters))
 	}
 	// A retry of a vote from before the checkpoint is still a duplicate.
-	res, err := fresh.p.Submit("p", []Vote{{Option: "a", Voter: "x", Idem: "c0-0"}}, "127.0.0.1")
+	// A retry of a vote from before the checkpoint is still a duplicate;
+	// the key is still known to belong to its voter.
+	voter := ""
+	for rec, err := range r.l.Scan("p") {
+		if err == nil && rec.Idem == "c0-0" {
+			voter = rec.Voter
+		}
+	}
+	res, err := fresh.p.Submit("p", []Vote{{Option: "a", Voter: voter, Idem: "c0-0"}}, "127.0.0.1")
 	if err != nil || res[0].Status != StatusDuplicate {
 		t.Fatalf("retry after restore: %+v %v", res, err)
+	}
+	res, err = fresh.p.Submit("p", []Vote{{Option: "a", Voter: voter + "-other", Idem: "c0-0"}}, "127.0.0.1")
+	if err != nil || res[0].Status != StatusRejected {
+		t.Fatalf("another voter's reuse after restore: %+v %v", res, err)
 	}
 }
 

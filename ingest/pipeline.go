@@ -207,6 +207,11 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 	for i, v := range votes {
 		results[i].Idem = v.Idem
 		hashes[i] = [2]uint64{p.cfg.State.Hash(v.Voter), p.cfg.State.Hash(v.Idem)}
+		if p.idemConflict(pollID, hashes[i]) {
+			results[i].Status, results[i].Error = StatusRejected, api.CodeIdemConflict
+			p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
+			continue
+		}
 		dup, id, remote, err := p.retry(pollID, v.Idem, hashes[i])
 		if err != nil {
 			return nil, err
@@ -326,6 +331,10 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		results[i].VoteID = a.ID.String()
 		if a.Duplicate {
 			results[i].Status = StatusDuplicate
+			if p.idemConflict(pollID, hashes[i]) { // another voter's vote took the key meanwhile
+				results[i].Status, results[i].Error, results[i].VoteID = StatusRejected, api.CodeIdemConflict, ""
+				p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
+			}
 			continue
 		}
 		results[i].Status = StatusAccepted
@@ -340,6 +349,15 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 	}
 	return results, nil
+}
+
+// idemConflict reports whether a vote's idempotency key holds another
+// voter's vote, at any replica: a key belongs to its voter (DESIGN
+// invariant 2), so the vote is refused with idem_conflict rather than
+// answered as that voter's duplicate.
+func (p *Pipeline) idemConflict(pollID string, h [2]uint64) bool {
+	owner, ok := p.cfg.State.IdemVoter(pollID, h[1])
+	return ok && owner != h[0]
 }
 
 // retry tells whether a vote's key was taken before and the vote id of its

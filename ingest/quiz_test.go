@@ -72,6 +72,9 @@ func TestQuizDisplayNames(t *testing.T) {
 	for _, body := range []string{
 		`{"option":"a","voter":"v","idem":"k","name":"` + strings.Repeat("n", ledger.MaxNameLen+1) + `"}`,
 		`{"option":"a","voter":"v","idem":"k","name":"bell\u0007"}`,
+		`{"option":"a","voter":"v","idem":"k","name":"\u202eevil"}`, // right-to-left override: a spoofed name
+		`{"option":"a","voter":"v","idem":"k","name":"Ann\u2066"}`,
+		`{"option":"a","voter":"v","idem":"k","name":"A\u200bnn"}`, // zero-width space
 		`{"votes":[{"option":"a","voter":"v","idem":"k"}],"name":"Ann"}`,
 	} {
 		if _, err := DecodeVotes([]byte(body)); code(err) != api.CodeInvalidRequest {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"tally/api"
+	"tally/ids"
 	"tally/ledger"
 )
 
@@ -82,7 +83,7 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 			}
 		}
 		if v.Name != "" {
-			if err := ledger.ValidText(v.Name, ledger.MaxNameLen); err != nil {
+			if err := ids.DisplayText(v.Name, ledger.MaxNameLen); err != nil {
 				return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "vote %d: name %v", i, err)
 			}
 		}

@@ -183,6 +183,43 @@ func TestRevealWhileOpen(t *testing.T) {
 	}
 }
 
+// TestHiddenPollCountsStayOffPublicMetrics: with metrics on the public
+// port (the default), a hidden poll's voter-state gauges — its counts by
+// another name — are absent until the reveal; on --admin-addr they are
+// there for the operator (issue 25, item 5).
+func TestHiddenPollCountsStayOffPublicMetrics(t *testing.T) {
+	for _, adminAddr := range []string{"", "127.0.0.1:0"} {
+		tn := startNode(t, t.TempDir(), func(c *Config) { c.AdminAddr = adminAddr })
+		tn.admin(t, "POST", "/v1/polls", `{"id":"secret","question":"?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":60,"hidden":true}`)
+		for i := range 7 {
+			tn.castVote(t, "secret", "a", fmt.Sprint("v", i), fmt.Sprint("k", i))
+		}
+		gauge := func() (float64, bool) {
+			mfs, err := tn.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "tally_voter_state_voters" {
+					for _, m := range mf.GetMetric() {
+						if m.GetLabel()[0].GetValue() == "secret" {
+							return m.GetGauge().GetValue(), true
+						}
+					}
+				}
+			}
+			return 0, false
+		}
+		if v, ok := gauge(); ok == (adminAddr == "") {
+			t.Fatalf("admin addr %q: tally_voter_state_voters{poll=\"secret\"} present %v (%v)", adminAddr, ok, v)
+		}
+		tn.admin(t, "POST", "/v1/polls/secret/reveal", "")
+		if v, ok := gauge(); !ok || v != 7 {
+			t.Fatalf("after the reveal: %v %v", v, ok)
+		}
+	}
+}
+
 // TestExtendAPoll: the host moves an open poll's close later; nothing
 // else moves it, and a closed poll stays closed.
 func TestExtendAPoll(t *testing.T) {
@@ -315,6 +352,44 @@ func TestQRCodeOfTheVotingPage(t *testing.T) {
 		if r := tn.call(t, "GET", path, ""); r.status != status {
 			t.Fatalf("%s: %d, want %d", path, r.status, status)
 		}
+	}
+}
+
+// TestQRCodeIsCachedAndLimited: an image once drawn is served from memory
+// (a hundred requests for it all succeed, far past the draw budget), new
+// images are drawn within a node-wide budget (past it: 429 with
+// Retry-After), and a quiz question not yet started has none (issue 25).
+func TestQRCodeIsCachedAndLimited(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	tn.createPoll(t, "p")
+	first := tn.call(t, "GET", "/v1/polls/p/qr.png?size=300", "")
+	for i := range 100 {
+		if r := tn.call(t, "GET", "/v1/polls/p/qr.png?size=300", ""); r.status != 200 || r.raw != first.raw {
+			t.Fatalf("request %d for a drawn image: %d", i, r.status)
+		}
+	}
+	refused := 0
+	for size := 128; size < 128+100; size++ {
+		res, err := tn.client.Get(fmt.Sprintf("%s/v1/polls/p/qr.png?size=%d", tn.url, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusTooManyRequests {
+			refused++
+			if res.Header.Get("Retry-After") == "" {
+				t.Fatal("a refused draw without Retry-After")
+			}
+		} else if res.StatusCode != 200 {
+			t.Fatalf("size %d: %d", size, res.StatusCode)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("100 new images were all drawn at once: no draw budget")
+	}
+	tn.admin(t, "POST", "/v1/quizzes", pubQuiz)
+	if r := tn.call(t, "GET", "/v1/polls/pub-1/qr.png", ""); r.status != http.StatusNotFound {
+		t.Fatalf("the QR of a quiz question not yet started: %d", r.status)
 	}
 }
 

@@ -72,12 +72,18 @@ func (c *exactnessCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *exactnessCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.n.state
 	now := c.n.cfg.Now().UnixMilli()
+	// On the public port (no --admin-addr) a hidden poll's voter-state
+	// sizes would be its counts: they are left out until the reveal.
+	public := c.n.cfg.AdminAddr == ""
 	for _, d := range st.Polls() {
 		cert, certified := st.Certificate(d.ID)
 		reconciled := certified && cert.Status == state.Reconciled
 		ch <- prometheus.MustNewConstMetric(c.status, prometheus.GaugeValue, 1, d.ID, string(d.StatusAt(now, reconciled)))
 		if !reconciled && d.ClosesAt != 0 && now > d.GraceEnd() {
 			ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(now-d.GraceEnd())/1000, d.ID)
+		}
+		if d.Hidden && public {
+			continue
 		}
 		if s, err := st.Ballots(d.ID); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.ballots, prometheus.GaugeValue, float64(s.Ballots), d.ID)

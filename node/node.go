@@ -47,6 +47,7 @@ type Node struct {
 	state    *state.State
 	ingest   *ingest.Pipeline
 	fanout   *fanout.Server
+	qr       *qrCache // drawn QR codes (qr.go)
 	gossip   *gossip.Gossip
 	certify  *certify.Certifier
 	reg      *prometheus.Registry
@@ -121,7 +122,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, tls: tlsID}
+	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, tls: tlsID, qr: newQRCache()}
 	opened := n // the return below sets n to nil
 	defer func() {
 		if err != nil {

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	qrcode "github.com/skip2/go-qrcode"
 
-	"tally/api"
 	"tally/web"
 )
 
@@ -54,33 +52,6 @@ func (n *Node) voteURL(r *http.Request, pollID string) string {
 		base = scheme + "://" + r.Host
 	}
 	return base + "/#/poll/" + url.PathEscape(pollID)
-}
-
-// handleQR serves GET /v1/polls/{poll}/qr.png: the voting address as a QR
-// code, ?size= pixels (128-1024, default 512).
-func (n *Node) handleQR(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("poll")
-	if _, ok := n.state.Poll(id); !ok {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
-		return
-	}
-	size := 512
-	if s := r.URL.Query().Get("size"); s != "" {
-		var ok bool
-		if size, ok = atoiIn(s, 128, 1024); !ok {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "size must be 128-1024 pixels"))
-			return
-		}
-	}
-	png, err := qrcode.Encode(n.voteURL(r, id), qrcode.Medium, size)
-	if err != nil {
-		api.WriteError(w, api.Errorf(http.StatusInternalServerError, api.CodeInternal, "cannot draw the QR code: %v", err))
-		return
-	}
-	w.Header().Set("Content-Type", "image/png")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Tally-Vote-URL", n.voteURL(r, id))
-	w.Write(png)
 }
 
 // atoiIn parses a decimal integer in [lo, hi].

@@ -277,4 +277,4 @@ func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC33
 
 func validID(s string) error { return ids.Valid(s) }
 
-func validText(s string, max int) error { return ids.Text(s, max) }
+func validText(s string, max int) error { return ids.DisplayText(s, max) }

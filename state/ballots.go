@@ -156,6 +156,18 @@ func (s *State) IdemBallot(pollID string, idem, voter uint64) (string, uint64, b
 	return ps.ballots.Idem(idem, voter)
 }
 
+// IdemVoter returns the hash of the voter whose vote holds the poll's
+// idempotency key idem (hashed), taken at any replica, if any.
+func (s *State) IdemVoter(pollID string, idem uint64) (uint64, bool) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return 0, false
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.IdemVoter(idem)
+}
+
 // Answered reports whether the voter has any ballot in the poll, taken at
 // any replica: a quiz participant who has answered the question.
 func (s *State) Answered(pollID string, voter uint64) bool {
