@@ -133,6 +133,7 @@ type Gossip struct {
 	lastRefusal atomic.Int64 // unix ms of the last refused NATS connection logged
 	lastNoKey   atomic.Int64 // unix ms of the last message a single node dropped, logged
 	localPass   string       // a single node's embedded NATS client password (single.go)
+	order       order        // the newest send time per path and replica (replay.go)
 
 	natsWant  [3]string     // the embedded server's client, route and gateway addresses as configured (port 0: any)
 	wait      waiters       // memberlist catch-up requests awaiting answers
@@ -433,6 +434,9 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 	if msg.Replica == g.cfg.Replica {
 		return false // our own message back (NATS echoes nothing, but a relay might)
 	}
+	if g.replayed(path, msg, g.cfg.Now().UnixMilli()) {
+		return false
+	}
 	if err := g.cfg.Clock.Update(msg.Sent); err != nil {
 		g.m.dropped.WithLabelValues(path, "skew").Inc()
 		g.log.Warn("dropping gossip from a clock too far ahead", "from", msg.Replica, "err", err)
@@ -442,6 +446,9 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		defer g.synced.Store(true) // a full state merged, not one dropped for skew
 	}
 	changed := false
+	// Freshness and viewer reports go by the sender's time (replay.go),
+	// never later than this node's now.
+	sentAt := min(msg.Sent.Wall, g.cfg.Now().UnixMilli())
 	stampLimit := g.cfg.Now().UnixMilli() + maxStampAhead.Milliseconds()
 	for _, p := range msg.Polls {
 		if p.Cert != nil && p.Cert.TS.Wall > stampLimit {
@@ -489,7 +496,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			}
 		}
 		if p.Viewers != nil {
-			g.cfg.State.MergeViewers(p.ID, msg.Replica, *p.Viewers, g.cfg.Now().UnixMilli())
+			g.cfg.State.MergeViewers(p.ID, msg.Replica, *p.Viewers, sentAt)
 		}
 		if p.Tally != nil {
 			if def, ok := g.cfg.State.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
@@ -516,7 +523,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		// deltas too, so refresh at the next tick instead of within a second.
 		g.refreshNow.Store(true)
 	}
-	g.cfg.State.Heard(msg.Replica, msg.Region, now)
+	g.cfg.State.Heard(msg.Replica, msg.Region, sentAt)
 	if changed {
 		g.m.merges.WithLabelValues(path).Inc()
 	}

@@ -224,12 +224,13 @@ func TestMemberMessagesAreBounded(t *testing.T) {
 	ghostOption := crdt.NewTally()
 	ghostOption.Add("member-r", "not-an-option", 50_000)
 	d := &delegate{g: a.Gossip}
-	for _, m := range []*Message{
+	for i, m := range []*Message{
 		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Def: &crdt.Register[poll.Definition]{TS: future, Value: moved}}}},
 		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Cert: &cert}}},
 		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Tally: swarm}}},
 		{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Tally: ghostOption}}},
 	} {
+		m.Sent.Logical = uint32(i) // each message sent after the last, as a member's are
 		b, err := Encode(m)
 		if err != nil {
 			t.Fatal(err)
@@ -334,8 +335,10 @@ func TestCertificatesMustBeSignedByTheirCertifier(t *testing.T) {
 	unknown.By = "ghost-1"
 	unknown.Sig = ed25519.Sign(stranger, unknown.SigningBytes())
 	d := &delegate{g: a.Gossip}
+	sent := ts
 	send := func(c state.Certificate) {
-		b, err := Encode(&Message{Kind: KindFull, Replica: "member", Region: "r", Sent: ts, Polls: []PollUpdate{{ID: "p", Cert: &c}}})
+		sent.Logical++ // each message sent after the last, as a member's are
+		b, err := Encode(&Message{Kind: KindFull, Replica: "member", Region: "r", Sent: sent, Polls: []PollUpdate{{ID: "p", Cert: &c}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,5 +417,54 @@ func TestReplayedGossipChangesNothing(t *testing.T) {
 	}
 	if got := counter(t, a, "dropped", pathPushPull, "unauthenticated"); got != dropped+1 {
 		t.Fatalf("the tampered replay was not dropped as unauthenticated (%v → %v)", dropped, got)
+	}
+}
+
+// TestReplayRevivesNoRegion: a sealed message captured and sent again
+// neither makes its replica look fresh nor brings its viewers back
+// (issue 25, item 4): freshness and viewer reports take the sender's time,
+// a message no newer than the last from its replica on that path is
+// dropped, and so is one older than maxMessageAge; each counted as replay.
+func TestReplayRevivesNoRegion(t *testing.T) {
+	a := startMember(t, "a", "eu-west", nil, nil)
+	a.create(t, testPoll("p"))
+	d := &delegate{g: a.Gossip}
+	now := time.Now()
+	msg := func(sent time.Time, viewers int64) []byte {
+		b, err := Encode(&Message{Kind: KindFull, Replica: "ap-1", Region: "ap-south", Sent: hlc.Timestamp{Wall: sent.UnixMilli(), Replica: "ap-1"},
+			Polls: []PollUpdate{{ID: "p", Viewers: &viewers}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.keys.seal(b)
+	}
+	own := func() int64 { n, _ := a.st.OwnViewers("p"); return n }
+	// Captured 12 s ago with 30 viewers: the replica's last words before
+	// it died. Then the capture is sent again now.
+	captured := msg(now.Add(-12*time.Second), 30)
+	d.MergeRemoteState(captured, false)
+	d.MergeRemoteState(captured, false)
+	if got := counter(t, a, "dropped", pathPushPull, "replay"); got != 1 {
+		t.Fatalf("replays dropped: %v, want 1", got)
+	}
+	if at, _ := a.st.HeardAt("ap-1"); at != now.Add(-12*time.Second).UnixMilli() {
+		t.Fatalf("ap-1 heard at %d, want its send time %d", at, now.Add(-12*time.Second).UnixMilli())
+	}
+	if n := a.st.Viewers("p", now.UnixMilli()) - own(); n != 0 {
+		t.Fatalf("a 12 s old report counts %d viewers", n)
+	}
+	// An older capture arriving after a newer message is a replay; one
+	// older than maxMessageAge is dropped whatever came before.
+	d.MergeRemoteState(msg(now.Add(-time.Second), 5), false)
+	d.MergeRemoteState(msg(now.Add(-2*time.Second), 40), false)
+	if n := a.st.Viewers("p", now.UnixMilli()) - own(); n != 5 {
+		t.Fatalf("viewers after a newer report and an older replay: %d, want 5", n)
+	}
+	a.receive(pathNATS, msg(now.Add(-31*time.Second), 99))
+	if got := counter(t, a, "dropped", pathNATS, "replay"); got != 1 {
+		t.Fatalf("a message 31 s old: replays dropped %v", got)
+	}
+	if got := counter(t, a, "dropped", pathPushPull, "replay"); got != 2 {
+		t.Fatalf("push/pull replays dropped: %v, want 2", got)
 	}
 }

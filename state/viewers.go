@@ -24,8 +24,9 @@ func (s *State) SetViewers(pollID string, n int64, nowMs int64) {
 }
 
 // MergeViewers records another replica's report of the viewers it serves,
-// received at nowMs. Reports for unknown polls, negative counts and
-// reports beyond maxViewerReports replicas a poll are ignored.
+// made at nowMs (the sender's time: a replayed old report changes
+// nothing). Reports older than the one held, for unknown polls, negative
+// counts and reports beyond maxViewerReports replicas a poll are ignored.
 func (s *State) MergeViewers(pollID, replica string, n int64, nowMs int64) {
 	ps, err := s.poll(pollID)
 	if err != nil || n < 0 {
@@ -36,7 +37,8 @@ func (s *State) MergeViewers(pollID, replica string, n int64, nowMs int64) {
 	if ps.viewers == nil {
 		ps.viewers = map[string]viewerCount{}
 	}
-	if _, ok := ps.viewers[replica]; !ok && len(ps.viewers) >= maxViewerReports {
+	cur, ok := ps.viewers[replica]
+	if !ok && len(ps.viewers) >= maxViewerReports || ok && cur.atMs > nowMs {
 		return
 	}
 	ps.viewers[replica] = viewerCount{n: n, atMs: nowMs}
