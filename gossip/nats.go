@@ -252,6 +252,13 @@ func (g *Gossip) startNATS() error {
 		return fmt.Errorf("gossip: nats subscribe: %w", err)
 	}
 	if g.cfg.Role == RoleFull {
+		if _, err := nc.Subscribe(g.budgetSubject(), func(m *nats.Msg) { g.receiveBudget(m.Data) }); err != nil {
+			nc.Close()
+			if g.emb != nil {
+				g.emb.shutdown()
+			}
+			return fmt.Errorf("gossip: nats subscribe: %w", err)
+		}
 		if _, err := nc.Subscribe(g.ballotSubject(g.cfg.Replica), g.serveBallots); err != nil {
 			nc.Close()
 			if g.emb != nil {

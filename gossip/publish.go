@@ -54,6 +54,9 @@ func (g *Gossip) publishOnce() bool {
 	if nc == nil || !nc.IsConnected() {
 		return false // nothing is lost: the next delta covers everything since the last one sent
 	}
+	if g.cfg.Role == RoleFull {
+		g.publishBudget(nc)
+	}
 	ts, err := g.cfg.Clock.Now()
 	if err != nil {
 		g.log.Error("clock", "err", err)

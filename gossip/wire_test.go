@@ -243,3 +243,38 @@ func BenchmarkBallotWire(b *testing.B) {
 	b.ReportMetric(float64(size)/n, "wire-bytes/ballot")
 	b.ReportMetric(float64(len(appendBallots(nil, bs)))/n, "raw-bytes/ballot")
 }
+
+// FuzzDecodeBudget: the token budget decoder never panics, refuses what it
+// cannot read, and what it accepts encodes back to the same bytes.
+func FuzzDecodeBudget(f *testing.F) {
+	f.Add(EncodeBudget(&BudgetMessage{Replica: "eu-1", Sent: hlc.Timestamp{Wall: 1_800_000_000_000, Logical: 3},
+		Entries: []state.BudgetEntry{{Group: 1, Minute: 30_000_000, N: 7}, {Group: 1 << 63, Minute: 30_000_001, N: 1}}}))
+	f.Add([]byte(budgetMagic))
+	f.Add([]byte("TB1\x04eu-1\x00\x00\xff\xff\xff\xff\x0f"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeBudget(b)
+		if err != nil {
+			return
+		}
+		if got := EncodeBudget(m); !bytes.Equal(got, b) {
+			t.Fatalf("decoded %+v re-encodes to %x, not %x", m, got, b)
+		}
+	})
+}
+
+// TestDecodeBudgetRefusesHostileInput: wrong magic, truncation, a count
+// larger than the bytes, trailing bytes, a bad replica id.
+func TestDecodeBudgetRefusesHostileInput(t *testing.T) {
+	good := EncodeBudget(&BudgetMessage{Replica: "eu-1", Entries: []state.BudgetEntry{{Group: 9, Minute: 5, N: 2}}})
+	for name, b := range map[string][]byte{
+		"empty": nil, "magic": []byte("TG4"), "truncated": good[:len(good)-1], "trailing": append(bytes.Clone(good), 0),
+		"huge count": []byte("TB1\x04eu-1\x00\x00\xff\xff\x03"), "bad id": EncodeBudget(&BudgetMessage{Replica: "a b"}),
+	} {
+		if _, err := DecodeBudget(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if m, err := DecodeBudget(good); err != nil || len(m.Entries) != 1 || m.Entries[0].N != 2 {
+		t.Fatalf("good: %+v %v", m, err)
+	}
+}

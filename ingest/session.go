@@ -4,7 +4,7 @@ import (
 	"errors"
 	"math/bits"
 	"net/http"
-	"sync"
+	"net/netip"
 	"time"
 
 	"tally/api"
@@ -21,62 +21,48 @@ type Sessions struct {
 	// PowBits is the base difficulty of the puzzle solved before a token
 	// is issued; 0: no puzzle.
 	PowBits int
-	// TokensPerMinute bounds the tokens one IP obtains per minute.
-	TokensPerMinute int
+	// TokensPerMinute and TokensPerHour bound the tokens one address (its
+	// groups, budget.go) obtains across the cluster; 0: 20 and 60.
+	TokensPerMinute, TokensPerHour int
+	// Shared are networks many honest people share (a venue's Wi-Fi, a
+	// carrier NAT the operator knows): their addresses hold SharedScale
+	// budgets.
+	Shared []netip.Prefix
+	// TTL is how long a token is good for; 0: DefaultSessionTTL. Give the
+	// Signer the same.
+	TTL time.Duration
 }
+
+// DefaultSessionTTL is a token's life: a broadcast's, not a day's, so
+// tokens cannot be stockpiled long before the show.
+const DefaultSessionTTL = 4 * time.Hour
 
 // sessionState is the pipeline's token bookkeeping.
 type sessionState struct {
 	cfg    Sessions
-	lim    *limiter
+	shared ranges
 	used   session.Used
-	mu     sync.Mutex
-	recent map[string]*window // IP → tokens issued in the current minute
-}
-
-type window struct {
-	start time.Time
-	n     int
 }
 
 func newSessionState(cfg Sessions) *sessionState {
-	per := cfg.TokensPerMinute
-	if per <= 0 {
-		per = 20
+	if cfg.TokensPerMinute <= 0 {
+		cfg.TokensPerMinute = 20
 	}
-	return &sessionState{cfg: cfg, lim: newLimiter(float64(per)/60, per), recent: map[string]*window{}}
+	if cfg.TokensPerHour <= 0 {
+		cfg.TokensPerHour = 60
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultSessionTTL
+	}
+	return &sessionState{cfg: cfg, shared: ranges(cfg.Shared)}
 }
 
-// difficulty is the puzzle's bits for an IP: the base, plus one more bit
-// for every doubling of the tokens it obtained in the last minute beyond
-// four (a phone on a shared address pays little; a script pays more each
-// time).
-func (s *sessionState) difficulty(ip string, now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := s.recent[ip]
-	if w == nil || now.Sub(w.start) > time.Minute {
-		return s.cfg.PowBits
-	}
-	return s.cfg.PowBits + min(bits.Len(uint(w.n/4)), 8)
-}
-
-func (s *sessionState) issued(ip string, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.recent) > 200_000 { // bounded: forget windows that ended
-		for k, w := range s.recent {
-			if now.Sub(w.start) > time.Minute {
-				delete(s.recent, k)
-			}
-		}
-	}
-	w := s.recent[ip]
-	if w == nil || now.Sub(w.start) > time.Minute {
-		w = &window{start: now}
-		s.recent[ip] = w
-	}
-	w.n++
+// difficulty is the puzzle's bits for an address that obtained recent
+// tokens in the sliding minute, across the cluster: the base, plus one
+// more bit for every doubling beyond four (a phone on a shared address
+// pays little; a script pays more each time).
+func (s *sessionState) difficulty(recent int) int {
+	return s.cfg.PowBits + min(bits.Len(uint(recent/4)), 8)
 }
 
 // sessionRequest is the body of POST /v1/session.
@@ -116,7 +102,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	now := p.cfg.Now()
 	if s.cfg.PowBits > 0 {
 		if req.Challenge == "" {
-			bits := s.difficulty(p.addrKey(ip), now)
+			bits := s.difficulty(p.recentTokens(ip, now))
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
 				api.WriteError(w, err)
@@ -132,9 +118,9 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
-	if ok, wait, _ := s.lim.reserve(p.addrKey(ip), 1, now); !ok {
+	if ok, wait := p.tokenBudget(ip, now); !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
-		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address"))
+		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
 		return
 	}
 	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0)
@@ -142,13 +128,10 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	s.issued(p.addrKey(ip), now)
+	p.tokenIssued(ip, now)
 	p.m.sessions.WithLabelValues("issued").Inc()
-	api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(SessionTTL).UnixMilli()})
+	api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()})
 }
-
-// SessionTTL is how long a token is good for (give the Signer this TTL).
-const SessionTTL = 24 * time.Hour
 
 // voterOf resolves the voter of a vote request: the token's voter when a
 // token is given (checked against the client), else the body's — unless

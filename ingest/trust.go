@@ -99,16 +99,12 @@ type tracker struct {
 type ipStats struct {
 	minute       time.Time // start of the current one-minute bucket
 	cur, prev    float64   // votes in the current and the previous bucket
-	votersSince  time.Time
-	voters       map[uint64]struct{} // distinct voters in the window (capped)
-	votersCapped bool
-	last         time.Time
+	votersSince time.Time
+	voters      distinct // distinct voters in the window
+	last        time.Time
 }
 
-const (
-	votersWindow = 10 * time.Minute
-	votersCap    = 4096
-)
+const votersWindow = 10 * time.Minute
 
 func newTracker() *tracker {
 	t := &tracker{seed: maphash.MakeSeed()}
@@ -134,7 +130,7 @@ func (t *tracker) observe(ip, voter string, now time.Time) (perMin float64, vote
 				}
 			}
 		}
-		s = &ipStats{minute: now, votersSince: now, voters: map[uint64]struct{}{}}
+		s = &ipStats{minute: now, votersSince: now, voters: newDistinct()}
 		sh.m[ip] = s
 	}
 	s.last = now
@@ -148,14 +144,10 @@ func (t *tracker) observe(ip, voter string, now time.Time) (perMin float64, vote
 	frac := 1 - float64(now.Sub(s.minute))/float64(time.Minute)
 	perMin = s.cur + s.prev*max(frac, 0)
 	if now.Sub(s.votersSince) > votersWindow {
-		s.votersSince, s.voters, s.votersCapped = now, map[uint64]struct{}{}, false
+		s.votersSince, s.voters = now, newDistinct()
 	}
-	if len(s.voters) < votersCap {
-		s.voters[maphash.String(t.seed, voter)] = struct{}{}
-	} else {
-		s.votersCapped = true
-	}
-	return perMin, len(s.voters)
+	s.voters.add(maphash.String(t.seed, voter))
+	return perMin, s.voters.count()
 }
 
 // ranges is a list of address ranges (datacenters, proxies).

@@ -90,7 +90,7 @@ func New(cfg Config) (n *Node, err error) {
 	}{
 		{&cfg.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&cfg.ReadTimeout, d.ReadTimeout},
 		{&cfg.WriteTimeout, d.WriteTimeout}, {&cfg.IdleTimeout, d.IdleTimeout}, {&cfg.ShutdownTimeout, d.ShutdownTimeout},
-		{&cfg.ForgetEvery, 10 * time.Second}, {&cfg.Retention, d.Retention},
+		{&cfg.ForgetEvery, 10 * time.Second}, {&cfg.Retention, d.Retention}, {&cfg.SessionTTL, d.SessionTTL},
 	} {
 		if *t.v <= 0 {
 			*t.v = t.def
@@ -101,7 +101,11 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	trusted, err := ingest.ParseCIDRs(cfg.TrustedProxies)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: --trusted-proxies: %v", ErrConfig, err)
+	}
+	shared, err := ingest.ParseCIDRs(cfg.SharedNetworks)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --shared-networks: %v", ErrConfig, err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: cannot create data dir: %w", err)
@@ -200,7 +204,7 @@ func New(cfg Config) (n *Node, err error) {
 			secrets = append(secrets, []byte(sec))
 		}
 	}
-	signer, err := session.NewRotatingSigner(secrets, ingest.SessionTTL, cfg.Now)
+	signer, err := session.NewRotatingSigner(secrets, cfg.SessionTTL, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --session-secret: %v", ErrConfig, err)
 	}
@@ -208,7 +212,8 @@ func New(cfg Config) (n *Node, err error) {
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
 		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, SigningKey: key, Registerer: n.reg, Now: cfg.Now,
 		Datacenters: datacenters,
-		Sessions:    ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute},
+		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute,
+			TokensPerHour: cfg.TokensPerHour, Shared: shared, TTL: cfg.SessionTTL},
 	})
 	if err != nil {
 		return nil, err

@@ -92,6 +92,7 @@ type State struct {
 
 	hashKey []byte
 	now     func() time.Time
+	budgets budgets // voter tokens issued per address group, across the cluster (budget.go)
 }
 
 // pollState is one poll's counts.

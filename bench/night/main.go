@@ -87,7 +87,7 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	rng := rand.New(rand.NewPCG(20261130, 1))
 	p := makePlan(votes, len(names), rng)
 	fmt.Printf("night: plan: %d voters, %d requests, planned peak %.0f votes/s\n", p.voters, len(p.sends), p.peak)
-	signer, err := session.NewSigner(cl.sessionSecret, ingest.SessionTTL, time.Now)
+	signer, err := session.NewSigner(cl.sessionSecret, ingest.DefaultSessionTTL, time.Now)
 	if err != nil {
 		return err
 	}
