@@ -97,8 +97,8 @@ type tracker struct {
 }
 
 type ipStats struct {
-	minute       time.Time // start of the current one-minute bucket
-	cur, prev    float64   // votes in the current and the previous bucket
+	minute      time.Time // start of the current one-minute bucket
+	cur, prev   float64   // votes in the current and the previous bucket
 	votersSince time.Time
 	voters      distinct // distinct voters in the window
 	last        time.Time

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-
 	"tally/web"
 )
 
