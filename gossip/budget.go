@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -13,17 +14,42 @@ import (
 // voter tokens it issued per address group per minute when they change
 // (state/budget.go), sealed like every message; the others merge them by
 // max, so an address's budget holds across the cluster within the NATS
-// delay. With NATS down, each node enforces the counts it knows.
+// delay. Every BudgetRefreshEvery a node sends its whole view — every
+// replica's counts it knows, its own and relayed — so a delta lost on the
+// way (a gateway not up yet) is made good. A node that starts, or whose
+// NATS connection comes back, asks for the others' views (a message with
+// no entries) every heartbeat for budgetAskFor; each peer answers with its
+// view at most once per budgetAnswerEvery. So a restarted node learns back
+// what it had issued before it was restarted. Counts only rise, so a
+// replayed message changes nothing. With NATS down, each node enforces
+// the counts it knows.
 
 const (
 	pathBudget     = "budget"
 	budgetMagic    = "TB1"
-	maxBudgetItems = 1 << 16 // entries in one message
+	maxBudgetItems = 1 << 14 // entries in one message (≤ ~400 KB)
 )
 
-// BudgetMessage is one node's changed token counts.
+// BudgetRefreshEvery is how often a full node sends its whole view of the
+// token counts.
+const BudgetRefreshEvery = 30 * time.Second
+
+const (
+	budgetAskFor      = 15 * time.Second // a (re)started node asks for this long
+	budgetAnswerEvery = 5 * time.Second  // a peer answers asks at most this often
+)
+
+// budgetPub is publishBudget's own bookkeeping (publisher.budget).
+type budgetPub struct {
+	view     time.Time // last whole view sent
+	askUntil time.Time // ask for the peers' views until then
+	asked    time.Time // last ask sent
+}
+
+// BudgetMessage is the token counts of one replica, as the sender knows
+// them: its own changes, or in a refresh any replica's.
 type BudgetMessage struct {
-	Replica string
+	Replica string // whose counts
 	Sent    hlc.Timestamp
 	Entries []state.BudgetEntry
 }
@@ -87,29 +113,57 @@ func DecodeBudget(b []byte) (*BudgetMessage, error) {
 
 func (g *Gossip) budgetSubject() string { return "tally." + g.cfg.Cluster + ".budget" }
 
-// publishBudget sends this node's changed token counts, if any.
-func (g *Gossip) publishBudget(nc *nats.Conn) {
+// publishBudget sends this node's changed token counts, if any, its whole
+// view when a refresh is due or a peer asked for it, and its own ask while
+// it is new (mono is the process clock).
+func (g *Gossip) publishBudget(nc *nats.Conn, mono time.Time) {
 	if g.alone() {
 		return // kept until someone can hear them
-	}
-	entries := g.cfg.State.TakeBudget()
-	if len(entries) == 0 {
-		return
 	}
 	ts, err := g.cfg.Clock.Now()
 	if err != nil {
 		return
 	}
+	bp := &g.pub.budget
+	if bp.askUntil.IsZero() || g.budgetAsk.Swap(false) {
+		bp.askUntil = mono.Add(budgetAskFor)
+	}
+	if mono.Before(bp.askUntil) && mono.Sub(bp.asked) >= g.cfg.HeartbeatEvery {
+		bp.asked = mono
+		b := g.keys.seal(EncodeBudget(&BudgetMessage{Replica: g.cfg.Replica, Sent: ts}))
+		if err := nc.Publish(g.budgetSubject(), b); err != nil {
+			return
+		}
+	}
+	asked := g.budgetNow.Load() && mono.Sub(bp.view) >= budgetAnswerEvery
+	if asked || mono.Sub(bp.view) >= BudgetRefreshEvery {
+		g.budgetNow.Store(false)
+		bp.view = mono
+		g.cfg.State.TakeBudget() // the view holds them
+		for replica, entries := range g.cfg.State.BudgetView() {
+			if !g.sendBudget(nc, replica, ts, entries) {
+				return
+			}
+		}
+		return
+	}
+	g.sendBudget(nc, g.cfg.Replica, ts, g.cfg.State.TakeBudget())
+}
+
+// sendBudget publishes one replica's counts in messages of at most
+// maxBudgetItems entries, and reports whether NATS took them all.
+func (g *Gossip) sendBudget(nc *nats.Conn, replica string, ts hlc.Timestamp, entries []state.BudgetEntry) bool {
 	for len(entries) > 0 {
 		n := min(len(entries), maxBudgetItems)
-		b := g.keys.seal(EncodeBudget(&BudgetMessage{Replica: g.cfg.Replica, Sent: ts, Entries: entries[:n]}))
+		b := g.keys.seal(EncodeBudget(&BudgetMessage{Replica: replica, Sent: ts, Entries: entries[:n]}))
 		entries = entries[n:]
 		if err := nc.Publish(g.budgetSubject(), b); err != nil {
 			g.log.Warn("nats publish of the token budget", "err", err)
-			return
+			return false
 		}
 		g.m.bytes.WithLabelValues(pathBudget, "out").Add(float64(len(b)))
 	}
+	return true
 }
 
 // receiveBudget merges another node's token counts.
@@ -128,7 +182,10 @@ func (g *Gossip) receiveBudget(b []byte) {
 		g.m.dropped.WithLabelValues(pathBudget, "malformed").Inc()
 		return
 	}
-	if m.Replica == g.cfg.Replica {
+	if len(m.Entries) == 0 { // an ask
+		if m.Replica != g.cfg.Replica {
+			g.budgetNow.Store(true)
+		}
 		return
 	}
 	if n := g.cfg.State.MergeBudget(m.Replica, m.Entries, g.cfg.Now().UnixMilli()); n > 0 {

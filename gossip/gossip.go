@@ -145,6 +145,8 @@ type Gossip struct {
 	closed atomic.Bool
 
 	refreshNow atomic.Bool // publish a full refresh at the next tick
+	budgetNow  atomic.Bool // a peer asked for the whole token-budget view
+	budgetAsk  atomic.Bool // ask the peers for theirs (NATS reconnected)
 	synced     atomic.Bool // merged a peer's full state (or runs alone by design)
 }
 

@@ -232,6 +232,7 @@ func (g *Gossip) startNATS() error {
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			g.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 			g.refreshNow.Store(true)
+			g.budgetAsk.Store(true)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			g.m.dropped.WithLabelValues(pathNATS, "slow_consumer").Inc()

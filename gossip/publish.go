@@ -21,6 +21,7 @@ type publisher struct {
 	certs    map[string]hlc.Timestamp // poll → own certificate published
 	viewers  map[string]int64         // poll → own viewer count published
 	last     time.Time                // last refresh (or heartbeat), process clock
+	budget   budgetPub                // the token budget's (budget.go)
 }
 
 // publishLoop publishes this replica's changes every PublishEvery, when
@@ -55,7 +56,7 @@ func (g *Gossip) publishOnce() bool {
 		return false // nothing is lost: the next delta covers everything since the last one sent
 	}
 	if g.cfg.Role == RoleFull {
-		g.publishBudget(nc)
+		g.publishBudget(nc, time.Now())
 	}
 	ts, err := g.cfg.Clock.Now()
 	if err != nil {

@@ -9,83 +9,82 @@ import (
 // counts the tokens it issues per address group per minute in state, and
 // gossip spreads the counts (state/budget.go), so three regions give an
 // address one budget, not three. An IPv4 address is one group; an IPv6
-// client counts under its /64 (--ipv6-prefix), its /56 (4 budgets) and its
-// /48 (16 budgets) at once, so a /48 holds 16 budgets, not 65,536.
+// client counts under its /64 (--ipv6-prefix) and its /48 at once, so a
+// /48 — the most one party is commonly given — holds one budget, not
+// 65,536.
+//
+// The budget has two parts:
+//   - a hard limit: at most TokensPerMinute tokens a group per sliding
+//     minute, past which POST /v1/session answers 429 (the puzzle's cost
+//     grows with the same count);
+//   - a vouching limit: each token records its slot, its place among the
+//     tokens its group was issued within one token life (the TTL: every
+//     token issued earlier has expired). The votes of a token past
+//     Sessions.Vouched (a quiz question's answers: past QuizVouched) are
+//     ledgered and shadowed, not refused: nobody behind a crowded address
+//     is locked out, and a group never holds more than Vouched tokens
+//     that count, however long it farms.
+//
 // Addresses in --shared-networks (a venue's Wi-Fi, a known carrier NAT)
-// get SharedScale budgets.
+// are vouched whatever their count and hold SharedScale hard limits.
 
-// SharedScale is how many budgets an address in Sessions.Shared holds.
+// SharedScale is how many hard limits an address in Sessions.Shared holds.
 const SharedScale = 50
 
-// tokenGroup is one group an address counts under, and how many budgets
-// it holds.
-type tokenGroup struct {
-	key   uint64 // the group's hash (state.Hash)
-	scale int
-}
-
-// tokenGroups returns the groups the address ip counts under.
-func (p *Pipeline) tokenGroups(ip string) []tokenGroup {
-	scale := 1
-	if p.sessions.shared.contains(ip) {
-		scale = SharedScale
-	}
-	base := []tokenGroup{{p.cfg.State.Hash("tokens " + p.addrKey(ip)), scale}}
+// tokenGroups returns the hashes of the groups the address ip counts
+// under (state.Hash).
+func (p *Pipeline) tokenGroups(ip string) []uint64 {
+	groups := []uint64{p.cfg.State.Hash("tokens " + p.addrKey(ip))}
 	a, err := netip.ParseAddr(ip)
 	if err != nil || a.Is4() || a.Is4In6() {
-		return base
+		return groups
 	}
-	bits := p.cfg.IPv6Prefix
-	if bits == 0 {
-		bits = DefaultIPv6Prefix
+	if bits := p.ipv6Prefix(); bits > 48 {
+		groups = append(groups, p.cfg.State.Hash("tokens "+AddressKey(ip, 48)))
 	}
-	for _, wide := range []struct{ bits, budgets int }{{56, 4}, {48, 16}} {
-		if bits > wide.bits {
-			base = append(base, tokenGroup{p.cfg.State.Hash("tokens " + AddressKey(ip, wide.bits)), scale * wide.budgets})
-		}
-	}
-	return base
+	return groups
 }
 
 // tokenBudget reports whether ip may have another token at now, and if
 // not, when to ask again: the cluster's tokens for each of its groups over
-// the sliding minute stay under TokensPerMinute, and over the hour under
-// TokensPerHour (each times the group's budgets).
-func (p *Pipeline) tokenBudget(ip string, now time.Time) (ok bool, retry time.Duration) {
+// the sliding minute stay under TokensPerMinute (times SharedScale in a
+// shared network). It also returns the token's slot and the group's
+// tokens in the sliding minute (the puzzle's difficulty grows with them).
+func (p *Pipeline) tokenBudget(groups []uint64, shared bool, now time.Time) (ok bool, retry time.Duration, slot, recent int) {
 	cfg := p.sessions.cfg
 	nowMs := now.UnixMilli()
 	frac := 1 - float64(nowMs%60_000)/60_000 // the previous minute's share of the sliding one
-	for _, g := range p.tokenGroups(ip) {
-		counts := p.cfg.State.TokensIssued(g.key, nowMs, 60)
-		minute := float64(counts[0]) + float64(counts[1])*frac
-		var hour uint64
-		for _, n := range counts {
-			hour += n
-		}
-		if minute >= float64(cfg.TokensPerMinute*g.scale) {
-			return false, time.Duration(60_000-nowMs%60_000) * time.Millisecond
-		}
-		if hour >= uint64(cfg.TokensPerHour*g.scale) {
-			return false, time.Duration(60_000-nowMs%60_000)*time.Millisecond + time.Minute
-		}
+	limit := cfg.TokensPerMinute
+	if shared {
+		limit *= SharedScale
 	}
-	return true, 0
-}
-
-// tokenIssued counts a token issued to ip at now in every group.
-func (p *Pipeline) tokenIssued(ip string, now time.Time) {
-	groups := p.tokenGroups(ip)
-	keys := make([]uint64, len(groups))
+	slot = 1
+	ttlMinutes := int((cfg.TTL + time.Minute - 1) / time.Minute)
 	for i, g := range groups {
-		keys[i] = g.key
+		counts := p.cfg.State.TokensIssued(g, nowMs, 2)
+		minute := float64(counts[0]) + float64(counts[1])*frac
+		if i == 0 {
+			recent = int(minute)
+		}
+		if minute >= float64(limit) {
+			return false, time.Duration(60_000-nowMs%60_000) * time.Millisecond, 0, recent
+		}
+		if !shared {
+			slot = max(slot, int(p.cfg.State.TokensWithin(g, nowMs, ttlMinutes))+1)
+		}
 	}
-	p.cfg.State.IssueTokens(keys, now.UnixMilli())
+	return true, 0, slot, recent
 }
 
-// recentTokens is how many tokens the address's own group had across the
-// cluster in the sliding minute (the puzzle's difficulty grows with it).
-func (p *Pipeline) recentTokens(ip string, now time.Time) int {
-	nowMs := now.UnixMilli()
-	counts := p.cfg.State.TokensIssued(p.tokenGroups(ip)[0].key, nowMs, 2)
-	return int(float64(counts[0]) + float64(counts[1])*(1-float64(nowMs%60_000)/60_000))
+// overBudget reports whether a token's slot is past what its poll vouches
+// for.
+func (p *Pipeline) overBudget(slot int, quiz bool) bool {
+	s := p.sessions
+	if s == nil || slot == 0 {
+		return false
+	}
+	if quiz {
+		return slot > s.cfg.QuizVouched
+	}
+	return slot > s.cfg.Vouched
 }

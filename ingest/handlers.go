@@ -39,17 +39,17 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 	}
 	ip := ClientIP(r, p.cfg.TrustedProxies)
 	def, _ := p.cfg.State.Poll(r.PathValue("poll"))
-	voter, issued, err := p.voterOf(r.Header.Get(SessionHeader), r.UserAgent(), ip, def.Public)
+	tok, err := p.voterOf(r.Header.Get(SessionHeader), r.UserAgent(), ip, def.Public)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
 	client := Client{IP: ip, TokenAge: -1, SocketAge: -1, RTTMs: -1, ReceivedMs: received}
-	if voter != "" { // the token's voter, whatever the body says
+	if tok.Voter != "" { // the token's voter, whatever the body says
 		for i := range votes {
-			votes[i].Voter = voter
+			votes[i].Voter = tok.Voter
 		}
-		client.TokenAge = p.cfg.Now().Sub(issued)
+		client.TokenAge, client.TokenSlot = p.cfg.Now().Sub(tok.Issued), tok.Slot
 	}
 	results, err := p.SubmitFrom(r.PathValue("poll"), votes, client)
 	if err != nil {
@@ -307,16 +307,16 @@ func (p *Pipeline) Vote(pollID string, body []byte, s Socket) (any, error) {
 	// The token travels in the vote message and is checked as the HTTP
 	// header is: bound to this client (IP and the socket's User-Agent).
 	def, _ := p.cfg.State.Poll(pollID)
-	voter, issued, err := p.voterOf(token, userAgent, ip, def.Public)
+	tok, err := p.voterOf(token, userAgent, ip, def.Public)
 	if err != nil {
 		return nil, err
 	}
 	client := Client{IP: ip, TokenAge: -1, SocketAge: connected, ShownMs: s.ShownMs, RTTMs: s.RTTMs, ReceivedMs: s.ReceivedMs}
-	if voter != "" {
+	if tok.Voter != "" {
 		for i := range votes {
-			votes[i].Voter = voter // the token's voter, whatever the body says
+			votes[i].Voter = tok.Voter // the token's voter, whatever the body says
 		}
-		client.TokenAge = p.cfg.Now().Sub(issued)
+		client.TokenAge, client.TokenSlot = p.cfg.Now().Sub(tok.Issued), tok.Slot
 	}
 	results, err := p.SubmitFrom(pollID, votes, client)
 	if err != nil {

@@ -144,6 +144,7 @@ func (p *Pipeline) Submit(pollID string, votes []Vote, ip string) ([]Result, err
 type Client struct {
 	IP        string
 	TokenAge  time.Duration // age of the voter token; < 0: none
+	TokenSlot int           // the token's slot in its address group (budget.go); 0: none
 	SocketAge time.Duration // age of the WebSocket the votes came on; < 0: not a socket
 	// ShownMs is when this node put the question on the client's socket
 	// (Unix ms; 0: not over a socket, or not yet): a quiz answer's time
@@ -292,7 +293,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
-			Datacenter: p.datacenters.contains(ip)}
+			Datacenter: p.datacenters.contains(ip), OverBudget: p.overBudget(c.TokenSlot, def.Quiz != nil)}
 		if prev, ok := p.cfg.State.LastWall(pollID, hashes[i][0]); ok && ts.Wall > prev {
 			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
 		}
@@ -450,10 +451,12 @@ func (p *Pipeline) limitersFor(def *poll.Definition) (ip, vote *limiter) {
 }
 
 // addrKey is the key a client's address is limited under (see AddressKey).
-func (p *Pipeline) addrKey(ip string) string {
-	bits := p.cfg.IPv6Prefix
-	if bits == 0 {
-		bits = DefaultIPv6Prefix
+func (p *Pipeline) addrKey(ip string) string { return AddressKey(ip, p.ipv6Prefix()) }
+
+// ipv6Prefix is how many leading bits of an IPv6 address name a client.
+func (p *Pipeline) ipv6Prefix() int {
+	if p.cfg.IPv6Prefix == 0 {
+		return DefaultIPv6Prefix
 	}
-	return AddressKey(ip, bits)
+	return p.cfg.IPv6Prefix
 }

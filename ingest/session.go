@@ -21,21 +21,39 @@ type Sessions struct {
 	// PowBits is the base difficulty of the puzzle solved before a token
 	// is issued; 0: no puzzle.
 	PowBits int
-	// TokensPerMinute and TokensPerHour bound the tokens one address (its
-	// groups, budget.go) obtains across the cluster; 0: 20 and 60.
-	TokensPerMinute, TokensPerHour int
+	// TokensPerMinute bounds the tokens one address (its groups,
+	// budget.go) obtains per minute across the cluster; 0:
+	// DefaultTokensPerMinute.
+	TokensPerMinute int
+	// Vouched is how many of a group's tokens alive at once count (the
+	// votes of later ones are shadowed); QuizVouched the same for a
+	// quiz's answers (the leaderboard). 0: DefaultVouched,
+	// DefaultQuizVouched.
+	Vouched, QuizVouched int
 	// Shared are networks many honest people share (a venue's Wi-Fi, a
-	// carrier NAT the operator knows): their addresses hold SharedScale
-	// budgets.
+	// carrier NAT the operator knows): their tokens are all vouched and
+	// their addresses hold SharedScale hard limits.
 	Shared []netip.Prefix
 	// TTL is how long a token is good for; 0: DefaultSessionTTL. Give the
 	// Signer the same.
 	TTL time.Duration
 }
 
-// DefaultSessionTTL is a token's life: a broadcast's, not a day's, so
-// tokens cannot be stockpiled long before the show.
-const DefaultSessionTTL = 4 * time.Hour
+// The defaults of Sessions.
+const (
+	// DefaultSessionTTL is a token's life: a broadcast's, not a day's.
+	DefaultSessionTTL = 4 * time.Hour
+	// DefaultTokensPerMinute leaves a studio audience of 200 behind one
+	// undeclared address a token each within a minute; the puzzle's cost
+	// rises with the count.
+	DefaultTokensPerMinute = 300
+	// DefaultVouched keeps one address's weight under half a point of a
+	// share at 3,000 voters (docs/operations.md, BENCHMARKS.md).
+	DefaultVouched = 10
+	// DefaultQuizVouched is how many participants of one address rank in
+	// a quiz: too few to cover the answers' combinations.
+	DefaultQuizVouched = 2
+)
 
 // sessionState is the pipeline's token bookkeeping.
 type sessionState struct {
@@ -46,10 +64,13 @@ type sessionState struct {
 
 func newSessionState(cfg Sessions) *sessionState {
 	if cfg.TokensPerMinute <= 0 {
-		cfg.TokensPerMinute = 20
+		cfg.TokensPerMinute = DefaultTokensPerMinute
 	}
-	if cfg.TokensPerHour <= 0 {
-		cfg.TokensPerHour = 60
+	if cfg.Vouched <= 0 {
+		cfg.Vouched = DefaultVouched
+	}
+	if cfg.QuizVouched <= 0 {
+		cfg.QuizVouched = DefaultQuizVouched
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultSessionTTL
@@ -100,9 +121,11 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	ip := ClientIP(r, p.cfg.TrustedProxies)
 	client := session.ClientHash(ip, r.UserAgent())
 	now := p.cfg.Now()
+	groups, shared := p.tokenGroups(ip), s.shared.contains(ip)
+	ok, wait, slot, recent := p.tokenBudget(groups, shared, now)
 	if s.cfg.PowBits > 0 {
 		if req.Challenge == "" {
-			bits := s.difficulty(p.recentTokens(ip, now))
+			bits := s.difficulty(recent)
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
 				api.WriteError(w, err)
@@ -118,42 +141,49 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
-	if ok, wait := p.tokenBudget(ip, now); !ok {
+	if s.cfg.PowBits > 0 { // the puzzle took time: count again
+		ok, wait, slot, _ = p.tokenBudget(groups, shared, p.cfg.Now())
+	}
+	if !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
 		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
 		return
 	}
-	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0)
+	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0, slot)
 	if err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	p.tokenIssued(ip, now)
-	p.m.sessions.WithLabelValues("issued").Inc()
+	p.cfg.State.IssueTokens(groups, now.UnixMilli())
+	if slot > s.cfg.Vouched {
+		p.m.sessions.WithLabelValues("issued_unvouched").Inc()
+	} else {
+		p.m.sessions.WithLabelValues("issued").Inc()
+	}
 	api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()})
 }
 
-// voterOf resolves the voter of a vote request: the token's voter when a
-// token is given (checked against the client), else the body's — unless
-// tokens are required.
-func (p *Pipeline) voterOf(tok, userAgent, ip string, public bool) (voter string, issued time.Time, err error) {
+// voterOf resolves the token of a vote request, checked against the
+// client; the zero Token when none is given and none is needed (the
+// body's voter stands) — unless tokens are required.
+func (p *Pipeline) voterOf(tok, userAgent, ip string, public bool) (session.Token, error) {
 	s := p.sessions
 	switch {
 	case s == nil:
-		return "", time.Time{}, nil
+		return session.Token{}, nil
 	case tok == "" && (s.cfg.Require || public):
-		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header (over the WebSocket: in the vote message's \"token\")", SessionHeader)
+		return session.Token{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "votes need a voter token: POST /v1/session, then send it in the %s header (over the WebSocket: in the vote message's \"token\")", SessionHeader)
 	case tok == "":
-		return "", time.Time{}, nil
+		return session.Token{}, nil
 	}
 	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, userAgent))
 	if err != nil {
-		return "", time.Time{}, sessionError(err)
+		return session.Token{}, sessionError(err)
 	}
 	if public && !t.PoW {
-		return "", time.Time{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "this poll is public: its votes need a token earned by solving the puzzle")
+		return session.Token{}, api.Errorf(http.StatusUnauthorized, api.CodeSessionRequired, "this poll is public: its votes need a token earned by solving the puzzle")
 	}
-	return t.Voter, t.Issued, nil
+	return t, nil
 }
 
 // sessionError maps session errors to API errors, one code each.

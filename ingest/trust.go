@@ -19,6 +19,9 @@ type Signals struct {
 	TokenAge      time.Duration // age of the voter token; < 0: no token
 	SocketAge     time.Duration // age of the WebSocket the vote came on; < 0: not over a socket
 	Datacenter    bool          // the address is in a configured datacenter/proxy range
+	// OverBudget: the voter token is past the ones its address group has
+	// vouched (budget.go): one address never weighs more than its budget.
+	OverBudget bool
 }
 
 // Score combines the signals multiplicatively into [0, 1]: each factor is
@@ -54,6 +57,9 @@ func Score(s Signals) float64 {
 	if s.Datacenter {
 		f *= 0.1
 	}
+	if s.OverBudget {
+		f *= 0.1
+	}
 	return f
 }
 
@@ -66,7 +72,7 @@ func (s Signals) ledger() *ledger.Signals {
 		return d.Milliseconds()
 	}
 	return &ledger.Signals{SincePrevMs: ms(s.SincePrevious), IPVotesPerMin: uint64(math.Round(s.IPVotesPerMin)), IPVoters: uint64(s.IPVoters),
-		TokenAgeMs: ms(s.TokenAge), SocketAgeMs: ms(s.SocketAge), Datacenter: s.Datacenter}
+		TokenAgeMs: ms(s.TokenAge), SocketAgeMs: ms(s.SocketAge), Datacenter: s.Datacenter, OverBudget: s.OverBudget}
 }
 
 // FromLedger is the inverse of the conversion above, for re-running the
@@ -79,7 +85,7 @@ func FromLedger(l *ledger.Signals) Signals {
 		return time.Duration(ms) * time.Millisecond
 	}
 	return Signals{SincePrevious: d(l.SincePrevMs), IPVotesPerMin: float64(l.IPVotesPerMin), IPVoters: int(l.IPVoters),
-		TokenAge: d(l.TokenAgeMs), SocketAge: d(l.SocketAgeMs), Datacenter: l.Datacenter}
+		TokenAge: d(l.TokenAgeMs), SocketAge: d(l.SocketAgeMs), Datacenter: l.Datacenter, OverBudget: l.OverBudget}
 }
 
 // DefaultTrustFloor is the score under which a vote is shadowed.

@@ -21,6 +21,7 @@ func TestScoreSignals(t *testing.T) {
 		"young token":              func(s *Signals) { s.TokenAge = 2 * time.Second },
 		"socket opened to vote":    func(s *Signals) { s.SocketAge = 100 * time.Millisecond },
 		"datacenter":               func(s *Signals) { s.Datacenter = true },
+		"token past the budget":    func(s *Signals) { s.OverBudget = true },
 	}
 	for name, worsen := range cases {
 		s := person
@@ -33,6 +34,11 @@ func TestScoreSignals(t *testing.T) {
 	nat := Signals{IPVotesPerMin: 1000, IPVoters: 400, TokenAge: 1500 * time.Millisecond, SocketAge: -1}
 	if s := Score(nat); s < DefaultTrustFloor {
 		t.Errorf("a busy carrier NAT scores %v, under the floor", s)
+	}
+	// A token past its address's vouched ones is under it, however human
+	// the rest looks.
+	if s := Score(Signals{IPVotesPerMin: 1, IPVoters: 1, TokenAge: time.Hour, SocketAge: -1, OverBudget: true}); s >= DefaultTrustFloor {
+		t.Errorf("a token past the budget scores %v, over the floor", s)
 	}
 	// A datacenter address voting with a fresh token is under it.
 	bot := Signals{IPVotesPerMin: 50, IPVoters: 20, TokenAge: 100 * time.Millisecond, SocketAge: -1, Datacenter: true}

@@ -266,7 +266,7 @@ func TestSignalsRoundTrip(t *testing.T) {
 	r := vote("p", "v", "o", "k", 5)
 	r.Replica, r.Seq = "eu-1", 1
 	plain := r.Hash()
-	r.Signals = &Signals{SincePrevMs: 1200, IPVotesPerMin: 640, IPVoters: 3, TokenAgeMs: -1, SocketAgeMs: 800, Datacenter: true}
+	r.Signals = &Signals{SincePrevMs: 1200, IPVotesPerMin: 640, IPVoters: 3, TokenAgeMs: -1, SocketAgeMs: 800, Datacenter: true, OverBudget: true}
 	if r.Hash() == plain {
 		t.Fatal("signals are not covered by the hash")
 	}
@@ -280,8 +280,14 @@ func TestSignalsRoundTrip(t *testing.T) {
 		t.Fatalf("json %s: %+v %v", line, fromJSON.Signals, err)
 	}
 	bad := r.AppendBinary(nil)
-	bad[len(bad)-1] = 7 // datacenter flag out of range
+	bad[len(bad)-1] = 7 // an unknown signal flag
 	if _, err := DecodeRecord(bad); !errors.Is(err, ErrMalformed) {
-		t.Fatalf("bad datacenter flag: %v", err)
+		t.Fatalf("unknown signal flag: %v", err)
+	}
+	// A record written before the budget's flag (the byte 0 or 1) decodes
+	// as it did, hash and all.
+	r.Signals.OverBudget = false
+	if back, err := DecodeRecord(r.AppendBinary(nil)); err != nil || back.Signals.OverBudget || !back.Signals.Datacenter || back.Hash() != r.Hash() {
+		t.Fatalf("an older record: %+v %v", back.Signals, err)
 	}
 }

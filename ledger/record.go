@@ -90,6 +90,7 @@ type Signals struct {
 	TokenAgeMs    int64  `json:"token_age_ms"`     // -1: no token
 	SocketAgeMs   int64  `json:"socket_age_ms"`    // -1: not over a socket
 	Datacenter    bool   `json:"datacenter"`
+	OverBudget    bool   `json:"over_budget,omitempty"` // the token was past its address group's vouched ones
 }
 
 // Answer is what a quiz answer's record adds to a vote's: the node's own
@@ -243,6 +244,9 @@ const (
 	flagLate        = 1 << 1
 	flagSignals     = 1 << 2 // the trust signals follow the previous hash
 	flagAnswer      = 1 << 3 // a quiz answer's numbers follow (after the signals)
+
+	signalDatacenter = 1 << 0
+	signalOverBudget = 1 << 1
 )
 
 // AppendBinary appends the canonical binary encoding of r to buf: the bytes
@@ -280,11 +284,14 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 		buf = binary.AppendUvarint(buf, sg.IPVoters)
 		buf = binary.AppendVarint(buf, sg.TokenAgeMs)
 		buf = binary.AppendVarint(buf, sg.SocketAgeMs)
-		dc := byte(0)
+		var bits byte // bit 0: datacenter (the only one in older records), bit 1: over budget
 		if sg.Datacenter {
-			dc = 1
+			bits |= signalDatacenter
 		}
-		buf = append(buf, dc)
+		if sg.OverBudget {
+			bits |= signalOverBudget
+		}
+		buf = append(buf, bits)
 	}
 	if a := r.Answer; a != nil {
 		buf = binary.AppendVarint(buf, a.ElapsedMs)
@@ -326,12 +333,12 @@ func DecodeRecord(b []byte) (Record, error) {
 	if flags&flagSignals != 0 && d.err == nil {
 		r.Signals = &Signals{SincePrevMs: d.varint(), IPVotesPerMin: d.uvarint(), IPVoters: d.uvarint(),
 			TokenAgeMs: d.varint(), SocketAgeMs: d.varint()}
-		switch dc := d.byte(); {
+		switch bits := d.byte(); {
 		case d.err != nil:
-		case dc > 1:
-			d.fail("datacenter flag %d", dc)
+		case bits&^(signalDatacenter|signalOverBudget) != 0:
+			d.fail("signal flags %#x", bits)
 		default:
-			r.Signals.Datacenter = dc == 1
+			r.Signals.Datacenter, r.Signals.OverBudget = bits&signalDatacenter != 0, bits&signalOverBudget != 0
 		}
 	}
 	if flags&flagAnswer != 0 && d.err == nil {

@@ -58,8 +58,8 @@ type Config struct {
 	RequireSession                                   bool          // refuse votes without a voter token
 	PowBits                                          int           // proof-of-work difficulty before a token; 0: none
 	TokensPerMinute                                  int           // voter tokens per address per minute, across the cluster
-	TokensPerHour                                    int           // voter tokens per address per hour, across the cluster
-	SharedNetworks                                   string        // CIDRs of networks many people share (a venue): SharedScale budgets
+	VouchedTokens, QuizVouchedTokens                 int           // tokens of one address that count (polls, quizzes), across the cluster
+	SharedNetworks                                   string        // CIDRs of networks many people share (a venue): all vouched
 	SessionTTL                                       time.Duration // how long a voter token is good for
 	DatacenterFile                                   string        // CIDRs of datacenters/proxies, one per line: votes from them score low
 	TakeoverAfter                                    time.Duration // how long each next node waits before taking certification over
@@ -142,8 +142,9 @@ func DefaultConfig() Config {
 		CheckpointEvery:   time.Minute,
 		PowBits:           16,
 		TrustFloor:        ingest.DefaultTrustFloor,
-		TokensPerMinute:   20,
-		TokensPerHour:     60,
+		TokensPerMinute:   ingest.DefaultTokensPerMinute,
+		VouchedTokens:     ingest.DefaultVouched,
+		QuizVouchedTokens: ingest.DefaultQuizVouched,
 		SessionTTL:        ingest.DefaultSessionTTL,
 		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
@@ -208,9 +209,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")
 	fs.IntVar(&c.PowBits, "pow-bits", c.PowBits, "proof-of-work difficulty (leading zero bits) before a voter token is issued; rises for an address asking for many; 0: none")
 	fs.StringVar(&c.DatacenterFile, "datacenter-ranges", c.DatacenterFile, "file of datacenter/proxy CIDRs, one per line (see deploy/datacenter-ranges.example); votes from them get a low trust score")
-	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address (an IPv6 /64; its /56 holds 4 budgets, its /48 16) may obtain per minute across the whole cluster")
-	fs.IntVar(&c.TokensPerHour, "tokens-per-hour", c.TokensPerHour, "voter tokens one client address may obtain per hour across the whole cluster (bounds tokens stockpiled before a show)")
-	fs.StringVar(&c.SharedNetworks, "shared-networks", c.SharedNetworks, "comma-separated CIDRs that many honest people share (a venue's Wi-Fi, a known carrier NAT): each address there holds 50 token budgets")
+	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address (an IPv4 address; an IPv6 /64, and its whole /48) may obtain per minute across the whole cluster; past it 429")
+	fs.IntVar(&c.VouchedTokens, "vouched-tokens", c.VouchedTokens, "of one address's tokens alive at once (one --session-ttl), how many count across the whole cluster; later ones still vote, shadowed")
+	fs.IntVar(&c.QuizVouchedTokens, "quiz-vouched-tokens", c.QuizVouchedTokens, "the same for quiz answers: how many participants of one address may rank")
+	fs.StringVar(&c.SharedNetworks, "shared-networks", c.SharedNetworks, "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a voter token is good for (1m-24h): a broadcast's length, so tokens cannot be stockpiled long before")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
@@ -292,8 +294,13 @@ func (c *Config) Validate() error {
 	if c.SessionTTL != 0 && (c.SessionTTL < time.Minute || c.SessionTTL > 24*time.Hour) {
 		return fmt.Errorf("%w: --session-ttl %v: want 1m-24h", ErrConfig, c.SessionTTL)
 	}
-	if c.TokensPerMinute < 0 || c.TokensPerHour < 0 {
-		return fmt.Errorf("%w: --tokens-per-minute %d, --tokens-per-hour %d: want 1 or more (0: the default)", ErrConfig, c.TokensPerMinute, c.TokensPerHour)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tokens-per-minute", c.TokensPerMinute}, {"vouched-tokens", c.VouchedTokens}, {"quiz-vouched-tokens", c.QuizVouchedTokens}} {
+		if f.v < 0 || f.v > 1_000_000 {
+			return fmt.Errorf("%w: --%s %d: want 1-1000000 (0: the default)", ErrConfig, f.name, f.v)
+		}
 	}
 	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
 		return fmt.Errorf("%w: --ipv6-prefix %d: want 0-128", ErrConfig, c.IPv6Prefix)

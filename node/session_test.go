@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"tally/ingest"
 	"tally/session"
 )
 
@@ -301,5 +302,80 @@ func TestPuzzleSolutionIsSingleUseClusterWide(t *testing.T) {
 	a2 := startNodeAt(t, dir, a.clock.ms.Load(), secret)
 	if r := a2.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone"); r.status != http.StatusForbidden || r.code() != "puzzle_failed" {
 		t.Fatalf("after a restart: %d %s", r.status, r.raw)
+	}
+}
+
+// TestTokenBudgetHoldsAcrossTheCluster: one address farming tokens at every
+// region holds one budget. Its first --vouched-tokens count, wherever they
+// were issued; the votes of later ones are acknowledged and shadowed; and
+// a region restarted in the middle learns the counts back from its peers,
+// so the restart gives the address no new budget.
+func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
+	const vouched = 4
+	nodes := startCluster(t, []string{"eu", "us", "ap"}, func(_ int, c *Config) {
+		c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, vouched
+		c.SessionSecret = "a shared session secret of 32 b!"
+	})
+	nodes[0].createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	group := nodes[0].state.Hash("tokens 127.0.0.1")
+	held := func(tn *testNode) uint64 {
+		return tn.state.TokensWithin(group, tn.clock.ms.Load(), 240)
+	}
+	issued := 0
+	farm := func(tn *testNode) {
+		t.Helper()
+		r := tn.call(t, "POST", "/v1/session", "", "User-Agent", fmt.Sprintf("browser %d", issued))
+		if r.status != http.StatusOK || r.body["status"] != "issued" {
+			t.Fatalf("token %d at %s: %d %s", issued, tn.replica, r.status, r.raw)
+		}
+		issued++
+		waitFor(t, func() bool { // every region hears of it before the next is asked for
+			for _, n := range nodes {
+				if held(n) != uint64(issued) {
+					return false
+				}
+			}
+			return true
+		})
+		r = tn.call(t, "POST", "/v1/polls/p/votes", fmt.Sprintf(`{"option":"a","voter":"me","idem":"k%d"}`, issued),
+			"User-Agent", fmt.Sprintf("browser %d", issued-1), ingest.SessionHeader, r.body["token"].(string))
+		if r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
+			t.Fatalf("vote %d at %s: %d %s", issued, tn.replica, r.status, r.raw)
+		}
+	}
+	for i := range vouched + 2 {
+		farm(nodes[i%3])
+	}
+	counted := func(want int64) {
+		t.Helper()
+		waitFor(t, func() bool {
+			for _, n := range nodes {
+				if n.totals(t, "p")["_total"] != want {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	counted(vouched)
+
+	// Restart ap: it comes back knowing nothing, and learns the address's
+	// six tokens (two of its own) from eu and us.
+	ap := nodes[2]
+	dir, ms := ap.cfg.DataDir, ap.clock.ms.Load()
+	if err := ap.stop(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2] = startNodeAt(t, dir, ms, func(c *Config) {
+		c.Region, c.Join, c.PushPull = "ap", nodes[0].GossipAddr(), 500*time.Millisecond
+		c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, vouched
+		c.SessionSecret = "a shared session secret of 32 b!"
+	})
+	waitFor(t, func() bool { return held(nodes[2]) == uint64(issued) })
+	farm(nodes[2])
+	counted(vouched)
+	if got := counterValue(t, nodes[2], "tally_sessions_total", "issued_unvouched"); got != 1 {
+		t.Fatalf("the restarted region issued %v unvouched tokens, want 1 (the one past the budget)", got)
 	}
 }

@@ -51,8 +51,8 @@ func TestRotatingSecrets(t *testing.T) {
 	}
 	after, _ := NewSigner(newS, time.Hour, nil)
 	client := ClientHash("203.0.113.7", "phone")
-	oldTok, _, _ := before.Issue(client, false)
-	newTok, _, _ := during.Issue(client, false)
+	oldTok, _, _ := before.Issue(client, false, 1)
+	newTok, _, _ := during.Issue(client, false, 1)
 	if _, err := during.Verify(oldTok, client); err != nil {
 		t.Fatalf("an old token during the rotation: %v", err)
 	}

@@ -24,7 +24,7 @@ func newSigner(t testing.TB) (*Signer, *clock) {
 func TestTokens(t *testing.T) {
 	s, c := newSigner(t)
 	me, other := ClientHash("203.0.113.7", "phone"), ClientHash("198.51.100.9", "phone")
-	tok, issued, err := s.Issue(me, true)
+	tok, issued, err := s.Issue(me, true, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,12 +32,12 @@ func TestTokens(t *testing.T) {
 	if err != nil || got.Voter != issued.Voter || len(got.Voter) != 32 || !got.PoW {
 		t.Fatalf("verify: %+v %v", got, err)
 	}
-	second, _, _ := s.Issue(me, true)
+	second, _, _ := s.Issue(me, true, 1)
 	if g2, _ := s.Verify(second, me); g2.Voter == got.Voter {
 		t.Fatal("two tokens share a voter id")
 	}
 	other2, _ := NewSigner([]byte("another secret of 20b"), time.Hour, c.now)
-	foreign, _, _ := other2.Issue(me, false)
+	foreign, _, _ := other2.Issue(me, false, 1)
 	body := tok[len(tokenPrefix):strings.LastIndex(tok, ".")]
 	cases := map[string]struct {
 		tok    string
@@ -124,7 +124,7 @@ func TestProofOfWork(t *testing.T) {
 
 func FuzzVerify(f *testing.F) {
 	s, _ := newSigner(f)
-	tok, _, _ := s.Issue(ClientHash("a", "b"), false)
+	tok, _, _ := s.Issue(ClientHash("a", "b"), false, 1)
 	f.Add(tok)
 	f.Add("s1..")
 	f.Fuzz(func(t *testing.T, tok string) {
@@ -151,5 +151,22 @@ func BenchmarkSolve(b *testing.B) {
 	for b.Loop() {
 		ch, _ := s.Challenge(16, ClientHash("a", "b"))
 		solve(ch, 16)
+	}
+}
+
+// A token carries the slot it was issued with, clamped to [1, MaxSlot],
+// under the signature.
+func TestTokenSlot(t *testing.T) {
+	s, _ := newSigner(t)
+	me := ClientHash("203.0.113.7", "phone")
+	for _, c := range []struct{ give, want int }{{-5, 1}, {0, 1}, {1, 1}, {11, 11}, {MaxSlot, MaxSlot}, {MaxSlot + 9, MaxSlot}} {
+		tok, issued, err := s.Issue(me, true, c.give)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Verify(tok, me)
+		if err != nil || got.Slot != c.want || issued.Slot != c.want {
+			t.Errorf("slot %d: verified %d, issued %d, %v; want %d", c.give, got.Slot, issued.Slot, err, c.want)
+		}
 	}
 }

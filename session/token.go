@@ -23,8 +23,8 @@ var (
 
 const (
 	tokenPrefix  = "s1."
-	tokenPayload = 1 + 16 + 8 + 8 + 1 // version, voter, issued (ms), client hash, flags
-	tokenVersion = 2
+	tokenPayload = 1 + 16 + 8 + 8 + 1 + 2 // version, voter, issued (ms), client hash, flags, slot
+	tokenVersion = 3
 	flagPoW      = 1 // issued after a solved puzzle
 	macSize      = 16
 	// MaxTokenLen bounds a token on the wire.
@@ -72,7 +72,14 @@ type Token struct {
 	Voter  string    // 32 hex characters
 	Issued time.Time // when it was issued
 	PoW    bool      // issued after a solved proof-of-work puzzle
+	// Slot is the token's place among the tokens its client's address
+	// group held when it was issued, across the cluster (1: the first);
+	// the caller decides what a slot is worth (ingest/budget.go).
+	Slot int
 }
+
+// MaxSlot is the largest slot a token records; later ones record it.
+const MaxSlot = 1<<16 - 1
 
 // ClientHash binds a token to a client: its IP address and user agent.
 func ClientHash(ip, userAgent string) [8]byte {
@@ -81,8 +88,10 @@ func ClientHash(ip, userAgent string) [8]byte {
 }
 
 // Issue returns a new token for a new random voter; pow records that the
-// client solved a puzzle for it.
-func (s *Signer) Issue(client [8]byte, pow bool) (string, Token, error) {
+// client solved a puzzle for it, slot its place in its address group
+// (clamped to [1, MaxSlot]).
+func (s *Signer) Issue(client [8]byte, pow bool, slot int) (string, Token, error) {
+	slot = min(max(slot, 1), MaxSlot)
 	var voter [16]byte
 	if _, err := rand.Read(voter[:]); err != nil {
 		return "", Token{}, err
@@ -98,7 +107,8 @@ func (s *Signer) Issue(client [8]byte, pow bool) (string, Token, error) {
 		flags |= flagPoW
 	}
 	p = append(p, flags)
-	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli()), PoW: pow}, nil
+	p = binary.BigEndian.AppendUint16(p, uint16(slot))
+	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli()), PoW: pow, Slot: slot}, nil
 }
 
 // Verify checks a token's form, signature, age and client.
@@ -125,7 +135,11 @@ func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
 	if !hmac.Equal(p[25:33], client[:]) {
 		return Token{}, ErrMismatch
 	}
-	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued, PoW: p[33]&flagPoW != 0}, nil
+	slot := int(binary.BigEndian.Uint16(p[34:36]))
+	if slot == 0 {
+		return Token{}, ErrMalformed
+	}
+	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued, PoW: p[33]&flagPoW != 0, Slot: slot}, nil
 }
 
 // mac signs b in a domain (token or challenge) with the first secret,

@@ -7,11 +7,17 @@ import "sync"
 // not per node). Each replica counts the tokens it issued to a group in
 // each minute; the counts travel between nodes (gossip's budget subject)
 // and merge by max, a G-counter per (group, minute). A group is what the
-// caller names it by — ingest hashes an IPv4 address, an IPv6 /64, /56
-// and /48 — so state knows nothing of addresses.
+// caller names it by — ingest hashes an IPv4 address, an IPv6 /64 and /48
+// — so state knows nothing of addresses.
+//
+// Every node also keeps what it heard of the others' counts, and now and
+// then sends its whole view (BudgetView): a node that restarted learns its
+// own former counts back from its peers (MergeBudget raises its own count
+// too), so a restart gives no address a new budget.
 
-// BudgetMinutes is how many minutes of counts are kept.
-const BudgetMinutes = 60
+// BudgetMinutes is how many minutes of counts are kept: the longest token
+// life (a day), since a token's slot counts the tokens its group holds.
+const BudgetMinutes = 24 * 60
 
 // maxBudgetKeys bounds the (group, minute) pairs held; past it, the
 // oldest minute is forgotten first.
@@ -48,10 +54,12 @@ type budgets struct {
 	mu    sync.Mutex
 	m     map[budgetKey]*budgetCell
 	dirty map[budgetKey]struct{} // own counts changed since TakeBudget
+	swept int64                  // the minute of the last sweep
 }
 
 // sweep forgets minutes older than the window (called with mu held).
 func (b *budgets) sweep(minute int64) {
+	b.swept = minute
 	for k := range b.m {
 		if k.minute <= minute-BudgetMinutes {
 			delete(b.m, k)
@@ -85,7 +93,7 @@ func (s *State) IssueTokens(groups []uint64, nowMs int64) {
 	b := &s.budgets
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.m) > 0 && len(b.m)%4096 == 0 {
+	if minute != b.swept {
 		b.sweep(minute)
 	}
 	for _, g := range groups {
@@ -113,6 +121,22 @@ func (s *State) TokensIssued(group uint64, nowMs int64, n int) []uint64 {
 	return out
 }
 
+// TokensWithin returns the tokens issued to group across the cluster in
+// the last minutes minutes up to nowMs, the current one included.
+func (s *State) TokensWithin(group uint64, nowMs int64, minutes int) uint64 {
+	minute := nowMs / 60_000
+	b := &s.budgets
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n uint64
+	for i := range int64(min(minutes, BudgetMinutes)) {
+		if c := b.m[budgetKey{group, minute - i}]; c != nil {
+			n += c.sum()
+		}
+	}
+	return n
+}
+
 // TakeBudget returns this replica's counts changed since the last call
 // (for the next gossip message).
 func (s *State) TakeBudget() []BudgetEntry {
@@ -129,13 +153,30 @@ func (s *State) TakeBudget() []BudgetEntry {
 	return out
 }
 
-// MergeBudget takes another replica's counts; minutes outside the window
+// BudgetView returns every count this node knows, its own and the
+// others', by replica (for a whole-view refresh).
+func (s *State) BudgetView() map[string][]BudgetEntry {
+	b := &s.budgets
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string][]BudgetEntry)
+	for k, c := range b.m {
+		if c.own > 0 {
+			out[s.replica] = append(out[s.replica], BudgetEntry{Group: k.group, Minute: k.minute, N: c.own})
+		}
+		for r, n := range c.others {
+			out[r] = append(out[r], BudgetEntry{Group: k.group, Minute: k.minute, N: n})
+		}
+	}
+	return out
+}
+
+// MergeBudget takes a replica's counts, as the sender knows them (its own,
+// or another's it relays, this node's included: a restarted node learns
+// back what it had issued); counts only rise. Minutes outside the window
 // (or ahead of nowMs by more than a minute) are ignored. It reports how
 // many entries raised a count.
 func (s *State) MergeBudget(replica string, entries []BudgetEntry, nowMs int64) int {
-	if replica == s.replica {
-		return 0
-	}
 	minute := nowMs / 60_000
 	b := &s.budgets
 	b.mu.Lock()
@@ -146,7 +187,14 @@ func (s *State) MergeBudget(replica string, entries []BudgetEntry, nowMs int64) 
 			continue
 		}
 		c := b.cell(budgetKey{e.Group, e.Minute}, minute)
-		if c == nil {
+		switch {
+		case c == nil:
+			continue
+		case replica == s.replica:
+			if e.N > c.own {
+				c.own = e.N
+				raised++
+			}
 			continue
 		}
 		if c.others == nil {

@@ -290,3 +290,53 @@ func TestViewersAcrossReplicas(t *testing.T) {
 		t.Fatalf("reports past the bound counted: %d", got)
 	}
 }
+
+// TestTokenBudgetCounts: token counts merge by max per replica, sum across
+// replicas, stay within the window, and a restarted replica takes its own
+// former counts back from a peer's view.
+func TestTokenBudgetCounts(t *testing.T) {
+	newState := func(replica string) *State {
+		s, err := New(Config{Replica: replica})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const minute = 60_000
+	now := int64(1_000_000) * minute
+	a, b := newState("a"), newState("b")
+	a.IssueTokens([]uint64{1, 2}, now)
+	a.IssueTokens([]uint64{1}, now+minute)
+	b.IssueTokens([]uint64{1}, now+minute)
+	for _, e := range []struct {
+		from *State
+		name string
+	}{{a, "a"}, {a, "a"}} { // a replay changes nothing
+		b.MergeBudget(e.name, e.from.BudgetView()[e.name], now+minute)
+	}
+	if got := b.TokensWithin(1, now+minute, 2); got != 3 {
+		t.Fatalf("group 1 over two minutes: %d, want 3", got)
+	}
+	if got := b.TokensWithin(1, now+minute, 1); got != 2 {
+		t.Fatalf("group 1 this minute: %d, want 2", got)
+	}
+	if n := b.MergeBudget("a", []BudgetEntry{{Group: 1, Minute: now / minute, N: 0}}, now+minute); n != 0 || b.TokensWithin(1, now+minute, 2) != 3 {
+		t.Fatal("a lower count lowered the budget")
+	}
+	if n := b.MergeBudget("a", []BudgetEntry{{Group: 9, Minute: now/minute - BudgetMinutes - 1, N: 5}, {Group: 9, Minute: now/minute + 5, N: 5}}, now); n != 0 {
+		t.Fatal("counts outside the window were taken")
+	}
+
+	// a restarts empty and learns its own counts back from b's view.
+	a2 := newState("a")
+	for replica, entries := range b.BudgetView() {
+		a2.MergeBudget(replica, entries, now+minute)
+	}
+	if got := a2.TokensWithin(1, now+minute, 2); got != 3 {
+		t.Fatalf("after the restart: %d, want 3", got)
+	}
+	a2.IssueTokens([]uint64{1}, now+minute)
+	if own := a2.TakeBudget(); len(own) != 1 || own[0].N != 2 {
+		t.Fatalf("own count after the restart: %+v, want 2 (1 learned back + 1)", own)
+	}
+}

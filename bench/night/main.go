@@ -95,7 +95,7 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	tokens := make([]string, p.voters+2000)
 	voterIDs := make([]string, len(tokens))
 	for i := range tokens {
-		tok, t, err := signer.Issue(session.ClientHash(voterIP(i), userAgent), false)
+		tok, t, err := signer.Issue(session.ClientHash(voterIP(i), userAgent), false, 1)
 		if err != nil {
 			return err
 		}

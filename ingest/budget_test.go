@@ -1,0 +1,110 @@
+package ingest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+
+	"tally/session"
+)
+
+// budgetRig is a rig whose pipeline issues voter tokens without a puzzle.
+func budgetRig(t *testing.T, s Sessions) (*rig, *session.Signer) {
+	t.Helper()
+	r := newRig(t, t.TempDir())
+	signer, err := session.NewSigner([]byte("a session secret, 32 bytes long!"), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Signer, s.TTL = signer, time.Hour
+	p, err := New(Config{Ledger: r.l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14}, Sessions: s, TrustFloor: DefaultTrustFloor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.p = p
+	return r, signer
+}
+
+// token asks for a token as ip and returns its slot (0: refused).
+func (r *rig) token(t *testing.T, signer *session.Signer, ip string) int {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/v1/session", nil)
+	req.RemoteAddr = netip.AddrPortFrom(netip.MustParseAddr(ip), 4000).String()
+	req.Header.Set("User-Agent", "phone")
+	w := httptest.NewRecorder()
+	r.p.HandleSession(w, req)
+	if w.Code == http.StatusTooManyRequests {
+		return 0
+	}
+	var resp SessionResponse
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &resp) != nil {
+		t.Fatalf("session as %s: %d %s", ip, w.Code, w.Body)
+	}
+	tok, err := signer.Verify(resp.Token, session.ClientHash(ip, "phone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Slot
+}
+
+// TestTokenSlotsPerAddressGroup: a token's slot counts the tokens of its
+// address group — an IPv4 address, an IPv6 /48 across its /64s — and not
+// of another; a shared network's are all vouched; past TokensPerMinute the
+// answer is 429.
+func TestTokenSlotsPerAddressGroup(t *testing.T) {
+	r, signer := budgetRig(t, Sessions{TokensPerMinute: 6, Vouched: 3, QuizVouched: 1,
+		Shared: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}})
+	for want := 1; want <= 6; want++ {
+		if got := r.token(t, signer, "203.0.113.7"); got != want {
+			t.Fatalf("IPv4 token %d: slot %d", want, got)
+		}
+	}
+	if got := r.token(t, signer, "203.0.113.7"); got != 0 {
+		t.Fatalf("the 7th token in a minute was issued (slot %d), want 429", got)
+	}
+	if got := r.token(t, signer, "203.0.113.8"); got != 1 {
+		t.Fatalf("the next address shares the budget: slot %d", got)
+	}
+	for i, ip := range []string{"2001:db8:1:1::1", "2001:db8:1:2::1", "2001:db8:1:ffff::9", "2001:db8:1:1::2"} {
+		if got := r.token(t, signer, ip); got != i+1 {
+			t.Fatalf("IPv6 token %d from %s (one /48): slot %d", i+1, ip, got)
+		}
+	}
+	if got := r.token(t, signer, "2001:db8:2::1"); got != 1 {
+		t.Fatalf("another /48: slot %d", got)
+	}
+	for i := range 10 {
+		if got := r.token(t, signer, "198.51.100.9"); got != 1 {
+			t.Fatalf("shared network token %d: slot %d, want all vouched", i+1, got)
+		}
+	}
+	for _, c := range []struct {
+		slot int
+		quiz bool
+		want bool
+	}{{0, false, false}, {1, false, false}, {3, false, false}, {4, false, true}, {1, true, false}, {2, true, true}} {
+		if got := r.p.overBudget(c.slot, c.quiz); got != c.want {
+			t.Errorf("overBudget(%d, quiz %v) = %v", c.slot, c.quiz, got)
+		}
+	}
+}
+
+// TestVotesPastTheBudgetAreShadowed: a token past its group's vouched ones
+// still votes (acknowledged, ledgered) and is not counted.
+func TestVotesPastTheBudgetAreShadowed(t *testing.T) {
+	r, _ := budgetRig(t, Sessions{Vouched: 2})
+	for i, slot := range []int{1, 2, 3, 9} {
+		c := Client{IP: "203.0.113.7", TokenAge: time.Hour, TokenSlot: slot, SocketAge: -1, RTTMs: -1}
+		res, err := r.p.SubmitFrom("p", []Vote{{Voter: "v" + string(rune('0'+i)), Option: "a", Idem: "k" + string(rune('0'+i))}}, c)
+		if err != nil || res[0].Status != "accepted" {
+			t.Fatalf("slot %d: %+v %v", slot, res, err)
+		}
+	}
+	totals, total, err := r.st.Totals("p")
+	if err != nil || total != 2 || totals["a"] != 2 {
+		t.Fatalf("counted %v (total %d), want the 2 vouched: %v", totals, total, err)
+	}
+}
