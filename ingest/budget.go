@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -23,7 +24,13 @@ import (
 //     Sessions.Vouched (a quiz question's answers: past QuizVouched) are
 //     ledgered and shadowed, not refused: nobody behind a crowded address
 //     is locked out, and a group never holds more than Vouched tokens
-//     that count, however long it farms.
+//     that count, however long it farms;
+//   - a pace (Sessions.VouchPace, by the process clock): a node vouches
+//     at most that many tokens a group a second (later asks within the
+//     second get 429 and Retry-After: 1; the page retries), so regions an
+//     attacker asks at once cannot all hand out the same slots before they
+//     hear of each other: the overshoot is what the other regions vouch
+//     within one gossip delay (under a second), not a budget each.
 //
 // Addresses in --shared-networks (a venue's Wi-Fi, a known carrier NAT)
 // are vouched whatever their count and hold SharedScale hard limits.
@@ -74,6 +81,38 @@ func (p *Pipeline) tokenBudget(groups []uint64, shared bool, now time.Time) (ok 
 		}
 	}
 	return true, 0, slot, recent
+}
+
+// reserveToken counts a token about to be issued to ip's groups at now
+// and returns its slot; or, when the hard limit or the pace refuses it,
+// how long to wait. With dry set it counts nothing: whether it would.
+func (p *Pipeline) reserveToken(groups []uint64, shared bool, now time.Time, dry bool) (slot int, retry time.Duration, ok bool) {
+	ok, retry, slot, _ = p.tokenBudget(groups, shared, now)
+	if !ok {
+		return 0, retry, false
+	}
+	var undo []func()
+	defer func() {
+		if dry || !ok {
+			for _, u := range undo {
+				u()
+			}
+		}
+	}()
+	if !shared && slot <= p.sessions.cfg.Vouched {
+		for _, g := range groups {
+			taken, wait, u := p.sessions.pace.reserve(strconv.FormatUint(g, 16), 1, p.sessions.paceNow())
+			if !taken {
+				ok = false
+				return 0, max(wait, time.Second), false
+			}
+			undo = append(undo, u)
+		}
+	}
+	if !dry {
+		p.cfg.State.IssueTokens(groups, now.UnixMilli())
+	}
+	return slot, 0, true
 }
 
 // overBudget reports whether a token's slot is past what its poll vouches

@@ -11,19 +11,23 @@ import (
 	"tally/session"
 )
 
-// budgetRig is a rig whose pipeline issues voter tokens without a puzzle.
-func budgetRig(t *testing.T, s Sessions) (*rig, *session.Signer) {
+// budgetRig is a rig whose pipeline issues voter tokens without a puzzle,
+// on a clock the test moves (*now).
+func budgetRig(t *testing.T, s Sessions, now *time.Time) (*rig, *session.Signer) {
 	t.Helper()
 	r := newRig(t, t.TempDir())
+	*now = time.Now()
 	signer, err := session.NewSigner([]byte("a session secret, 32 bytes long!"), time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Signer, s.TTL = signer, time.Hour
-	p, err := New(Config{Ledger: r.l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14}, Sessions: s, TrustFloor: DefaultTrustFloor})
+	p, err := New(Config{Ledger: r.l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14}, Sessions: s, TrustFloor: DefaultTrustFloor,
+		Now: func() time.Time { return *now }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.sessions.paceNow = func() time.Time { return *now }
 	r.p = p
 	return r, signer
 }
@@ -52,12 +56,19 @@ func (r *rig) token(t *testing.T, signer *session.Signer, ip string) int {
 
 // TestTokenSlotsPerAddressGroup: a token's slot counts the tokens of its
 // address group — an IPv4 address, an IPv6 /48 across its /64s — and not
-// of another; a shared network's are all vouched; past TokensPerMinute the
-// answer is 429.
+// of another; vouched ones come at most one a second; a shared network's
+// are all vouched; past TokensPerMinute the answer is 429.
 func TestTokenSlotsPerAddressGroup(t *testing.T) {
-	r, signer := budgetRig(t, Sessions{TokensPerMinute: 6, Vouched: 3, QuizVouched: 1,
-		Shared: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}})
+	var now time.Time
+	r, signer := budgetRig(t, Sessions{TokensPerMinute: 6, Vouched: 3, QuizVouched: 1, VouchPace: 1,
+		Shared: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}}, &now)
 	for want := 1; want <= 6; want++ {
+		if want <= 3 && want > 1 {
+			if got := r.token(t, signer, "203.0.113.7"); got != 0 {
+				t.Fatalf("a second vouched token within the second: slot %d, want 429", got)
+			}
+			now = now.Add(time.Second)
+		}
 		if got := r.token(t, signer, "203.0.113.7"); got != want {
 			t.Fatalf("IPv4 token %d: slot %d", want, got)
 		}
@@ -69,6 +80,7 @@ func TestTokenSlotsPerAddressGroup(t *testing.T) {
 		t.Fatalf("the next address shares the budget: slot %d", got)
 	}
 	for i, ip := range []string{"2001:db8:1:1::1", "2001:db8:1:2::1", "2001:db8:1:ffff::9", "2001:db8:1:1::2"} {
+		now = now.Add(time.Second)
 		if got := r.token(t, signer, ip); got != i+1 {
 			t.Fatalf("IPv6 token %d from %s (one /48): slot %d", i+1, ip, got)
 		}
@@ -95,7 +107,8 @@ func TestTokenSlotsPerAddressGroup(t *testing.T) {
 // TestVotesPastTheBudgetAreShadowed: a token past its group's vouched ones
 // still votes (acknowledged, ledgered) and is not counted.
 func TestVotesPastTheBudgetAreShadowed(t *testing.T) {
-	r, _ := budgetRig(t, Sessions{Vouched: 2})
+	var now time.Time
+	r, _ := budgetRig(t, Sessions{Vouched: 2}, &now)
 	for i, slot := range []int{1, 2, 3, 9} {
 		c := Client{IP: "203.0.113.7", TokenAge: time.Hour, TokenSlot: slot, SocketAge: -1, RTTMs: -1}
 		res, err := r.p.SubmitFrom("p", []Vote{{Voter: "v" + string(rune('0'+i)), Option: "a", Idem: "k" + string(rune('0'+i))}}, c)

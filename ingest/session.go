@@ -37,6 +37,9 @@ type Sessions struct {
 	// TTL is how long a token is good for; 0: DefaultSessionTTL. Give the
 	// Signer the same.
 	TTL time.Duration
+	// VouchPace is how many vouched tokens this node hands one address
+	// group a second, by the process clock (budget.go); ≤ 0: no pace.
+	VouchPace float64
 }
 
 // The defaults of Sessions.
@@ -57,9 +60,11 @@ const (
 
 // sessionState is the pipeline's token bookkeeping.
 type sessionState struct {
-	cfg    Sessions
-	shared ranges
-	used   session.Used
+	cfg     Sessions
+	shared  ranges
+	used    session.Used
+	pace    *limiter // vouched tokens per group (budget.go); nil: none
+	paceNow func() time.Time
 }
 
 func newSessionState(cfg Sessions) *sessionState {
@@ -75,7 +80,7 @@ func newSessionState(cfg Sessions) *sessionState {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultSessionTTL
 	}
-	return &sessionState{cfg: cfg, shared: ranges(cfg.Shared)}
+	return &sessionState{cfg: cfg, shared: ranges(cfg.Shared), pace: newLimiter(cfg.VouchPace, 1), paceNow: time.Now}
 }
 
 // difficulty is the puzzle's bits for an address that obtained recent
@@ -122,7 +127,12 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	client := session.ClientHash(ip, r.UserAgent())
 	now := p.cfg.Now()
 	groups, shared := p.tokenGroups(ip), s.shared.contains(ip)
-	ok, wait, slot, recent := p.tokenBudget(groups, shared, now)
+	ok, wait, _, recent := p.tokenBudget(groups, shared, now)
+	if !ok {
+		p.m.sessions.WithLabelValues("rate_limited").Inc()
+		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
+		return
+	}
 	if s.cfg.PowBits > 0 {
 		if req.Challenge == "" {
 			bits := s.difficulty(recent)
@@ -134,6 +144,13 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 			api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "challenge", Challenge: ch, Bits: bits})
 			return
 		}
+		// Paced now, before the solution is spent: a 429 here lets the
+		// client send the same solution again after Retry-After.
+		if _, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
+			p.m.sessions.WithLabelValues("rate_limited").Inc()
+			api.WriteError(w, rateLimited(wait, "too many voter tokens for this address at once; send the same solution again shortly"))
+			return
+		}
 		if err := s.cfg.Signer.Check(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
 			api.WriteError(w, sessionError(err))
@@ -141,9 +158,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
-	if s.cfg.PowBits > 0 { // the puzzle took time: count again
-		ok, wait, slot, _ = p.tokenBudget(groups, shared, p.cfg.Now())
-	}
+	slot, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), false)
 	if !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
 		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
@@ -154,7 +169,6 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	p.cfg.State.IssueTokens(groups, now.UnixMilli())
 	if slot > s.cfg.Vouched {
 		p.m.sessions.WithLabelValues("issued_unvouched").Inc()
 	} else {

@@ -57,7 +57,7 @@ func until(js string) chromedp.Action[chromedp.Void] {
 }
 
 // counterValue reads a labelled counter from the node's registry.
-func counterValue(t *testing.T, tn *testNode, name, label string) float64 {
+func counterValue(t testing.TB, tn *testNode, name, label string) float64 {
 	t.Helper()
 	mfs, err := tn.reg.Gather()
 	if err != nil {

@@ -59,6 +59,7 @@ type Config struct {
 	PowBits                                          int           // proof-of-work difficulty before a token; 0: none
 	TokensPerMinute                                  int           // voter tokens per address per minute, across the cluster
 	VouchedTokens, QuizVouchedTokens                 int           // tokens of one address that count (polls, quizzes), across the cluster
+	VouchPace                                        float64       // vouched tokens a node hands one address a second
 	SharedNetworks                                   string        // CIDRs of networks many people share (a venue): all vouched
 	SessionTTL                                       time.Duration // how long a voter token is good for
 	DatacenterFile                                   string        // CIDRs of datacenters/proxies, one per line: votes from them score low
@@ -145,6 +146,7 @@ func DefaultConfig() Config {
 		TokensPerMinute:   ingest.DefaultTokensPerMinute,
 		VouchedTokens:     ingest.DefaultVouched,
 		QuizVouchedTokens: ingest.DefaultQuizVouched,
+		VouchPace:         1,
 		SessionTTL:        ingest.DefaultSessionTTL,
 		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
@@ -212,6 +214,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address (an IPv4 address; an IPv6 /64, and its whole /48) may obtain per minute across the whole cluster; past it 429")
 	fs.IntVar(&c.VouchedTokens, "vouched-tokens", c.VouchedTokens, "of one address's tokens alive at once (one --session-ttl), how many count across the whole cluster; later ones still vote, shadowed")
 	fs.IntVar(&c.QuizVouchedTokens, "quiz-vouched-tokens", c.QuizVouchedTokens, "the same for quiz answers: how many participants of one address may rank")
+	fs.Float64Var(&c.VouchPace, "vouch-pace", c.VouchPace, "vouched tokens a node hands one address per second (later asks: 429, Retry-After 1), so regions asked at once cannot all hand out the same ones; 0: no pace")
 	fs.StringVar(&c.SharedNetworks, "shared-networks", c.SharedNetworks, "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a voter token is good for (1m-24h): a broadcast's length, so tokens cannot be stockpiled long before")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
@@ -301,6 +304,9 @@ func (c *Config) Validate() error {
 		if f.v < 0 || f.v > 1_000_000 {
 			return fmt.Errorf("%w: --%s %d: want 1-1000000 (0: the default)", ErrConfig, f.name, f.v)
 		}
+	}
+	if !(c.VouchPace >= 0 && c.VouchPace <= 1_000_000) { // NaN too
+		return fmt.Errorf("%w: --vouch-pace %v: want 0-1000000 tokens a second", ErrConfig, c.VouchPace)
 	}
 	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
 		return fmt.Errorf("%w: --ipv6-prefix %d: want 0-128", ErrConfig, c.IPv6Prefix)

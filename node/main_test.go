@@ -101,7 +101,8 @@ func testConfig(dir string, clock *fakeClock) Config {
 	cfg.Now, cfg.Stdout = clock.now, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Demo = false
-	cfg.Drain = 0 // tests that drain say so
+	cfg.Drain = 0     // tests that drain say so
+	cfg.VouchPace = 0 // tests that pace tokens say so (it runs on the process clock)
 	cfg.GossipKey = testGossipKey
 	return cfg
 }

@@ -213,7 +213,7 @@ func New(cfg Config) (n *Node, err error) {
 		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, SigningKey: key, Registerer: n.reg, Now: cfg.Now,
 		Datacenters: datacenters,
 		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute,
-			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, Shared: shared, TTL: cfg.SessionTTL},
+			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, VouchPace: cfg.VouchPace, Shared: shared, TTL: cfg.SessionTTL},
 	})
 	if err != nil {
 		return nil, err

@@ -27,8 +27,25 @@ async function api(method, path, body, token, extra = {}) {
   if (token) headers["Authorization"] = "Bearer " + token;
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await res.json().catch(() => ({}));
-  if (!res.ok) throw new Error((data.error && data.error.message) || res.statusText);
+  if (!res.ok) {
+    const err = new Error((data.error && data.error.message) || res.statusText);
+    err.status = res.status;
+    err.retryAfter = Number(res.headers.get("Retry-After")) || 0;
+    throw err;
+  }
   return data;
+}
+
+// again retries f while the node answers 429, after its Retry-After (at
+// most 10 s, with jitter), a few times.
+async function again(f) {
+  for (let tries = 0; ; tries++) {
+    try { return await f(); } catch (err) {
+      if (err.status !== 429 || tries >= 5) throw err;
+      const wait = Math.min(err.retryAfter || 1, 10) * 1000 * (1 + Math.random() / 2);
+      await new Promise(r => setTimeout(r, wait));
+    }
+  }
 }
 
 // LiveStream keeps one poll's state from the WebSocket (or SSE after the
@@ -109,10 +126,12 @@ function session() {
   if (saved && saved.expires_at > Date.now() + 60000) return Promise.resolve(saved);
   if (!sessionPromise) {
     sessionPromise = (async () => {
-      let res = await api("POST", "/v1/session");
+      // A busy address is paced (429): the same solution is sent again.
+      let res = await again(() => api("POST", "/v1/session"));
       if (res.status === "challenge") {
         const nonce = await solvePuzzle(res.challenge, res.bits);
-        res = await api("POST", "/v1/session", { challenge: res.challenge, nonce });
+        const solved = { challenge: res.challenge, nonce };
+        res = await again(() => api("POST", "/v1/session", solved));
       }
       localStorage.setItem("tally.session", JSON.stringify(res));
       return res;
