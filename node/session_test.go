@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -372,5 +374,28 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 	counted(vouched)
 	if got := counterValue(t, nodes[2], "tally_sessions_total", "issued_unvouched"); got != 1 {
 		t.Fatalf("the restarted region issued %v unvouched tokens, want 1 (the one past the budget)", got)
+	}
+}
+
+// TestTokenFlagsRefuseBadValues: the voter-token flags refuse what they
+// cannot mean, at start, in one line naming the flag.
+func TestTokenFlagsRefuseBadValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--vouched-tokens", "-1"}, {"--quiz-vouched-tokens", "-3"}, {"--tokens-per-minute", "-1"},
+		{"--tokens-per-minute", "2000000"}, {"--vouch-pace", "NaN"}, {"--vouch-pace", "-1"}, {"--vouch-pace", "+Inf"},
+		{"--session-ttl", "30s"}, {"--session-ttl", "25h"}, {"--shared-networks", "10.0.0.0/33"}, {"--shared-networks", "venue"},
+	} {
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet("tally", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.RegisterFlags(fs)
+		err := fs.Parse(args)
+		if err == nil {
+			cfg.DataDir = t.TempDir()
+			_, err = New(cfg)
+		}
+		if err == nil || !strings.Contains(err.Error(), args[0]) && !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line naming %s", args, err, args[0])
+		}
 	}
 }

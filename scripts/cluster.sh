@@ -7,6 +7,8 @@
 #   ./scripts/cluster.sh            # pages on http://localhost:8081 … 8083
 #   ./scripts/cluster.sh --tls      # every path encrypted: HTTPS on 8081 … 8083,
 #                                   # HTTPS between nodes, NATS gateways over mutual TLS
+#   ./scripts/cluster.sh [--tls] -- --require-session --trusted-proxies 127.0.0.1/32
+#                                   # flags after -- go to every node
 #
 # --tls makes a throwaway CA and one certificate per node with openssl
 # (data/cluster/tls; trust ca.pem in your browser or with SSL_CERT_FILE).
@@ -29,7 +31,16 @@ regions=(eu-west us-east ap-south)
 scheme=http
 tlsflags=()
 curlca=()
-if [ "${1:-}" = "--tls" ]; then
+extra=()
+tlsmode=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tls) tlsmode=true; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "cluster.sh: unknown argument $1 (want --tls, then -- and flags for every node)" >&2; exit 2 ;;
+  esac
+done
+if $tlsmode; then
   scheme=https
   tls=$base/tls
   mkdir -p "$tls"
@@ -68,7 +79,7 @@ for i in 0 1 2; do
     --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s \
     --nats-addr "127.0.0.1:$((4223 + i))" --nats-cluster-addr "127.0.0.1:$((6223 + i))" \
     --nats-gateway-addr "127.0.0.1:$((7223 + i))" --admin-token-file "$base/admin-token" --session-secret-file "$base/session-secret" --demo="$demo" \
-    > "$base/$region.log" 2>&1 &
+    "${extra[@]}" > "$base/$region.log" 2>&1 &
   pids+=($!)
 done
 
