@@ -183,6 +183,26 @@ func TestRevealWhileOpen(t *testing.T) {
 	}
 }
 
+// TestRevealWithNoVotes: a hidden poll revealed before anyone voted sends
+// a whole snapshot of zeros, every option in it, never a frame with no
+// totals.
+func TestRevealWithNoVotes(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	if r := tn.admin(t, "POST", "/v1/polls", `{"id":"z","question":"Who?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":600,"hidden":true}`); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	ws, ctx := dialLive(t, tn, "z")
+	frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "snapshot" })
+	if r := tn.admin(t, "POST", "/v1/polls/z/reveal", ""); r.status != 200 {
+		t.Fatalf("reveal: %d %s", r.status, r.raw)
+	}
+	first, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["hidden"] == nil })
+	totals, _ := first["totals"].(map[string]any)
+	if first["type"] != "snapshot" || first["total"] != 0.0 || len(totals) != 2 || totals["a"] != 0.0 || totals["b"] != 0.0 {
+		t.Fatalf("the reveal frame of an empty poll: %v", first)
+	}
+}
+
 // TestHiddenPollCountsStayOffPublicMetrics: with metrics on the public
 // port (the default), a hidden poll's voter-state gauges — its counts by
 // another name — are absent until the reveal; on --admin-addr they are

@@ -344,3 +344,33 @@ func TestBrowserSpeaksSpanish(t *testing.T) {
 		t.Fatalf("%v: hint %q", err, must(t, ctx, `document.querySelector("#hint").textContent + " | " + navigator.language`))
 	}
 }
+
+// TestBrowserRetriesAPacedToken: a phone behind an address whose node has
+// just vouched a token (the pace: one a second) is answered 429 with
+// Retry-After: 1; the page asks again and the vote counts under its token.
+func TestBrowserRetriesAPacedToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	ctx := browser(t)
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.RequireSession, c.PowBits, c.VouchPace = true, 0, 1 })
+	tn.createPoll(t, "p")
+	// A neighbour on the same address takes this second's vouched token.
+	if r := tn.call(t, "POST", "/v1/session", "", "User-Agent", "neighbour"); r.status != http.StatusOK {
+		t.Fatalf("neighbour: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/#/poll/p"), chromedp.WaitVisible(`button[data-option="a"]`),
+		chromedp.Click(`button[data-option="b"]`),
+		until(`document.querySelector('button[data-option="b"] .count').textContent === "1 vote"`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return tn.totals(t, "p")["b"] == 1 })
+	if got := counterValue(t, tn, "tally_sessions_total", "rate_limited"); got < 1 {
+		t.Fatalf("the page's token was not paced (rate_limited %v): the test proves nothing", got)
+	}
+	for r, err := range tn.ledger.Scan("p") {
+		if err != nil || len(r.Voter) != 32 {
+			t.Fatalf("the page voted as %q (%v), not as its token's voter", r.Voter, err)
+		}
+	}
+}
