@@ -21,14 +21,14 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 		if !strings.Contains(part, "/") {
 			addr, err := netip.ParseAddr(part)
 			if err != nil {
-				return nil, fmt.Errorf("ingest: bad trusted proxy %q: %w", part, err)
+				return nil, fmt.Errorf("ingest: bad address or CIDR %q: %w", part, err)
 			}
 			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(part)
 		if err != nil {
-			return nil, fmt.Errorf("ingest: bad trusted proxy %q: %w", part, err)
+			return nil, fmt.Errorf("ingest: bad address or CIDR %q: %w", part, err)
 		}
 		out = append(out, p.Masked())
 	}

@@ -88,7 +88,7 @@ func newSessionState(cfg Sessions) *sessionState {
 // more bit for every doubling beyond four (a phone on a shared address
 // pays little; a script pays more each time).
 func (s *sessionState) difficulty(recent int) int {
-	return s.cfg.PowBits + min(bits.Len(uint(recent/4)), 8)
+	return min(s.cfg.PowBits+min(bits.Len(uint(recent/4)), 8), session.MaxPowBits)
 }
 
 // sessionRequest is the body of POST /v1/session.
@@ -144,8 +144,14 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 			api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "challenge", Challenge: ch, Bits: bits})
 			return
 		}
-		// Paced now, before the solution is spent: a 429 here lets the
-		// client send the same solution again after Retry-After.
+		// Paced now, before the solution is spent (and only a solution
+		// that would be taken): a 429 here lets the client send the same
+		// solution again after Retry-After.
+		if err := s.cfg.Signer.Precheck(req.Challenge, req.Nonce, client, &s.used); err != nil {
+			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
+			api.WriteError(w, sessionError(err))
+			return
+		}
 		if _, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
 			p.m.sessions.WithLabelValues("rate_limited").Inc()
 			api.WriteError(w, rateLimited(wait, "too many voter tokens for this address at once; send the same solution again shortly"))
@@ -211,6 +217,8 @@ func sessionError(err error) error {
 		return api.Errorf(http.StatusForbidden, api.CodePuzzleFailed, "%v: ask this node for a new challenge", err)
 	case errors.Is(err, session.ErrBadSolution), errors.Is(err, session.ErrReplayed):
 		return api.Errorf(http.StatusForbidden, api.CodePuzzleFailed, "%v", err)
+	case errors.Is(err, session.ErrBadChallenge), errors.Is(err, session.ErrChallengeExpired):
+		return api.Errorf(http.StatusForbidden, api.CodePuzzleFailed, "%v: ask this node for a new challenge", err)
 	}
 	return api.Errorf(http.StatusUnauthorized, api.CodeSessionInvalid, "%v", err)
 }

@@ -367,6 +367,50 @@ func (l *Ledger) PutMeta(name string, value []byte) error {
 	return nil
 }
 
+// PutMetaBatch stores names[i] = values[i] in one batch. With sync false
+// the batch is in the write-ahead log but not fsynced: it survives the
+// process being killed, not the machine losing power — for state that is
+// cheap to lose a little of and costly to fsync often (the token budget).
+func (l *Ledger) PutMetaBatch(names []string, values [][]byte, sync bool) error {
+	if len(names) != len(values) {
+		return fmt.Errorf("ledger: %d names for %d values", len(names), len(values))
+	}
+	release, err := l.metaOpen()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b := l.db.NewBatch()
+	defer b.Close()
+	for i, name := range names {
+		if err := b.Set(append([]byte{prefixMeta}, name...), values[i], nil); err != nil {
+			return fmt.Errorf("ledger: cannot store %s: %w", name, err)
+		}
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := b.Commit(opts); err != nil {
+		return fmt.Errorf("ledger: cannot store %d values: %w", len(names), err)
+	}
+	return nil
+}
+
+// DeleteMetaRange removes every value whose name is in [from, to), not
+// fsynced (see PutMetaBatch).
+func (l *Ledger) DeleteMetaRange(from, to string) error {
+	release, err := l.metaOpen()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := l.db.DeleteRange(append([]byte{prefixMeta}, from...), append([]byte{prefixMeta}, to...), pebble.NoSync); err != nil {
+		return fmt.Errorf("ledger: cannot delete %s…%s: %w", from, to, err)
+	}
+	return nil
+}
+
 // Meta returns the value stored under name.
 func (l *Ledger) Meta(name string) ([]byte, bool, error) {
 	release, err := l.metaOpen()

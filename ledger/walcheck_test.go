@@ -207,3 +207,42 @@ func TestMetaAfterCloseIsAnError(t *testing.T) {
 		t.Fatal("MetaWithPrefix after Close yielded")
 	}
 }
+
+// A batch of unsynced metadata is there after a reopen, a range delete
+// takes exactly its range, and both are ErrClosed after Close.
+func TestMetaBatchAndRange(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, Replica: "eu-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutMetaBatch([]string{"b/1", "b/2", "b/3", "c/1"}, [][]byte{{1}, {2}, {3}, {4}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PutMetaBatch([]string{"x"}, nil, false); err == nil {
+		t.Fatal("a batch of 1 name and 0 values was taken")
+	}
+	if err := l.DeleteMetaRange("b/1", "b/3"); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if l, err = Open(Config{Dir: dir, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var got []string
+	for name, v := range l.MetaWithPrefix("") {
+		got = append(got, fmt.Sprintf("%s=%d", name, v[0]))
+	}
+	if strings.Join(got, " ") != "b/3=3 c/1=4" {
+		t.Fatalf("after a reopen: %v", got)
+	}
+	l2 := openMem(t, nil, "eu-1")
+	l2.Close()
+	if err := l2.PutMetaBatch([]string{"a"}, [][]byte{{1}}, false); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutMetaBatch after Close: %v", err)
+	}
+	if err := l2.DeleteMetaRange("a", "b"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("DeleteMetaRange after Close: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"tally/certify"
 	"tally/gossip"
 	"tally/ingest"
+	"tally/session"
 	"tally/state"
 )
 
@@ -301,9 +302,12 @@ func (c *Config) Validate() error {
 		name string
 		v    int
 	}{{"tokens-per-minute", c.TokensPerMinute}, {"vouched-tokens", c.VouchedTokens}, {"quiz-vouched-tokens", c.QuizVouchedTokens}} {
-		if f.v < 0 || f.v > 1_000_000 {
-			return fmt.Errorf("%w: --%s %d: want 1-1000000 (0: the default)", ErrConfig, f.name, f.v)
+		if f.v < 1 || f.v > 1_000_000 {
+			return fmt.Errorf("%w: --%s %d: want 1-1000000", ErrConfig, f.name, f.v)
 		}
+	}
+	if c.PowBits < 0 || c.PowBits > session.MaxBasePowBits {
+		return fmt.Errorf("%w: --pow-bits %d: want 0-%d (0: no puzzle; each bit doubles a phone's work)", ErrConfig, c.PowBits, session.MaxBasePowBits)
 	}
 	if !(c.VouchPace >= 0 && c.VouchPace <= 1_000_000) { // NaN too
 		return fmt.Errorf("%w: --vouch-pace %v: want 0-1000000 tokens a second", ErrConfig, c.VouchPace)

@@ -357,8 +357,8 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 	}
 	counted(vouched)
 
-	// Restart ap: it comes back knowing nothing, and learns the address's
-	// six tokens (two of its own) from eu and us.
+	// Restart ap: it comes back knowing the address's six tokens (two of
+	// its own) from its own store, before it hears from eu and us.
 	ap := nodes[2]
 	dir, ms := ap.cfg.DataDir, ap.clock.ms.Load()
 	if err := ap.stop(); err != nil {
@@ -369,11 +369,47 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 		c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, vouched
 		c.SessionSecret = "a shared session secret of 32 b!"
 	})
-	waitFor(t, func() bool { return held(nodes[2]) == uint64(issued) })
+	if got := held(nodes[2]); got != uint64(issued) {
+		t.Fatalf("the restarted region holds %d of the address's %d tokens", got, issued)
+	}
 	farm(nodes[2])
 	counted(vouched)
 	if got := counterValue(t, nodes[2], "tally_sessions_total", "issued_unvouched"); got != 1 {
 		t.Fatalf("the restarted region issued %v unvouched tokens, want 1 (the one past the budget)", got)
+	}
+}
+
+// TestTokenBudgetSurvivesARestart: a lone node keeps its token counts in
+// its data dir: after a restart the address's next token is still past
+// its vouched ones, and its vote is shadowed.
+func TestTokenBudgetSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	opts := func(c *Config) { c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, 2 }
+	tn := startNode(t, dir, opts)
+	tn.createPoll(t, "p")
+	vote := func(tn *testNode, i int) {
+		t.Helper()
+		ua := fmt.Sprintf("browser %d", i)
+		r := tn.call(t, "POST", "/v1/session", "", "User-Agent", ua)
+		if r.status != http.StatusOK {
+			t.Fatalf("token %d: %d %s", i, r.status, r.raw)
+		}
+		r = tn.call(t, "POST", "/v1/polls/p/votes", fmt.Sprintf(`{"option":"a","voter":"me","idem":"k%d"}`, i),
+			"User-Agent", ua, ingest.SessionHeader, r.body["token"].(string))
+		if r.status != http.StatusOK {
+			t.Fatalf("vote %d: %d %s", i, r.status, r.raw)
+		}
+	}
+	vote(tn, 1)
+	vote(tn, 2)
+	ms := tn.clock.ms.Load()
+	if err := tn.stop(); err != nil {
+		t.Fatal(err)
+	}
+	tn = startNodeAt(t, dir, ms, opts)
+	vote(tn, 3)
+	if got := tn.totals(t, "p")["_total"]; got != 2 {
+		t.Fatalf("counted %d after the restart, want 2: the restart gave the address a new budget", got)
 	}
 }
 
@@ -384,6 +420,7 @@ func TestTokenFlagsRefuseBadValues(t *testing.T) {
 		{"--vouched-tokens", "-1"}, {"--quiz-vouched-tokens", "-3"}, {"--tokens-per-minute", "-1"},
 		{"--tokens-per-minute", "2000000"}, {"--vouch-pace", "NaN"}, {"--vouch-pace", "-1"}, {"--vouch-pace", "+Inf"},
 		{"--session-ttl", "30s"}, {"--session-ttl", "25h"}, {"--shared-networks", "10.0.0.0/33"}, {"--shared-networks", "venue"},
+		{"--tokens-per-minute", "0"}, {"--vouched-tokens", "0"}, {"--pow-bits", "300"}, {"--pow-bits", "33"}, {"--pow-bits", "-5"},
 	} {
 		cfg := DefaultConfig()
 		fs := flag.NewFlagSet("tally", flag.ContinueOnError)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/bits"
 	"strings"
 	"sync"
@@ -15,7 +16,11 @@ import (
 // Errors of Solve checks.
 var (
 	ErrBadSolution = errors.New("session: wrong proof-of-work solution")
-	ErrReplayed    = errors.New("session: challenge already used")
+	// ErrBadChallenge and ErrChallengeExpired are a challenge's own
+	// malformed and expired (a token's are ErrMalformed and ErrExpired).
+	ErrBadChallenge     = errors.New("session: malformed challenge")
+	ErrChallengeExpired = errors.New("session: challenge expired")
+	ErrReplayed         = errors.New("session: challenge already used")
 	// ErrOtherIssuer is returned for a challenge issued by another node,
 	// or by this node before a restart: a solution is redeemable once, at
 	// the process that issued its challenge, so it cannot earn a second
@@ -33,8 +38,20 @@ const (
 	challengeTTL = 2 * time.Minute
 )
 
-// Challenge returns a signed puzzle of the given difficulty for a client.
+// MaxPowBits bounds a puzzle's difficulty: 2^40 hashes is hours of a
+// server's core, far past any phone; a node's base difficulty stays at or
+// under MaxBasePowBits so the rise for busy addresses has room.
+const (
+	MaxPowBits     = 40
+	MaxBasePowBits = 32
+)
+
+// Challenge returns a signed puzzle of the given difficulty for a client;
+// a difficulty outside [0, MaxPowBits] is an error.
 func (s *Signer) Challenge(difficulty int, client [8]byte) (string, error) {
+	if difficulty < 0 || difficulty > MaxPowBits {
+		return "", fmt.Errorf("session: puzzle difficulty %d: want 0-%d", difficulty, MaxPowBits)
+	}
 	var nonce [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return "", err
@@ -53,24 +70,37 @@ func (s *Signer) Challenge(difficulty int, client [8]byte) (string, error) {
 // client, not used before, and SHA-256(challenge ":" nonce) has the
 // challenge's number of leading zero bits. used records it (once).
 func (s *Signer) Check(challenge, nonce string, client [8]byte, used *Used) error {
-	if len(challenge) > MaxChallengeLen || len(nonce) == 0 || len(nonce) > MaxNonceLen || !strings.HasPrefix(challenge, challengePrefix) {
-		return ErrMalformed
+	return s.check(challenge, nonce, client, used, true)
+}
+
+// Precheck is Check without spending the solution: whether Check would
+// take it now.
+func (s *Signer) Precheck(challenge, nonce string, client [8]byte, used *Used) error {
+	return s.check(challenge, nonce, client, used, false)
+}
+
+func (s *Signer) check(challenge, nonce string, client [8]byte, used *Used, spend bool) error {
+	if len(nonce) == 0 || len(nonce) > MaxNonceLen {
+		return fmt.Errorf("%w: the nonce must be 1-%d characters", ErrBadSolution, MaxNonceLen)
+	}
+	if len(challenge) > MaxChallengeLen || !strings.HasPrefix(challenge, challengePrefix) {
+		return ErrBadChallenge
 	}
 	body, sig, ok := strings.Cut(challenge[len(challengePrefix):], ".")
 	if !ok {
-		return ErrMalformed
+		return ErrBadChallenge
 	}
 	p, err1 := dec(body)
 	mac, err2 := dec(sig)
 	if err1 != nil || err2 != nil || len(p) != challengePayload || p[0] != 2 || len(mac) != macSize {
-		return ErrMalformed
+		return ErrBadChallenge
 	}
 	if !s.verify("challenge", p, mac) {
 		return ErrForged
 	}
 	expires := time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25])))
 	if s.now().After(expires) {
-		return ErrExpired
+		return ErrChallengeExpired
 	}
 	if !hmac.Equal(p[26:34], client[:]) {
 		return ErrMismatch
@@ -80,6 +110,12 @@ func (s *Signer) Check(challenge, nonce string, client [8]byte, used *Used) erro
 	}
 	if LeadingZeroBits(challenge, nonce) < int(p[25]) {
 		return ErrBadSolution
+	}
+	if !spend {
+		if used.seenBefore(string(p[1:17])) {
+			return ErrReplayed
+		}
+		return nil
 	}
 	if !used.first(string(p[1:17]), expires, s.now()) {
 		return ErrReplayed
@@ -105,6 +141,14 @@ func LeadingZeroBits(challenge, nonce string) int {
 type Used struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
+}
+
+// seenBefore reports whether the challenge id was spent.
+func (u *Used) seenBefore(id string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.seen[id]
+	return ok
 }
 
 func (u *Used) first(id string, expires, now time.Time) bool {

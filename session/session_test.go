@@ -111,13 +111,13 @@ func TestProofOfWork(t *testing.T) {
 		t.Fatalf("replayed solution: %v", err)
 	}
 	for name, bad := range map[string]string{"garbage": "x", "tampered": challengePrefix + flip(ch[len(challengePrefix):])} {
-		if err := s.Check(bad, "1", me, &used); !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrForged) {
+		if err := s.Check(bad, "1", me, &used); !errors.Is(err, ErrBadChallenge) && !errors.Is(err, ErrForged) {
 			t.Errorf("%s challenge: %v", name, err)
 		}
 	}
 	late, _ := s.Challenge(1, me)
 	c.t = c.t.Add(3 * time.Minute)
-	if err := s.Check(late, solve(late, 1), me, &used); !errors.Is(err, ErrExpired) {
+	if err := s.Check(late, solve(late, 1), me, &used); !errors.Is(err, ErrChallengeExpired) {
 		t.Fatalf("expired challenge: %v", err)
 	}
 }
@@ -168,5 +168,19 @@ func TestTokenSlot(t *testing.T) {
 		if err != nil || got.Slot != c.want || issued.Slot != c.want {
 			t.Errorf("slot %d: verified %d, issued %d, %v; want %d", c.give, got.Slot, issued.Slot, err, c.want)
 		}
+	}
+}
+
+// A puzzle past MaxPowBits is refused, not wrapped into a byte.
+func TestChallengeDifficultyIsBounded(t *testing.T) {
+	s, _ := newSigner(t)
+	me := ClientHash("203.0.113.7", "phone")
+	for _, bits := range []int{-1, MaxPowBits + 1, 300} {
+		if _, err := s.Challenge(bits, me); err == nil {
+			t.Errorf("difficulty %d was taken", bits)
+		}
+	}
+	if _, err := s.Challenge(MaxPowBits, me); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,12 @@
 package state
 
-import "sync"
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
 
 // Voter tokens issued per address group, across the cluster (DESIGN
 // invariant 11: the limits that guard the count hold across the cluster,
@@ -14,6 +20,44 @@ import "sync"
 // then sends its whole view (BudgetView): a node that restarted learns its
 // own former counts back from its peers (MergeBudget raises its own count
 // too), so a restart gives no address a new budget.
+
+// The counts are kept in the Store when it offers PutMetaBatch (the
+// ledger does), unsynced: they survive the process being killed, so a
+// restart — of one node or of the whole cluster — gives no address a new
+// budget. One value per (minute, replica, group), its key sorting by
+// minute so the window's end is one range delete.
+
+// budgetStore is what a Store offers to keep the token budget across a
+// restart; without it the counts live in memory only.
+type budgetStore interface {
+	PutMetaBatch(names []string, values [][]byte, sync bool) error
+	DeleteMetaRange(from, to string) error
+}
+
+const budgetPrefix = "budget/"
+
+// budgetName is the stored name of one replica's count of one group in
+// one minute.
+func budgetName(minute int64, replica string, group uint64) string {
+	return fmt.Sprintf("%s%010x/%s/%016x", budgetPrefix, minute, replica, group)
+}
+
+// parseBudget reads a stored count back; ok is false for anything
+// budgetName and binary.AppendUvarint did not write.
+func parseBudget(name string, value []byte) (minute int64, replica string, group, n uint64, ok bool) {
+	rest, found := strings.CutPrefix(name, budgetPrefix)
+	parts := strings.Split(rest, "/")
+	if !found || len(parts) != 3 || len(parts[0]) != 10 || len(parts[2]) != 16 || parts[1] == "" || len(parts[1]) > 128 {
+		return 0, "", 0, 0, false
+	}
+	m, err1 := strconv.ParseUint(parts[0], 16, 64)
+	g, err2 := strconv.ParseUint(parts[2], 16, 64)
+	n, size := binary.Uvarint(value)
+	if err1 != nil || err2 != nil || size <= 0 || size != len(value) || m > 1<<40 || budgetName(int64(m), parts[1], g) != name {
+		return 0, "", 0, 0, false
+	}
+	return int64(m), parts[1], g, n, true
+}
 
 // BudgetMinutes is how many minutes of counts are kept: the longest token
 // life (a day), since a token's slot counts the tokens its group holds.
@@ -55,6 +99,10 @@ type budgets struct {
 	m     map[budgetKey]*budgetCell
 	dirty map[budgetKey]struct{} // own counts changed since TakeBudget
 	swept int64                  // the minute of the last sweep
+	store budgetStore            // nil: in memory only
+
+	names  []string // the batch being written (mu held)
+	values [][]byte
 }
 
 // sweep forgets minutes older than the window (called with mu held).
@@ -64,6 +112,60 @@ func (b *budgets) sweep(minute int64) {
 		if k.minute <= minute-BudgetMinutes {
 			delete(b.m, k)
 			delete(b.dirty, k)
+		}
+	}
+	if b.store != nil {
+		// Best effort: what is not deleted now is skipped at load and
+		// deleted at the next sweep.
+		_ = b.store.DeleteMetaRange(budgetPrefix, fmt.Sprintf("%s%010x", budgetPrefix, minute-BudgetMinutes+1))
+	}
+}
+
+// keep queues a count for the store (mu held); flush writes the queue.
+func (b *budgets) keep(minute int64, replica string, group, n uint64) {
+	if b.store != nil {
+		b.names = append(b.names, budgetName(minute, replica, group))
+		b.values = append(b.values, binary.AppendUvarint(nil, n))
+	}
+}
+
+func (b *budgets) flush() {
+	if b.store == nil || len(b.names) == 0 {
+		return
+	}
+	// Best effort, like the sweep: a count not kept is a count a restart
+	// forgets, no worse than keeping none; the ledger's own failures
+	// surface on the vote path.
+	_ = b.store.PutMetaBatch(b.names, b.values, false)
+	b.names, b.values = b.names[:0], b.values[:0]
+}
+
+// loadBudget reads the kept counts back (New).
+func (s *State) loadBudget() {
+	bs, ok := s.store.(budgetStore)
+	if !ok {
+		return
+	}
+	b := &s.budgets
+	b.store = bs
+	minute := s.now().UnixMilli() / 60_000
+	for name, value := range s.store.MetaWithPrefix(budgetPrefix) {
+		m, replica, group, n, ok := parseBudget(name, value)
+		if !ok || m <= minute-BudgetMinutes || m > minute+1 {
+			continue
+		}
+		c := b.cell(budgetKey{group, m}, minute)
+		switch {
+		case c == nil:
+		case replica == s.replica:
+			c.own = max(c.own, n)
+		default:
+			if c.others == nil {
+				c.others = make(map[string]uint64)
+			}
+			if _, known := c.others[replica]; known || len(c.others) < MaxReplicas {
+				c.others[replica] = max(c.others[replica], n)
+			}
 		}
 	}
 }
@@ -101,8 +203,10 @@ func (s *State) IssueTokens(groups []uint64, nowMs int64) {
 		if c := b.cell(k, minute); c != nil {
 			c.own++
 			b.dirty[k] = struct{}{}
+			b.keep(minute, s.replica, g, c.own)
 		}
 	}
+	b.flush()
 }
 
 // TokensIssued returns the tokens issued to group across the cluster in
@@ -194,6 +298,7 @@ func (s *State) MergeBudget(replica string, entries []BudgetEntry, nowMs int64) 
 			if e.N > c.own {
 				c.own = e.N
 				raised++
+				b.keep(e.Minute, replica, e.Group, e.N)
 			}
 			continue
 		}
@@ -206,7 +311,9 @@ func (s *State) MergeBudget(replica string, entries []BudgetEntry, nowMs int64) 
 		if e.N > c.others[replica] {
 			c.others[replica] = e.N
 			raised++
+			b.keep(e.Minute, replica, e.Group, e.N)
 		}
 	}
+	b.flush()
 	return raised
 }

@@ -136,6 +136,7 @@ func New(cfg Config) (*State, error) {
 	}
 	s.loadForgotten()
 	s.loadKeys()
+	s.loadBudget()
 	for name, value := range s.store.MetaWithPrefix(pollPrefix) {
 		if _, gone := s.forgotten[name[len(pollPrefix):]]; gone {
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"tally/crdt"
 	"tally/hlc"
@@ -28,6 +29,24 @@ func (s *memStore) PutMeta(name string, v []byte) error {
 		s.m = map[string][]byte{}
 	}
 	s.m[name] = v
+	return nil
+}
+
+func (s *memStore) PutMetaBatch(names []string, values [][]byte, _ bool) error {
+	for i, name := range names {
+		s.PutMeta(name, values[i])
+	}
+	return nil
+}
+
+func (s *memStore) DeleteMetaRange(from, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.m {
+		if k >= from && k < to {
+			delete(s.m, k)
+		}
+	}
 	return nil
 }
 
@@ -339,4 +358,67 @@ func TestTokenBudgetCounts(t *testing.T) {
 	if own := a2.TakeBudget(); len(own) != 1 || own[0].N != 2 {
 		t.Fatalf("own count after the restart: %+v, want 2 (1 learned back + 1)", own)
 	}
+}
+
+// TestTokenBudgetSurvivesARestart: a node's counts, its own and those it
+// heard, are in its store; a restart reads them back, and the window's
+// end removes them from the store too.
+func TestTokenBudgetSurvivesARestart(t *testing.T) {
+	const minute = 60_000
+	now := int64(1_000_000) * minute
+	clock := func() time.Time { return time.UnixMilli(now) }
+	store := &memStore{}
+	a, err := New(Config{Replica: "a", Store: store, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.IssueTokens([]uint64{1, 2}, now)
+	a.IssueTokens([]uint64{1}, now)
+	a.MergeBudget("b", []BudgetEntry{{Group: 1, Minute: now / minute, N: 4}}, now)
+	again, err := New(Config{Replica: "a", Store: store, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.TokensWithin(1, now, 1); got != 6 {
+		t.Fatalf("group 1 after the restart: %d, want 6 (2 own + 4 heard)", got)
+	}
+	if got := again.TokensWithin(2, now, 1); got != 1 {
+		t.Fatalf("group 2 after the restart: %d, want 1", got)
+	}
+	again.IssueTokens([]uint64{1}, now)
+	if own := again.TakeBudget(); len(own) != 1 || own[0].N != 3 {
+		t.Fatalf("own count after the restart: %+v, want 3", own)
+	}
+	// A damaged entry is skipped, the others still load.
+	store.PutMeta(budgetPrefix+"zz/a/1", []byte{1})
+	store.PutMeta(budgetName(now/minute, "a", 9), []byte{0xff})
+	if s, err := New(Config{Replica: "a", Store: store, Now: clock}); err != nil || s.TokensWithin(1, now, 1) != 7 || s.TokensWithin(9, now, 1) != 0 {
+		t.Fatalf("with damaged entries: %v", err)
+	}
+	// A day later the window has passed: the next count sweeps the store.
+	now += BudgetMinutes * minute
+	again.IssueTokens([]uint64{3}, now)
+	for name := range store.MetaWithPrefix(budgetPrefix) {
+		if m, _, _, _, ok := parseBudget(name, []byte{1}); ok && m <= now/minute-BudgetMinutes {
+			t.Fatalf("%s outlived the window", name)
+		}
+	}
+}
+
+// FuzzParseBudget: the stored counts' decoder never panics and reads back
+// exactly what budgetName wrote.
+func FuzzParseBudget(f *testing.F) {
+	f.Add(budgetName(29_000_000, "eu-1", 42), []byte{7})
+	f.Add("budget/", []byte{})
+	f.Add("budget/0000000001//0000000000000001", []byte{1})
+	f.Fuzz(func(t *testing.T, name string, value []byte) {
+		m, replica, group, n, ok := parseBudget(name, value)
+		if !ok {
+			return
+		}
+		if budgetName(m, replica, group) != name {
+			t.Fatalf("%q read as %d %q %d", name, m, replica, group)
+		}
+		_ = n
+	})
 }
