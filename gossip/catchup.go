@@ -34,6 +34,13 @@ type ballotRequest struct {
 	ID   string `json:"id,omitempty"`
 }
 
+// CaughtUp reports whether, at the last look (every second), this node
+// had merged a peer's full state and held every ballot the cluster's
+// record counts say exists, for every poll still gossiped: whether it can
+// tell a retry of a key taken elsewhere from a new vote. A node that runs
+// alone by design is caught up at once.
+func (g *Gossip) CaughtUp() bool { return len(g.cfg.Join) == 0 || g.caughtUp.Load() }
+
 // ballotSubject is where replica's node answers for its ballots.
 func (g *Gossip) ballotSubject(replica string) string {
 	return "tally." + g.cfg.Cluster + ".ballots." + replica
@@ -127,6 +134,8 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 	}
 	now := g.cfg.Now().UnixMilli()
 	seen := map[[2]string]bool{}
+	behind := false
+	defer func() { g.caughtUp.Store(!behind && g.Synced()) }()
 	for _, d := range g.cfg.State.Polls() {
 		if !g.gossiped(d, now) {
 			continue
@@ -146,6 +155,7 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 			if replica == g.cfg.Replica || h >= records {
 				continue
 			}
+			behind = true
 			prev, looked := last[key]
 			last[key] = h
 			if !looked || prev != h {

@@ -148,6 +148,7 @@ type Gossip struct {
 	budgetNow  atomic.Bool // a peer asked for the whole token-budget view
 	budgetAsk  atomic.Bool // ask the peers for theirs (NATS reconnected)
 	synced     atomic.Bool // merged a peer's full state (or runs alone by design)
+	caughtUp   atomic.Bool // synced, and no ballot missing at the last catch-up look
 }
 
 // Synced reports whether this node has merged another member's full state

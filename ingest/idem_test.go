@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -53,5 +54,32 @@ func TestIdemKeyBelongsToItsVoter(t *testing.T) {
 	tl, _ := p.cfg.State.Tally("p")
 	if tl.Value("a") != 1 || tl.Value("b") != 2 {
 		t.Fatalf("counts a=%d b=%d, want 1 and 2", tl.Value("a"), tl.Value("b"))
+	}
+}
+
+// TestCatchingUpHoldsBackNewVotes: while the node catches up after a
+// start, a new vote is 503 with Retry-After and a retry of a known key is
+// answered as ever.
+func TestCatchingUpHoldsBackNewVotes(t *testing.T) {
+	r := newRig(t, t.TempDir())
+	if res, err := r.p.Submit("p", []Vote{{Voter: "v1", Option: "a", Idem: "k1"}}, "203.0.113.7"); err != nil || res[0].Status != StatusAccepted {
+		t.Fatalf("first vote: %+v %v", res, err)
+	}
+	catching := true
+	p, err := New(Config{Ledger: r.l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14}, CatchingUp: func() bool { return catching }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Submit("p", []Vote{{Voter: "v1", Option: "a", Idem: "k1"}}, "203.0.113.7"); err != nil || res[0].Status != StatusDuplicate {
+		t.Fatalf("a retry while catching up: %+v %v", res, err)
+	}
+	_, err = p.Submit("p", []Vote{{Voter: "v2", Option: "b", Idem: "k2"}}, "203.0.113.7")
+	var e *api.Error
+	if !errors.As(err, &e) || e.Status != 503 || e.Code != api.CodeUnavailable || e.RetryAfter <= 0 {
+		t.Fatalf("a new vote while catching up: %v", err)
+	}
+	catching = false
+	if res, err := p.Submit("p", []Vote{{Voter: "v2", Option: "b", Idem: "k2"}}, "203.0.113.7"); err != nil || res[0].Status != StatusAccepted {
+		t.Fatalf("the same vote once caught up: %+v %v", res, err)
 	}
 }

@@ -76,6 +76,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the wall clock for rate limits; defaults to time.Now.
 	Now func() time.Time
+	// CatchingUp, when set and true, holds back new votes (503,
+	// Retry-After: 1) while retries of known keys are answered: the node
+	// has not yet caught up with the other replicas' ballots after a start.
+	CatchingUp func() bool
 	// Sessions configures voter tokens; a nil Signer turns them off.
 	Sessions Sessions
 	// Datacenters are address ranges of datacenters and proxies: votes
@@ -228,6 +232,10 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 	}
 	if len(fresh) == 0 {
 		return results, nil
+	}
+	if p.cfg.CatchingUp != nil && p.cfg.CatchingUp() {
+		return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
+			Message: "catching up with the other regions' votes after a start: send the same request again"}
 	}
 	if def.Quiz != nil {
 		// One answer per participant: the first stands (docs/quiz.md).

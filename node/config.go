@@ -61,6 +61,7 @@ type Config struct {
 	TokensPerMinute                                  int           // voter tokens per address per minute, across the cluster
 	VouchedTokens, QuizVouchedTokens                 int           // tokens of one address that count (polls, quizzes), across the cluster
 	VouchPace                                        float64       // vouched tokens a node hands one address a second
+	CatchUpWait                                      time.Duration // after a start, how long new votes wait for the other replicas' ballots
 	SharedNetworks                                   string        // CIDRs of networks many people share (a venue): all vouched
 	SessionTTL                                       time.Duration // how long a voter token is good for
 	DatacenterFile                                   string        // CIDRs of datacenters/proxies, one per line: votes from them score low
@@ -148,6 +149,7 @@ func DefaultConfig() Config {
 		VouchedTokens:     ingest.DefaultVouched,
 		QuizVouchedTokens: ingest.DefaultQuizVouched,
 		VouchPace:         1,
+		CatchUpWait:       10 * time.Second,
 		SessionTTL:        ingest.DefaultSessionTTL,
 		TakeoverAfter:     5 * time.Second,
 		Role:              "full",
@@ -215,6 +217,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address (an IPv4 address; an IPv6 /64, and its whole /48) may obtain per minute across the whole cluster; past it 429")
 	fs.IntVar(&c.VouchedTokens, "vouched-tokens", c.VouchedTokens, "of one address's tokens alive at once (one --session-ttl), how many count across the whole cluster; later ones still vote, shadowed")
 	fs.IntVar(&c.QuizVouchedTokens, "quiz-vouched-tokens", c.QuizVouchedTokens, "the same for quiz answers: how many participants of one address may rank")
+	fs.DurationVar(&c.CatchUpWait, "catch-up-wait", c.CatchUpWait, "after a start, how long new votes wait (503, Retry-After 1; /readyz 503) until this node holds the other replicas' ballots, so a retry of a key taken elsewhere is not answered as new (0: no wait)")
 	fs.Float64Var(&c.VouchPace, "vouch-pace", c.VouchPace, "vouched tokens a node hands one address per second (later asks: 429, Retry-After 1), so regions asked at once cannot all hand out the same ones; 0: no pace")
 	fs.StringVar(&c.SharedNetworks, "shared-networks", c.SharedNetworks, "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a voter token is good for (1m-24h): a broadcast's length, so tokens cannot be stockpiled long before")
@@ -308,6 +311,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PowBits < 0 || c.PowBits > session.MaxBasePowBits {
 		return fmt.Errorf("%w: --pow-bits %d: want 0-%d (0: no puzzle; each bit doubles a phone's work)", ErrConfig, c.PowBits, session.MaxBasePowBits)
+	}
+	if c.CatchUpWait < 0 || c.CatchUpWait > 10*time.Minute {
+		return fmt.Errorf("%w: --catch-up-wait %v: want 0-10m", ErrConfig, c.CatchUpWait)
 	}
 	if !(c.VouchPace >= 0 && c.VouchPace <= 1_000_000) { // NaN too
 		return fmt.Errorf("%w: --vouch-pace %v: want 0-1000000 tokens a second", ErrConfig, c.VouchPace)

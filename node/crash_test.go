@@ -44,8 +44,25 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startProcess runs the node binary on dir; extra flags come last and win.
+// startProcess runs the node binary on dir and waits until /readyz
+// answers 200; extra flags come last and win.
 func startProcess(t *testing.T, bin, dir string, extra ...string) *procNode {
+	t.Helper()
+	p := startProcessNoWait(t, bin, dir, extra...)
+	waitFor(t, func() bool {
+		res, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
+	return p
+}
+
+// startProcessNoWait is startProcess returning as soon as the node
+// listens, before it is ready.
+func startProcessNoWait(t *testing.T, bin, dir string, extra ...string) *procNode {
 	t.Helper()
 	args := append([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
 		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--admin-token", testToken,
@@ -75,14 +92,6 @@ func startProcess(t *testing.T, bin, dir string, extra ...string) *procNode {
 		t.Fatal("node did not print its address")
 	}
 	go io.Copy(io.Discard, stdout)
-	waitFor(t, func() bool {
-		res, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	})
 	return p
 }
 

@@ -101,8 +101,9 @@ func testConfig(dir string, clock *fakeClock) Config {
 	cfg.Now, cfg.Stdout = clock.now, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Demo = false
-	cfg.Drain = 0     // tests that drain say so
-	cfg.VouchPace = 0 // tests that pace tokens say so (it runs on the process clock)
+	cfg.Drain = 0       // tests that drain say so
+	cfg.VouchPace = 0   // tests that pace tokens say so (it runs on the process clock)
+	cfg.CatchUpWait = 0 // tests of the catch-up gate say so
 	cfg.GossipKey = testGossipKey
 	return cfg
 }

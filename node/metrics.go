@@ -17,6 +17,7 @@ type nodeMetrics struct {
 	checkpointSeconds prometheus.Gauge
 	replayRecords     prometheus.Gauge
 	checkpointFails   prometheus.Counter
+	catchUpTimeouts   prometheus.Counter
 	pollsForgotten    prometheus.Counter
 	backups           *prometheus.CounterVec
 	backupSeconds     prometheus.Histogram
@@ -50,6 +51,9 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_checkpoint_failures_total", Help: "Background checkpoints that failed (retried at the next tick).",
 		}),
+		catchUpTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_catch_up_timeouts_total", Help: "Starts after which the node took votes without having caught up with the other replicas' ballots (--catch-up-wait passed).",
+		}),
 	}
 	n.m.backups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_backups_total", Help: "Backups served (GET /v1/backup), by result: ok or failed.",
@@ -72,7 +76,7 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	buildInfo.Set(1)
 	cs := []prometheus.Collector{
 		buildInfo, n.m.backups, n.m.backupSeconds,
-		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.pollsForgotten,
+		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.catchUpTimeouts, n.m.pollsForgotten,
 		newExactnessCollector(n),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -86,9 +90,9 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 			Name: "tally_hlc_refused_total", Help: "Remote timestamps refused for being too far ahead.",
 		}, func() float64 { return float64(n.clock.Refused()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tally_ready", Help: "1 while /readyz answers 200: the ledger is replayed and the node is not draining.",
+			Name: "tally_ready", Help: "1 while /readyz answers 200: the ledger is replayed, the other replicas' ballots caught up (or --catch-up-wait passed) and the node is not draining.",
 		}, func() float64 {
-			if n.ready.Load() && !n.draining.Load() {
+			if n.ready.Load() && !n.draining.Load() && n.caughtUp.Load() {
 				return 1
 			}
 			return 0

@@ -58,6 +58,8 @@ type Node struct {
 	adminLn  net.Listener // --admin-addr; nil: admin endpoints on the public port
 	adminSrv *http.Server
 	ready    atomic.Bool // replayed and serving: the API answers
+	readyAt  atomic.Int64 // when ready was set (Unix ns, the process clock)
+	caughtUp atomic.Bool  // the catch-up gate is open (catchup.go)
 	draining atomic.Bool // stopping: /readyz answers 503, the API still answers
 	backupMu sync.Mutex  // one GET /v1/backup at a time
 }
@@ -211,7 +213,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
 		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, SigningKey: key, Registerer: n.reg, Now: cfg.Now,
-		Datacenters: datacenters,
+		Datacenters: datacenters, CatchingUp: n.catchingUp,
 		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute,
 			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, VouchPace: cfg.VouchPace, Shared: shared, TTL: cfg.SessionTTL},
 	})
@@ -362,6 +364,7 @@ func (n *Node) Run(ctx context.Context) error {
 			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.checkpointLoop(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.forgetLoop(certCtx) }()
+			n.readyAt.Store(time.Now().UnixNano())
 			n.ready.Store(true)
 			select {
 			case <-ctx.Done():

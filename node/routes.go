@@ -80,6 +80,10 @@ func (n *Node) routes() http.Handler {
 			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
 			return
 		}
+		if n.catchingUp() {
+			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
+			return
+		}
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	page := http.FileServerFS(web.FS())

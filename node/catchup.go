@@ -1,0 +1,43 @@
+package node
+
+import "time"
+
+// After a start, a node knows its own votes (the ledger) but not yet the
+// other replicas' ballots: a retry of a key another region took would look
+// new, and be answered with a second vote id (DESIGN invariant 2). So it
+// holds back new votes — /readyz answers 503 and the vote path 503 with
+// Retry-After: 1, while retries of keys it knows are answered — until
+// gossip says it has merged a peer's full state and holds every ballot the
+// cluster's record counts say exists (gossip.CaughtUp), or until
+// --catch-up-wait has passed. Past the wait (a region down, whose ballots
+// nobody else serves) it takes votes anyway and says so in the log and in
+// tally_catch_up_timeouts_total: a retry of a key taken at the missing
+// region may then get a new vote id; certification still counts the key
+// once.
+
+// catchingUp reports whether the gate is still closed, opening it for good
+// once caught up or once the wait is over.
+func (n *Node) catchingUp() bool {
+	if n.caughtUp.Load() {
+		return false
+	}
+	if !n.ready.Load() {
+		return true
+	}
+	waited := time.Since(time.Unix(0, n.readyAt.Load()))
+	switch {
+	case n.gossip.CaughtUp():
+		if n.caughtUp.CompareAndSwap(false, true) {
+			n.log.Info("caught up with the other replicas' ballots; taking votes", "after", waited.Round(time.Millisecond))
+		}
+	case waited >= n.cfg.CatchUpWait:
+		if n.caughtUp.CompareAndSwap(false, true) {
+			n.m.catchUpTimeouts.Inc()
+			n.log.Warn("not caught up with the other replicas' ballots; taking votes anyway (a retry of a key taken elsewhere may get a new vote id)",
+				"waited", waited.Round(time.Millisecond), "flag", "--catch-up-wait")
+		}
+	default:
+		return true
+	}
+	return false
+}
