@@ -57,11 +57,11 @@ type Node struct {
 	srv      *http.Server
 	adminLn  net.Listener // --admin-addr; nil: admin endpoints on the public port
 	adminSrv *http.Server
-	ready    atomic.Bool // replayed and serving: the API answers
+	ready    atomic.Bool  // replayed and serving: the API answers
 	readyAt  atomic.Int64 // when ready was set (Unix ns, the process clock)
 	caughtUp atomic.Bool  // the catch-up gate is open (catchup.go)
-	draining atomic.Bool // stopping: /readyz answers 503, the API still answers
-	backupMu sync.Mutex  // one GET /v1/backup at a time
+	draining atomic.Bool  // stopping: /readyz answers 503, the API still answers
+	backupMu sync.Mutex   // one GET /v1/backup at a time
 }
 
 // New prepares a node: it opens the data directory and the ledger, loads
