@@ -18,6 +18,11 @@ var (
 	ErrMalformed = errors.New("hlc: malformed timestamp")
 	// ErrStore is returned when the high-water mark cannot be loaded or saved.
 	ErrStore = errors.New("hlc: high-water store")
+	// ErrMarkAhead: the stored high-water mark is further ahead of the
+	// wall clock than a restart can leave it (MaxMarkAhead): the file is
+	// damaged or the machine's clock went far back. Waiting it out would
+	// stamp every vote in the future.
+	ErrMarkAhead = errors.New("hlc: stored high-water mark far ahead of the wall clock")
 )
 
 // Store persists the clock's high-water mark (a wall time in milliseconds
@@ -59,8 +64,15 @@ type Clock struct {
 	refused atomic.Uint64
 }
 
+// MaxMarkAhead is how far ahead of the wall clock a stored mark may be:
+// a restart leaves it at most the skew a peer may push the clock (5 s by
+// default) plus the persisted window ahead; a minute leaves room for a
+// clock stepped back a little.
+const MaxMarkAhead = time.Minute
+
 // New returns a clock. With a Store, it loads the high-water mark and starts
-// above it.
+// above it; a mark more than MaxMarkAhead ahead of the wall clock is
+// ErrMarkAhead.
 func New(cfg Config) (*Clock, error) {
 	c := &Clock{
 		replica: cfg.Replica,
@@ -82,6 +94,10 @@ func New(cfg Config) (*Clock, error) {
 		mark, err := c.store.Load()
 		if err != nil {
 			return nil, fmt.Errorf("%w: cannot load: %w", ErrStore, err)
+		}
+		if ahead := time.Duration(mark-c.now().UnixMilli()) * time.Millisecond; ahead > MaxMarkAhead {
+			return nil, fmt.Errorf("%w: %s (%s ahead; at most %s is a restart's)", ErrMarkAhead,
+				time.UnixMilli(mark).UTC().Format(time.RFC3339), ahead.Round(time.Second), MaxMarkAhead)
 		}
 		// Everything issued before the restart had Wall < mark, so starting
 		// at mark keeps the clock monotonic.

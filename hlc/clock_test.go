@@ -139,11 +139,18 @@ func TestRestartResumesAboveHighWaterMark(t *testing.T) {
 		last = mustNow(t, c)
 	}
 
-	// The process restarts on a machine whose clock went back an hour.
-	m.set(50_000 - 3_600_000)
+	// The process restarts on a machine whose clock went back 30 s: it
+	// resumes above the mark.
+	m.set(50_000 - 30_000)
 	c2 := mustNew(t, Config{Replica: "a", Now: m.now, Store: store, Window: time.Second})
 	if got := mustNow(t, c2); !last.Less(got) {
 		t.Fatalf("after restart Now() = %v, not after %v", got, last)
+	}
+	// Back an hour (or a mark damaged into the future): resuming above it
+	// would stamp every vote an hour ahead, so it refuses.
+	m.set(50_000 - 3_600_000)
+	if _, err := New(Config{Replica: "a", Now: m.now, Store: store, Window: time.Second}); !errors.Is(err, ErrMarkAhead) {
+		t.Fatalf("a mark an hour ahead: %v, want ErrMarkAhead", err)
 	}
 }
 
@@ -235,8 +242,9 @@ func TestWaitOutMarkAfterCrashNotAfterClose(t *testing.T) {
 	if got := mustNow(t, c3); !ts.Less(got) {
 		t.Fatalf("after a clean restart: %v, not after %v", got, ts)
 	}
-	// A physical clock far behind the mark waits one Window, not forever.
-	m := newManual(0)
+	// A physical clock behind the mark (within MaxMarkAhead) waits one
+	// Window, not until the mark.
+	m := newManual(time.Now().UnixMilli() - 30_000)
 	c4 := mustNew(t, Config{Replica: "a", Now: m.now, Store: store, Window: 50 * time.Millisecond})
 	if d, err := c4.WaitOutMark(context.Background()); err != nil || d != 50*time.Millisecond {
 		t.Fatalf("wait with the clock gone back: %v %v", d, err)

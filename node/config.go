@@ -315,6 +315,20 @@ func (c *Config) Validate() error {
 	if c.CatchUpWait < 0 || c.CatchUpWait > 10*time.Minute {
 		return fmt.Errorf("%w: --catch-up-wait %v: want 0-10m", ErrConfig, c.CatchUpWait)
 	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"rate-ip", c.Limits.IPRate}, {"rate-voter", c.Limits.VoterRate}} {
+		if !(f.v >= 0 && f.v <= 1e9) { // NaN and ±Inf too
+			return fmt.Errorf("%w: --%s %v: want 0-1000000000 votes a second (0: unlimited)", ErrConfig, f.name, f.v)
+		}
+	}
+	if c.Limits.IPBurst < 0 || c.Limits.VoterBurst < 0 {
+		return fmt.Errorf("%w: --rate-ip-burst %d, --rate-voter-burst %d: want 0 or more", ErrConfig, c.Limits.IPBurst, c.Limits.VoterBurst)
+	}
+	if !(c.TrustFloor >= 0 && c.TrustFloor <= 1) {
+		return fmt.Errorf("%w: --trust-floor %v: want 0-1 (trust scores are in [0, 1]; 0 counts every vote)", ErrConfig, c.TrustFloor)
+	}
 	if !(c.VouchPace >= 0 && c.VouchPace <= 1_000_000) { // NaN too
 		return fmt.Errorf("%w: --vouch-pace %v: want 0-1000000 tokens a second", ErrConfig, c.VouchPace)
 	}

@@ -91,3 +91,44 @@ func TestNodeRefusesLedgerShorterThanItsCheckpoint(t *testing.T) {
 		t.Fatalf("start on a shortened ledger: %v", err)
 	}
 }
+
+// TestDamagedDataFilesAreRefused: an emptied identity file, or a clock
+// mark far in the future, stops the node at start with one line naming the
+// file — never a node that runs without an admin token, hashes addresses
+// without a salt, or stamps every vote after its poll's close (issue 26,
+// item 4).
+func TestDamagedDataFilesAreRefused(t *testing.T) {
+	dir, _, ms := votedAndStopped(t, 3)
+	for _, c := range []struct{ file, content string }{
+		{adminTokenFile, ""}, {ipSaltFile, "  \n"}, {replicaIDFile, "\n"}, {signingKeyFile, ""}, {sessionSecretFile, ""},
+		{hlcFile, "9999999999999\n"},
+	} {
+		path := filepath.Join(dir, c.file)
+		old, readErr := os.ReadFile(path)
+		os.WriteFile(path, []byte(c.content), 0o600)
+		clock := &fakeClock{}
+		clock.ms.Store(ms)
+		cfg := testConfig(dir, clock)
+		cfg.AdminToken, cfg.SessionSecret = "", "" // from the data dir
+		_, err := New(cfg)
+		if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), path) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s holding %q: %v, want one line of ErrDamaged naming it", c.file, c.content, err)
+		}
+		if readErr == nil {
+			os.WriteFile(path, old, 0o600)
+		} else {
+			os.Remove(path)
+		}
+	}
+	// A mark a few seconds ahead is what a restart leaves: it starts.
+	os.WriteFile(filepath.Join(dir, hlcFile), []byte(fmt.Sprint(ms+5000)), 0o600)
+	clock := &fakeClock{}
+	clock.ms.Store(ms)
+	n, err := New(testConfig(dir, clock))
+	if err != nil {
+		t.Fatalf("a mark 5 s ahead: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // closes what New opened
+	n.Run(ctx)
+}

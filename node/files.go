@@ -33,7 +33,10 @@ func readOrCreate(dir, name string, make func() (string, error)) (value string, 
 	path := filepath.Join(dir, name)
 	b, err := os.ReadFile(path)
 	if err == nil {
-		return strings.TrimSpace(string(b)), false, nil
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return v, false, nil
+		}
+		return "", false, fmt.Errorf("%w: %s is empty: restore it from a backup, or remove it to have a new one made", ErrDamaged, path)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, err

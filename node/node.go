@@ -152,6 +152,9 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: ip salt: %w", err)
 	}
 	n.clock, err = hlc.New(hlc.Config{Replica: n.replica, Now: cfg.Now, Store: hlc.FileStore{Path: filepath.Join(cfg.DataDir, hlcFile)}})
+	if errors.Is(err, hlc.ErrMarkAhead) {
+		return nil, fmt.Errorf("%w: %s: %w: check this machine's clock; if it is right, the file is damaged — move it aside (the ledger's newest stamp then bounds the clock)", ErrDamaged, filepath.Join(cfg.DataDir, hlcFile), err)
+	}
 	if err != nil {
 		return nil, err
 	}

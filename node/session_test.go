@@ -413,14 +413,16 @@ func TestTokenBudgetSurvivesARestart(t *testing.T) {
 	}
 }
 
-// TestTokenFlagsRefuseBadValues: the voter-token flags refuse what they
-// cannot mean, at start, in one line naming the flag.
-func TestTokenFlagsRefuseBadValues(t *testing.T) {
+// TestFlagsRefuseBadValues: the voter-token, rate and trust flags refuse
+// what they cannot mean, at start, in one line naming the flag.
+func TestFlagsRefuseBadValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"--vouched-tokens", "-1"}, {"--quiz-vouched-tokens", "-3"}, {"--tokens-per-minute", "-1"},
 		{"--tokens-per-minute", "2000000"}, {"--vouch-pace", "NaN"}, {"--vouch-pace", "-1"}, {"--vouch-pace", "+Inf"},
 		{"--session-ttl", "30s"}, {"--session-ttl", "25h"}, {"--shared-networks", "10.0.0.0/33"}, {"--shared-networks", "venue"},
 		{"--tokens-per-minute", "0"}, {"--vouched-tokens", "0"}, {"--pow-bits", "300"}, {"--pow-bits", "33"}, {"--pow-bits", "-5"},
+		{"--trust-floor", "2"}, {"--trust-floor", "-0.1"}, {"--trust-floor", "NaN"}, {"--rate-ip", "NaN"}, {"--rate-voter", "NaN"},
+		{"--rate-ip", "-1"}, {"--rate-voter", "+Inf"}, {"--rate-ip-burst", "-1"}, {"--catch-up-wait", "-1s"}, {"--catch-up-wait", "1h"},
 	} {
 		cfg := DefaultConfig()
 		fs := flag.NewFlagSet("tally", flag.ContinueOnError)
