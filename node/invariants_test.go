@@ -72,8 +72,7 @@ func TestLiveEqualsReconcile(t *testing.T) {
 	if err := tn.stop(); err != nil {
 		t.Fatal(err)
 	}
-	again := startNode(t, dir, nil)
-	again.clock.ms.Store(tn.clock.ms.Load())
+	again := startNodeAt(t, dir, tn.clock.ms.Load(), nil)
 	check(again)
 	// Every acknowledged key is still known.
 	if r := result(t, again.call(t, "POST", "/v1/polls/p/votes", sent[0]), 0); r["status"] != "duplicate" {

@@ -100,7 +100,9 @@ func TestUnwritableDataDirStopsTheStart(t *testing.T) {
 			}
 			t.Skipf("cannot make a directory immutable here (needs root and chattr): %v %s", err, out)
 		}
-		err, _ := runUntilFails(t, testConfig(dir, &fakeClock{}))
+		clock := &fakeClock{}
+		clock.ms.Store(n.clock.ms.Load())
+		err, _ := runUntilFails(t, testConfig(dir, clock))
 		exec.Command("chattr", "-i", target).Run()
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "not permitted") {
 			t.Fatalf("%s immutable: %v", target, err)
