@@ -363,21 +363,22 @@ func (n *Node) Run(ctx context.Context) error {
 		if err = n.gossip.Start(); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
 			certCtx, stopCert := context.WithCancel(context.Background())
-			certDone := make(chan struct{}, 3)
+			certDone := make(chan struct{}, 4)
 			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.checkpointLoop(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.forgetLoop(certCtx) }()
 			n.readyAt.Store(time.Now().UnixNano())
 			n.ready.Store(true)
+			go func() { defer func() { certDone <- struct{}{} }(); n.watchCatchUp(certCtx) }()
 			select {
 			case <-ctx.Done():
 				n.drain(serveErr)
 			case err = <-serveErr:
 			}
 			stopCert()
-			<-certDone
-			<-certDone
-			<-certDone
+			for range 4 {
+				<-certDone
+			}
 		}
 	}
 	// Stop in the order a load balancer and the other regions need: HTTP

@@ -127,3 +127,32 @@ func TestRetryAfterARestart(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchUpOpensWithoutRequests: a node that joins opens its catch-up
+// gate by itself once it holds the others' ballots — tally_ready turns 1
+// and the gate's log tells the real time — with nobody calling /readyz or
+// voting.
+func TestCatchUpOpensWithoutRequests(t *testing.T) {
+	nodes := startCluster(t, []string{"eu", "us"}, func(i int, c *Config) {
+		if i == 1 {
+			c.CatchUpWait = time.Minute
+		}
+	})
+	us := nodes[1]
+	gauge := func() float64 {
+		mfs, err := us.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "tally_ready" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	waitFor(t, func() bool { return gauge() == 1 })
+	if !us.caughtUp.Load() || counterValue(t, us, "tally_catch_up_timeouts_total", "") != 0 {
+		t.Fatal("the gate opened by timing out, not by catching up")
+	}
+}

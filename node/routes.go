@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -17,7 +18,9 @@ func (n *Node) routes() http.Handler {
 	ready := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !n.ready.Load() {
-				api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting"))
+				e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting: replaying the ledger")
+				e.RetryAfter = time.Second
+				api.WriteError(w, e)
 				return
 			}
 			h.ServeHTTP(w, r)
