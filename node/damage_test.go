@@ -101,7 +101,7 @@ func TestDamagedDataFilesAreRefused(t *testing.T) {
 	dir, _, ms := votedAndStopped(t, 3)
 	for _, c := range []struct{ file, content string }{
 		{adminTokenFile, ""}, {ipSaltFile, "  \n"}, {replicaIDFile, "\n"}, {signingKeyFile, ""}, {sessionSecretFile, ""},
-		{hlcFile, "9999999999999\n"},
+		{hlcFile, "9999999999999\n"}, {hlcFile, ""}, {hlcFile, "soon"},
 	} {
 		path := filepath.Join(dir, c.file)
 		old, readErr := os.ReadFile(path)

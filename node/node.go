@@ -152,8 +152,11 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node: ip salt: %w", err)
 	}
 	n.clock, err = hlc.New(hlc.Config{Replica: n.replica, Now: cfg.Now, Store: hlc.FileStore{Path: filepath.Join(cfg.DataDir, hlcFile)}})
+	if errors.Is(err, hlc.ErrMalformed) {
+		return nil, fmt.Errorf("%w: %w: if this machine's clock is right, move it aside and the clock starts from it", ErrDamaged, err)
+	}
 	if errors.Is(err, hlc.ErrMarkAhead) {
-		return nil, fmt.Errorf("%w: %s: %w: check this machine's clock; if it is right, the file is damaged — move it aside (the ledger's newest stamp then bounds the clock)", ErrDamaged, filepath.Join(cfg.DataDir, hlcFile), err)
+		return nil, fmt.Errorf("%w: %s: %w: check this machine's clock; if it is right, the file is damaged — move it aside and the clock starts from this machine's", ErrDamaged, filepath.Join(cfg.DataDir, hlcFile), err)
 	}
 	if err != nil {
 		return nil, err
