@@ -396,12 +396,26 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 // are raised to P' = max(P, Pr, Nr+v), N' = P'-v, with v the local count:
 // both at or above what the cluster holds, the count unchanged. Callers
 // hold ps.mu.
+//
+// A replica restored from a backup holds fewer records than the cluster
+// says it acknowledged (its own record count as the others hold it is
+// higher than its ledger's): its local count comes from a shorter history,
+// and keeping it would pull the number on air down everywhere. Then each
+// cell is raised to the cluster's entry instead, P' = max(P, Pr) and N' =
+// max(N, Nr): the higher entry stands, and the count on air is the one
+// before the loss until certification settles what the ledgers hold.
 func (s *State) lift(ps *pollState) {
+	lost := ps.tally.RecordCounts()[s.replica] > ps.local.recordCount()
 	for option, col := range ps.local.options {
 		c := ps.tally.Counter(option)
 		rp, rn := c.P.Get(s.replica), c.N.Get(s.replica)
 		p, n := ps.local.sum(col)
 		if rp <= p && rn <= n {
+			continue
+		}
+		if lost {
+			ps.local.add(option, int64(max(p, rp)-p))
+			ps.local.add(option, -int64(max(n, rn)-n))
 			continue
 		}
 		v := int64(p) - int64(n)
