@@ -127,14 +127,15 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	client := session.ClientHash(ip, r.UserAgent())
 	now := p.cfg.Now()
 	groups, shared := p.tokenGroups(ip), s.shared.contains(ip)
-	ok, wait, _, recent := p.tokenBudget(groups, shared, now)
-	if !ok {
-		p.m.sessions.WithLabelValues("rate_limited").Inc()
-		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
-		return
-	}
 	if s.cfg.PowBits > 0 {
 		if req.Challenge == "" {
+			// Refused before any puzzle is set: no work for nothing.
+			ok, wait, _, recent := p.tokenBudget(groups, shared, now)
+			if !ok {
+				p.m.sessions.WithLabelValues("rate_limited").Inc()
+				api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
+				return
+			}
 			bits := s.difficulty(recent)
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
@@ -154,7 +155,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		}
 		if _, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
 			p.m.sessions.WithLabelValues("rate_limited").Inc()
-			api.WriteError(w, rateLimited(wait, "too many voter tokens for this address at once; send the same solution again shortly"))
+			api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After"))
 			return
 		}
 		if err := s.cfg.Signer.Check(req.Challenge, req.Nonce, client, &s.used); err != nil {

@@ -227,6 +227,24 @@ type Result struct {
 	VoteID string `json:"vote_id"`
 }
 
+// regionAndProcessFlags starts an in-process eu-west node (on the real
+// clock, as a process has) with a poll "p", and returns it with a data dir
+// and the flags that make the node binary us-east joined to it, at a
+// gossip address fixed up front so a killed process comes back there.
+func regionAndProcessFlags(t *testing.T) (eu *testNode, dir string, flags []string) {
+	t.Helper()
+	eu = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "eu-west", time.Now })
+	eu.createPoll(t, "p")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gossipAddr := l.Addr().String()
+	l.Close()
+	return eu, t.TempDir(), []string{"--region", "us-east", "--node-name", "us-east-proc", "--join", eu.GossipAddr(), "--gossip-addr", gossipAddr,
+		"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0"}
+}
+
 // TestKill9InACluster: a node of a two-region cluster is killed with
 // SIGKILL while taking votes and restarted on its data dir; afterwards both
 // regions show the same tally, holding every acknowledged vote.
@@ -235,17 +253,7 @@ func TestKill9InACluster(t *testing.T) {
 		t.Skip("builds and runs the node binary")
 	}
 	bin := buildNodeBinary(t)
-	a := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "eu-west", time.Now }) // the real clock, as the process has
-	a.createPoll(t, "p")
-	l, err := net.Listen("tcp", "127.0.0.1:0") // the killed node comes back at the same gossip address
-	if err != nil {
-		t.Fatal(err)
-	}
-	gossipAddr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	flags := []string{"--region", "us-east", "--node-name", "us-east-proc", "--join", a.GossipAddr(), "--gossip-addr", gossipAddr,
-		"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0"}
+	a, dir, flags := regionAndProcessFlags(t)
 	b := startProcess(t, bin, dir, flags...)
 	waitFor(t, func() bool { return len(a.gossip.Members()) == 2 })
 	waitFor(t, func() bool {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,17 +61,7 @@ func TestRetryAfterARestart(t *testing.T) {
 		t.Skip("builds and runs the node binary")
 	}
 	bin := buildNodeBinary(t)
-	eu := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "eu-west", time.Now })
-	eu.createPoll(t, "p")
-	l, err := net.Listen("tcp", "127.0.0.1:0") // the killed node comes back at the same gossip address
-	if err != nil {
-		t.Fatal(err)
-	}
-	gossipAddr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	flags := []string{"--region", "us-east", "--node-name", "us-east-proc", "--join", eu.GossipAddr(), "--gossip-addr", gossipAddr,
-		"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0"}
+	eu, dir, flags := regionAndProcessFlags(t)
 	us := startProcess(t, bin, dir, flags...)
 	ids := map[string]any{}
 	for i := range 20 {
