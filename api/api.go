@@ -28,6 +28,7 @@ const (
 	CodeInternal        = "internal"
 	CodeUnavailable     = "unavailable"
 	CodeEdgeNode        = "edge_node"
+	CodeRecordsLost     = "records_lost"
 	CodePollNotClosed   = "poll_not_closed"
 	CodeSessionRequired = "session_required"
 	CodeSessionInvalid  = "session_invalid"

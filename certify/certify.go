@@ -181,7 +181,7 @@ func (c *Certifier) attempt(ctx context.Context, poll string) {
 		}
 	}()
 	start := time.Now()
-	_, err := c.Certify(ctx, poll, nil)
+	_, err := c.Certify(ctx, poll, Decisions{})
 	outcome := "reconciled"
 	switch {
 	case err == nil:
@@ -254,6 +254,27 @@ type Exclusion struct {
 	Reason  string `json:"reason"`
 }
 
+// Decisions are what an operator decided for one certification: replicas
+// left out, and replicas certified with the records they still hold.
+type Decisions struct {
+	Exclude []Exclusion
+	// AcceptLost names replicas restored from a backup older than their
+	// last acknowledged records: they are certified with what they hold,
+	// and the records between are stated lost in the certificate.
+	AcceptLost []Exclusion
+}
+
+// Lost is a replica's acknowledged records that no ledger holds any more
+// (its node was restored from an older backup), certified without by an
+// operator's decision: the records From..To of its chain, Count of them.
+type Lost struct {
+	Replica string `json:"replica"`
+	From    uint64 `json:"from_seq"`
+	To      uint64 `json:"to_seq"`
+	Count   uint64 `json:"count"`
+	Reason  string `json:"reason"`
+}
+
 // Missing is a replica whose records could not all be collected.
 type Missing struct {
 	Replica  string `json:"replica"`
@@ -267,6 +288,7 @@ type Detail struct {
 	Result      *ledger.Result `json:"result,omitempty"`
 	Missing     []Missing      `json:"missing,omitempty"`
 	Excluded    []Exclusion    `json:"excluded,omitempty"`
+	Lost        []Lost         `json:"lost,omitempty"`
 	Coordinator string         `json:"coordinator"` // the node that certified
 	ClosesAt    int64          `json:"closes_at"`
 }
@@ -275,7 +297,8 @@ type Detail struct {
 // records (except the excluded), reconciles them and writes a reconciled
 // certificate, or a pending one naming what is missing (and returns
 // ErrIncomplete).
-func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusion) (state.Certificate, error) {
+func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (state.Certificate, error) {
+	exclude := d.Exclude
 	def, ok := c.cfg.State.Poll(poll)
 	if !ok {
 		return state.Certificate{}, fmt.Errorf("certify: no poll %q", poll)
@@ -342,12 +365,21 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 	}
 	for _, ch := range res.Replicas {
 		if ch.Records < expected[ch.Replica] {
+			if i := slices.IndexFunc(d.AcceptLost, func(e Exclusion) bool { return e.Replica == ch.Replica }); i >= 0 {
+				detail.Lost = append(detail.Lost, Lost{Replica: ch.Replica, From: ch.Records + 1, To: expected[ch.Replica],
+					Count: expected[ch.Replica] - ch.Records, Reason: d.AcceptLost[i].Reason})
+				continue
+			}
 			detail.Missing = append(detail.Missing, Missing{Replica: ch.Replica, Expected: expected[ch.Replica], Received: ch.Records,
 				Error: "export shorter than the gossiped record count"})
 		}
 	}
 	for _, r := range replicas {
 		if expected[r] > 0 && !slices.ContainsFunc(res.Replicas, func(ch ledger.Chain) bool { return ch.Replica == r }) {
+			if i := slices.IndexFunc(d.AcceptLost, func(e Exclusion) bool { return e.Replica == r }); i >= 0 {
+				detail.Lost = append(detail.Lost, Lost{Replica: r, From: 1, To: expected[r], Count: expected[r], Reason: d.AcceptLost[i].Reason})
+				continue
+			}
 			detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "export held no records"})
 		}
 	}
@@ -357,7 +389,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, exclude []Exclusio
 	detail.Result = res
 	cert, err := c.write(poll, state.Reconciled, "", detail)
 	if err == nil {
-		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude))
+		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude), "lost", len(detail.Lost))
 	}
 	return cert, err
 }

@@ -124,13 +124,15 @@ func (c *Certifier) pseudonymize(v *View) {
 
 // certifyRequest is the body of POST /v1/polls/{poll}/certify.
 type certifyRequest struct {
-	Exclude []string `json:"exclude"`
-	Reason  string   `json:"reason"`
+	Exclude    []string `json:"exclude"`
+	AcceptLost []string `json:"accept_lost"`
+	Reason     string   `json:"reason"`
 }
 
 // HandleCertify serves POST /v1/polls/{poll}/certify (admin): certify now,
-// at this node, optionally without the replicas named in "exclude" (then
-// "reason" is required and recorded in the certificate).
+// at this node, optionally without the replicas named in "exclude", or
+// with only the records the replicas named in "accept_lost" still hold
+// (then "reason" is required and recorded in the certificate).
 func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	poll := r.PathValue("poll")
 	var req certifyRequest
@@ -140,20 +142,32 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var exclude []Exclusion
-	for _, rep := range req.Exclude {
-		if err := ids.Valid(rep); err != nil {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "exclude: replica id %v", err))
+	var d Decisions
+	for _, list := range []struct {
+		name string
+		in   []string
+		out  *[]Exclusion
+	}{{"exclude", req.Exclude, &d.Exclude}, {"accept_lost", req.AcceptLost, &d.AcceptLost}} {
+		for _, rep := range list.in {
+			if err := ids.Valid(rep); err != nil {
+				api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%s: replica id %v", list.name, err))
+				return
+			}
+			if slices.ContainsFunc(*list.out, func(e Exclusion) bool { return e.Replica == rep }) {
+				continue
+			}
+			*list.out = append(*list.out, Exclusion{Replica: rep, Reason: req.Reason})
+		}
+	}
+	for _, e := range d.AcceptLost {
+		if slices.ContainsFunc(d.Exclude, func(x Exclusion) bool { return x.Replica == e.Replica }) {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "replica %s is both in exclude and in accept_lost: name it in one", e.Replica))
 			return
 		}
-		if slices.ContainsFunc(exclude, func(e Exclusion) bool { return e.Replica == rep }) {
-			continue
-		}
-		exclude = append(exclude, Exclusion{Replica: rep, Reason: req.Reason})
 	}
-	if len(exclude) > 0 {
+	if len(d.Exclude)+len(d.AcceptLost) > 0 {
 		if err := ids.Text(req.Reason, 500); err != nil {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: %v (required with exclude)", err))
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: %v (required with exclude and accept_lost)", err))
 			return
 		}
 	}
@@ -165,7 +179,7 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 		c.HandleResult(w, r) // final already: answer with it
 		return
 	}
-	_, err := c.Certify(r.Context(), poll, exclude)
+	_, err := c.Certify(r.Context(), poll, d)
 	switch {
 	case errors.Is(err, ErrNotClosed):
 		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodePollNotClosed, "%v", err))

@@ -237,6 +237,14 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
 			Message: "catching up with the other regions' votes after a start: send the same request again"}
 	}
+	if held, acked, err := p.cfg.State.OwnRecords(pollID); err != nil {
+		return nil, err
+	} else if acked > held {
+		// Restored from an older backup: a new record would take the seq,
+		// and so the vote id, of a lost one. Other nodes take the vote.
+		return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeRecordsLost, RetryAfter: time.Second,
+			Message: fmt.Sprintf("this node was restored holding %d of the %d records it acknowledged for poll %q and takes no new votes on it: vote at another node", held, acked, pollID)}
+	}
 	if def.Quiz != nil {
 		// One answer per participant: the first stands (docs/quiz.md).
 		// Known here once its ballot arrived, from any region; two at

@@ -360,6 +360,10 @@ func TestCertifyEndpointRefusesBadInput(t *testing.T) {
 		{"unknown field", "/v1/polls/p/certify", `{"exclude":[],"force":true}`, true, 400, "invalid_request"},
 		{"bad replica id", "/v1/polls/p/certify", `{"exclude":["../etc"],"reason":"x"}`, true, 400, "invalid_request"},
 		{"exclude without reason", "/v1/polls/p/certify", `{"exclude":["eu-1"]}`, true, 400, "invalid_request"},
+		{"accept_lost without reason", "/v1/polls/p/certify", `{"accept_lost":["eu-1"]}`, true, 400, "invalid_request"},
+		{"accept_lost bad replica id", "/v1/polls/p/certify", `{"accept_lost":["a/b"],"reason":"x"}`, true, 400, "invalid_request"},
+		{"both exclude and accept_lost", "/v1/polls/p/certify", `{"exclude":["eu-1"],"accept_lost":["eu-1"],"reason":"x"}`, true, 400, "invalid_request"},
+		{"accept_lost not a list", "/v1/polls/p/certify", `{"accept_lost":"eu-1","reason":"x"}`, true, 400, "invalid_request"},
 		{"control chars in reason", "/v1/polls/p/certify", `{"exclude":["eu-1"],"reason":"a\u0000b"}`, true, 400, "invalid_request"},
 		{"huge body", "/v1/polls/p/certify", `{"reason":"` + strings.Repeat("x", 20000) + `"}`, true, 413, "too_large"},
 	}

@@ -1,13 +1,18 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
+	"iter"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"tally/certify"
 	"tally/internal/backup"
+	"tally/ledger"
 )
 
 // TestRestoreNeverLowersTheLiveTally: a region restored from a backup
@@ -42,6 +47,12 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 	us.castVote(t, "lost2", "a", "u0", "ku0-again") // a change of mind after the backup
 	waitFor(t, func() bool { return eu.totals(t, "lost2")["_total"] == 7 })
 	before := eu.totals(t, "lost2")
+	// eu holds the ballots of us's last votes too (they travel apart from
+	// the counts): the lost votes' keys stay known in the cluster.
+	waitFor(t, func() bool {
+		_, _, ok := eu.state.IdemBallot("lost2", eu.state.Hash("ku9"), eu.state.Hash("u9"))
+		return ok
+	})
 	ms := us.clock.ms.Load()
 	if err := us.stop(); err != nil {
 		t.Fatal(err)
@@ -63,4 +74,66 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 		t.Fatalf("the tally on air went from %v to %v after the restore", before, got)
 	}
 	t.Logf("eu %v, restored us %v", eu.totals(t, "lost2"), restored.totals(t, "lost2"))
+
+	// The restored node takes no new vote on the poll: its next record
+	// would take the seq (the vote id) of a lost one. Another node does.
+	r := restored.call(t, "POST", "/v1/polls/lost2/votes", vote("a", "u7", "ku7"))
+	if r.status != http.StatusServiceUnavailable || r.code() != "records_lost" {
+		t.Fatalf("a new vote at the restored node: %d %s", r.status, r.raw)
+	}
+	// A retry of a vote in the backup, and of a lost one, keep their ids.
+	if res := result(t, restored.call(t, "POST", "/v1/polls/lost2/votes", vote("b", "u1", "ku1")), 0); res["status"] != "duplicate" {
+		t.Fatalf("retry of a vote in the backup: %v", res)
+	}
+	// The lost vote's ballot lives at eu, not at the restored node (a
+	// replica's node is the one that serves its ballots): the restored
+	// node refuses the retry rather than answer it as new; eu answers it.
+	if r := restored.call(t, "POST", "/v1/polls/lost2/votes", vote("b", "u9", "ku9")); r.status != http.StatusServiceUnavailable || r.code() != "records_lost" {
+		t.Fatalf("retry of a lost vote at the restored node: %d %s", r.status, r.raw)
+	}
+	if res := result(t, eu.call(t, "POST", "/v1/polls/lost2/votes", vote("b", "u9", "ku9")), 0); res["status"] != "duplicate" || res["vote_id"] != restored.replica+"/4" {
+		t.Fatalf("retry of a lost vote at eu: %v, want duplicate %s/4", res, restored.replica)
+	}
+	eu.castVote(t, "lost2", "a", "u7", "ku7") // the vote refused at the restored node, sent again at eu
+	nodes = []*testNode{eu, restored}
+	waitFor(t, func() bool { return restored.totals(t, "lost2")["_total"] == 8 })
+
+	// Closed: certification waits for the two lost records, naming them,
+	// until the operator certifies with what the backup holds.
+	// The restored node started from its saved clock mark, ahead of the
+	// wall clock, and moved the hybrid clocks with it: the close must come
+	// after u7 by that clock (a vote in the close's millisecond is late).
+	advanceAll(nodes, 10*time.Second)
+	if r := eu.admin(t, "POST", "/v1/polls/lost2/close", ""); r.status != http.StatusOK {
+		t.Fatal(r.raw)
+	}
+	advanceAll(nodes, 80*time.Second)
+	waitFor(t, func() bool {
+		v := eu.result(t, "lost2")
+		return v.Status == "pending" && strings.Contains(v.Reason, restored.replica) && strings.Contains(v.Reason, "expected 5 records, received 3")
+	})
+	cert := eu.admin(t, "POST", "/v1/polls/lost2/certify", fmt.Sprintf(`{"accept_lost":[%q],"reason":"us disk lost at 21:04; restored from the 21:00 backup"}`, restored.replica))
+	if cert.status != http.StatusOK {
+		t.Fatal(cert.raw)
+	}
+	v := certifiedEverywhere(t, nodes, "lost2")
+	// e0-e2, u7 for a; u0-u2 for b as the backup holds them (u0's change
+	// of mind to a was lost).
+	if v.Total != 7 || v.Totals["a"] != 4 || v.Totals["b"] != 3 {
+		t.Fatalf("certified %v (total %d), want a 4, b 3; %+v", v.Totals, v.Total, *v.Detail.Result)
+	}
+	want := certify.Lost{Replica: restored.replica, From: 4, To: 5, Count: 2, Reason: "us disk lost at 21:04; restored from the 21:00 backup"}
+	if len(v.Detail.Lost) != 1 || v.Detail.Lost[0] != want || len(v.Detail.Excluded) != 0 {
+		t.Fatalf("lost in the certificate: %+v, want %+v", v.Detail.Lost, want)
+	}
+	// The auditor reproduces it from the two exports.
+	var streams []iter.Seq2[ledger.Record, error]
+	for _, e := range exports(t, nodes, "lost2") {
+		streams = append(streams, ledger.ReadNDJSON(bytes.NewReader(e)))
+	}
+	def, _ := eu.state.Poll("lost2")
+	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: "lost2", ClosesAt: def.ClosesAt}, streams...)
+	if err != nil || mine.Digest != v.Digest {
+		t.Fatalf("the exports give %v (err %v), the certificate %s", mine, err, v.Digest)
+	}
 }

@@ -387,6 +387,21 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 	return changed, nil
 }
 
+// OwnRecords returns how many records of the poll this replica's ledger
+// holds (as applied) and how many the cluster says it acknowledged. The
+// second is larger only after a restore from an older backup: the records
+// between were acknowledged and are lost with the original disk.
+func (s *State) OwnRecords(pollID string) (held, acknowledged uint64, err error) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return 0, 0, err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	held = ps.local.recordCount()
+	return held, max(held, ps.tally.Records(s.replica)), nil
+}
+
 // lift raises this replica's cells when the cluster reports own entries
 // above them. That happens after a restart: the ledger replay applies
 // votes in sequence order, and a voter's changes of mind applied in
@@ -405,7 +420,7 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 // max(N, Nr): the higher entry stands, and the count on air is the one
 // before the loss until certification settles what the ledgers hold.
 func (s *State) lift(ps *pollState) {
-	lost := ps.tally.RecordCounts()[s.replica] > ps.local.recordCount()
+	lost := ps.tally.Records(s.replica) > ps.local.recordCount()
 	for option, col := range ps.local.options {
 		c := ps.tally.Counter(option)
 		rp, rn := c.P.Get(s.replica), c.N.Get(s.replica)

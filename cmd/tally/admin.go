@@ -31,8 +31,8 @@ subcommands:
   reveal   --poll ID                   show a hidden poll's counts (admin)
   result   --poll ID [FILE…]           the certified result; with exports,
                                        check that they reproduce its digest
-  certify  --poll ID [--exclude REPLICA --reason TEXT]
-                                       certify now (admin)
+  certify  --poll ID [--exclude REPLICA | --accept-lost REPLICA]
+           [--reason TEXT]             certify now (admin)
 
 Every subcommand takes --node URL ($TALLY_URL) and the admin token from
 --token-file FILE, $TALLY_TOKEN or --token; "tally poll SUB --help" lists

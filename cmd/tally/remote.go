@@ -202,27 +202,31 @@ func printView(w io.Writer, v certify.View) {
 		for _, e := range v.Detail.Excluded {
 			fmt.Fprintf(w, "EXCLUDED replica %s: %s\n", e.Replica, e.Reason)
 		}
+		for _, l := range v.Detail.Lost {
+			fmt.Fprintf(w, "LOST %d records of replica %s (seq %d to %d): %s\n", l.Count, l.Replica, l.From, l.To, l.Reason)
+		}
 		printResult(w, v.Detail.Result)
 	}
 }
 
 // pollCertify asks a node to certify now, optionally without replicas.
 func pollCertify(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally poll certify", "tally poll certify --poll ID [--node URL] [--exclude REPLICA --reason TEXT]… [--json]")
+	fs := newFlags("tally poll certify", "tally poll certify --poll ID [--node URL] [--exclude REPLICA | --accept-lost REPLICA]… [--reason TEXT] [--json]")
 	var nf nodeFlags
 	nf.register(fs)
 	poll := fs.String("poll", "", "poll id")
-	reason := fs.String("reason", "", "why the excluded replicas are left out (required with --exclude)")
+	reason := fs.String("reason", "", "why, recorded in the certificate (required with --exclude and --accept-lost)")
 	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
-	var exclude stringList
+	var exclude, acceptLost stringList
 	fs.Var(&exclude, "exclude", "certify without this replica (repeatable); recorded in the result")
+	fs.Var(&acceptLost, "accept-lost", "certify this replica with the records its ledger still holds, after a restore from an older backup (repeatable); the records it acknowledged and lost are stated in the result")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	if *poll == "" || len(exclude) > 0 && *reason == "" {
-		return usageError(fs, stderr, "--poll is required, and --reason with --exclude")
+	if *poll == "" || len(exclude)+len(acceptLost) > 0 && *reason == "" {
+		return usageError(fs, stderr, "--poll is required, and --reason with --exclude or --accept-lost")
 	}
-	body := map[string]any{"exclude": []string(exclude), "reason": *reason}
+	body := map[string]any{"exclude": []string(exclude), "accept_lost": []string(acceptLost), "reason": *reason}
 	var v certify.View
 	if _, code := call(nf, "POST", "/v1/polls/"+url.PathEscape(*poll)+"/certify", body, &v, stderr); code != 0 {
 		return code
