@@ -289,10 +289,24 @@ func TestKill9InACluster(t *testing.T) {
 	}
 	b.cmd.Wait()
 	wg.Wait()
+	idsAtA := map[string]any{} // key → the vote id a answered, for votes a took while b was down
 	for i := range 10 {
-		a.vote(t, "p", "a", fmt.Sprintf("a-%d", i))
+		key := fmt.Sprintf("a-%d", i)
+		r := result(t, a.call(t, "POST", "/v1/polls/p/votes", vote("a", key, key)), 0)
+		if r["status"] != "accepted" {
+			t.Fatalf("vote at a: %v", r)
+		}
+		idsAtA[key] = r["vote_id"]
 	}
 	b = startProcess(t, bin, dir, flags...)
+	// Ready means caught up: a retry at the restarted b of a vote a took
+	// while it was down gets a's answer, not a new vote (issue 26, item 1).
+	for key, id := range idsAtA {
+		code, body, err := post(b.url+"/v1/polls/p/votes", vote("a", key, key))
+		if err != nil || code != 200 || !strings.Contains(string(body), `"duplicate"`) || !strings.Contains(string(body), fmt.Sprint(id)) {
+			t.Fatalf("retry at the restarted b of %s (a answered %v): %d %s %v", key, id, code, body, err)
+		}
+	}
 	// Every acked vote of b is in its ledger (at most one unacked
 	// in-flight vote per client may be there too), and both regions agree.
 	var total int64
@@ -367,6 +381,35 @@ func TestKill9InACluster(t *testing.T) {
 		}
 		return true
 	})
+
+	// After the close, a retry of an acknowledged key keeps its first
+	// answer at either region (issue 26, item 2).
+	if r := a.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
+		t.Fatal(r.raw)
+	}
+	waitFor(t, func() bool {
+		res, err := http.Get(b.url + "/v1/polls/p")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		var v struct{ Status string }
+		json.NewDecoder(res.Body).Decode(&v)
+		return v.Status != "open"
+	})
+	for key, id := range idsAtA {
+		for _, url := range []string{a.url, b.url} {
+			code, body, err := post(url+"/v1/polls/p/votes", vote("a", key, key))
+			if err != nil || code != 200 || !strings.Contains(string(body), `"duplicate"`) || !strings.Contains(string(body), fmt.Sprint(id)) {
+				t.Fatalf("retry after the close at %s of %s (first answered %v): %d %s %v", url, key, id, code, body, err)
+			}
+		}
+		break
+	}
+	code, body, err := post(b.url+"/v1/polls/p/votes", vote("a", "b1-0", "b1-0"))
+	if err != nil || code != 200 || !strings.Contains(string(body), `"duplicate"`) {
+		t.Fatalf("retry after the close at b of its own acked vote: %d %s %v", code, body, err)
+	}
 }
 
 // getAdmin fetches url with the test admin token.
