@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"unicode/utf8"
+
+	"tally/internal/wire"
 )
 
 // ErrMalformed is returned by the decoders for input they cannot accept.
@@ -31,14 +33,14 @@ func (t *Tally) MarshalBinary() ([]byte, error) {
 	buf = binary.AppendUvarint(buf, uint64(len(replicas)))
 	for i, r := range replicas {
 		index[r] = uint64(i)
-		buf = appendString(buf, r)
+		buf = wire.AppendString(buf, r)
 	}
 	options := t.Options()
 	buf = binary.AppendUvarint(buf, uint64(len(options)))
 	for _, option := range options {
 		c := t.options[option]
 		rs := unionKeys(c.P.m, c.N.m)
-		buf = appendString(buf, option)
+		buf = wire.AppendString(buf, option)
 		buf = binary.AppendUvarint(buf, uint64(len(rs)))
 		for _, r := range rs {
 			buf = binary.AppendUvarint(buf, index[r])
@@ -60,52 +62,51 @@ func (t *Tally) MarshalBinary() ([]byte, error) {
 // forwarded as a delta. Malformed, truncated or oversized input, and
 // trailing bytes, are rejected with ErrMalformed.
 func DecodeTally(b []byte) (*Tally, error) {
-	d := decoder{b: b}
 	if len(b) < len(tallyMagic) || string(b[:len(tallyMagic)]) != tallyMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
-	d.b = d.b[len(tallyMagic):]
-	nrep := d.count(MaxReplicas, "replicas")
+	d := wire.NewReader(b[len(tallyMagic):], ErrMalformed)
+	nrep := d.Count(MaxReplicas, "replicas")
 	replicas := make([]string, 0, nrep)
 	for range nrep {
-		replicas = append(replicas, d.id("replica"))
+		replicas = append(replicas, id(d, "replica"))
 	}
 	replica := func() string {
-		i := d.uvarint()
-		if d.err == nil && i >= uint64(len(replicas)) {
-			d.fail("replica index %d out of range", i)
+		i := d.Uvarint()
+		if d.Err() == nil && i >= uint64(len(replicas)) {
+			d.Fail("replica index %d out of range", i)
 		}
-		if d.err != nil {
+		if d.Err() != nil {
 			return ""
 		}
 		return replicas[i]
 	}
 	t := NewTally()
-	nopt := d.count(MaxOptions, "options")
+	nopt := d.Count(MaxOptions, "options")
 	for range nopt {
-		option := d.id("option")
-		n := d.count(uint64(len(replicas)), "entries")
+		option := id(d, "option")
+		n := d.Count(uint64(len(replicas)), "entries")
 		for range n {
-			r, p, neg := replica(), d.uvarint(), d.uvarint()
-			if d.err != nil {
-				return nil, d.err
+			r, p, neg := replica(), d.Uvarint(), d.Uvarint()
+			if d.Err() != nil {
+				return nil, d.Err()
 			}
 			t.MergeEntry(r, option, p, neg)
 		}
 	}
-	nrec := d.count(uint64(len(replicas)), "record counts")
+	nrec := d.Count(uint64(len(replicas)), "record counts")
 	for range nrec {
-		r, n := replica(), d.uvarint()
-		if d.err != nil {
-			return nil, d.err
+		r, n := replica(), d.Uvarint()
+		if d.Err() != nil {
+			return nil, d.Err()
 		}
 		t.MergeRecords(r, n)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err() == nil && d.Len() != 0 {
+		d.Fail("%d trailing bytes", d.Len())
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return t, nil
 }
@@ -126,61 +127,18 @@ func (t *Tally) replicaTable() []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-func appendString(buf []byte, s string) []byte {
-	buf = binary.AppendUvarint(buf, uint64(len(s)))
-	return append(buf, s...)
-}
-
-// decoder reads varints and strings, remembering the first error.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a varint that must not exceed limit.
-func (d *decoder) count(limit uint64, what string) uint64 {
-	v := d.uvarint()
-	if d.err == nil && v > limit {
-		d.fail("%s %d over limit %d", what, v, limit)
-		return 0
-	}
-	return v
-}
-
-// id reads a non-empty, valid UTF-8 string of at most MaxIDLen bytes.
-func (d *decoder) id(what string) string {
-	n := d.count(MaxIDLen, what+" length")
-	if d.err != nil {
+// id reads a non-empty, valid UTF-8 id of at most MaxIDLen bytes.
+func id(d *wire.Reader, what string) string {
+	s := d.String(MaxIDLen, what)
+	switch {
+	case d.Err() != nil:
 		return ""
+	case s == "":
+		d.Fail("empty %s", what)
+	case !utf8.ValidString(s):
+		d.Fail("%s is not UTF-8", what)
+	default:
+		return s
 	}
-	if n == 0 || uint64(len(d.b)) < n {
-		d.fail("bad %s length %d", what, n)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	if !utf8.ValidString(s) {
-		d.fail("%s is not UTF-8", what)
-		return ""
-	}
-	return s
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 
 	"tally/crdt"
 	"tally/ids"
+	"tally/internal/wire"
 )
 
 // MaxBallots bounds the ballots of one poll in one message (a delta of
@@ -37,11 +38,11 @@ func appendBallots(b []byte, bs []crdt.Ballot) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(repList)))
 	for _, r := range repList {
-		b = appendString(b, r)
+		b = wire.AppendString(b, r)
 	}
 	b = binary.AppendUvarint(b, uint64(len(optList)))
 	for _, o := range optList {
-		b = appendString(b, o)
+		b = wire.AppendString(b, o)
 	}
 	b = binary.AppendUvarint(b, uint64(len(bs)))
 	prev := int64(0)
@@ -65,44 +66,44 @@ func appendBallots(b []byte, bs []crdt.Ballot) []byte {
 
 // decodeBallots reads what appendBallots wrote; anything out of range
 // fails the message.
-func decodeBallots(d *reader, raw []byte) []crdt.Ballot {
-	r := reader{b: raw}
-	repList := make([]string, r.count(maxBallotNames, "replicas"))
+func decodeBallots(d *wire.Reader, raw []byte) []crdt.Ballot {
+	r := wire.NewReader(raw, ErrMalformed)
+	repList := make([]string, readCount(r, maxBallotNames, "replicas"))
 	for i := range repList {
-		repList[i] = r.id("ballot replica")
+		repList[i] = readID(r, "ballot replica")
 	}
-	optList := make([]string, r.count(maxBallotNames, "options"))
+	optList := make([]string, readCount(r, maxBallotNames, "options"))
 	for i := range optList {
-		optList[i] = string(r.bytes(ids.MaxLen, "ballot option"))
+		optList[i] = string(r.LenBytes(ids.MaxLen, "ballot option"))
 	}
-	n := r.count(MaxBallots, "ballots")
-	if r.err == nil && uint64(n) > uint64(len(r.b))/minBallot {
-		r.fail("%d ballots in %d bytes", n, len(r.b))
+	n := readCount(r, MaxBallots, "ballots")
+	if r.Err() == nil && uint64(n) > uint64(r.Len())/minBallot {
+		r.Fail("%d ballots in %d bytes", n, r.Len())
 	}
 	out := make([]crdt.Ballot, 0, n)
 	prev := int64(0)
-	for i := 0; i < n && r.err == nil; i++ {
-		ri, oi, seq := r.uvarint(), r.uvarint(), r.uvarint()
-		dw, logical := r.varint(), r.uvarint()
-		voter, idem, eligible := r.u64(), r.u64(), r.byte()
-		if r.err != nil {
+	for i := 0; i < n && r.Err() == nil; i++ {
+		ri, oi, seq := r.Uvarint(), r.Uvarint(), r.Uvarint()
+		dw, logical := r.Varint(), r.Uvarint()
+		voter, idem, eligible := r.Uint64(), r.Uint64(), r.Byte()
+		if r.Err() != nil {
 			break
 		}
 		wall := prev + dw
 		if ri >= uint64(len(repList)) || oi >= uint64(len(optList)) || seq == 0 || logical > math.MaxUint32 || eligible > 1 ||
 			(dw > 0 && wall < prev) || (dw < 0 && wall > prev) || wall <= 0 {
-			r.fail("ballot %d out of range", i)
+			r.Fail("ballot %d out of range", i)
 			break
 		}
 		prev = wall
 		out = append(out, crdt.Ballot{Replica: repList[ri], Option: optList[oi], Seq: seq, Wall: wall, Logical: uint32(logical),
 			Voter: voter, Idem: idem, Eligible: eligible == 1})
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d trailing bytes after ballots", len(r.b))
+	if r.Err() == nil && r.Len() != 0 {
+		r.Fail("%d trailing bytes after ballots", r.Len())
 	}
-	if r.err != nil {
-		d.fail("ballots: %v", r.err)
+	if r.Err() != nil {
+		d.Fail("ballots: %v", r.Err())
 		return nil
 	}
 	return out
@@ -111,50 +112,12 @@ func decodeBallots(d *reader, raw []byte) []crdt.Ballot {
 // maxBallotNames bounds the replica and option tables of one update.
 const maxBallotNames = 1024
 
-func (d *reader) count(limit int, what string) int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(limit) {
-		d.fail("%d %s", n, what)
+// readCount reads a count that must not exceed limit.
+func readCount(d *wire.Reader, limit int, what string) int {
+	n := d.Uvarint()
+	if d.Err() == nil && n > uint64(limit) {
+		d.Fail("%d %s", n, what)
 		return 0
 	}
 	return int(n)
-}
-
-func (d *reader) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *reader) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("truncated")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *reader) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 1 {
-		d.fail("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
 }

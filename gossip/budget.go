@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"tally/hlc"
+	"tally/internal/wire"
 	"tally/state"
 )
 
@@ -58,7 +59,7 @@ type BudgetMessage struct {
 // the group (8 bytes), the minute and the count as uvarints.
 func EncodeBudget(m *BudgetMessage) []byte {
 	b := append([]byte(nil), budgetMagic...)
-	b = appendString(b, m.Replica)
+	b = wire.AppendString(b, m.Replica)
 	b = binary.AppendUvarint(b, uint64(max(m.Sent.Wall, 0)))
 	b = binary.AppendUvarint(b, uint64(m.Sent.Logical))
 	b = binary.AppendUvarint(b, uint64(len(m.Entries)))
@@ -76,37 +77,32 @@ func DecodeBudget(b []byte) (*BudgetMessage, error) {
 	if len(b) < len(budgetMagic) || string(b[:len(budgetMagic)]) != budgetMagic {
 		return nil, ErrMalformed
 	}
-	d := &reader{b: b[len(budgetMagic):]}
-	m := &BudgetMessage{Replica: d.id("replica")}
+	d := wire.NewReader(b[len(budgetMagic):], ErrMalformed)
+	m := &BudgetMessage{Replica: readID(d, "replica")}
 	m.Sent.Replica = m.Replica
-	wall, logical := d.uvarint(), d.uvarint()
+	wall, logical := d.Uvarint(), d.Uvarint()
 	if wall > 1<<62 || logical > 1<<32-1 {
-		d.fail("clock %d.%d", wall, logical)
+		d.Fail("clock %d.%d", wall, logical)
 	}
 	m.Sent.Wall, m.Sent.Logical = int64(wall), uint32(logical)
-	n := d.uvarint()
-	if d.err == nil && (n > maxBudgetItems || n > uint64(len(d.b))/10) { // an entry is 10 bytes at least
-		d.fail("%d budget entries in %d bytes", n, len(d.b))
+	n := d.Uvarint()
+	if d.Err() == nil && (n > maxBudgetItems || n > uint64(d.Len())/10) { // an entry is 10 bytes at least
+		d.Fail("%d budget entries in %d bytes", n, d.Len())
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		if len(d.b) < 8 {
-			d.fail("short budget entry")
-			break
-		}
-		e := state.BudgetEntry{Group: binary.BigEndian.Uint64(d.b)}
-		d.b = d.b[8:]
-		minute := d.uvarint()
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		e := state.BudgetEntry{Group: d.Uint64()}
+		minute := d.Uvarint()
 		if minute > 1<<40 {
-			d.fail("minute %d", minute)
+			d.Fail("minute %d", minute)
 		}
-		e.Minute, e.N = int64(minute), d.uvarint()
+		e.Minute, e.N = int64(minute), d.Uvarint()
 		m.Entries = append(m.Entries, e)
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d bytes after the budget entries", len(d.b))
+	if d.Err() == nil && d.Len() > 0 {
+		d.Fail("%d bytes after the budget entries", d.Len())
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return m, nil
 }

@@ -13,6 +13,7 @@ import (
 	"tally/crdt"
 	"tally/hlc"
 	"tally/ids"
+	"tally/internal/wire"
 	"tally/poll"
 	"tally/state"
 )
@@ -83,13 +84,13 @@ type PollUpdate struct {
 // sender's viewers of the poll as a uvarint plus one (0: absent).
 func Encode(m *Message) ([]byte, error) {
 	body := make([]byte, 0, 256)
-	body = appendString(body, m.Replica)
-	body = appendString(body, m.Region)
+	body = wire.AppendString(body, m.Replica)
+	body = wire.AppendString(body, m.Region)
 	body = binary.AppendUvarint(body, uint64(max(m.Sent.Wall, 0)))
 	body = binary.AppendUvarint(body, uint64(m.Sent.Logical))
 	body = binary.AppendUvarint(body, uint64(len(m.Polls)))
 	for _, p := range m.Polls {
-		body = appendString(body, p.ID)
+		body = wire.AppendString(body, p.ID)
 		var def, tally []byte
 		var err error
 		if p.Def != nil {
@@ -115,10 +116,10 @@ func Encode(m *Message) ([]byte, error) {
 			}
 			ballots = appendBallots(nil, p.Ballots)
 		}
-		body = appendBytes(body, def)
-		body = appendBytes(body, tally)
-		body = appendBytes(body, cert)
-		body = appendBytes(body, ballots)
+		body = wire.AppendBytes(body, def)
+		body = wire.AppendBytes(body, tally)
+		body = wire.AppendBytes(body, cert)
+		body = wire.AppendBytes(body, ballots)
 		var viewers uint64
 		if p.Viewers != nil {
 			viewers = uint64(min(max(*p.Viewers, 0), maxViewers)) + 1
@@ -167,151 +168,102 @@ func Decode(b []byte) (*Message, error) {
 	if len(body) > MaxMessage {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrMalformed, MaxMessage)
 	}
-	d := reader{b: body}
-	m.Replica = d.id("replica")
-	m.Region = d.id("region")
-	wall, logical := d.uvarint(), d.uvarint()
-	if d.err == nil && (wall > math.MaxInt64 || logical > math.MaxUint32) {
-		d.fail("clock out of range")
+	d := wire.NewReader(body, ErrMalformed)
+	m.Replica = readID(d, "replica")
+	m.Region = readID(d, "region")
+	wall, logical := d.Uvarint(), d.Uvarint()
+	if d.Err() == nil && (wall > math.MaxInt64 || logical > math.MaxUint32) {
+		d.Fail("clock out of range")
 	}
 	m.Sent = hlc.Timestamp{Wall: int64(wall), Logical: uint32(logical), Replica: m.Replica}
-	n := d.uvarint()
-	if d.err == nil && (n > MaxPolls || n > uint64(len(d.b))/minPollRecord) {
-		d.fail("%d polls", n)
+	n := d.Uvarint()
+	if d.Err() == nil && (n > MaxPolls || n > uint64(d.Len())/minPollRecord) {
+		d.Fail("%d polls", n)
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		p := PollUpdate{ID: d.id("poll id")}
-		if def := d.bytes(maxDefBytes, "definition"); len(def) > 0 && d.err == nil {
-			p.Def = decodeDefinition(&d, p.ID, def)
+	for i := uint64(0); i < n && d.Err() == nil; i++ {
+		p := PollUpdate{ID: readID(d, "poll id")}
+		if def := d.LenBytes(maxDefBytes, "definition"); len(def) > 0 && d.Err() == nil {
+			p.Def = decodeDefinition(d, p.ID, def)
 		}
-		if raw := d.bytes(maxTallySize, "tally"); len(raw) > 0 && d.err == nil {
+		if raw := d.LenBytes(maxTallySize, "tally"); len(raw) > 0 && d.Err() == nil {
 			t, err := crdt.DecodeTally(raw)
 			if err != nil {
-				d.fail("tally of %q: %v", p.ID, err)
+				d.Fail("tally of %q: %v", p.ID, err)
 			}
 			p.Tally = t
 		}
-		if raw := d.bytes(maxCertBytes, "certificate"); len(raw) > 0 && d.err == nil {
-			p.Cert = decodeCertificate(&d, p.ID, raw)
+		if raw := d.LenBytes(maxCertBytes, "certificate"); len(raw) > 0 && d.Err() == nil {
+			p.Cert = decodeCertificate(d, p.ID, raw)
 		}
-		if raw := d.bytes(MaxMessage, "ballots"); len(raw) > 0 && d.err == nil {
-			p.Ballots = decodeBallots(&d, raw)
+		if raw := d.LenBytes(MaxMessage, "ballots"); len(raw) > 0 && d.Err() == nil {
+			p.Ballots = decodeBallots(d, raw)
 		}
-		if v := d.uvarint(); v > 0 && d.err == nil {
+		if v := d.Uvarint(); v > 0 && d.Err() == nil {
 			if v > maxViewers+1 {
-				d.fail("%d viewers of %q", v-1, p.ID)
+				d.Fail("%d viewers of %q", v-1, p.ID)
 			}
 			n := int64(v - 1)
 			p.Viewers = &n
 		}
 		m.Polls = append(m.Polls, p)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err() == nil && d.Len() != 0 {
+		d.Fail("%d trailing bytes", d.Len())
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return m, nil
 }
 
-func decodeDefinition(d *reader, id string, raw []byte) *crdt.Register[poll.Definition] {
+func decodeDefinition(d *wire.Reader, id string, raw []byte) *crdt.Register[poll.Definition] {
 	var reg crdt.Register[poll.Definition]
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&reg); err != nil {
-		d.fail("definition of %q: %v", id, err)
+		d.Fail("definition of %q: %v", id, err)
 		return nil
 	}
 	if dec.More() {
-		d.fail("definition of %q: trailing data", id)
+		d.Fail("definition of %q: trailing data", id)
 		return nil
 	}
 	switch {
 	case reg.TS.Wall <= 0:
-		d.fail("definition of %q has no timestamp", id)
+		d.Fail("definition of %q has no timestamp", id)
 	case reg.Value.ID != id:
-		d.fail("definition under %q is for %q", id, reg.Value.ID)
+		d.Fail("definition under %q is for %q", id, reg.Value.ID)
 	default:
 		if err := reg.Value.Validate(); err != nil {
-			d.fail("definition of %q: %v", id, err)
+			d.Fail("definition of %q: %v", id, err)
 		}
 	}
 	return &reg
 }
 
-func decodeCertificate(d *reader, id string, raw []byte) *state.Certificate {
+func decodeCertificate(d *wire.Reader, id string, raw []byte) *state.Certificate {
 	var c state.Certificate
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil || dec.More() {
-		d.fail("certificate of %q: %v", id, err)
+		d.Fail("certificate of %q: %v", id, err)
 		return nil
 	}
 	if err := c.Validate(); err != nil || c.Poll != id {
-		d.fail("certificate under %q (for %q): %v", id, c.Poll, err)
+		d.Fail("certificate under %q (for %q): %v", id, c.Poll, err)
 		return nil
 	}
 	return &c
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendBytes(b, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
-}
-
-// reader reads varints and strings, keeping the first error.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (d *reader) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
-	}
-}
-
-func (d *reader) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *reader) bytes(limit uint64, what string) []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > limit || n > uint64(len(d.b)) {
-		d.fail("%s of %d bytes", what, n)
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
-// id reads a string that must be a valid id.
-func (d *reader) id(what string) string {
-	s := string(d.bytes(maxIDLength, what))
-	if d.err != nil {
+// readID reads a length-prefixed string that must be a valid id.
+func readID(d *wire.Reader, what string) string {
+	s := d.String(maxIDLength, what)
+	if d.Err() != nil {
 		return ""
 	}
 	if err := ids.Valid(s); err != nil {
-		d.fail("%s: %v", what, err)
+		d.Fail("%s: %v", what, err)
 		return ""
 	}
 	return s

@@ -14,6 +14,7 @@ import (
 
 	"tally/crdt"
 	"tally/hlc"
+	"tally/internal/wire"
 	"tally/poll"
 	"tally/state"
 )
@@ -100,19 +101,19 @@ func TestDecodeHostile(t *testing.T) {
 		b, _ := Encode(m)
 		b = b[:len(b)-1] // poll count 0
 		b = append(b, 1)
-		b = appendString(b, "p")
-		b = appendBytes(b, []byte(def))
-		return append(appendBytes(appendBytes(appendBytes(b, nil), nil), nil), 0) // no viewers
+		b = wire.AppendString(b, "p")
+		b = wire.AppendBytes(b, []byte(def))
+		return append(wire.AppendBytes(wire.AppendBytes(wire.AppendBytes(b, nil), nil), nil), 0) // no viewers
 	}
 	validDef := `{"ts":{"wall":5,"logical":0,"replica":"r"},"value":{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":1796083200000,"closes_at":1796083260000}}`
 	withCert := func(cert string) []byte {
 		b := withDef(validDef)
 		b = b[:len(b)-3] // no certificate, no ballots, no viewers
-		return append(appendBytes(appendBytes(b, []byte(cert)), nil), 0)
+		return append(wire.AppendBytes(wire.AppendBytes(b, []byte(cert)), nil), 0)
 	}
 	withBallots := func(raw []byte) []byte {
 		b := withDef(validDef)
-		return append(appendBytes(b[:len(b)-2], raw), 0)
+		return append(wire.AppendBytes(b[:len(b)-2], raw), 0)
 	}
 	withViewers := func(v uint64) []byte {
 		b := withDef(validDef)
@@ -149,10 +150,10 @@ func TestDecodeHostile(t *testing.T) {
 		"trailing":                 append(append([]byte(nil), good...), 0),
 		"bad deflate":              append(header(2, flagDeflated), 1, 2, 3),
 		"deflate bomb":             append(header(2, flagDeflated), deflate(make([]byte, MaxMessage+10))...),
-		"huge poll count":          append(header(1, 0), append(appendString(appendString(nil, "r"), "g"), 1, 0, 0xff, 0xff, 0xff, 0x7f)...),
-		"bad replica id":           append(header(1, 0), append(appendString(appendString(nil, "r/x"), "g"), 1, 0, 0)...),
-		"empty region":             append(header(1, 0), append(appendString(appendString(nil, "r"), ""), 1, 0, 0)...),
-		"long id":                  append(header(1, 0), append(appendString(appendString(nil, strings.Repeat("r", 65)), "g"), 1, 0, 0)...),
+		"huge poll count":          append(header(1, 0), append(wire.AppendString(wire.AppendString(nil, "r"), "g"), 1, 0, 0xff, 0xff, 0xff, 0x7f)...),
+		"bad replica id":           append(header(1, 0), append(wire.AppendString(wire.AppendString(nil, "r/x"), "g"), 1, 0, 0)...),
+		"empty region":             append(header(1, 0), append(wire.AppendString(wire.AppendString(nil, "r"), ""), 1, 0, 0)...),
+		"long id":                  append(header(1, 0), append(wire.AppendString(wire.AppendString(nil, strings.Repeat("r", 65)), "g"), 1, 0, 0)...),
 		"def not json":             withDef("{"),
 		"def unknown key":          withDef(strings.Replace(validDef, `"value"`, `"x":1,"value"`, 1)),
 		"def other poll":           withDef(strings.Replace(validDef, `"id":"p"`, `"id":"q"`, 1)),
@@ -170,8 +171,8 @@ func TestDecodeHostile(t *testing.T) {
 		"ballot seq 0":             withBallots(bytes.Replace(oneBallot(func(b []byte) []byte { return b }), []byte{0, 0, 1, 10}, []byte{0, 0, 0, 10}, 1)),
 		"ballot bad replica index": withBallots(bytes.Replace(oneBallot(func(b []byte) []byte { return b }), []byte{0, 0, 1, 10}, []byte{5, 0, 1, 10}, 1)),
 		"ballot eligible 7":        withBallots(oneBallot(func(b []byte) []byte { b[len(b)-1] = 7; return b })),
-		"ballot bad replica":       withBallots(append(appendString([]byte{1}, "r/x"), 0, 0)),
-		"a million ballots":        withBallots(append(appendString(appendString([]byte{1}, "r"), "a")[:0:0], append(append(appendString([]byte{1}, "r"), append([]byte{1}, appendString(nil, "a")...)...), 0xc0, 0x84, 0x3d)...)),
+		"ballot bad replica":       withBallots(append(wire.AppendString([]byte{1}, "r/x"), 0, 0)),
+		"a million ballots":        withBallots(append(wire.AppendString(wire.AppendString([]byte{1}, "r"), "a")[:0:0], append(append(wire.AppendString([]byte{1}, "r"), append([]byte{1}, wire.AppendString(nil, "a")...)...), 0xc0, 0x84, 0x3d)...)),
 	}
 	for name, b := range cases {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
