@@ -31,6 +31,10 @@ var (
 	ErrIncomplete = errors.New("certify: incomplete")
 	// ErrNotClosed is returned for a poll still open or in its grace window.
 	ErrNotClosed = errors.New("certify: poll not closed past its grace window")
+	// ErrDecision is returned for an operator's decision that does not fit
+	// the poll (a replica it does not have, nothing lost to accept); no
+	// certificate is written.
+	ErrDecision = errors.New("certify: decision does not fit the poll")
 )
 
 // Peer is a cluster member as certification needs it.
@@ -328,6 +332,12 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 			expected[p.Replica] = 0
 		}
 	}
+	for _, e := range append(slices.Clone(d.Exclude), d.AcceptLost...) {
+		if _, ok := expected[e.Replica]; !ok {
+			return state.Certificate{}, fmt.Errorf("%w: poll %q has no replica %s (its replicas: %s)", ErrDecision, poll, e.Replica,
+				strings.Join(slices.Sorted(maps.Keys(expected)), ", "))
+		}
+	}
 	detail := Detail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
 	var replicas []string
 	for _, r := range slices.Sorted(func(yield func(string) bool) {
@@ -371,7 +381,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 				continue
 			}
 			detail.Missing = append(detail.Missing, Missing{Replica: ch.Replica, Expected: expected[ch.Replica], Received: ch.Records,
-				Error: "export shorter than the gossiped record count"})
+				Error: "export shorter than the gossiped record count (restored from an older backup? see --accept-lost)"})
 		}
 	}
 	for _, r := range replicas {
@@ -385,6 +395,11 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	}
 	if len(detail.Missing) > 0 {
 		return c.pending(poll, detail)
+	}
+	for _, e := range d.AcceptLost {
+		if !slices.ContainsFunc(detail.Lost, func(l Lost) bool { return l.Replica == e.Replica }) {
+			return state.Certificate{}, fmt.Errorf("%w: replica %s holds every record it acknowledged of poll %q: nothing to accept as lost", ErrDecision, e.Replica, poll)
+		}
 	}
 	detail.Result = res
 	cert, err := c.write(poll, state.Reconciled, "", detail)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"tally/api"
@@ -166,6 +167,10 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(d.Exclude)+len(d.AcceptLost) > 0 {
+		if strings.TrimSpace(req.Reason) == "" {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: required with exclude and accept_lost, and not blank: it is recorded in the certificate for good"))
+			return
+		}
 		if err := ids.Text(req.Reason, 500); err != nil {
 			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: %v (required with exclude and accept_lost)", err))
 			return
@@ -176,6 +181,10 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Reconciled {
+		if len(d.Exclude)+len(d.AcceptLost) > 0 {
+			api.WriteError(w, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q is certified already (by %s): a certificate is final, so the exclude and accept_lost given were not applied", poll, held.By))
+			return
+		}
 		c.HandleResult(w, r) // final already: answer with it
 		return
 	}
@@ -183,6 +192,9 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrNotClosed):
 		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodePollNotClosed, "%v", err))
+		return
+	case errors.Is(err, ErrDecision):
+		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
 		return
 	case err != nil && !errors.Is(err, ErrIncomplete):
 		api.WriteError(w, err)

@@ -239,7 +239,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 	}
 	if held, acked, err := p.cfg.State.OwnRecords(pollID); err != nil {
 		return nil, err
-	} else if acked > held {
+	} else if acked > held && def.WindowAt(p.cfg.Now().UnixMilli()) != poll.AfterGrace { // a closed poll answers poll_closed below
 		// Restored from an older backup: a new record would take the seq,
 		// and so the vote id, of a lost one. Other nodes take the vote.
 		return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeRecordsLost, RetryAfter: time.Second,

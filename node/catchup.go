@@ -58,4 +58,20 @@ func (n *Node) watchCatchUp(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+	n.warnLostRecords()
+}
+
+// warnLostRecords tells the operator, once caught up, of every poll whose
+// records this replica acknowledged and no longer holds (a restore from an
+// older backup): the node takes no new votes on them, and their
+// certification waits for a decision.
+func (n *Node) warnLostRecords() {
+	for _, d := range n.state.Polls() {
+		held, acked, err := n.state.OwnRecords(d.ID)
+		if err != nil || acked <= held {
+			continue
+		}
+		n.log.Warn("this replica acknowledged records of the poll that its ledger no longer holds (restored from an older backup?): it takes no new votes on it, and the poll certifies once you decide (tally poll certify --accept-lost REPLICA --reason …; docs/operations.md, \"Backups and restore\")",
+			"poll", d.ID, "replica", n.replica, "held", held, "acknowledged", acked, "lost_from_seq", held+1, "lost_to_seq", acked)
+	}
 }

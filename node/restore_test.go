@@ -112,6 +112,24 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 		v := eu.result(t, "lost2")
 		return v.Status == "pending" && strings.Contains(v.Reason, restored.replica) && strings.Contains(v.Reason, "expected 5 records, received 3")
 	})
+	// An operator's slips are refused, and write nothing.
+	for _, c := range []struct{ name, body, want string }{
+		{"unknown replica", `{"accept_lost":["us"],"reason":"disk lost"}`, "has no replica us"},
+		{"exclude of an unknown replica", `{"exclude":["us-0"],"reason":"disk lost"}`, "has no replica us-0"},
+		{"blank reason", fmt.Sprintf(`{"accept_lost":[%q],"reason":"   "}`, restored.replica), "not blank"},
+		{"a replica that lost nothing", fmt.Sprintf(`{"accept_lost":[%q,%q],"reason":"disk lost"}`, restored.replica, eu.replica), "nothing to accept as lost"},
+	} {
+		if r := eu.admin(t, "POST", "/v1/polls/lost2/certify", c.body); r.status != http.StatusBadRequest || !strings.Contains(r.raw, c.want) {
+			t.Fatalf("%s: %d %s, want 400 %q", c.name, r.status, r.raw, c.want)
+		}
+	}
+	if v := eu.result(t, "lost2"); v.Status != "pending" {
+		t.Fatalf("a refused decision certified the poll: %+v", v)
+	}
+	// Closed: the restored node answers like any other.
+	if r := restored.call(t, "POST", "/v1/polls/lost2/votes", vote("a", "u8", "ku8")); r.status != http.StatusConflict || r.code() != "poll_closed" {
+		t.Fatalf("a vote on the closed poll at the restored node: %d %s", r.status, r.raw)
+	}
 	cert := eu.admin(t, "POST", "/v1/polls/lost2/certify", fmt.Sprintf(`{"accept_lost":[%q],"reason":"us disk lost at 21:04; restored from the 21:00 backup"}`, restored.replica))
 	if cert.status != http.StatusOK {
 		t.Fatal(cert.raw)
@@ -125,6 +143,13 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 	want := certify.Lost{Replica: restored.replica, From: 4, To: 5, Count: 2, Reason: "us disk lost at 21:04; restored from the 21:00 backup"}
 	if len(v.Detail.Lost) != 1 || v.Detail.Lost[0] != want || len(v.Detail.Excluded) != 0 {
 		t.Fatalf("lost in the certificate: %+v, want %+v", v.Detail.Lost, want)
+	}
+	// Final: a second decision is refused, not silently ignored.
+	if r := restored.admin(t, "POST", "/v1/polls/lost2/certify", fmt.Sprintf(`{"exclude":[%q],"reason":"second thoughts"}`, restored.replica)); r.status != http.StatusConflict || !strings.Contains(r.raw, "certified already") {
+		t.Fatalf("a decision on a certified poll: %d %s", r.status, r.raw)
+	}
+	if r := restored.admin(t, "POST", "/v1/polls/lost2/certify", ""); r.status != http.StatusOK {
+		t.Fatalf("certify of a certified poll without decisions: %d %s", r.status, r.raw)
 	}
 	// The auditor reproduces it from the two exports.
 	var streams []iter.Seq2[ledger.Record, error]

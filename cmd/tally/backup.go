@@ -50,8 +50,8 @@ func ledgerBackup(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: the backup in %s does not verify: %v\n", *out, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "backup of replica %s (region %s, node %s) taken %s: %d polls, %d records, chains verified, in %s\n",
-		m.Replica, m.Region, m.Node, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), polls, records, *out)
+	fmt.Fprintf(stdout, "backup of replica %s (region %s, node %s) taken %s: %d %s, %d %s, chains verified, in %s\n",
+		m.Replica, m.Region, m.Node, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), polls, plural(uint64(polls), "poll", "polls"), records, plural(uint64(records), "record", "records"), *out)
 	fmt.Fprintf(stderr, "took %s; it holds the replica's signing key: keep it as you keep secrets\n", time.Since(start).Round(time.Millisecond))
 	return 0
 }

@@ -203,7 +203,7 @@ func printView(w io.Writer, v certify.View) {
 			fmt.Fprintf(w, "EXCLUDED replica %s: %s\n", e.Replica, e.Reason)
 		}
 		for _, l := range v.Detail.Lost {
-			fmt.Fprintf(w, "LOST %d records of replica %s (seq %d to %d): %s\n", l.Count, l.Replica, l.From, l.To, l.Reason)
+			fmt.Fprintf(w, "LOST %d %s of replica %s (seq %d to %d): %s\n", l.Count, plural(l.Count, "record", "records"), l.Replica, l.From, l.To, l.Reason)
 		}
 		printResult(w, v.Detail.Result)
 	}
@@ -223,7 +223,7 @@ func pollCertify(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	if *poll == "" || len(exclude)+len(acceptLost) > 0 && *reason == "" {
+	if *poll == "" || len(exclude)+len(acceptLost) > 0 && strings.TrimSpace(*reason) == "" {
 		return usageError(fs, stderr, "--poll is required, and --reason with --exclude or --accept-lost")
 	}
 	body := map[string]any{"exclude": []string(exclude), "accept_lost": []string(acceptLost), "reason": *reason}
@@ -240,4 +240,12 @@ func pollCertify(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// plural picks the word for n.
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
