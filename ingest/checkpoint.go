@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"tally/crdt"
+	"tally/internal/wire"
 )
 
 // A checkpoint is this replica's in-memory vote state at one instant:
@@ -68,13 +69,13 @@ func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, ballots int
 	for _, s := range snaps {
 		options := slices.Sorted(maps.Keys(s.counts))
 		optIndex := make(map[string]uint64, len(options))
-		buf = appendStr(buf, s.poll)
+		buf = wire.AppendString(buf, s.poll)
 		buf = binary.AppendUvarint(buf, s.applied)
 		buf = binary.AppendUvarint(buf, s.records)
 		buf = binary.AppendUvarint(buf, uint64(len(options)))
 		for i, o := range options {
 			optIndex[o] = uint64(i)
-			buf = appendStr(buf, o)
+			buf = wire.AppendString(buf, o)
 			buf = binary.AppendUvarint(buf, s.counts[o][0])
 			buf = binary.AppendUvarint(buf, s.counts[o][1])
 		}
@@ -88,7 +89,7 @@ func (p *Pipeline) WriteCheckpoint(w io.Writer, heads Heads) (polls, ballots int
 		}
 		buf = binary.AppendUvarint(buf, uint64(len(replicas)))
 		for _, r := range replicas {
-			buf = appendStr(buf, r)
+			buf = wire.AppendString(buf, r)
 		}
 		buf = binary.AppendUvarint(buf, uint64(len(s.ballots)))
 		for _, b := range s.ballots {
@@ -168,52 +169,54 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 	if got := sha256.Sum256(body); string(got[:]) != string(sum) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
 	}
-	d := &ckReader{b: body[len(checkpointMagic):]}
-	snaps := make([]pollSnapshot, d.count())
+	d := wire.NewReader(body[len(checkpointMagic):], ErrCheckpoint)
+	count := func() int { return int(d.Count(uint64(d.Len()), "count")) } // never more than the bytes left
+	str := func() string { return d.String(uint64(d.Len()), "string") }
+	snaps := make([]pollSnapshot, count())
 	for i := range snaps {
 		s := &snaps[i]
-		s.poll, s.applied, s.records = d.str(), d.uvarint(), d.uvarint()
-		options := make([]string, d.count())
+		s.poll, s.applied, s.records = str(), d.Uvarint(), d.Uvarint()
+		options := make([]string, count())
 		s.counts = make(map[string][2]uint64, len(options))
 		for j := range options {
-			options[j] = d.str()
-			s.counts[options[j]] = [2]uint64{d.uvarint(), d.uvarint()}
+			options[j] = str()
+			s.counts[options[j]] = [2]uint64{d.Uvarint(), d.Uvarint()}
 		}
 		def, ok := p.cfg.State.Poll(s.poll)
-		if !ok && d.err == nil && !p.cfg.State.Forgotten(s.poll) {
-			d.err = fmt.Errorf("poll %q has no definition", s.poll)
+		if !ok && d.Err() == nil && !p.cfg.State.Forgotten(s.poll) {
+			d.Fail("poll %q has no definition", s.poll)
 		}
 		for j, o := range options {
 			if id, ok := def.OptionID(o); ok {
 				options[j] = id // one shared string per option
 			}
 		}
-		replicas := make([]string, d.count())
+		replicas := make([]string, count())
 		for j := range replicas {
-			replicas[j] = d.str()
+			replicas[j] = str()
 		}
-		n := d.count()
+		n := count()
 		s.ballots = make([]crdt.Ballot, 0, n)
 		for range n {
-			ri, seq, wall, logical := d.uvarint(), d.uvarint(), d.varint(), d.uvarint()
-			voter, idem := d.u64(), d.u64()
-			oi, eligible := d.uvarint(), d.byte()
-			if d.err != nil {
+			ri, seq, wall, logical := d.Uvarint(), d.Uvarint(), d.Varint(), d.Uvarint()
+			voter, idem := d.Uint64(), d.Uint64()
+			oi, eligible := d.Uvarint(), d.Byte()
+			if d.Err() != nil {
 				break
 			}
 			if ri >= uint64(len(replicas)) || oi >= uint64(len(options)) || logical > 1<<32-1 || eligible > 1 {
-				d.err = errors.New("ballot out of range")
+				d.Fail("ballot out of range")
 				break
 			}
 			s.ballots = append(s.ballots, crdt.Ballot{Replica: replicas[ri], Seq: seq, Wall: wall, Logical: uint32(logical),
 				Voter: voter, Idem: idem, Option: options[oi], Eligible: eligible == 1})
 		}
-		if d.err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCheckpoint, d.err)
+		if d.Err() != nil {
+			return nil, d.Err()
 		}
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCheckpoint, len(d.b))
+	if d.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCheckpoint, d.Len())
 	}
 	for _, s := range snaps {
 		head, err := heads(s.poll)
@@ -245,87 +248,4 @@ func (p *Pipeline) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, 
 		applied[s.poll] = s.applied
 	}
 	return applied, nil
-}
-
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// ckReader reads a checkpoint body, keeping the first error.
-type ckReader struct {
-	b   []byte
-	err error
-}
-
-func (d *ckReader) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *ckReader) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errors.New("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a length that cannot exceed what is left to read.
-func (d *ckReader) count() int {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.err = fmt.Errorf("count %d beyond the data", n)
-		return 0
-	}
-	return int(n)
-}
-
-func (d *ckReader) str() string {
-	n := d.count()
-	if d.err != nil {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *ckReader) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.err = errors.New("truncated")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
-}
-
-func (d *ckReader) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 1 {
-		d.err = errors.New("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
 }

@@ -12,6 +12,7 @@ import (
 
 	"tally/hlc"
 	"tally/ids"
+	"tally/internal/wire"
 )
 
 var (
@@ -253,14 +254,14 @@ const (
 // stored in Pebble and hashed into the chain.
 func (r *Record) AppendBinary(buf []byte) []byte {
 	buf = append(buf, encodingVersion)
-	buf = appendString(buf, r.Poll)
-	buf = appendString(buf, r.Replica)
+	buf = wire.AppendString(buf, r.Poll)
+	buf = wire.AppendString(buf, r.Replica)
 	buf = binary.AppendUvarint(buf, r.Seq)
 	buf = binary.AppendUvarint(buf, uint64(r.Wall))
 	buf = binary.AppendUvarint(buf, uint64(r.Logical))
-	buf = appendString(buf, r.Voter)
-	buf = appendString(buf, r.Option)
-	buf = appendString(buf, r.Idem)
+	buf = wire.AppendString(buf, r.Voter)
+	buf = wire.AppendString(buf, r.Option)
+	buf = wire.AppendString(buf, r.Idem)
 	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(r.Trust))
 	var flags byte
 	if r.Counted {
@@ -276,7 +277,7 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 		flags |= flagAnswer
 	}
 	buf = append(buf, flags)
-	buf = appendString(buf, r.IPHash)
+	buf = wire.AppendString(buf, r.IPHash)
 	buf = append(buf, r.Prev[:]...)
 	if sg := r.Signals; sg != nil {
 		buf = binary.AppendVarint(buf, sg.SincePrevMs)
@@ -297,7 +298,7 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 		buf = binary.AppendVarint(buf, a.ElapsedMs)
 		buf = binary.AppendVarint(buf, a.Score)
 		buf = binary.AppendVarint(buf, a.RTTMs)
-		buf = appendString(buf, a.Name)
+		buf = wire.AppendString(buf, a.Name)
 	}
 	return buf
 }
@@ -306,136 +307,52 @@ func (r *Record) AppendBinary(buf []byte) []byte {
 // result. Malformed or invalid input is an error, never a panic.
 func DecodeRecord(b []byte) (Record, error) {
 	var r Record
-	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != encodingVersion {
+	d := wire.NewCanonicalReader(b, ErrMalformed)
+	if v := d.Byte(); d.Err() == nil && v != encodingVersion {
 		return r, fmt.Errorf("%w: record encoding version %d", ErrMalformed, v)
 	}
-	r.Poll = d.string(MaxIDLen)
-	r.Replica = d.string(MaxIDLen)
-	r.Seq = d.uvarint()
-	wall := d.uvarint()
-	logical := d.uvarint()
+	r.Poll = d.String(MaxIDLen, "poll")
+	r.Replica = d.String(MaxIDLen, "replica")
+	r.Seq = d.Uvarint()
+	wall := d.Uvarint()
+	logical := d.Uvarint()
 	if wall > math.MaxInt64 || logical > math.MaxUint32 {
-		d.fail("hlc out of range")
+		d.Fail("hlc out of range")
 	}
 	r.Wall, r.Logical = int64(wall), uint32(logical)
-	r.Voter = d.string(MaxVoterLen)
-	r.Option = d.string(MaxOptionLen)
-	r.Idem = d.string(MaxIdemLen)
-	r.Trust = math.Float64frombits(binary.LittleEndian.Uint64(d.bytes(8)))
-	flags := d.byte()
+	r.Voter = d.String(MaxVoterLen, "voter")
+	r.Option = d.String(MaxOptionLen, "option")
+	r.Idem = d.String(MaxIdemLen, "idem")
+	r.Trust = math.Float64frombits(binary.LittleEndian.Uint64(d.Bytes(8)))
+	flags := d.Byte()
 	if flags&^(flagCounted|flagLate|flagSignals|flagAnswer) != 0 {
-		d.fail("unknown flags %#x", flags)
+		d.Fail("unknown flags %#x", flags)
 	}
 	r.Counted, r.Late = flags&flagCounted != 0, flags&flagLate != 0
-	r.IPHash = d.string(MaxIPHashLen)
-	copy(r.Prev[:], d.bytes(len(r.Prev)))
-	if flags&flagSignals != 0 && d.err == nil {
-		r.Signals = &Signals{SincePrevMs: d.varint(), IPVotesPerMin: d.uvarint(), IPVoters: d.uvarint(),
-			TokenAgeMs: d.varint(), SocketAgeMs: d.varint()}
-		switch bits := d.byte(); {
-		case d.err != nil:
+	r.IPHash = d.String(MaxIPHashLen, "ip_hash")
+	copy(r.Prev[:], d.Bytes(len(r.Prev)))
+	if flags&flagSignals != 0 && d.Err() == nil {
+		r.Signals = &Signals{SincePrevMs: d.Varint(), IPVotesPerMin: d.Uvarint(), IPVoters: d.Uvarint(),
+			TokenAgeMs: d.Varint(), SocketAgeMs: d.Varint()}
+		switch bits := d.Byte(); {
+		case d.Err() != nil:
 		case bits&^(signalDatacenter|signalOverBudget) != 0:
-			d.fail("signal flags %#x", bits)
+			d.Fail("signal flags %#x", bits)
 		default:
 			r.Signals.Datacenter, r.Signals.OverBudget = bits&signalDatacenter != 0, bits&signalOverBudget != 0
 		}
 	}
-	if flags&flagAnswer != 0 && d.err == nil {
-		r.Answer = &Answer{ElapsedMs: d.varint(), Score: d.varint(), RTTMs: d.varint(), Name: d.string(MaxNameLen)}
+	if flags&flagAnswer != 0 && d.Err() == nil {
+		r.Answer = &Answer{ElapsedMs: d.Varint(), Score: d.Varint(), RTTMs: d.Varint(), Name: d.String(MaxNameLen, "name")}
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
+	if d.Err() == nil && d.Len() != 0 {
+		d.Fail("%d trailing bytes", d.Len())
 	}
-	if d.err != nil {
-		return Record{}, d.err
+	if d.Err() != nil {
+		return Record{}, d.Err()
 	}
 	if err := r.Validate(); err != nil {
 		return Record{}, err
 	}
 	return r, nil
-}
-
-func appendString(buf []byte, s string) []byte {
-	buf = binary.AppendUvarint(buf, uint64(len(s)))
-	return append(buf, s...)
-}
-
-// decoder reads the binary encoding, remembering the first error. Its
-// reads return zero values after an error, so callers check once at the end.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-var zeros [32]byte
-
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
-	}
-}
-
-func (d *decoder) bytes(n int) []byte {
-	if d.err == nil && len(d.b) < n {
-		d.fail("truncated")
-	}
-	if d.err != nil {
-		if n <= len(zeros) {
-			return zeros[:n]
-		}
-		return make([]byte, n) // n is bounded by the caller's limit
-	}
-	out := d.b[:n]
-	d.b = d.b[n:]
-	return out
-}
-
-func (d *decoder) byte() byte { return d.bytes(1)[0] }
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	if n > 1 && d.b[n-1] == 0 {
-		// Not the shortest form: the encoding is canonical, one byte
-		// string per record, so the hash of the bytes is the record's.
-		d.fail("non-minimal varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) string(max int) string {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(max) {
-		d.fail("string of %d bytes over limit %d", n, max)
-	}
-	if d.err != nil {
-		return ""
-	}
-	return string(d.bytes(int(n)))
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	if n > 1 && d.b[n-1] == 0 {
-		d.fail("non-minimal varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
 }
