@@ -2,6 +2,8 @@ module tally
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/bits-and-blooms/bloom/v3 v3.7.1
 	github.com/chromedp/chromedp v0.23.0

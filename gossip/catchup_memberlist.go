@@ -132,9 +132,8 @@ func (g *Gossip) userMsg(b []byte) {
 		if len(b) < 2+n {
 			return
 		}
-		id := string(b[2 : 2+n])
 		g.wait.mu.Lock()
-		ch, ok := g.wait.m[id]
+		ch, ok := g.wait.m[string(b[2:2+n])]
 		g.wait.mu.Unlock()
 		if ok {
 			select {

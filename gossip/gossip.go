@@ -349,7 +349,10 @@ func (g *Gossip) Close() error {
 	if !g.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	g.userMu.Lock() // a memberlist answer that saw closed false has been added to wg by now
+	// A barrier: a memberlist answer that saw closed false has been added
+	// to wg by the time this lock is free.
+	g.userMu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
 	g.userMu.Unlock()
 	if g.cancel != nil {
 		g.cancel()

@@ -23,9 +23,8 @@ type simClock struct {
 	t  time.Time
 }
 
-func (c *simClock) now() time.Time                  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *simClock) set(t time.Time)                 { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-func (c *simClock) after(d time.Duration) time.Time { return c.now().Add(d) }
+func (c *simClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *simClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 // simVote is one vote of the simulation at an instant.
 type simVote struct {
@@ -108,8 +107,7 @@ func attackVotes(kind string) []simVote {
 		case "rotating": // each token used once, at once
 			id, issued = have, time.Duration(have-1)*(time.Minute/time.Duration(tokensPerMin))
 			if k > 0 && id == attackID(out[len(out)-1].voter) {
-				id++ // no new token yet: it waits (modelled as reuse of none)
-				continue
+				continue // no new token yet: it waits (modelled as reuse of none)
 			}
 		default:
 			id = k % have

@@ -16,12 +16,12 @@ import (
 
 // runUntilFails starts a node with cfg and returns the error that ends
 // Run before the node is ready, and how long that took.
-func runUntilFails(t *testing.T, cfg Config) (error, time.Duration) {
+func runUntilFails(t *testing.T, cfg Config) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	n, err := New(cfg)
 	if err != nil {
-		return err, time.Since(start)
+		return time.Since(start), err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -29,7 +29,7 @@ func runUntilFails(t *testing.T, cfg Config) (error, time.Duration) {
 	if n.ready.Load() || err == nil {
 		t.Fatalf("the node started (err %v)", err)
 	}
-	return err, time.Since(start)
+	return time.Since(start), err
 }
 
 // A port already taken, for each of the embedded NATS server's listeners
@@ -57,7 +57,7 @@ func TestStartFailsOnATakenPortNamingIt(t *testing.T) {
 			cfg := testConfig(t.TempDir(), &fakeClock{})
 			cfg.Now = time.Now
 			set(&cfg)
-			err, took := runUntilFails(t, cfg)
+			took, err := runUntilFails(t, cfg)
 			if !strings.Contains(err.Error(), flag+" "+addr) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error does not name %s %s in one line: %v", flag, addr, err)
 			}
@@ -75,7 +75,7 @@ func TestDuplicateNodeNameIsRefused(t *testing.T) {
 	cfg := testConfig(t.TempDir(), &fakeClock{})
 	cfg.Now = first.cfg.Now
 	cfg.NodeName, cfg.Join = "twin", first.GossipAddr()
-	err, _ := runUntilFails(t, cfg)
+	_, err := runUntilFails(t, cfg)
 	if !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), `--node-name "twin" is already taken`) {
 		t.Fatalf("duplicate name: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestUnwritableDataDirStopsTheStart(t *testing.T) {
 		}
 		clock := &fakeClock{}
 		clock.ms.Store(n.clock.ms.Load())
-		err, _ := runUntilFails(t, testConfig(dir, clock))
+		_, err := runUntilFails(t, testConfig(dir, clock))
 		exec.Command("chattr", "-i", target).Run()
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "not permitted") {
 			t.Fatalf("%s immutable: %v", target, err)

@@ -1,15 +1,71 @@
 #!/usr/bin/env bash
-# The test command: format check, vet, and every test with the race detector.
-# README.md names it and .ci/run calls it; keep the list here only.
+# The test command: format check, vet, staticcheck, govulncheck, and every
+# test with the race detector. README.md names it and .ci/run calls it; keep
+# the list here only.
+#
+# staticcheck and govulncheck are installed from the Go module proxy into
+# ~/.cache/tally-tools where missing (pinned versions below), and the
+# vulnerability database is built there from the golang.org/x/vulndb module
+# (the proxy serves it; vuln.go.dev may not be reachable). They run beside
+# the tests, which leave a core idle much of the time, and any finding fails
+# the command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# go.mod's toolchain line (a Go release with the standard library's
+# security fixes) is fetched from the module proxy when the local Go is older.
+export GOTOOLCHAIN=auto
+
+staticcheck_version=v0.8.2
+govulncheck_version=v1.9.0
+vulndb_version=v0.0.0-20261105234957-e22db6528018
+tools="${TALLY_TOOLS:-$HOME/.cache/tally-tools}"
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+
+# analyse: staticcheck and govulncheck, installed where missing.
+analyse() {
+  mkdir -p "$tools/bin"
+  [ -x "$tools/bin/staticcheck-$staticcheck_version" ] || {
+    GOBIN="$tools/bin" go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" &&
+      mv "$tools/bin/staticcheck" "$tools/bin/staticcheck-$staticcheck_version"; }
+  [ -x "$tools/bin/govulncheck-$govulncheck_version" ] || {
+    GOBIN="$tools/bin" go install "golang.org/x/vuln/cmd/govulncheck@$govulncheck_version" &&
+      mv "$tools/bin/govulncheck" "$tools/bin/govulncheck-$govulncheck_version"; }
+  local db="$tools/vulndb-$vulndb_version"
+  if [ ! -f "$db/index/db.json" ]; then
+    go mod download "golang.org/x/vulndb@$vulndb_version"
+    rm -rf "$db.tmp"
+    go run "golang.org/x/vulndb/cmd/indexdb@$vulndb_version" \
+      -vulns "$(go env GOMODCACHE)/golang.org/x/vulndb@$vulndb_version/data/osv" -out "$db.tmp"
+    mv "$db.tmp" "$db"
+  fi
+  local rc=0
+  echo "staticcheck $staticcheck_version:"
+  "$tools/bin/staticcheck-$staticcheck_version" ./... || rc=1
+  echo "govulncheck $govulncheck_version (database golang.org/x/vulndb@$vulndb_version):"
+  "$tools/bin/govulncheck-$govulncheck_version" -db "file://$db" ./... || rc=1
+  return $rc
+}
+analysis_log=$(mktemp)
+trap 'rm -f "$analysis_log"' EXIT
+analyse > "$analysis_log" 2>&1 &
+analysis=$!
+
 # The model-based lifecycle test (node/lifecycle_test.go) runs this many
 # seeded clusters here; scripts/lifecycle.sh runs far more.
 export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-12}"
-go test -race -count=1 "$@" ./...
+tests=0
+go test -race -count=1 "$@" ./... || tests=$?
+
+analysis_rc=0
+wait "$analysis" || analysis_rc=$?
+echo
+cat "$analysis_log"
+if [ "$analysis_rc" != 0 ]; then
+  echo "static analysis found problems (above)"
+fi
+[ "$tests" = 0 ] && [ "$analysis_rc" = 0 ]

@@ -40,17 +40,24 @@ a flag wins over the environment, which wins over the file.
 flags:
 `
 
+// newFlagSet returns the node's flags: every setting of cfg, --config and
+// --version (the README's flag table is tested against it).
+func newFlagSet(cfg *node.Config) (fs *flag.FlagSet, configFile *string, version *bool) {
+	fs = flag.NewFlagSet("tally-node", flag.ContinueOnError)
+	configFile = fs.String("config", os.Getenv("TALLY_CONFIG"), "YAML file of settings, keyed by flag name (data-dir: /data) [$TALLY_CONFIG]")
+	version = fs.Bool("version", false, "print the version and exit")
+	cfg.RegisterFlags(fs)
+	return fs, configFile, version
+}
+
 // run runs the node, or one of the small commands, and returns the exit
 // status: 0 after a clean stop, 1 when the node fails, 2 on a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return healthcheck(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("tally-node", flag.ContinueOnError)
 	cfg := node.DefaultConfig()
-	configFile := fs.String("config", os.Getenv("TALLY_CONFIG"), "YAML file of settings, keyed by flag name (data-dir: /data) [$TALLY_CONFIG]")
-	version := fs.Bool("version", false, "print the version and exit")
-	cfg.RegisterFlags(fs)
+	fs, configFile, version := newFlagSet(&cfg)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
