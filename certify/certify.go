@@ -340,13 +340,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	}
 	detail := Detail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
 	var replicas []string
-	for _, r := range slices.Sorted(func(yield func(string) bool) {
-		for r := range expected {
-			if !yield(r) {
-				return
-			}
-		}
-	}) {
+	for _, r := range slices.Sorted(maps.Keys(expected)) {
 		if excluded[r] {
 			continue
 		}

@@ -5,8 +5,8 @@
 // record counts to spread), one node per poll — the coordinator, first in
 // a rendezvous-hash order of the full members' replica ids — collects
 // every replica's records of the poll: its own from its ledger, the
-// others' over HTTP (GET /v1/polls/{poll}/ledger with the cluster's admin
-// token). The gossiped per-replica record counts say which replicas exist
+// others' over HTTP (GET /v1/polls/{poll}/ledger?format=binary with the
+// cluster's node-to-node credential, never the admin token). The gossiped per-replica record counts say which replicas exist
 // and how many records each must hand over. A replica that is not a live
 // member, an export that breaks its hash chain, or one shorter than its
 // count leaves the result pending, with the reason, and the coordinator
@@ -16,9 +16,11 @@
 // node in the order takes over after a delay if the coordinator is gone or
 // stuck; every node computes the same result from the same records.
 //
-// An operator may certify without a lost replica only explicitly
-// (POST /v1/polls/{poll}/certify with "exclude"); the certificate records
-// the exclusion and its reason.
+// An operator may certify without a lost replica, or with only the records
+// a restored replica still holds, only explicitly (POST
+// /v1/polls/{poll}/certify with "exclude" or "accept_lost"); the
+// certificate records the decision, what it left out and the reason.
+// Leaderboards of certified quizzes are computed here too (leaderboard.go).
 //
-// It imports ledger, state, poll, hlc and api of this module.
+// It imports api, hlc, ids, ledger, quiz and state of this module.
 package certify

@@ -17,7 +17,7 @@ var ErrMalformed = errors.New("crdt: malformed encoding")
 // Limits the decoder enforces, so hostile input cannot make it allocate
 // without bound.
 const (
-	MaxIDLen    = 128   // bytes in a replica or option id
+	MaxIDLen    = 64    // bytes in a replica or option id: ids.MaxLen (crdt imports only hlc)
 	MaxReplicas = 4096  // replicas in one encoded tally
 	MaxOptions  = 256   // options in one encoded tally
 	tallyMagic  = "TY1" // format tag and version

@@ -3,6 +3,7 @@ package crdt
 import (
 	"errors"
 	"fmt"
+	"tally/ids"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -281,4 +282,11 @@ func ExampleTally() {
 	us.Merge(eu)
 	fmt.Println(eu.Value("red"), eu.Value("blue"), eu.Equal(us))
 	// Output: 1 1 true
+}
+
+// TestOneIDLimit: the decoder's id limit is the one every id is held to.
+func TestOneIDLimit(t *testing.T) {
+	if MaxIDLen != ids.MaxLen {
+		t.Fatalf("crdt.MaxIDLen %d, ids.MaxLen %d", MaxIDLen, ids.MaxLen)
+	}
 }

@@ -11,8 +11,9 @@
 // write with a deadline; a viewer whose write fails or times out is
 // disconnected as slow. Nothing changed: nothing is sent but a heartbeat.
 //
-// A viewer costs one goroutine (its connection's reader, which also takes
-// votes sent on the socket) and no writer of its own. Hubs start with their
+// A viewer costs the goroutine net/http gives its connection, which reads
+// the socket (and takes votes sent on it), plus, for a quiz participant,
+// one that measures the round trip; no writer of its own. Hubs start with their
 // first viewer and stop with their last. Server owns every goroutine it
 // starts; Close stops them and disconnects every viewer.
 //
@@ -21,7 +22,7 @@
 // participant's own standing, one small frame each, when the ranking
 // changes.
 //
-// It imports poll, crdt, quiz, state and api of this module; votes
+// It imports api, crdt, poll, quiz and state of this module; votes
 // arriving on a socket go to the Voter interface, which node fills with
 // the ingest pipeline.
 package fanout

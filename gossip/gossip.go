@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -268,9 +269,9 @@ func (g *Gossip) Start() error {
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
-		g.natsWant = [3]string{orDefault(cfg.NATSClientAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
+		g.natsWant = [3]string{cmp.Or(cfg.NATSClientAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
 		var err error
-		if cfg.NATSClientAddr, err = freePort(orDefault(cfg.NATSClientAddr, "127.0.0.1:4222")); err != nil {
+		if cfg.NATSClientAddr, err = freePort(cmp.Or(cfg.NATSClientAddr, "127.0.0.1:4222")); err != nil {
 			return fmt.Errorf("%w: --nats-addr %s: %v", ErrConfig, cfg.NATSClientAddr, err)
 		}
 		if cfg.NATSClusterAddr != "" {
@@ -605,13 +606,6 @@ func (g *Gossip) fullState() (*Message, error) {
 		msg.Polls = append(msg.Polls, u)
 	}
 	return msg, nil
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // splitHost returns the host of a host:port, or "" when there is none.

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -58,7 +59,7 @@ func (g *Gossip) startMemberlist() error {
 		mc.Keyring = kr
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
-	host, port, err := hostPort(orDefault(cfg.BindAddr, ":7946"))
+	host, port, err := hostPort(cmp.Or(cfg.BindAddr, ":7946"))
 	if err != nil {
 		return fmt.Errorf("%w: gossip address: %v", ErrConfig, err)
 	}
@@ -74,7 +75,7 @@ func (g *Gossip) startMemberlist() error {
 		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: --gossip-addr %s: %v", ErrConfig, orDefault(cfg.BindAddr, ":7946"), err)
+		return fmt.Errorf("%w: --gossip-addr %s: %v", ErrConfig, cmp.Or(cfg.BindAddr, ":7946"), err)
 	}
 	mc.BindAddr, mc.BindPort = host, nt.GetAutoBindPort()
 	if cfg.AdvertiseAddr != "" {

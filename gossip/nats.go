@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -106,7 +107,7 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 		return nil, fmt.Errorf("%w: nats address: %v", ErrConfig, err)
 	}
 	opts := &server.Options{
-		ServerName: g.cfg.NodeName, Host: orDefault(host, "0.0.0.0"), Port: port,
+		ServerName: g.cfg.NodeName, Host: cmp.Or(host, "0.0.0.0"), Port: port,
 		NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
 	}
 	// With a cluster key, every port takes only the credential derived
@@ -134,7 +135,7 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 	self := net.ParseIP(splitHost(g.GossipAddr()))
 	if g.self.NATSCluster != "" {
 		h, p, _ := hostPort(g.self.NATSCluster)
-		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: orDefault(h, g.bindHost()), Port: p,
+		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: cmp.Or(h, g.bindHost()), Port: p,
 			Advertise: resolve(g.self.NATSCluster, self)}
 		if len(passwords) > 0 {
 			opts.Cluster.Username, opts.Cluster.Password = natsUser, passwords[0]
@@ -152,7 +153,7 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 	}
 	if g.self.NATSGateway != "" {
 		h, p, _ := hostPort(g.self.NATSGateway)
-		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: orDefault(h, g.bindHost()), Port: p,
+		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: cmp.Or(h, g.bindHost()), Port: p,
 			Advertise: resolve(g.self.NATSGateway, self), ConnectRetries: 10, ConnectBackoff: true}
 		if len(passwords) > 0 {
 			opts.Gateway.Username, opts.Gateway.Password = natsUser, passwords[0]
@@ -452,7 +453,7 @@ func natsPasswords(keys [][]byte) []string {
 // bind there too when their addresses name no host, so a node whose
 // gossip is on a private interface does not open NATS on every one.
 func (g *Gossip) bindHost() string {
-	h, _, err := hostPort(orDefault(g.cfg.BindAddr, ":7946"))
+	h, _, err := hostPort(cmp.Or(g.cfg.BindAddr, ":7946"))
 	if err != nil || h == "" {
 		return "0.0.0.0"
 	}

@@ -1,19 +1,22 @@
 // Package ingest is the vote pipeline and the write side of the HTTP API.
 //
 // A vote goes through, in order: shape and size checks; idempotency (the
-// in-memory set of keys this node has acknowledged, then the ledger's
-// index); rate limits per client IP and per voter (token buckets); a hybrid
+// poll's ballots, which hold a keyed hash of every key taken at any
+// region, then the ledger's index for this node's own); rate limits per client IP and per voter (token buckets); a hybrid
 // logical timestamp; the poll's window (not open, open, grace, closed);
 // ledger.Append, synced before the acknowledgement; and only then this
 // replica's counters in package state, moved by last-vote-wins per voter.
 // Nothing is counted that is not durable, and a request refused for any
 // reason changes nothing.
 //
-// Pipeline.Submit is the one entry point, used by the HTTP handler here and
-// (through a small interface) by fan-out's WebSocket. Replay rebuilds the
-// voter state, counters and idempotency set from the ledger at start-up.
-// The package also serves the poll admin endpoints (create, list, get,
-// close) and the per-poll ledger export.
+// Every vote goes through one unexported method, submit (pipeline.go): the
+// HTTP handler (HandleVotes) reaches it, and so does the live socket
+// through Pipeline.Vote, which node hands to fanout as its Voter. Replay
+// rebuilds the voter state and counters from the ledger at start-up, and
+// WriteCheckpoint / LoadCheckpoint save and load them between restarts.
+// The package also serves voter sessions (the puzzle and the token), the
+// poll and quiz administration endpoints (host.go, quizhost.go) and the
+// per-poll ledger export.
 //
 // Pipeline is safe for concurrent use. It starts no goroutines.
 package ingest

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"iter"
@@ -223,7 +224,7 @@ func (l *Ledger) loadHeads() error {
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()[1:]
-		i := indexByte(k, 0)
+		i := bytes.IndexByte(k, 0)
 		if i < 0 {
 			return fmt.Errorf("%w: chain head key %q", ErrMalformed, it.Key())
 		}
@@ -346,8 +347,8 @@ func (l *Ledger) Polls() ([]string, error) {
 	defer it.Close()
 	var polls []string
 	for it.First(); it.Valid(); it.Next() {
-		if k := it.Key()[1:]; indexByte(k, 0) >= 0 {
-			polls = append(polls, string(k[:indexByte(k, 0)]))
+		if k := it.Key()[1:]; bytes.IndexByte(k, 0) >= 0 {
+			polls = append(polls, string(k[:bytes.IndexByte(k, 0)]))
 		}
 	}
 	return uniqueSorted(polls), it.Error()

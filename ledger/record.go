@@ -26,7 +26,7 @@ var (
 // in keys, file names and vote ids; voter, option and idempotency keys are
 // client-chosen text.
 const (
-	MaxIDLen     = 64
+	MaxIDLen     = ids.MaxLen
 	MaxVoterLen  = 128
 	MaxOptionLen = 64
 	MaxIdemLen   = 128

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,8 +11,6 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
 )
-
-func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
 
 func uniqueSorted(s []string) []string {
 	slices.Sort(s)

@@ -9,5 +9,5 @@
 // now" in any region is a newer write of the same register, and persists
 // them in the ledger's metadata. A Definition is a plain value.
 //
-// The package imports ids of this module, nothing else.
+// The package imports hlc, ids and quiz of this module, nothing else.
 package poll

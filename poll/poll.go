@@ -23,7 +23,7 @@ var (
 const (
 	MinOptions     = 2
 	MaxOptions     = 32
-	MaxIDLen       = 64
+	MaxIDLen       = ids.MaxLen
 	MaxQuestionLen = 300
 	MaxLabelLen    = 120
 	MaxDuration    = 7 * 24 * time.Hour

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -342,11 +343,7 @@ func report(p *plan, outs []outcome, took time.Duration, vw *viewers, pr *prober
 	fmt.Println("| figure | value |")
 	fmt.Println("| --- | --- |")
 	fmt.Printf("| requests sent (votes + %d retries) | %d in %.1f s (planned %s) |\n", len(outs)-countNot(p), len(outs), took.Seconds(), broadcast.length)
-	keys := make([]string, 0, len(statuses))
-	for k := range statuses {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(statuses))
 	var parts []string
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, statuses[k]))

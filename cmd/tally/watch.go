@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -94,13 +95,7 @@ func watchOne(ctx context.Context, url, poll string, stdout, stderr io.Writer) i
 		for o, n := range f.Totals {
 			totals[o] = n
 		}
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range totals {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(totals))
 		parts := make([]string, 0, len(keys))
 		for _, k := range keys {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, totals[k]))
