@@ -21,7 +21,6 @@ func TestMain(m *testing.M) {
 		// memberlist and nats-server leave these behind briefly after a
 		// clean shutdown; they end on their own.
 		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
-		goleak.IgnoreAnyFunction("time.Sleep"),
 	)
 }
 

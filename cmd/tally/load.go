@@ -176,9 +176,13 @@ func load(cfg loadConfig, progress io.Writer, p *plot.Plot) (*loadReport, error)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
 	defer signal.Stop(sig)
+	done := make(chan struct{}) // ends the watcher with the run
+	defer close(done)
 	go func() {
-		if _, ok := <-sig; ok {
+		select {
+		case <-sig:
 			atk.Stop()
+		case <-done:
 		}
 	}()
 
