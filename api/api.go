@@ -20,6 +20,8 @@ const (
 	CodeInvalidRequest  = "invalid_request"
 	CodeUnauthorized    = "unauthorized"
 	CodePollNotFound    = "poll_not_found"
+	CodeQuizNotFound    = "quiz_not_found"
+	CodeNotFound        = "not_found" // no such endpoint
 	CodePollNotOpen     = "poll_not_open"
 	CodePollClosed      = "poll_closed"
 	CodeTooLarge        = "too_large"

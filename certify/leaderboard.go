@@ -105,7 +105,7 @@ func (r *Ranking) Of(voter string) (quiz.Standing, bool) {
 func (c *Certifier) Ranking(id string) (*Ranking, error) {
 	qs := c.cfg.State.QuizQuestions(id)
 	if len(qs) == 0 {
-		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
+		return nil, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}
 	now := c.cfg.Now().UnixMilli()
 	rk := &Ranking{Counted: []int{}, Pending: []int{}, Final: true, pseudonym: c.pseudonym}

@@ -216,7 +216,7 @@ func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error)
 // joinQuiz admits a viewer of a quiz's stream.
 func (s *Server) joinQuiz(quizID, ip, transport string, out sender) (*viewer, error) {
 	if len(s.src.QuizQuestions(quizID)) == 0 {
-		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", quizID)
+		return nil, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID)
 	}
 	return s.admit(&hub{s: s, key: quizKey(quizID), quiz: quizID}, ip, transport, out)
 }

@@ -75,7 +75,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 func (s *Server) HandleQuizLive(w http.ResponseWriter, r *http.Request) {
 	quizID := r.PathValue("quiz")
 	if len(s.src.QuizQuestions(quizID)) == 0 {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", quizID))
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID))
 		return
 	}
 	s.serveWS(w, r, true, func(ip string, out sender) (*viewer, error) {

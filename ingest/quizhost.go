@@ -188,7 +188,7 @@ func (p *Pipeline) quizAction(w http.ResponseWriter, r *http.Request, act func(q
 	id := r.PathValue("quiz")
 	qs := p.quizQuestions(id)
 	if len(qs) == 0 {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id))
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id))
 		return
 	}
 	ts, err := p.cfg.Clock.Now()
@@ -217,7 +217,7 @@ func (p *Pipeline) writeQuiz(w http.ResponseWriter, r *http.Request, status int,
 func (p *Pipeline) QuizView(id string, host bool) (state.QuizView, error) {
 	v, ok := p.cfg.State.Quiz(id, host, p.cfg.Now().UnixMilli())
 	if !ok {
-		return state.QuizView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no quiz %q", id)
+		return state.QuizView{}, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}
 	return v, nil
 }

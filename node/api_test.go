@@ -162,8 +162,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"too many options", "POST", "/v1/polls", manyOptions(33), []string{"Authorization", "Bearer " + testToken}, 400, "invalid_request"},
 		{"closes before opens", "POST", "/v1/polls", `{"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":2000000000000,"closes_at":1900000000000}`, []string{"Authorization", "Bearer " + testToken}, 400, "invalid_request"},
 		{"existing poll id", "POST", "/v1/polls", `{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, []string{"Authorization", "Bearer " + testToken}, 409, "invalid_request"},
-		{"unknown endpoint", "GET", "/v1/nothing", "", nil, 404, "invalid_request"},
-		{"wrong method", "DELETE", "/v1/polls/p", "", nil, 404, "invalid_request"},
+		{"unknown endpoint", "GET", "/v1/nothing", "", nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/polls/p", "", nil, 404, "not_found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

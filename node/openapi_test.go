@@ -211,7 +211,7 @@ func TestOpenAPIContract(t *testing.T) {
 	res, raw = c.do("GET /v1/quizzes/{quiz}", "GET", "/v1/quizzes/pub", "", true)
 	c.want(res, raw, 200, "")
 	res, raw = c.do("GET /v1/quizzes/{quiz}", "GET", "/v1/quizzes/nope", "", true)
-	c.want(res, raw, 404, "poll_not_found")
+	c.want(res, raw, 404, "quiz_not_found")
 	res, raw = c.do("POST /v1/quizzes/{quiz}/start", "POST", "/v1/quizzes/pub/start", "", false)
 	c.want(res, raw, 401, "unauthorized")
 	res, raw = adm("POST /v1/quizzes/{quiz}/reveal", "POST", "/v1/quizzes/pub/reveal", "", true)
@@ -244,7 +244,7 @@ func TestOpenAPIContract(t *testing.T) {
 	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/pub/live", "", true)
 	c.want(res, raw, 426, "upgrade_required")
 	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/nope/live", "", true, ws...)
-	c.want(res, raw, 404, "poll_not_found")
+	c.want(res, raw, 404, "quiz_not_found")
 
 	// Sessions (no proof of work on this node: the first call issues).
 	res, raw = c.do("POST /v1/session", "POST", "/v1/session", "", true)

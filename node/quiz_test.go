@@ -268,7 +268,7 @@ func TestQuizLifecycle(t *testing.T) {
 	if r := us.call(t, "GET", "/v1/quizzes/pub/leaderboard", ""); !strings.Contains(r.raw, `"counted":[0,1,2]`) || !strings.Contains(r.raw, `"participants":3`) {
 		t.Fatalf("final leaderboard: %s", r.raw)
 	}
-	if r := eu.admin(t, "POST", "/v1/quizzes/nope/start", ""); r.status != 404 {
+	if r := eu.admin(t, "POST", "/v1/quizzes/nope/start", ""); r.status != 404 || r.code() != "quiz_not_found" {
 		t.Fatalf("an unknown quiz: %d", r.status)
 	}
 }

@@ -100,7 +100,7 @@ func (n *Node) routes() http.Handler {
 		page.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "no such endpoint: %s %s", r.Method, r.URL.Path))
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.draining.Load() {

@@ -227,7 +227,7 @@ func TestQuizHostCommands(t *testing.T) {
 	if out := run(1, "start", "--quiz", "pub"); !strings.Contains(out, "quiz_ended") || strings.Count(out, "\n") != 1 {
 		t.Fatalf("start after the end:\n%s", out)
 	}
-	if out := run(1, "show", "--quiz", "nope"); !strings.Contains(out, "poll_not_found") {
+	if out := run(1, "show", "--quiz", "nope"); !strings.Contains(out, "quiz_not_found") {
 		t.Fatalf("an unknown quiz:\n%s", out)
 	}
 	if out := run(1, "create", "--file", file); !strings.Contains(out, "exists") {
