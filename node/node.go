@@ -57,6 +57,8 @@ type Node struct {
 	srv      *http.Server
 	adminLn  net.Listener // --admin-addr; nil: admin endpoints on the public port
 	adminSrv *http.Server
+	debugLn  net.Listener // --debug-addr; nil: no profiles served
+	debugSrv *http.Server
 	ready    atomic.Bool  // replayed and serving: the API answers
 	readyAt  atomic.Int64 // when ready was set (Unix ns, the process clock)
 	caughtUp atomic.Bool  // the catch-up gate is open (catchup.go)
@@ -292,6 +294,18 @@ func New(cfg Config) (n *Node, err error) {
 		n.adminSrv = &http.Server{Handler: n.adminRoutes(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	}
+	if cfg.DebugAddr != "" {
+		// Plain HTTP, whatever --tls-cert says: keep it on loopback.
+		if n.debugLn, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
+			n.listener.Close()
+			if n.adminLn != nil {
+				n.adminLn.Close()
+			}
+			return nil, fmt.Errorf("%w: --debug-addr %s: %v", ErrConfig, cfg.DebugAddr, err)
+		}
+		n.debugSrv = &http.Server{Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second,
+			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
+	}
 	n.srv = &http.Server{
 		Handler:           n.routes(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -329,17 +343,27 @@ func (n *Node) Ledger() *ledger.Ledger { return n.ledger }
 // closes the ledger. The ledger is replayed into the counters first; until
 // that is done /readyz answers 503 and the API refuses requests.
 func (n *Node) Run(ctx context.Context) error {
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- n.srv.Serve(n.listener) }()
-	if n.adminSrv != nil {
-		adminDone := make(chan struct{})
-		go func() { defer close(adminDone); n.adminSrv.Serve(n.adminLn) }()
-		defer func() { n.adminSrv.Close(); <-adminDone }()
-	}
-	if n.cfg.DebugAddr != "" {
-		dbg := &http.Server{Addr: n.cfg.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
-		go dbg.ListenAndServe()
-		defer dbg.Close()
+	// The admin and debug servers are Run's too: one that stops serving
+	// ends Run with an error naming its flag, as the public one does; they
+	// close when Run returns.
+	var side sync.WaitGroup
+	defer side.Wait() // after the Close calls below (deferred later, run first)
+	for _, s := range []struct {
+		flag string
+		srv  *http.Server
+		ln   net.Listener
+	}{{"--admin-addr", n.adminSrv, n.adminLn}, {"--debug-addr", n.debugSrv, n.debugLn}} {
+		if s.srv == nil {
+			continue
+		}
+		side.Go(func() {
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("node: %s stopped serving: %w", s.flag, err)
+			}
+		})
+		defer s.srv.Close()
 	}
 	n.banner()
 

@@ -52,6 +52,8 @@ func TestStartFailsOnATakenPortNamingIt(t *testing.T) {
 		"--nats-gateway-addr": func(c *Config) { c.NATSGatewayAddr = addr },
 		"--nats-addr":         func(c *Config) { c.NATSAddr = addr },
 		"--gossip-addr":       func(c *Config) { c.GossipAddr = addr },
+		"--admin-addr":        func(c *Config) { c.AdminAddr = addr },
+		"--debug-addr":        func(c *Config) { c.DebugAddr = addr },
 	} {
 		t.Run(flag, func(t *testing.T) {
 			cfg := testConfig(t.TempDir(), &fakeClock{})
