@@ -58,14 +58,14 @@ func TestEmbeddedNATSRetriesATakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.natsWant = [3]string{"127.0.0.1:0", "", ""}
-	g.cfg.NATSClientAddr = taken.Addr().String() // as if another socket took the picked port
+	g.cfg.NATSAddr = taken.Addr().String() // as if another socket took the picked port
 	start := time.Now()
 	emb, err := g.startEmbedded(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer emb.shutdown()
-	if g.cfg.NATSClientAddr == taken.Addr().String() {
+	if g.cfg.NATSAddr == taken.Addr().String() {
 		t.Fatal("started on the taken port?")
 	}
 	if took := time.Since(start); took > 9*time.Second {

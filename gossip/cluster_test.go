@@ -141,7 +141,7 @@ func TestKeyRequired(t *testing.T) {
 		st, _ := state.New(state.Config{Replica: "x-r"})
 		clock, _ := hlc.New(hlc.Config{Replica: "x-r"})
 		g, err := New(Config{NodeName: "x", Region: "eu-west", Replica: "x-r", BindAddr: "127.0.0.1:0", Profile: "local",
-			NATSClientAddr: "127.0.0.1:0", Keys: k, State: st, Clock: clock, Logger: quiet})
+			NATSAddr: "127.0.0.1:0", Keys: k, State: st, Clock: clock, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -77,7 +77,7 @@ type Config struct {
 	NATSURL string
 	// Embedded server listeners (port 0: any free port). ClusterAddr and
 	// GatewayAddr empty: no routes or gateways.
-	NATSClientAddr  string
+	NATSAddr        string
 	NATSClusterAddr string
 	NATSGatewayAddr string
 	// Cluster names the NATS subject (tally.<Cluster>.state).
@@ -269,10 +269,10 @@ func (g *Gossip) Start() error {
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
-		g.natsWant = [3]string{cmp.Or(cfg.NATSClientAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
+		g.natsWant = [3]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
 		var err error
-		if cfg.NATSClientAddr, err = freePort(cmp.Or(cfg.NATSClientAddr, "127.0.0.1:4222")); err != nil {
-			return fmt.Errorf("%w: --nats-addr %s: %v", ErrConfig, cfg.NATSClientAddr, err)
+		if cfg.NATSAddr, err = freePort(cmp.Or(cfg.NATSAddr, "127.0.0.1:4222")); err != nil {
+			return fmt.Errorf("%w: --nats-addr %s: %v", ErrConfig, cfg.NATSAddr, err)
 		}
 		if cfg.NATSClusterAddr != "" {
 			if g.self.NATSCluster, err = freePort(cfg.NATSClusterAddr); err != nil {

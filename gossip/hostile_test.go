@@ -192,7 +192,7 @@ func TestKeylessNodeTakesNoMembers(t *testing.T) {
 	if _, err := New(Config{NodeName: "b", Replica: "b-r", Region: "r", Join: []string{a.GossipAddr()}, State: a.st, Clock: a.clock}); err == nil {
 		t.Fatal("--join without a key was accepted")
 	}
-	g, err := New(Config{NodeName: "c", Replica: "c-r", Region: "r", BindAddr: "192.0.2.1:0", State: a.st, Clock: a.clock, NATSClientAddr: "127.0.0.1:0", Logger: quiet})
+	g, err := New(Config{NodeName: "c", Replica: "c-r", Region: "r", BindAddr: "192.0.2.1:0", State: a.st, Clock: a.clock, NATSAddr: "127.0.0.1:0", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

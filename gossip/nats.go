@@ -85,7 +85,7 @@ func (g *Gossip) repickPorts() bool {
 		}
 		switch i {
 		case 0:
-			g.cfg.NATSClientAddr = addr
+			g.cfg.NATSAddr = addr
 		case 1:
 			g.self.NATSCluster = addr
 		case 2:
@@ -102,7 +102,7 @@ func (g *Gossip) repickPorts() bool {
 }
 
 func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedded, error) {
-	host, port, err := hostPort(g.cfg.NATSClientAddr)
+	host, port, err := hostPort(g.cfg.NATSAddr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: nats address: %v", ErrConfig, err)
 	}
@@ -183,7 +183,7 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 			if f != nil {
 				why = *f
 			}
-			return nil, fmt.Errorf("gossip: embedded nats did not start on %s: %s", g.cfg.NATSClientAddr, why)
+			return nil, fmt.Errorf("gossip: embedded nats did not start on %s: %s", g.cfg.NATSAddr, why)
 		}
 	}
 	return &embedded{srv: srv, routes: routes, gateways: gateways}, nil

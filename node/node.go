@@ -246,7 +246,7 @@ func New(cfg Config) (n *Node, err error) {
 		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys, AllowInsecure: cfg.InsecureGossip, PublicKey: key.Public().(ed25519.PublicKey),
 		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
 		HTTPS: tlsID != nil, TLS: natsMutual(tlsID), NATSCredsFile: cfg.NATSCreds, NATSNKeyFile: cfg.NATSNKey, NATSTLS: natsTLS,
-		NATSURL: cfg.NATSURL, NATSClientAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
+		NATSURL: cfg.NATSURL, NATSAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	if err != nil {

@@ -45,7 +45,7 @@ func TestKeylessNodeMergesNothing(t *testing.T) {
 	clock, _ := hlc.New(hlc.Config{Replica: "stranger-1"})
 	g, err := gossip.New(gossip.Config{NodeName: "stranger", Region: "nowhere", Replica: "stranger-1", HTTPAddr: "127.0.0.1:1",
 		BindAddr: "127.0.0.1:0", Profile: "local", PushPull: 100 * time.Millisecond, AllowInsecure: true, Join: []string{gaddr},
-		NATSClientAddr: "127.0.0.1:0", State: st, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		NATSAddr: "127.0.0.1:0", State: st, Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
