@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"tally/trust"
 	"testing"
 	"time"
 
@@ -150,7 +151,7 @@ func runSimulation(t *testing.T, votes []simVote) (*ledger.Result, int, int) {
 	def := poll.Definition{ID: "p", Question: "Who?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}, {ID: "c", Label: "C"}, {ID: "d", Label: "D"}},
 		OpensAt: start.UnixMilli(), ClosesAt: start.Add(40 * time.Second).UnixMilli(), GraceMs: 2000}
 	st.PutPoll(def, hlc.Timestamp{Wall: start.UnixMilli(), Replica: "eu-1"})
-	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, TrustFloor: DefaultTrustFloor,
+	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, TrustFloor: trust.DefaultFloor,
 		Datacenters: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
@@ -177,14 +178,14 @@ func runSimulation(t *testing.T, votes []simVote) (*ledger.Result, int, int) {
 			honestShadowed++
 		}
 	}
-	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt, TrustFloor: DefaultTrustFloor}, l.Scan("p"))
+	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt, TrustFloor: trust.DefaultFloor}, l.Scan("p"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An auditor re-running the filter on the recorded signals reaches the
 	// same decisions (tally ledger merge --rescore).
 	again, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt, Shadow: func(r *ledger.Record) bool {
-		return Score(FromLedger(r.Signals)) < DefaultTrustFloor
+		return trust.Score(trust.FromLedger(r.Signals)) < trust.DefaultFloor
 	}}, l.Scan("p"))
 	if err != nil {
 		t.Fatal(err)

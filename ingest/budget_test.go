@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"tally/trust"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func budgetRig(t *testing.T, s Sessions, now *time.Time) (*rig, *session.Signer)
 		t.Fatal(err)
 	}
 	s.Signer, s.TTL = signer, time.Hour
-	p, err := New(Config{Ledger: r.l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14}, Sessions: s, TrustFloor: DefaultTrustFloor,
+	p, err := New(Config{Ledger: r.l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14}, Sessions: s, TrustFloor: trust.DefaultFloor,
 		Now: func() time.Time { return *now }})
 	if err != nil {
 		t.Fatal(err)

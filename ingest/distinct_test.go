@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"math/rand/v2"
+	"tally/trust"
 	"testing"
 )
 
@@ -26,7 +27,7 @@ func TestDistinctVotersKeepCounting(t *testing.T) {
 			t.Fatalf("%d voters estimated %d (%.1f%% off)", n, got, 100*diff)
 		}
 	}
-	if s := Score(Signals{IPVoters: 200_000, TokenAge: -1, SocketAge: -1}); s > 0.05 {
+	if s := trust.Score(trust.Signals{IPVoters: 200_000, TokenAge: -1, SocketAge: -1}); s > 0.05 {
 		t.Fatalf("200,000 voters behind one address score %.3f", s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"tally/trust"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -308,21 +309,21 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			late = true
 		}
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
-		sig := Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
+		sig := trust.Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
 			Datacenter: p.datacenters.contains(ip), OverBudget: p.overBudget(c.TokenSlot, def.Quiz != nil)}
 		if prev, ok := p.cfg.State.LastWall(pollID, hashes[i][0]); ok && ts.Wall > prev {
 			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
 		}
-		trust := Score(sig)
-		p.m.trust.Observe(trust)
-		if trust < p.cfg.TrustFloor && !late {
+		score := trust.Score(sig)
+		p.m.trust.Observe(score)
+		if score < p.cfg.TrustFloor && !late {
 			p.m.shadowed.Inc()
 		}
 		recs[j] = ledger.Record{
 			Poll: pollID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
-			Wall: ts.Wall, Logical: ts.Logical, Trust: trust,
-			Counted: !late && trust >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
-			Signals: sig.ledger(),
+			Wall: ts.Wall, Logical: ts.Logical, Trust: score,
+			Counted: !late && score >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
+			Signals: sig.Ledger(),
 		}
 		if q := def.Quiz; q != nil {
 			// Timed on this node's own clock, as the frame's time was: not

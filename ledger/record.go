@@ -83,7 +83,7 @@ type Record struct {
 	summed bool
 }
 
-// Signals are a vote's trust signals as ledgered (see ingest.Signals).
+// Signals are a vote's trust signals as ledgered (see trust.Signals).
 type Signals struct {
 	SincePrevMs   int64  `json:"since_prev_ms"`    // since the voter's previous vote; 0: none
 	IPVotesPerMin uint64 `json:"ip_votes_per_min"` // the address's votes over the last minute

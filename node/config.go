@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"tally/trust"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -144,7 +145,7 @@ func DefaultConfig() Config {
 		CertifySettle:     time.Second,
 		CheckpointEvery:   time.Minute,
 		PowBits:           16,
-		TrustFloor:        ingest.DefaultTrustFloor,
+		TrustFloor:        trust.DefaultFloor,
 		TokensPerMinute:   ingest.DefaultTokensPerMinute,
 		VouchedTokens:     ingest.DefaultVouched,
 		QuizVouchedTokens: ingest.DefaultQuizVouched,

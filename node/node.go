@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"tally/ids"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -177,7 +178,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now,
-		HashKey: state.ClusterHashKey(cfg.Cluster)}); err != nil {
+		HashKey: ids.ClusterHashKey(cfg.Cluster)}); err != nil {
 		return nil, err
 	}
 	key, err := signingKey(cfg.DataDir)

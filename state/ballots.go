@@ -1,9 +1,8 @@
 package state
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"slices"
+	"tally/ids"
 
 	"tally/crdt"
 )
@@ -17,21 +16,7 @@ const maxOutbox = 1 << 20
 // idempotency key: the same on every node of the cluster (HashKey), not
 // choosable by a client who does not know the key. Two ids share a hash
 // with odds of about 2^-64 per pair; certification uses the ids themselves.
-func (s *State) Hash(id string) uint64 { return HashID(s.hashKey, id) }
-
-// HashID is State.Hash under key: the first 8 bytes of SHA-256(key ‖ id).
-func HashID(key []byte, id string) uint64 {
-	h := sha256.New()
-	h.Write(key)
-	h.Write([]byte(id))
-	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
-}
-
-// ClusterHashKey is the hash key of a cluster's nodes (Config.HashKey):
-// derived from the cluster name, so every node — and an auditor naming
-// quiz participants as leaderboards do — uses the same one.
-func ClusterHashKey(cluster string) []byte { return []byte("tally ballot hash v1 " + cluster) }
+func (s *State) Hash(id string) uint64 { return ids.Hash(s.hashKey, id) }
 
 // mover returns the function that moves this replica's counters when a
 // voter's counted ballot moves: a ballot of this replica that stops

@@ -8,5 +8,5 @@
 // also holds what other replicas reported (merged by gossip). Everything is
 // safe for concurrent use: ingest writes, gossip merges, fan-out reads.
 //
-// It imports crdt, poll and hlc of this module.
+// It imports crdt, hlc, ids and poll of this module.
 package state

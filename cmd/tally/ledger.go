@@ -12,12 +12,12 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"tally/trust"
 	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"tally/ingest"
 	"tally/internal/atomicfile"
 	"tally/ledger"
 )
@@ -183,7 +183,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally ledger merge", "tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--poll ID] FILE...")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
-	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's ingest.Score and shadow those under --trust-floor (default 0.15)")
+	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's trust.Score and shadow those under --trust-floor (default 0.15)")
 	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
 	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (as in its certified result's first_wins)")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
@@ -208,13 +208,13 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	if *rescore {
 		f := *floor
 		if f == 0 {
-			f = ingest.DefaultTrustFloor
+			f = trust.DefaultFloor
 		}
 		rc.Shadow = func(r *ledger.Record) bool {
 			if r.Signals == nil { // written without signals: keep the node's decision
 				return !r.Counted
 			}
-			return ingest.Score(ingest.FromLedger(r.Signals)) < f
+			return trust.Score(trust.FromLedger(r.Signals)) < f
 		}
 	}
 	res, err := ledger.ReconcileWith(rc, streams...)

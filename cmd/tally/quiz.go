@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"tally/ids"
 	"text/tabwriter"
 
 	"tally/certify"
@@ -106,7 +107,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	in.close()
-	key := state.ClusterHashKey(*cluster)
+	key := ids.ClusterHashKey(*cluster)
 	var answers []quiz.Answer
 	for _, qi := range lb.Counted {
 		if qi < 0 || qi >= len(qv.Questions) || len(qv.Questions[qi].Correct) == 0 {
@@ -140,7 +141,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "NOT REPRODUCED: question %d: an answer scored %d, the rules give %d for %d ms\n", qi+1, a.Score, want, a.ElapsedMs)
 				return 1
 			}
-			answers = append(answers, quiz.Answer{Participant: fmt.Sprintf("%016x", state.HashID(key, a.Voter)), Question: qi,
+			answers = append(answers, quiz.Answer{Participant: fmt.Sprintf("%016x", ids.Hash(key, a.Voter)), Question: qi,
 				Option: a.Option, Correct: correct, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 		}
 	}

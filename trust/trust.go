@@ -1,10 +1,7 @@
-package ingest
+package trust
 
 import (
-	"hash/maphash"
 	"math"
-	"net/netip"
-	"sync"
 	"time"
 
 	"tally/ledger"
@@ -63,8 +60,8 @@ func Score(s Signals) float64 {
 	return f
 }
 
-// ledger converts the signals to the form kept in the vote's record.
-func (s Signals) ledger() *ledger.Signals {
+// Ledger converts the signals to the form kept in the vote's record.
+func (s Signals) Ledger() *ledger.Signals {
 	ms := func(d time.Duration) int64 {
 		if d < 0 {
 			return -1
@@ -88,87 +85,5 @@ func FromLedger(l *ledger.Signals) Signals {
 		TokenAge: d(l.TokenAgeMs), SocketAge: d(l.SocketAgeMs), Datacenter: l.Datacenter, OverBudget: l.OverBudget}
 }
 
-// DefaultTrustFloor is the score under which a vote is shadowed.
-const DefaultTrustFloor = 0.15
-
-// tracker keeps per-address counts for the signals, bounded: idle
-// addresses are swept as new ones arrive.
-type tracker struct {
-	seed   maphash.Seed
-	shards [32]struct {
-		mu      sync.Mutex
-		m       map[string]*ipStats
-		inserts int
-	}
-}
-
-type ipStats struct {
-	minute      time.Time // start of the current one-minute bucket
-	cur, prev   float64   // votes in the current and the previous bucket
-	votersSince time.Time
-	voters      distinct // distinct voters in the window
-	last        time.Time
-}
-
-const votersWindow = 10 * time.Minute
-
-func newTracker() *tracker {
-	t := &tracker{seed: maphash.MakeSeed()}
-	for i := range t.shards {
-		t.shards[i].m = make(map[string]*ipStats)
-	}
-	return t
-}
-
-// observe records a vote by voter from ip at now and returns the address's
-// votes per minute (sliding, this one included) and distinct voters.
-func (t *tracker) observe(ip, voter string, now time.Time) (perMin float64, voters int) {
-	sh := &t.shards[maphash.String(t.seed, ip)%uint64(len(t.shards))]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	s := sh.m[ip]
-	if s == nil {
-		sh.inserts++
-		if sh.inserts%1024 == 0 { // sweep idle addresses now and then
-			for k, v := range sh.m {
-				if now.Sub(v.last) > votersWindow {
-					delete(sh.m, k)
-				}
-			}
-		}
-		s = &ipStats{minute: now, votersSince: now, voters: newDistinct()}
-		sh.m[ip] = s
-	}
-	s.last = now
-	switch elapsed := now.Sub(s.minute); {
-	case elapsed >= 2*time.Minute:
-		s.minute, s.cur, s.prev = now, 0, 0
-	case elapsed >= time.Minute:
-		s.minute, s.prev, s.cur = s.minute.Add(time.Minute), s.cur, 0
-	}
-	s.cur++
-	frac := 1 - float64(now.Sub(s.minute))/float64(time.Minute)
-	perMin = s.cur + s.prev*max(frac, 0)
-	if now.Sub(s.votersSince) > votersWindow {
-		s.votersSince, s.voters = now, newDistinct()
-	}
-	s.voters.add(maphash.String(t.seed, voter))
-	return perMin, s.voters.count()
-}
-
-// ranges is a list of address ranges (datacenters, proxies).
-type ranges []netip.Prefix
-
-func (r ranges) contains(ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range r {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
+// DefaultFloor is the score under which a vote is shadowed.
+const DefaultFloor = 0.15
