@@ -2,11 +2,11 @@ package fanout
 
 import (
 	"bytes"
+	"tally/api"
 	"time"
 
 	"tally/poll"
 	"tally/quiz"
-	"tally/state"
 )
 
 // A quiz's stream (GET /v1/quizzes/{quiz}/live) follows the whole quiz on
@@ -43,7 +43,7 @@ type QuizMessage struct {
 	Total   int  `json:"total"`
 	// Question is the open question, or the last one started: what a
 	// participant's screen shows. Correct and Totals once revealed.
-	Question *state.QuestionView `json:"question,omitempty"`
+	Question *api.QuestionView `json:"question,omitempty"`
 	// The top of the leaderboard over the certified, revealed questions,
 	// how many are ranked, the whole ranking's digest, and whether it is
 	// final (every question closed and counted).

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"tally/api"
 	"testing"
 	"time"
 
@@ -149,7 +150,7 @@ func TestQuizStreamFollowsTheQuizAndTimesAnswers(t *testing.T) {
 		d.OpensAt, d.ClosesAt = opened.UnixMilli(), opened.Add(20*time.Second).UnixMilli()
 	})
 	q, next := r.await(t, next, func(_ string, m map[string]json.RawMessage) bool { return string(m["status"]) == `"question"` })
-	var qv state.QuestionView
+	var qv api.QuestionView
 	json.Unmarshal(q["question"], &qv)
 	if qv.Poll != "z-1" || qv.Status != poll.Open || qv.ClosesAt != opened.Add(20*time.Second).UnixMilli() || qv.Correct != nil || qv.Totals != nil {
 		t.Fatalf("question frame: %+v", qv)

@@ -30,7 +30,7 @@ type Source interface {
 	Viewers(id string, nowMs int64) int64
 	// QuizQuestions and Quiz read a quiz (its questions are polls).
 	QuizQuestions(quizID string) []poll.Definition
-	Quiz(id string, host bool, nowMs int64) (state.QuizView, bool)
+	Quiz(id string, host bool, nowMs int64) (api.QuizView, bool)
 	// MarkShown records when the node first put a quiz question on a
 	// named participant's socket: their clock starts there, whatever
 	// socket they answer on (state/shown.go).

@@ -59,29 +59,17 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 	VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()}.write(w)
 }
 
-// PollView is a poll as the API shows it: its definition, status and live
-// tally.
-type PollView struct {
-	poll.Definition
-	Status poll.Status `json:"status"`
-	// Totals and Total are absent while the poll is hidden, except for
-	// the admin.
-	Totals     map[string]int64 `json:"totals,omitempty"`
-	Total      *int64           `json:"total,omitempty"`
-	ServerTime int64            `json:"server_time"`
-}
-
 // View returns the API view of a poll at the current time; admin says
 // whether the host asks (and sees the counts of a hidden poll).
-func (p *Pipeline) View(id string, admin bool) (PollView, error) {
+func (p *Pipeline) View(id string, admin bool) (api.PollView, error) {
 	def, ok := p.cfg.State.Poll(id)
 	now := p.cfg.Now().UnixMilli()
 	if !ok || state.Parked(&def, now) && !admin { // a quiz question is the host's until started
-		return PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
+		return api.PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
 	cert, ok := p.cfg.State.Certificate(id)
 	reconciled := ok && cert.Status == state.Reconciled
-	v := PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
+	v := api.PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
 	v.CloseStamp = nil // replication detail, not part of the API
 	if def.Hidden && !admin {
 		if v.Quiz != nil { // a question's answer stays secret until it is revealed
@@ -93,7 +81,7 @@ func (p *Pipeline) View(id string, admin bool) (PollView, error) {
 	}
 	totals, total, err := p.cfg.State.Totals(id)
 	if err != nil {
-		return PollView{}, err
+		return api.PollView{}, err
 	}
 	if reconciled {
 		// The certified numbers, as the live stream's final frame shows
@@ -139,12 +127,6 @@ func (p *Pipeline) HandleCreatePoll(w http.ResponseWriter, r *http.Request) {
 	p.writeView(w, r, http.StatusCreated, def.ID)
 }
 
-// Page sizes of GET /v1/polls.
-const (
-	DefaultPageSize = 50
-	MaxPageSize     = 200
-)
-
 // HandleListPolls serves GET /v1/polls: newest first (by opens_at, then
 // id, both descending), at most ?limit= polls (default 50, at most 200), continuing after
 // ?cursor= (the next_cursor of the previous page). next_cursor is absent on
@@ -155,11 +137,11 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed query: %v", err))
 		return
 	}
-	limit := DefaultPageSize
+	limit := api.DefaultPageSize
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPageSize {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "limit must be 1-%d", MaxPageSize))
+		if err != nil || n < 1 || n > api.MaxPageSize {
+			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "limit must be 1-%d", api.MaxPageSize))
 			return
 		}
 		limit = n
@@ -197,7 +179,7 @@ func (p *Pipeline) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		out["next_cursor"] = encodeCursor(pageKey{last.OpensAt, last.ID})
 		polls = polls[:limit]
 	}
-	views := make([]PollView, 0, len(polls))
+	views := make([]api.PollView, 0, len(polls))
 	for _, d := range polls {
 		v, err := p.View(d.ID, api.IsAdmin(r))
 		if err != nil {

@@ -24,19 +24,12 @@ func (p *Pipeline) HandleReveal(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// ExtendRequest is the body of POST /v1/polls/{poll}/extend: exactly one
-// of the new close time and the seconds to add to the current one.
-type ExtendRequest struct {
-	ClosesAt *int64   `json:"closes_at,omitempty"` // Unix ms
-	ByS      *float64 `json:"by_s,omitempty"`
-}
-
 // HandleExtend serves POST /v1/polls/{poll}/extend (admin): an open poll
 // closes later. A poll already closed cannot be reopened (its grace votes
 // were ledgered as late), and a close earlier than the current one is
 // what /close is for.
 func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
-	var req ExtendRequest
+	var req api.ExtendRequest
 	if err := api.DecodeJSON(w, r, 1<<10, &req); err != nil {
 		api.WriteError(w, err)
 		return

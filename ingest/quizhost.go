@@ -214,10 +214,10 @@ func (p *Pipeline) writeQuiz(w http.ResponseWriter, r *http.Request, status int,
 
 // QuizView returns a quiz as the API shows it; host says whether the host
 // asks (and sees every question, correct options and counts included).
-func (p *Pipeline) QuizView(id string, host bool) (state.QuizView, error) {
+func (p *Pipeline) QuizView(id string, host bool) (api.QuizView, error) {
 	v, ok := p.cfg.State.Quiz(id, host, p.cfg.Now().UnixMilli())
 	if !ok {
-		return state.QuizView{}, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
+		return api.QuizView{}, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}
 	return v, nil
 }

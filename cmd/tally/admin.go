@@ -7,10 +7,10 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"tally/api"
 	"text/tabwriter"
 	"time"
 
-	"tally/ingest"
 	"tally/poll"
 )
 
@@ -174,7 +174,7 @@ func pollAmend(verb string, args []string, stdout, stderr io.Writer) int {
 	}
 	var body any
 	if verb == "extend" {
-		var req ingest.ExtendRequest
+		var req api.ExtendRequest
 		switch {
 		case (*by != 0) == (closesAt != 0):
 			return usageError(fs, stderr, "give one of --by and --closes-at")
@@ -244,7 +244,7 @@ func call(nf nodeFlags, method, path string, body, v any, stderr io.Writer) ([]b
 	return raw, 0
 }
 
-func printPoll(w io.Writer, v ingest.PollView) {
+func printPoll(w io.Writer, v api.PollView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "poll\t%s\nquestion\t%s\nstatus\t%s\n", v.ID, v.Question, v.Status)
 	fmt.Fprintf(tw, "opens\t%s\ncloses\t%s\n", fmtMs(v.OpensAt), fmtMs(v.ClosesAt))
@@ -275,8 +275,8 @@ func fmtMs(ms int64) string {
 
 // pollPage is one page of GET /v1/polls.
 type pollPage struct {
-	Polls      []ingest.PollView `json:"polls"`
-	NextCursor string            `json:"next_cursor,omitempty"`
+	Polls      []api.PollView `json:"polls"`
+	NextCursor string         `json:"next_cursor,omitempty"`
 }
 
 func pollList(args []string, stdout, stderr io.Writer) int {
@@ -291,9 +291,9 @@ func pollList(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	var all []ingest.PollView
+	var all []api.PollView
 	for cursor := ""; ; {
-		q := url.Values{"limit": {fmt.Sprint(ingest.MaxPageSize)}}
+		q := url.Values{"limit": {fmt.Sprint(api.MaxPageSize)}}
 		if *event != "" {
 			q.Set("event", *event)
 		}
@@ -311,7 +311,7 @@ func pollList(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		if all == nil {
-			all = []ingest.PollView{}
+			all = []api.PollView{}
 		}
 		writeJSON(stdout, all)
 		return 0

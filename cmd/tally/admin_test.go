@@ -8,12 +8,11 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"tally/api"
 	"testing"
 
 	"tally/certify"
-	"tally/ingest"
 	"tally/ledger"
-	"tally/state"
 )
 
 // Every command and subcommand answers --help and -h on stdout with exit
@@ -63,7 +62,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Every --json output names its fields in snake_case.
 func TestJSONFieldsAreSnakeCase(t *testing.T) {
-	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, ingest.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, state.QuizView{}, quizSwarmReport{}} {
+	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, api.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, api.QuizView{}, quizSwarmReport{}} {
 		checkSnake(t, reflect.TypeOf(v), reflect.TypeOf(v).Name(), map[reflect.Type]bool{})
 	}
 }
@@ -145,7 +144,7 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("reveal: %d %s", code, out)
 	}
 	out, _, code = runCLI(t, "poll", "extend", "--poll", "q1", "--by", "5m", "--json")
-	var v ingest.PollView
+	var v api.PollView
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.ClosesAt-v.OpensAt < 14*60_000 {
 		t.Fatalf("extend: %d %s", code, out)
 	}
@@ -212,7 +211,7 @@ func TestBackupAndRestore(t *testing.T) {
 	// here) carry the same replica and chain.
 	restored := startTestNode(t, data)
 	out, _, code = runCLI(t, "poll", "show", "--node", restored, "--poll", "b1", "--json")
-	var v ingest.PollView
+	var v api.PollView
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Total == nil || *v.Total != 20 || v.Totals["a"] != 13 {
 		t.Fatalf("restored node's poll: %d %s", code, out)
 	}

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"tally/api"
 	"tally/ids"
 	"text/tabwriter"
 
 	"tally/certify"
 	"tally/ledger"
 	"tally/quiz"
-	"tally/state"
 )
 
 const quizHelp = `usage: tally quiz <subcommand> [flags]
@@ -86,7 +86,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		return 0
 	}
-	var qv state.QuizView
+	var qv api.QuizView
 	if _, code := call(nf, "GET", "/v1/quizzes/"+url.PathEscape(*id), nil, &qv, stderr); code != 0 {
 		return code
 	}

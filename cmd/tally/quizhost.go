@@ -7,9 +7,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"tally/api"
 	"text/tabwriter"
-
-	"tally/state"
 )
 
 // The host's quiz commands: create a quiz from its JSON definition, show
@@ -82,7 +81,7 @@ func callQuiz(nf nodeFlags, method, path string, body any, asJSON bool, stdout, 
 	return callPrint(nf, method, path, body, asJSON, stdout, stderr, printQuiz)
 }
 
-func printQuiz(w io.Writer, v state.QuizView) {
+func printQuiz(w io.Writer, v api.QuizView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "quiz\t%s\ntitle\t%s\nstatus\t%s\nstarted\t%d of %d\n\n", v.ID, v.Title, v.Status, v.Started, v.Total)
 	fmt.Fprintln(tw, "#\tPOLL\tSTATUS\tCLOSES\tANSWERS\tCORRECT\tTOTALS\tTEXT")

@@ -1,0 +1,71 @@
+package api
+
+import "tally/poll"
+
+// The JSON shapes of the API's poll and quiz resources, in one place: the
+// node's handlers answer with them and clients (cmd/tally) decode them.
+// A certified result's shape is certify.View.
+
+// Page sizes of GET /v1/polls.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// PollView is a poll as the API shows it: its definition, status and live
+// tally.
+type PollView struct {
+	poll.Definition
+	Status poll.Status `json:"status"`
+	// Totals and Total are absent while the poll is hidden, except for
+	// the admin.
+	Totals     map[string]int64 `json:"totals,omitempty"`
+	Total      *int64           `json:"total,omitempty"`
+	ServerTime int64            `json:"server_time"`
+}
+
+// ExtendRequest is the body of POST /v1/polls/{poll}/extend: exactly one
+// of the new close time and the seconds to add to the current one.
+type ExtendRequest struct {
+	ClosesAt *int64   `json:"closes_at,omitempty"` // Unix ms
+	ByS      *float64 `json:"by_s,omitempty"`
+}
+
+// QuizView is a quiz as the API (GET /v1/quizzes/{quiz}) and the quiz's
+// live stream show it.
+type QuizView struct {
+	ID    string `json:"id"`
+	Title string `json:"title,omitempty"`
+	// Status is ready (no question started), question (one is open),
+	// between (the last one started is closed, more remain) or ended.
+	Status    string         `json:"status"`
+	Current   *int           `json:"current,omitempty"` // the index of the open question
+	Started   int            `json:"started"`           // questions started so far
+	Total     int            `json:"total"`             // questions in all
+	Questions []QuestionView `json:"questions"`         // the started ones; every one for the host
+	// ServerTime lets a page count down to a question's closes_at.
+	ServerTime int64 `json:"server_time"`
+}
+
+// QuestionView is one question of a QuizView.
+type QuestionView struct {
+	Index    int           `json:"index"`
+	Poll     string        `json:"poll"`
+	Text     string        `json:"text"`
+	Options  []poll.Option `json:"options"`
+	Status   poll.Status   `json:"status"`
+	Started  bool          `json:"started"`
+	OpensAt  int64         `json:"opens_at,omitempty"`
+	ClosesAt int64         `json:"closes_at,omitempty"` // the deadline, by the server's clock
+	LimitMs  int64         `json:"limit_ms"`
+	Points   int64         `json:"points"`
+	Revealed bool          `json:"revealed"`
+	// Answers is how many answers the question has had (the live count,
+	// across the regions heard from); the split by option stays hidden
+	// until the reveal.
+	Answers int64 `json:"answers"`
+	// Correct and Totals are shown once the question is revealed (and
+	// always to the host).
+	Correct []string         `json:"correct,omitempty"`
+	Totals  map[string]int64 `json:"totals,omitempty"`
+}
