@@ -4,7 +4,7 @@ import "tally/poll"
 
 // The JSON shapes of the API's poll and quiz resources, in one place: the
 // node's handlers answer with them and clients (cmd/tally) decode them.
-// A certified result's shape is certify.View.
+// A certified result's shape is api.ResultView.
 
 // Page sizes of GET /v1/polls.
 const (

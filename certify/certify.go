@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"tally/api"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -180,7 +181,7 @@ func (c *Certifier) attempt(ctx context.Context, poll string) {
 			c.log.Error("certification attempt panicked; will retry", "poll", poll, "panic", v, "stack", string(debug.Stack()))
 			func() {
 				defer func() { _ = recover() }() // the pending write itself must not take the loop down
-				c.pending(poll, Detail{Coordinator: c.cfg.Name, Missing: []Missing{{Replica: c.cfg.Replica, Error: fmt.Sprintf("internal error: %v", v)}}})
+				c.pending(poll, api.ResultDetail{Coordinator: c.cfg.Name, Missing: []api.Missing{{Replica: c.cfg.Replica, Error: fmt.Sprintf("internal error: %v", v)}}})
 			}()
 		}
 	}()
@@ -252,49 +253,14 @@ func (c *Certifier) due() []string {
 	return out
 }
 
-// Exclusion is a replica left out of a certification by an operator.
-type Exclusion struct {
-	Replica string `json:"replica"`
-	Reason  string `json:"reason"`
-}
-
 // Decisions are what an operator decided for one certification: replicas
 // left out, and replicas certified with the records they still hold.
 type Decisions struct {
-	Exclude []Exclusion
+	Exclude []api.Exclusion
 	// AcceptLost names replicas restored from a backup older than their
 	// last acknowledged records: they are certified with what they hold,
 	// and the records between are stated lost in the certificate.
-	AcceptLost []Exclusion
-}
-
-// Lost is a replica's acknowledged records that no ledger holds any more
-// (its node was restored from an older backup), certified without by an
-// operator's decision: the records From..To of its chain, Count of them.
-type Lost struct {
-	Replica string `json:"replica"`
-	From    uint64 `json:"from_seq"`
-	To      uint64 `json:"to_seq"`
-	Count   uint64 `json:"count"`
-	Reason  string `json:"reason"`
-}
-
-// Missing is a replica whose records could not all be collected.
-type Missing struct {
-	Replica  string `json:"replica"`
-	Expected uint64 `json:"expected"` // records the gossiped count says it holds
-	Received uint64 `json:"received"`
-	Error    string `json:"error"`
-}
-
-// Detail is a certificate's full account.
-type Detail struct {
-	Result      *ledger.Result `json:"result,omitempty"`
-	Missing     []Missing      `json:"missing,omitempty"`
-	Excluded    []Exclusion    `json:"excluded,omitempty"`
-	Lost        []Lost         `json:"lost,omitempty"`
-	Coordinator string         `json:"coordinator"` // the node that certified
-	ClosesAt    int64          `json:"closes_at"`
+	AcceptLost []api.Exclusion
 }
 
 // Certify makes one attempt at the poll: it collects every replica's
@@ -338,7 +304,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 				strings.Join(slices.Sorted(maps.Keys(expected)), ", "))
 		}
 	}
-	detail := Detail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
+	detail := api.ResultDetail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
 	var replicas []string
 	for _, r := range slices.Sorted(maps.Keys(expected)) {
 		if excluded[r] {
@@ -346,7 +312,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		}
 		if _, live := peers[r]; !live && r != c.cfg.Replica {
 			if expected[r] > 0 {
-				detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "not a live member of the cluster"})
+				detail.Missing = append(detail.Missing, api.Missing{Replica: r, Expected: expected[r], Error: "not a live member of the cluster"})
 			}
 			continue
 		}
@@ -364,34 +330,34 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	}
 	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, streams...)
 	if err != nil {
-		detail.Missing = append(detail.Missing, Missing{Replica: replicaOf(err), Error: err.Error()})
+		detail.Missing = append(detail.Missing, api.Missing{Replica: replicaOf(err), Error: err.Error()})
 		return c.pending(poll, detail)
 	}
 	for _, ch := range res.Replicas {
 		if ch.Records < expected[ch.Replica] {
-			if i := slices.IndexFunc(d.AcceptLost, func(e Exclusion) bool { return e.Replica == ch.Replica }); i >= 0 {
-				detail.Lost = append(detail.Lost, Lost{Replica: ch.Replica, From: ch.Records + 1, To: expected[ch.Replica],
+			if i := slices.IndexFunc(d.AcceptLost, func(e api.Exclusion) bool { return e.Replica == ch.Replica }); i >= 0 {
+				detail.Lost = append(detail.Lost, api.Lost{Replica: ch.Replica, From: ch.Records + 1, To: expected[ch.Replica],
 					Count: expected[ch.Replica] - ch.Records, Reason: d.AcceptLost[i].Reason})
 				continue
 			}
-			detail.Missing = append(detail.Missing, Missing{Replica: ch.Replica, Expected: expected[ch.Replica], Received: ch.Records,
+			detail.Missing = append(detail.Missing, api.Missing{Replica: ch.Replica, Expected: expected[ch.Replica], Received: ch.Records,
 				Error: "export shorter than the gossiped record count (restored from an older backup? see --accept-lost)"})
 		}
 	}
 	for _, r := range replicas {
 		if expected[r] > 0 && !slices.ContainsFunc(res.Replicas, func(ch ledger.Chain) bool { return ch.Replica == r }) {
-			if i := slices.IndexFunc(d.AcceptLost, func(e Exclusion) bool { return e.Replica == r }); i >= 0 {
-				detail.Lost = append(detail.Lost, Lost{Replica: r, From: 1, To: expected[r], Count: expected[r], Reason: d.AcceptLost[i].Reason})
+			if i := slices.IndexFunc(d.AcceptLost, func(e api.Exclusion) bool { return e.Replica == r }); i >= 0 {
+				detail.Lost = append(detail.Lost, api.Lost{Replica: r, From: 1, To: expected[r], Count: expected[r], Reason: d.AcceptLost[i].Reason})
 				continue
 			}
-			detail.Missing = append(detail.Missing, Missing{Replica: r, Expected: expected[r], Error: "export held no records"})
+			detail.Missing = append(detail.Missing, api.Missing{Replica: r, Expected: expected[r], Error: "export held no records"})
 		}
 	}
 	if len(detail.Missing) > 0 {
 		return c.pending(poll, detail)
 	}
 	for _, e := range d.AcceptLost {
-		if !slices.ContainsFunc(detail.Lost, func(l Lost) bool { return l.Replica == e.Replica }) {
+		if !slices.ContainsFunc(detail.Lost, func(l api.Lost) bool { return l.Replica == e.Replica }) {
 			return state.Certificate{}, fmt.Errorf("%w: replica %s holds every record it acknowledged of poll %q: nothing to accept as lost", ErrDecision, e.Replica, poll)
 		}
 	}
@@ -483,7 +449,7 @@ func replicaOf(err error) string {
 	return "(chain check)"
 }
 
-func (c *Certifier) pending(poll string, detail Detail) (state.Certificate, error) {
+func (c *Certifier) pending(poll string, detail api.ResultDetail) (state.Certificate, error) {
 	var parts []string
 	for _, m := range detail.Missing {
 		s := m.Replica + ": " + m.Error
@@ -504,7 +470,7 @@ func (c *Certifier) pending(poll string, detail Detail) (state.Certificate, erro
 	return cert, fmt.Errorf("%w: %s", ErrIncomplete, reason)
 }
 
-func (c *Certifier) write(poll, status, reason string, detail Detail) (state.Certificate, error) {
+func (c *Certifier) write(poll, status, reason string, detail api.ResultDetail) (state.Certificate, error) {
 	ts, err := c.cfg.Clock.Now()
 	if err != nil {
 		return state.Certificate{}, err

@@ -14,33 +14,13 @@ import (
 	"tally/state"
 )
 
-// View is the body of GET /v1/polls/{poll}/result.
-type View struct {
-	Poll        string            `json:"poll"`
-	Status      string            `json:"status"` // reconciled or pending
-	Reason      string            `json:"reason,omitempty"`
-	Coordinator string            `json:"coordinator,omitempty"`
-	CertifiedBy string            `json:"certified_by,omitempty"` // replica
-	DecidedAt   int64             `json:"decided_at,omitempty"`   // certificate time, Unix ms
-	Totals      map[string]uint64 `json:"totals,omitempty"`
-	Total       uint64            `json:"total,omitempty"`
-	Digest      string            `json:"digest,omitempty"`
-	Detail      *Detail           `json:"detail,omitempty"`
-	// Certificate is the signed certificate as held, and CertifierKey the
-	// Ed25519 key of the replica that signed it (as it announced it): an
-	// auditor checks Certificate.Sig over Certificate.SigningBytes() with
-	// it, and compares the key with that replica's signed export heads.
-	Certificate  *state.Certificate `json:"certificate,omitempty"`
-	CertifierKey []byte             `json:"certifier_key,omitempty"`
-}
-
 // ViewOf describes the poll's certification as this node knows it.
-func (c *Certifier) ViewOf(poll string) (View, error) {
+func (c *Certifier) ViewOf(poll string) (api.ResultView, error) {
 	def, ok := c.cfg.State.Poll(poll)
 	if !ok {
-		return View{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll)
+		return api.ResultView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll)
 	}
-	v := View{Poll: poll, Status: state.Pending}
+	v := api.ResultView{Poll: poll, Status: state.Pending}
 	cert, ok := c.cfg.State.Certificate(poll)
 	if !ok {
 		v.Coordinator = c.coordinator(poll)
@@ -55,7 +35,7 @@ func (c *Certifier) ViewOf(poll string) (View, error) {
 		}
 		return v, nil
 	}
-	var d Detail
+	var d api.ResultDetail
 	if len(cert.Detail) > 0 {
 		if err := json.Unmarshal(cert.Detail, &d); err == nil {
 			v.Detail = &d
@@ -109,7 +89,7 @@ func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
 // them as the leaderboard does, and the signed certificate, which holds
 // the ids, is left out. The admin sees both; an auditor checks the
 // signature with the admin's exports (docs/quiz.md).
-func (c *Certifier) pseudonymize(v *View) {
+func (c *Certifier) pseudonymize(v *api.ResultView) {
 	v.Certificate, v.CertifierKey = nil, nil
 	if v.Detail == nil || v.Detail.Result == nil {
 		return
@@ -147,21 +127,21 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	for _, list := range []struct {
 		name string
 		in   []string
-		out  *[]Exclusion
+		out  *[]api.Exclusion
 	}{{"exclude", req.Exclude, &d.Exclude}, {"accept_lost", req.AcceptLost, &d.AcceptLost}} {
 		for _, rep := range list.in {
 			if err := ids.Valid(rep); err != nil {
 				api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%s: replica id %v", list.name, err))
 				return
 			}
-			if slices.ContainsFunc(*list.out, func(e Exclusion) bool { return e.Replica == rep }) {
+			if slices.ContainsFunc(*list.out, func(e api.Exclusion) bool { return e.Replica == rep }) {
 				continue
 			}
-			*list.out = append(*list.out, Exclusion{Replica: rep, Reason: req.Reason})
+			*list.out = append(*list.out, api.Exclusion{Replica: rep, Reason: req.Reason})
 		}
 	}
 	for _, e := range d.AcceptLost {
-		if slices.ContainsFunc(d.Exclude, func(x Exclusion) bool { return x.Replica == e.Replica }) {
+		if slices.ContainsFunc(d.Exclude, func(x api.Exclusion) bool { return x.Replica == e.Replica }) {
 			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "replica %s is both in exclude and in accept_lost: name it in one", e.Replica))
 			return
 		}

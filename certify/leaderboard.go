@@ -12,25 +12,6 @@ import (
 	"tally/state"
 )
 
-// Leaderboard is GET /v1/quizzes/{quiz}/leaderboard: the quiz's ranking
-// over the questions certified and revealed so far (docs/quiz.md). It is computed from
-// the certified results, so every region shows the same one, and the
-// auditor reproduces it from the exports.
-type Leaderboard struct {
-	Quiz         string          `json:"quiz"`
-	Standings    []quiz.Standing `json:"standings"` // the top ?top= (default 10)
-	Participants int             `json:"participants"`
-	Counted      []int           `json:"counted"` // question indexes whose certified answers are in
-	Pending      []int           `json:"pending"` // closed, and not certified or not revealed yet
-	// Final is set once every question is closed and certified.
-	Final bool `json:"final"`
-	// Digest is quiz.Digest of the whole ranking (not only the top):
-	// `tally quiz result` reproduces it from the exports.
-	Digest string `json:"digest"`
-	// You is the standing of ?participant= (a voter id), when ranked.
-	You *quiz.Standing `json:"you,omitempty"`
-}
-
 // HandleLeaderboard serves GET /v1/quizzes/{quiz}/leaderboard. Standings
 // name participants by a keyed hash of their voter id, never the id (a
 // voter id may be what lets one answer).
@@ -55,12 +36,12 @@ func (c *Certifier) HandleLeaderboard(w http.ResponseWriter, r *http.Request) {
 
 // Leaderboard ranks the quiz's certified answers: the top standings and,
 // when participant (a voter id) is given, theirs.
-func (c *Certifier) Leaderboard(id, participant string, top int) (Leaderboard, error) {
+func (c *Certifier) Leaderboard(id, participant string, top int) (api.Leaderboard, error) {
 	rk, err := c.Ranking(id)
 	if err != nil {
-		return Leaderboard{}, err
+		return api.Leaderboard{}, err
 	}
-	lb := Leaderboard{Quiz: id, Standings: rk.Top(top), Participants: len(rk.ranked), Counted: rk.Counted, Pending: rk.Pending,
+	lb := api.Leaderboard{Quiz: id, Standings: rk.Top(top), Participants: len(rk.ranked), Counted: rk.Counted, Pending: rk.Pending,
 		Final: rk.Final, Digest: rk.Digest}
 	if participant != "" {
 		if s, ok := rk.Of(participant); ok {
@@ -141,7 +122,7 @@ func (c *Certifier) Ranking(id string) (*Ranking, error) {
 			rk.Counted = append(rk.Counted, d.Quiz.Index) // ranked already
 			continue
 		}
-		var detail Detail
+		var detail api.ResultDetail
 		if err := json.Unmarshal(cert.Detail, &detail); err != nil || detail.Result == nil {
 			rk.Final, whole = false, false
 			rk.Pending = append(rk.Pending, d.Quiz.Index)

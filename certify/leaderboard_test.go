@@ -3,6 +3,7 @@ package certify
 import (
 	"encoding/json"
 	"fmt"
+	"tally/api"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestRanking(t *testing.T) {
 		if answers == nil {
 			return
 		}
-		detail, _ := json.Marshal(Detail{Result: &ledger.Result{Poll: id, FirstWins: true, Answers: answers}})
+		detail, _ := json.Marshal(api.ResultDetail{Result: &ledger.Result{Poll: id, FirstWins: true, Answers: answers}})
 		if _, err := st.PutCertificate(state.Certificate{Poll: id, Status: state.Reconciled, TS: hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"},
 			By: "eu-1", Digest: fmt.Sprintf("d%d-%d", i, len(answers)), Detail: detail}); err != nil {
 			t.Fatal(err)

@@ -14,9 +14,12 @@
 //
 // Reconcile is the exact merge of any number of replicas' record streams
 // into a certified Result with a digest; it is a pure function of the
-// records, independent of stream and record order.
+// records, independent of stream and record order. A Certificate is what
+// a poll's certification wrote of such a Result (or why it is pending),
+// signed by the certifying replica; package state replicates it.
 //
 // A Ledger is safe for concurrent use. Close stops the committer after it
 // has finished the batches in flight. The package knows nothing of HTTP,
-// gossip or WebSocket; it imports only hlc and ids of this module.
+// gossip or WebSocket; it imports only hlc, ids and internal/wire of this
+// module.
 package ledger

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"tally/api"
 	"testing"
 	"time"
 
@@ -39,9 +40,9 @@ func advanceAll(nodes []*testNode, d time.Duration) {
 }
 
 // result reads a node's GET /v1/polls/{poll}/result.
-func (tn *testNode) result(t testing.TB, poll string) certify.View {
+func (tn *testNode) result(t testing.TB, poll string) api.ResultView {
 	t.Helper()
-	var v certify.View
+	var v api.ResultView
 	r := tn.call(t, "GET", "/v1/polls/"+poll+"/result", "")
 	if err := json.Unmarshal([]byte(r.raw), &v); err != nil || r.status != http.StatusOK {
 		t.Fatalf("result at %s: %d %s", tn.replica, r.status, r.raw)
@@ -51,9 +52,9 @@ func (tn *testNode) result(t testing.TB, poll string) certify.View {
 
 // certifiedEverywhere waits until every node serves a reconciled result
 // and returns it (the same digest everywhere).
-func certifiedEverywhere(t testing.TB, nodes []*testNode, poll string) certify.View {
+func certifiedEverywhere(t testing.TB, nodes []*testNode, poll string) api.ResultView {
 	t.Helper()
-	var v certify.View
+	var v api.ResultView
 	waitFor(t, func() bool {
 		for _, n := range nodes {
 			if v = n.result(t, poll); v.Status != "reconciled" {

@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"tally/api"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
-	"tally/certify"
 	"tally/poll"
 )
 
@@ -451,11 +451,11 @@ func (lc *lifecycle) settle(rt *rapid.T) {
 	lc.tick(time.Duration(end-lc.now)*time.Millisecond + time.Second)
 	for _, id := range lc.ids {
 		p := lc.polls[id]
-		var v certify.View
+		var v api.ResultView
 		lc.waitUntil("certified "+id+" everywhere", func() bool {
 			for _, ln := range lc.nodes {
 				r := lc.call(ln, "GET", "/v1/polls/"+id+"/result", "", false)
-				v = certify.View{}
+				v = api.ResultView{}
 				if json.Unmarshal([]byte(r.raw), &v) != nil || v.Status != "reconciled" {
 					return false
 				}

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"tally/api"
 	"testing"
 	"time"
 
-	"tally/certify"
 	"tally/internal/backup"
 	"tally/ledger"
 )
@@ -140,7 +140,7 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 	if v.Total != 7 || v.Totals["a"] != 4 || v.Totals["b"] != 3 {
 		t.Fatalf("certified %v (total %d), want a 4, b 3; %+v", v.Totals, v.Total, *v.Detail.Result)
 	}
-	want := certify.Lost{Replica: restored.replica, From: 4, To: 5, Count: 2, Reason: "us disk lost at 21:04; restored from the 21:00 backup"}
+	want := api.Lost{Replica: restored.replica, From: 4, To: 5, Count: 2, Reason: "us disk lost at 21:04; restored from the 21:00 backup"}
 	if len(v.Detail.Lost) != 1 || v.Detail.Lost[0] != want || len(v.Detail.Excluded) != 0 {
 		t.Fatalf("lost in the certificate: %+v, want %+v", v.Detail.Lost, want)
 	}

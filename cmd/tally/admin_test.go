@@ -11,7 +11,6 @@ import (
 	"tally/api"
 	"testing"
 
-	"tally/certify"
 	"tally/ledger"
 )
 
@@ -62,7 +61,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Every --json output names its fields in snake_case.
 func TestJSONFieldsAreSnakeCase(t *testing.T) {
-	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, certify.View{}, api.PollView{}, clusterInfo{}, pollPage{}, certify.Leaderboard{}, api.QuizView{}, quizSwarmReport{}} {
+	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, api.ResultView{}, api.PollView{}, clusterInfo{}, pollPage{}, api.Leaderboard{}, api.QuizView{}, quizSwarmReport{}} {
 		checkSnake(t, reflect.TypeOf(v), reflect.TypeOf(v).Name(), map[reflect.Type]bool{})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"tally/ids"
 	"text/tabwriter"
 
-	"tally/certify"
 	"tally/ledger"
 	"tally/quiz"
 )
@@ -73,7 +72,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 	if *id == "" {
 		return usageError(fs, stderr, "--quiz is required")
 	}
-	var lb certify.Leaderboard
+	var lb api.Leaderboard
 	raw, code := call(nf, "GET", "/v1/quizzes/"+url.PathEscape(*id)+"/leaderboard?top=100", nil, &lb, stderr)
 	if code != 0 {
 		return code
@@ -115,7 +114,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		q := qv.Questions[qi]
-		var cert certify.View
+		var cert api.ResultView
 		if _, code := call(nf, "GET", "/v1/polls/"+url.PathEscape(q.Poll)+"/result", nil, &cert, stderr); code != 0 {
 			return code
 		}
@@ -154,7 +153,7 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printLeaderboard(w io.Writer, lb certify.Leaderboard) {
+func printLeaderboard(w io.Writer, lb api.Leaderboard) {
 	state := "not final"
 	if lb.Final {
 		state = "final"

@@ -10,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"tally/api"
 	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"tally/certify"
 	"tally/ledger"
 )
 
@@ -115,7 +115,7 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 	if *poll == "" {
 		return usageError(fs, stderr, "--poll is required")
 	}
-	var v certify.View
+	var v api.ResultView
 	if _, code := call(nf, "GET", "/v1/polls/"+url.PathEscape(*poll)+"/result", nil, &v, stderr); code != 0 {
 		return code
 	}
@@ -165,7 +165,7 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 // checkSignature verifies the certificate's signature with the
 // certifier's key, and that key against the one that signed the
 // certifier's chain head in the exports (when they hold one).
-func checkSignature(w io.Writer, v certify.View, heads map[string]string) int {
+func checkSignature(w io.Writer, v api.ResultView, heads map[string]string) int {
 	c := v.Certificate
 	if c == nil || len(c.Sig) == 0 {
 		fmt.Fprintln(w, "certificate: unsigned")
@@ -188,7 +188,7 @@ func checkSignature(w io.Writer, v certify.View, heads map[string]string) int {
 	return 0
 }
 
-func printView(w io.Writer, v certify.View) {
+func printView(w io.Writer, v api.ResultView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "poll\t%s\nstatus\t%s\n", v.Poll, v.Status)
 	if v.Reason != "" {
@@ -227,7 +227,7 @@ func pollCertify(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--poll is required, and --reason with --exclude or --accept-lost")
 	}
 	body := map[string]any{"exclude": []string(exclude), "accept_lost": []string(acceptLost), "reason": *reason}
-	var v certify.View
+	var v api.ResultView
 	if _, code := call(nf, "POST", "/v1/polls/"+url.PathEscape(*poll)+"/certify", body, &v, stderr); code != 0 {
 		return code
 	}

@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"tally/api"
 	"testing"
 	"time"
 
-	"tally/certify"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/state"
@@ -101,7 +101,7 @@ func TestCheckSignature(t *testing.T) {
 		"another key":               {cert, other, nil, 1},
 	} {
 		var out bytes.Buffer
-		if got := checkSignature(&out, certify.View{Certificate: &c.cert, CertifierKey: c.key}, c.heads); got != c.want {
+		if got := checkSignature(&out, api.ResultView{Certificate: &c.cert, CertifierKey: c.key}, c.heads); got != c.want {
 			t.Errorf("%s: %d (%s)", name, got, out.String())
 		}
 	}
