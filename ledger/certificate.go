@@ -63,4 +63,3 @@ func (c *Certificate) Validate() error {
 	}
 	return nil
 }
-
