@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,28 @@ import (
 
 // ErrConfig is returned for a configuration gossip cannot run with.
 var ErrConfig = errors.New("gossip: bad configuration")
+
+// FieldError is a Config field gossip cannot run with, named as in Config
+// (BindAddr, NATSAddr, …): the caller says it in its own terms (node
+// names the flag). It wraps ErrConfig and the cause.
+type FieldError struct {
+	Field string // the Config field
+	Value string // its value as given; "" when it says nothing more
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("gossip: %s: %v", e.Field, e.Err)
+	}
+	return fmt.Sprintf("gossip: %s %s: %v", e.Field, e.Value, e.Err)
+}
+
+func (e *FieldError) Unwrap() []error { return []error{ErrConfig, e.Err} }
+
+// ErrTwoNATSCredentials is a FieldError's cause when both NATSCredsFile
+// and NATSNKeyFile are set.
+var ErrTwoNATSCredentials = errors.New("give NATSCredsFile or NATSNKeyFile, not both")
 
 // Clock is the node's hybrid logical clock.
 type Clock interface {
@@ -179,7 +202,7 @@ func New(cfg Config) (*Gossip, error) {
 		}
 	}
 	if len(cfg.Keys) == 0 && len(cfg.Join) > 0 && !cfg.AllowInsecure {
-		return nil, fmt.Errorf("%w: --join needs --gossip-key (or --gossip-key-file): without a key anyone who reaches the gossip and NATS ports can rewrite the counts (--insecure-gossip allows it for a throwaway local cluster)", ErrConfig)
+		return nil, &FieldError{Field: "Join", Err: errors.New("a cluster needs a key (Keys): without one anyone who reaches the gossip and NATS ports can rewrite the counts (AllowInsecure allows it for a throwaway local cluster)")}
 	}
 	switch cfg.Profile {
 	case "", "wan", "lan", "local":
@@ -272,16 +295,16 @@ func (g *Gossip) Start() error {
 		g.natsWant = [3]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
 		var err error
 		if cfg.NATSAddr, err = freePort(cmp.Or(cfg.NATSAddr, "127.0.0.1:4222")); err != nil {
-			return fmt.Errorf("%w: --nats-addr %s: %v", ErrConfig, cfg.NATSAddr, err)
+			return &FieldError{Field: "NATSAddr", Value: cfg.NATSAddr, Err: err}
 		}
 		if cfg.NATSClusterAddr != "" {
 			if g.self.NATSCluster, err = freePort(cfg.NATSClusterAddr); err != nil {
-				return fmt.Errorf("%w: --nats-cluster-addr %s: %v", ErrConfig, cfg.NATSClusterAddr, err)
+				return &FieldError{Field: "NATSClusterAddr", Value: cfg.NATSClusterAddr, Err: err}
 			}
 		}
 		if cfg.NATSGatewayAddr != "" {
 			if g.self.NATSGateway, err = freePort(cfg.NATSGatewayAddr); err != nil {
-				return fmt.Errorf("%w: --nats-gateway-addr %s: %v", ErrConfig, cfg.NATSGatewayAddr, err)
+				return &FieldError{Field: "NATSGatewayAddr", Value: cfg.NATSGatewayAddr, Err: err}
 			}
 		}
 		g.cfg = cfg
@@ -307,7 +330,7 @@ func (g *Gossip) Start() error {
 		}
 	}
 	if other := g.conflict.Load(); other != nil {
-		return fail(fmt.Errorf("%w: --node-name %q is already taken by the member at %s: give every node a unique name", ErrConfig, cfg.NodeName, *other))
+		return fail(&FieldError{Field: "NodeName", Value: strconv.Quote(cfg.NodeName), Err: fmt.Errorf("already taken by the member at %s: give every node a unique name", *other)})
 	}
 	if err := g.startNATS(); err != nil {
 		return fail(err)

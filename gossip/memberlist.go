@@ -75,7 +75,7 @@ func (g *Gossip) startMemberlist() error {
 		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: --gossip-addr %s: %v", ErrConfig, cmp.Or(cfg.BindAddr, ":7946"), err)
+		return &FieldError{Field: "BindAddr", Value: cmp.Or(cfg.BindAddr, ":7946"), Err: err}
 	}
 	mc.BindAddr, mc.BindPort = host, nt.GetAutoBindPort()
 	if cfg.AdvertiseAddr != "" {

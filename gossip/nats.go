@@ -285,16 +285,16 @@ func (g *Gossip) externalOptions() ([]nats.Option, error) {
 	var out []nats.Option
 	switch {
 	case g.cfg.NATSCredsFile != "" && g.cfg.NATSNKeyFile != "":
-		return nil, fmt.Errorf("%w: give --nats-creds or --nats-nkey, not both", ErrConfig)
+		return nil, &FieldError{Field: "NATSCredsFile", Err: ErrTwoNATSCredentials}
 	case g.cfg.NATSCredsFile != "":
 		if _, err := os.Stat(g.cfg.NATSCredsFile); err != nil {
-			return nil, fmt.Errorf("%w: --nats-creds: %v", ErrConfig, err)
+			return nil, &FieldError{Field: "NATSCredsFile", Err: err}
 		}
 		out = append(out, nats.UserCredentials(g.cfg.NATSCredsFile))
 	case g.cfg.NATSNKeyFile != "":
 		opt, err := nats.NkeyOptionFromSeed(g.cfg.NATSNKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --nats-nkey %s: %v", ErrConfig, g.cfg.NATSNKeyFile, err)
+			return nil, &FieldError{Field: "NATSNKeyFile", Value: g.cfg.NATSNKeyFile, Err: err}
 		}
 		out = append(out, opt)
 	}

@@ -445,3 +445,38 @@ func adminTokens(s string) []string {
 	}
 	return out
 }
+
+// gossipFlags names, by gossip.Config field, the flag that sets it.
+var gossipFlags = map[string]string{
+	"BindAddr": "--gossip-addr", "Join": "--join", "NodeName": "--node-name",
+	"NATSAddr": "--nats-addr", "NATSClusterAddr": "--nats-cluster-addr", "NATSGatewayAddr": "--nats-gateway-addr",
+	"NATSCredsFile": "--nats-creds", "NATSNKeyFile": "--nats-nkey",
+}
+
+// gossipHints say, by field, what to do in the operator's terms.
+var gossipHints = map[string]string{
+	"Join": "--join needs --gossip-key (or --gossip-key-file): without a key anyone who reaches the gossip and NATS ports can rewrite the counts (--insecure-gossip allows it for a throwaway local cluster)",
+}
+
+// flagError says a gossip.FieldError in flags: "--gossip-addr :7946: …".
+// Other errors pass through unchanged.
+func flagError(err error) error {
+	fe, ok := errors.AsType[*gossip.FieldError](err)
+	if !ok {
+		return err
+	}
+	flag, ok := gossipFlags[fe.Field]
+	if !ok {
+		return err
+	}
+	if hint := gossipHints[fe.Field]; hint != "" {
+		return fmt.Errorf("%w: %s", gossip.ErrConfig, hint)
+	}
+	if errors.Is(fe.Err, gossip.ErrTwoNATSCredentials) {
+		return fmt.Errorf("%w: give --nats-creds or --nats-nkey, not both", gossip.ErrConfig)
+	}
+	if fe.Value == "" {
+		return fmt.Errorf("%w: %s: %v", gossip.ErrConfig, flag, fe.Err)
+	}
+	return fmt.Errorf("%w: %s %s: %v", gossip.ErrConfig, flag, fe.Value, fe.Err)
+}

@@ -251,7 +251,7 @@ func New(cfg Config) (n *Node, err error) {
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, flagError(err))
 	}
 	n.certify, err = certify.New(certify.Config{
 		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
@@ -388,7 +388,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if err == nil && ctx.Err() == nil {
 		n.gossip.SetHTTPAddr(n.Addr())
-		if err = n.gossip.Start(); err == nil {
+		if err = flagError(n.gossip.Start()); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
 			certCtx, stopCert := context.WithCancel(context.Background())
 			certDone := make(chan struct{}, 4)

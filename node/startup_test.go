@@ -78,7 +78,7 @@ func TestDuplicateNodeNameIsRefused(t *testing.T) {
 	cfg.Now = first.cfg.Now
 	cfg.NodeName, cfg.Join = "twin", first.GossipAddr()
 	_, err := runUntilFails(t, cfg)
-	if !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), `--node-name "twin" is already taken`) {
+	if !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), `--node-name "twin": already taken`) {
 		t.Fatalf("duplicate name: %v", err)
 	}
 	if r := first.call(t, "GET", "/readyz", ""); r.status != 200 {
@@ -127,5 +127,24 @@ func TestStartRemovesBackupLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "backup-notes.txt")); err != nil {
 		t.Fatalf("a file of the operator's was removed: %v", err)
+	}
+}
+
+// TestGossipFieldErrorsNameTheFlag: every gossip.Config field gossip may
+// refuse is said in the node's flag, one line, still a configuration
+// error; an error of a field with no flag passes unchanged.
+func TestGossipFieldErrorsNameTheFlag(t *testing.T) {
+	for field, flag := range gossipFlags {
+		err := flagError(&gossip.FieldError{Field: field, Value: "v", Err: errors.New("cause")})
+		if !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), flag) || strings.Contains(err.Error(), field) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+	if err := flagError(&gossip.FieldError{Field: "NATSCredsFile", Err: gossip.ErrTwoNATSCredentials}); !strings.Contains(err.Error(), "--nats-creds or --nats-nkey, not both") {
+		t.Errorf("both credentials: %v", err)
+	}
+	other := &gossip.FieldError{Field: "Replica", Err: errors.New("cause")}
+	if err := flagError(other); err != other {
+		t.Errorf("a field without a flag: %v", err)
 	}
 }
