@@ -11,10 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"tally/ids"
@@ -30,7 +27,6 @@ import (
 	"tally/internal/tlsconf"
 	"tally/ledger"
 	"tally/poll"
-	"tally/session"
 	"tally/state"
 )
 
@@ -70,37 +66,7 @@ type Node struct {
 // New prepares a node: it opens the data directory and the ledger, loads
 // the poll definitions and binds the HTTP address. Run serves.
 func New(cfg Config) (n *Node, err error) {
-	d := DefaultConfig()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Stdout == nil {
-		cfg.Stdout = os.Stdout
-	}
-	if cfg.Role == "" {
-		cfg.Role = d.Role
-	}
-	if cfg.Region == "" {
-		cfg.Region = d.Region
-	}
-	for _, t := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{
-		{&cfg.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&cfg.ReadTimeout, d.ReadTimeout},
-		{&cfg.WriteTimeout, d.WriteTimeout}, {&cfg.IdleTimeout, d.IdleTimeout}, {&cfg.ShutdownTimeout, d.ShutdownTimeout},
-		{&cfg.ForgetEvery, 10 * time.Second}, {&cfg.Retention, d.Retention}, {&cfg.SessionTTL, d.SessionTTL},
-	} {
-		if *t.v <= 0 {
-			*t.v = t.def
-		}
-	}
+	cfg.fillDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -112,14 +78,8 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: --shared-networks: %v", ErrConfig, err)
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("node: cannot create data dir: %w", err)
-	}
-	if err := checkWritable(cfg.DataDir); err != nil {
+	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
-	}
-	if err := removeBackupLeftovers(cfg.DataDir); err != nil {
-		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	tlsID, natsTLS, err := cfg.loadTLS(func(err error) {
 		if err != nil {
@@ -154,27 +114,10 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: ip salt: %w", err)
 	}
-	n.clock, err = hlc.New(hlc.Config{Replica: n.replica, Now: cfg.Now, Store: hlc.FileStore{Path: filepath.Join(cfg.DataDir, hlcFile)}})
-	if errors.Is(err, hlc.ErrMalformed) {
-		return nil, fmt.Errorf("%w: %w: if this machine's clock is right, move it aside and the clock starts from it", ErrDamaged, err)
-	}
-	if errors.Is(err, hlc.ErrMarkAhead) {
-		return nil, fmt.Errorf("%w: %s: %w: check this machine's clock; if it is right, the file is damaged — move it aside and the clock starts from this machine's", ErrDamaged, filepath.Join(cfg.DataDir, hlcFile), err)
-	}
-	if err != nil {
+	if err := n.openClock(); err != nil {
 		return nil, err
 	}
-	n.ledger, err = ledger.Open(ledger.Config{
-		Dir: filepath.Join(cfg.DataDir, ledgerDir), Replica: n.replica, Logger: cfg.Logger,
-		OnCommit: func(records int, took time.Duration) {
-			n.m.batchRecords.Observe(float64(records))
-			n.m.commitSeconds.Observe(took.Seconds())
-		},
-	})
-	if errors.Is(err, ledger.ErrDamaged) {
-		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
-	}
-	if err != nil {
+	if err := n.openLedger(); err != nil {
 		return nil, err
 	}
 	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now,
@@ -191,33 +134,13 @@ func New(cfg Config) (n *Node, err error) {
 	for id, why := range n.state.SetAside() {
 		cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
 	}
-	secret := cfg.SessionSecret
-	if secret == "" {
-		if secret, _, err = readOrCreate(cfg.DataDir, sessionSecretFile, func() (string, error) { return randomHex(32) }); err != nil {
-			return nil, fmt.Errorf("node: session secret: %w", err)
-		}
-	}
-	var datacenters []netip.Prefix
-	if cfg.DatacenterFile != "" {
-		f, err := os.Open(cfg.DatacenterFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --datacenter-ranges: %v", ErrConfig, err)
-		}
-		datacenters, err = ingest.ReadRanges(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%w: --datacenter-ranges %s: %v", ErrConfig, cfg.DatacenterFile, err)
-		}
-	}
-	var secrets [][]byte // comma-separated during a rotation: the first signs
-	for _, sec := range strings.Split(secret, ",") {
-		if sec = strings.TrimSpace(sec); sec != "" {
-			secrets = append(secrets, []byte(sec))
-		}
-	}
-	signer, err := session.NewRotatingSigner(secrets, cfg.SessionTTL, cfg.Now)
+	signer, err := sessionSigner(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --session-secret: %v", ErrConfig, err)
+		return nil, err
+	}
+	datacenters, err := readDatacenters(cfg.DatacenterFile)
+	if err != nil {
+		return nil, err
 	}
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
@@ -284,37 +207,8 @@ func New(cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	if n.listener, err = n.listen(cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("node: cannot listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	if cfg.AdminAddr != "" {
-		if n.adminLn, err = n.listen(cfg.AdminAddr); err != nil {
-			n.listener.Close()
-			return nil, fmt.Errorf("%w: --admin-addr %s: %v", ErrConfig, cfg.AdminAddr, err)
-		}
-		n.adminSrv = &http.Server{Handler: n.adminRoutes(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
-	}
-	if cfg.DebugAddr != "" {
-		// Plain HTTP, whatever --tls-cert says: keep it on loopback.
-		if n.debugLn, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
-			n.listener.Close()
-			if n.adminLn != nil {
-				n.adminLn.Close()
-			}
-			return nil, fmt.Errorf("%w: --debug-addr %s: %v", ErrConfig, cfg.DebugAddr, err)
-		}
-		n.debugSrv = &http.Server{Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second,
-			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
-	}
-	n.srv = &http.Server{
-		Handler:           n.routes(),
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	if err := n.listenAll(); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
