@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"tally/internal/testwait"
 	"testing"
 	"time"
 
@@ -99,15 +100,10 @@ func newServer(t testing.TB, st *state.State, mutate func(*Config)) *Server {
 	return s
 }
 
+// waitUntil polls cond until it holds or 5 s pass (testwait.For).
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met before the deadline")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the condition", cond)
 }
 
 func TestOneEncodingPerTickSharedByEveryViewer(t *testing.T) {

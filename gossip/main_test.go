@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"tally/internal/testwait"
 	"testing"
 	"time"
 
@@ -78,13 +79,7 @@ func startMember(t testing.TB, name, region string, seeds []string, mutate func(
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not before the deadline: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, d, what, cond)
 }
 
 func testPoll(id string) poll.Definition {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"tally/internal/testwait"
 	"testing"
 	"time"
 
@@ -108,16 +109,10 @@ func testConfig(dir string, clock *fakeClock) Config {
 	return cfg
 }
 
-// waitFor polls cond until it holds or a deadline passes.
+// waitFor polls cond until it holds or 10 s pass (testwait.For).
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met before the deadline")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "the condition", cond)
 }
 
 type response struct {
