@@ -1,5 +1,3 @@
-// Package testwait is the one way Tally's tests wait: on a condition,
-// with a deadline, never on a bare sleep. It imports nothing of Tally's.
 package testwait
 
 import (

@@ -86,15 +86,9 @@ func (r *Reader) Uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.Fail("bad varint")
+	if !r.consume(n) {
 		return 0
 	}
-	if r.canonical && n > 1 && r.b[n-1] == 0 {
-		r.Fail("non-minimal varint")
-		return 0
-	}
-	r.b = r.b[n:]
 	return v
 }
 
@@ -104,16 +98,25 @@ func (r *Reader) Varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.Fail("bad varint")
+	if !r.consume(n) {
 		return 0
 	}
-	if r.canonical && n > 1 && r.b[n-1] == 0 {
+	return v
+}
+
+// consume takes a varint of n bytes as encoding/binary measured it (n <= 0:
+// none could be read), refusing a non-minimal one in canonical mode.
+func (r *Reader) consume(n int) bool {
+	switch {
+	case n <= 0:
+		r.Fail("bad varint")
+		return false
+	case r.canonical && n > 1 && r.b[n-1] == 0:
 		r.Fail("non-minimal varint")
-		return 0
+		return false
 	}
 	r.b = r.b[n:]
-	return v
+	return true
 }
 
 // Count returns the next unsigned varint, which must not exceed limit
