@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	jsonv2 "github.com/go-json-experiment/json"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Error codes of the v1 API. Every 4xx answer carries one.

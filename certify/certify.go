@@ -17,11 +17,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"tally/api"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/state"

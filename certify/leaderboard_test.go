@@ -3,12 +3,12 @@ package certify
 import (
 	"encoding/json"
 	"fmt"
-	"tally/api"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/poll"

@@ -3,10 +3,11 @@ package crdt
 import (
 	"errors"
 	"fmt"
-	"tally/ids"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"tally/ids"
 )
 
 var (

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"tally/internal/testwait"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"tally/hlc"
+	"tally/internal/testwait"
 	"tally/poll"
 	"tally/state"
 )

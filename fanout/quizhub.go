@@ -2,9 +2,9 @@ package fanout
 
 import (
 	"bytes"
-	"tally/api"
 	"time"
 
+	"tally/api"
 	"tally/poll"
 	"tally/quiz"
 )
@@ -73,7 +73,7 @@ const answersEvery = time.Second
 // for every viewer; when the ranking changed, each participant's own.
 func (h *hub) tickQuiz() {
 	now := h.s.cfg.Now()
-	qv, ok := h.s.src.Quiz(h.quiz, false, now.UnixMilli())
+	qv, ok := api.QuizOf(h.s.src, h.quiz, false, now.UnixMilli())
 	if !ok {
 		return
 	}

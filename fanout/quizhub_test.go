@@ -6,12 +6,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"tally/api"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/poll"
 	"tally/quiz"

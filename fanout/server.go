@@ -28,9 +28,10 @@ type Source interface {
 	// Viewers returns the poll's viewers across the cluster.
 	SetViewers(id string, n, nowMs int64)
 	Viewers(id string, nowMs int64) int64
-	// QuizQuestions and Quiz read a quiz (its questions are polls).
+	// QuizQuestions reads a quiz (its questions are polls); with Totals
+	// and Certificate, it makes a Source an api.QuizSource.
 	QuizQuestions(quizID string) []poll.Definition
-	Quiz(id string, host bool, nowMs int64) (api.QuizView, bool)
+	Totals(pollID string) (map[string]int64, int64, error)
 	// MarkShown records when the node first put a quiz question on a
 	// named participant's socket: their clock starts there, whatever
 	// socket they answer on (state/shown.go).
@@ -207,7 +208,7 @@ func (s *Server) Close() error {
 // join admits a viewer of a poll, or refuses it with an *api.Error.
 func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
 	// A quiz question is nobody's to watch until the host starts it.
-	if def, ok := s.src.Poll(pollID); !ok || state.Parked(&def, s.cfg.Now().UnixMilli()) {
+	if def, ok := s.src.Poll(pollID); !ok || def.Parked(s.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	return s.admit(&hub{s: s, key: pollID, poll: pollID}, ip, transport, out)

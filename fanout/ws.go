@@ -14,7 +14,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"tally/api"
-	"tally/state"
 )
 
 // wsSender writes frames to a WebSocket.
@@ -278,7 +277,7 @@ const maxVoterLen = 128
 // isQuestion reports whether pollID is a started question of quizID.
 func (s *Server) isQuestion(quizID, pollID string) bool {
 	def, ok := s.src.Poll(pollID)
-	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !state.Parked(&def, s.cfg.Now().UnixMilli())
+	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Parked(s.cfg.Now().UnixMilli())
 }
 
 func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock Socket) {

@@ -8,14 +8,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"tally/hlc"
-	"tally/poll"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"tally/api"
+	"tally/hlc"
+	"tally/poll"
 	"tally/state"
 )
 

@@ -4,7 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"tally/internal/testwait"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"tally/hlc"
+	"tally/internal/testwait"
 	"tally/poll"
 	"tally/state"
 )

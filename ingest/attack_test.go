@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"tally/trust"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"tally/ledger"
 	"tally/poll"
 	"tally/state"
+	"tally/trust"
 )
 
 // simClock is the simulation's time.

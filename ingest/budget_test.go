@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"tally/trust"
 	"testing"
 	"time"
 
 	"tally/session"
+	"tally/trust"
 )
 
 // budgetRig is a rig whose pipeline issues voter tokens without a puzzle,
@@ -17,7 +17,7 @@ import (
 func budgetRig(t *testing.T, s Sessions, now *time.Time) (*rig, *session.Signer) {
 	t.Helper()
 	r := newRig(t, t.TempDir())
-	*now = time.Now()
+	*now = time.Now().Truncate(time.Minute) // the sliding minute weighs the previous one: start at a minute's start, as the figures below assume
 	signer, err := session.NewSigner([]byte("a session secret, 32 bytes long!"), time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)

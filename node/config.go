@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"tally/trust"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -22,6 +21,7 @@ import (
 	"tally/ingest"
 	"tally/session"
 	"tally/state"
+	"tally/trust"
 )
 
 // Config configures a node. DefaultConfig gives the defaults; a zero field

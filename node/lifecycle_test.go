@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"tally/api"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"tally/api"
 	"tally/poll"
 )
 

@@ -9,11 +9,12 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"tally/internal/testwait"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"tally/internal/testwait"
 )
 
 func TestMain(m *testing.M) {

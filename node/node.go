@@ -14,15 +14,16 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"tally/ids"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/admin"
 	"tally/certify"
 	"tally/fanout"
 	"tally/gossip"
 	"tally/hlc"
+	"tally/ids"
 	"tally/ingest"
 	"tally/internal/tlsconf"
 	"tally/ledger"
@@ -43,6 +44,7 @@ type Node struct {
 	clock    *hlc.Clock
 	state    *state.State
 	ingest   *ingest.Pipeline
+	admin    *admin.Host
 	fanout   *fanout.Server
 	qr       *qrCache // drawn QR codes (qr.go)
 	gossip   *gossip.Gossip
@@ -144,11 +146,15 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
-		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, SigningKey: key, Registerer: n.reg, Now: cfg.Now,
+		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, Registerer: n.reg, Now: cfg.Now,
 		Datacenters: datacenters, CatchingUp: n.catchingUp,
 		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute,
 			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, VouchPace: cfg.VouchPace, Shared: shared, TTL: cfg.SessionTTL},
 	})
+	if err != nil {
+		return nil, err
+	}
+	n.admin, err = admin.New(admin.Config{State: n.state, Clock: n.clock, Ledger: n.ledger, SigningKey: key, MaxBody: cfg.Limits.MaxBody, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}

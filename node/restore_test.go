@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"tally/api"
 	"testing"
 	"time"
 
+	"tally/api"
 	"tally/internal/backup"
 	"tally/ledger"
 )

@@ -26,10 +26,10 @@ func (n *Node) routes() http.Handler {
 			h.ServeHTTP(w, r)
 		})
 	}
-	in := n.ingest
-	create, closePoll, votes, certifyNow := in.HandleCreatePoll, in.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
-	extend, reveal := in.HandleExtend, in.HandleReveal
-	createQuiz, quizStart, quizClose, quizReveal, quizEnd := in.HandleCreateQuiz, in.HandleQuizStart, in.HandleQuizClose, in.HandleQuizReveal, in.HandleQuizEnd
+	in, host := n.ingest, n.admin
+	create, closePoll, votes, certifyNow := host.HandleCreatePoll, host.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
+	extend, reveal := host.HandleExtend, host.HandleReveal
+	createQuiz, quizStart, quizClose, quizReveal, quizEnd := host.HandleCreateQuiz, host.HandleQuizStart, host.HandleQuizClose, host.HandleQuizReveal, host.HandleQuizEnd
 	if n.cfg.Role == gossip.RoleEdge {
 		create, closePoll, votes, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
 		extend, reveal = refuseOnEdge, refuseOnEdge
@@ -38,16 +38,16 @@ func (n *Node) routes() http.Handler {
 	// Public reads show a hidden poll's counts to the admin token only.
 	public := func(h http.HandlerFunc) http.Handler { return ready(n.cors(api.OptionalBearer(n.adminTokens, h))) }
 	mux.Handle("POST /v1/polls", ready(admin(create)))
-	mux.Handle("GET /v1/polls", public(in.HandleListPolls))
-	mux.Handle("GET /v1/polls/{poll}", public(in.HandleGetPoll))
+	mux.Handle("GET /v1/polls", public(host.HandleListPolls))
+	mux.Handle("GET /v1/polls/{poll}", public(host.HandleGetPoll))
 	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(closePoll)))
 	mux.Handle("POST /v1/polls/{poll}/extend", ready(admin(extend)))
 	mux.Handle("POST /v1/polls/{poll}/reveal", ready(admin(reveal)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
-	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(in.HandleLedger)))
+	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(host.HandleLedger)))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(in.HandleSession)))
 	mux.Handle("POST /v1/quizzes", ready(admin(createQuiz)))
-	mux.Handle("GET /v1/quizzes/{quiz}", public(in.HandleGetQuiz))
+	mux.Handle("GET /v1/quizzes/{quiz}", public(host.HandleGetQuiz))
 	mux.Handle("POST /v1/quizzes/{quiz}/start", ready(admin(quizStart)))
 	mux.Handle("POST /v1/quizzes/{quiz}/close", ready(admin(quizClose)))
 	mux.Handle("POST /v1/quizzes/{quiz}/reveal", ready(admin(quizReveal)))

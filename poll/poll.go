@@ -163,6 +163,10 @@ func (d *Definition) WindowAt(ms int64) Window {
 	return AfterGrace
 }
 
+// Parked reports whether d is a quiz question not yet started: only the
+// host sees it (docs/quiz.md).
+func (d *Definition) Parked(nowMs int64) bool { return d.Quiz != nil && nowMs < d.OpensAt }
+
 // GraceEnd is the wall time (Unix ms) at which the poll's grace window
 // ends: from then on it may be certified.
 func (d *Definition) GraceEnd() int64 { return AddMs(d.ClosesAt, d.GraceMs) }

@@ -2,9 +2,9 @@ package state
 
 import (
 	"slices"
-	"tally/ids"
 
 	"tally/crdt"
+	"tally/ids"
 )
 
 // maxOutbox bounds this replica's ballots waiting to be published: past

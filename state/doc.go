@@ -8,5 +8,11 @@
 // also holds what other replicas reported (merged by gossip). Everything is
 // safe for concurrent use: ingest writes, gossip merges, fan-out reads.
 //
-// It imports crdt, hlc, ids and poll of this module.
+// A checkpoint (checkpoint.go) saves the vote state at one instant — per
+// poll its counts, record count and every replica's ballots — so a restart
+// replays only the ledger's tail: Snapshot copies it, Checkpoint.Write
+// writes it, LoadCheckpoint checks a saved one whole before restoring it.
+//
+// It imports crdt, hlc, ids, internal/wire, ledger (the certificate type)
+// and poll of this module.
 package state

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/poll"
 )
@@ -70,7 +71,7 @@ func TestQuizView(t *testing.T) {
 	put(question("pub", 0, now+1e9), 1)
 	put(question("pub", 1, now+1e9), 1)
 	status := func(host bool, at int64) (string, int) {
-		v, ok := s.Quiz("pub", host, at)
+		v, ok := api.QuizOf(s, "pub", host, at)
 		if !ok {
 			t.Fatal("no quiz")
 		}
@@ -84,7 +85,7 @@ func TestQuizView(t *testing.T) {
 	}
 	q := question("pub", 0, now)
 	put(q, 2)
-	v, _ := s.Quiz("pub", false, now+1000)
+	v, _ := api.QuizOf(s, "pub", false, now+1000)
 	if v.Status != "question" || v.Current == nil || *v.Current != 0 || len(v.Questions) != 1 || v.Questions[0].Correct != nil || v.Questions[0].Totals != nil {
 		t.Fatalf("question 1 open: %+v", v)
 	}
@@ -93,7 +94,7 @@ func TestQuizView(t *testing.T) {
 	}
 	q.Hidden = false
 	put(q, 3)
-	v, _ = s.Quiz("pub", false, now+20_000)
+	v, _ = api.QuizOf(s, "pub", false, now+20_000)
 	if qv := v.Questions[0]; !qv.Revealed || len(qv.Correct) != 1 || qv.Totals == nil {
 		t.Fatalf("revealed: %+v", qv)
 	}
@@ -101,7 +102,7 @@ func TestQuizView(t *testing.T) {
 	if st, _ := status(false, now+50_000); st != "ended" {
 		t.Fatalf("every question closed: %s", st)
 	}
-	if _, ok := s.Quiz("nope", true, now); ok {
+	if _, ok := api.QuizOf(s, "nope", true, now); ok {
 		t.Fatal("a quiz that does not exist")
 	}
 }

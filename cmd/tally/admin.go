@@ -7,10 +7,10 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"tally/api"
 	"text/tabwriter"
 	"time"
 
+	"tally/api"
 	"tally/poll"
 )
 

@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"tally/api"
 	"testing"
 
+	"tally/api"
 	"tally/ledger"
 )
 

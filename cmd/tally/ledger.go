@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"tally/trust"
 	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
@@ -20,6 +19,7 @@ import (
 
 	"tally/internal/atomicfile"
 	"tally/ledger"
+	"tally/trust"
 )
 
 const ledgerHelp = `usage: tally ledger <subcommand> [flags]

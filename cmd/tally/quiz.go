@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"tally/api"
-	"tally/ids"
 	"text/tabwriter"
 
+	"tally/api"
+	"tally/ids"
 	"tally/ledger"
 	"tally/quiz"
 )

@@ -7,8 +7,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"tally/api"
 	"text/tabwriter"
+
+	"tally/api"
 )
 
 // The host's quiz commands: create a quiz from its JSON definition, show

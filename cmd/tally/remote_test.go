@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"tally/api"
 	"testing"
 	"time"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/state"

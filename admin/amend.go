@@ -1,4 +1,4 @@
-package ingest
+package admin
 
 import (
 	"net/http"
@@ -14,8 +14,8 @@ import (
 // HandleReveal serves POST /v1/polls/{poll}/reveal (admin): a hidden
 // poll's counts become visible to everyone, on every endpoint and stream.
 // Revealing a poll that is not hidden changes nothing.
-func (p *Pipeline) HandleReveal(w http.ResponseWriter, r *http.Request) {
-	p.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
+func (h *Host) HandleReveal(w http.ResponseWriter, r *http.Request) {
+	h.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
 		if !def.Hidden {
 			return false, nil
 		}
@@ -28,13 +28,13 @@ func (p *Pipeline) HandleReveal(w http.ResponseWriter, r *http.Request) {
 // closes later. A poll already closed cannot be reopened (its grace votes
 // were ledgered as late), and a close earlier than the current one is
 // what /close is for.
-func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
+func (h *Host) HandleExtend(w http.ResponseWriter, r *http.Request) {
 	var req api.ExtendRequest
 	if err := api.DecodeJSON(w, r, 1<<10, &req); err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	p.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
+	h.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
 		if nowMs >= def.ClosesAt {
 			return false, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s: a closed poll cannot be extended",
 				def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
@@ -65,19 +65,19 @@ func (p *Pipeline) HandleExtend(w http.ResponseWriter, r *http.Request) {
 // amend applies change to a poll's definition and, when it changed
 // anything, writes the new definition at a fresh stamp; it answers with
 // the poll's view.
-func (p *Pipeline) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
+func (h *Host) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
 	id := r.PathValue("poll")
-	if _, err := p.amendPoll(id, change); err != nil {
+	if _, err := h.amendPoll(id, change); err != nil {
 		api.WriteError(w, err)
 		return
 	}
-	p.writeView(w, r, http.StatusOK, id)
+	h.writeView(w, r, http.StatusOK, id)
 }
 
 // amendPoll is amend without the HTTP: it reports whether the definition
 // changed.
-func (p *Pipeline) amendPoll(id string, change func(def *poll.Definition, nowMs int64) (bool, error)) (bool, error) {
-	reg, ok := p.cfg.State.PollRegister(id)
+func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int64) (bool, error)) (bool, error) {
+	reg, ok := h.cfg.State.PollRegister(id)
 	if !ok {
 		return false, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
@@ -86,7 +86,7 @@ func (p *Pipeline) amendPoll(id string, change func(def *poll.Definition, nowMs 
 		created := reg.TS
 		def.CloseStamp = &created
 	}
-	ts, err := p.cfg.Clock.Now()
+	ts, err := h.cfg.Clock.Now()
 	if err != nil {
 		return false, err
 	}
@@ -98,7 +98,7 @@ func (p *Pipeline) amendPoll(id string, change func(def *poll.Definition, nowMs 
 	if def.OpensAt != opensAt || def.ClosesAt != closesAt {
 		def.CloseStamp = &ts // this write sets the schedule
 	}
-	if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
+	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
 		return false, err
 	}
 	return true, nil

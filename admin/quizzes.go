@@ -1,4 +1,4 @@
-package ingest
+package admin
 
 import (
 	"errors"
@@ -27,13 +27,13 @@ const MaxQuizBody = 256 << 10
 func QuestionID(quizID string, i int) string { return fmt.Sprintf("%s-%d", quizID, i+1) }
 
 // quizQuestions returns the quiz's question definitions by index.
-func (p *Pipeline) quizQuestions(quizID string) []poll.Definition {
-	return p.cfg.State.QuizQuestions(quizID)
+func (h *Host) quizQuestions(quizID string) []poll.Definition {
+	return h.cfg.State.QuizQuestions(quizID)
 }
 
 // HandleCreateQuiz serves POST /v1/quizzes (admin): the quiz's questions
 // are created parked and hidden.
-func (p *Pipeline) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
+func (h *Host) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 	var q quiz.Quiz
 	if err := api.DecodeJSON(w, r, MaxQuizBody, &q); err != nil {
 		api.WriteError(w, err)
@@ -48,12 +48,12 @@ func (p *Pipeline) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "quiz id must be at most %d characters", poll.MaxIDLen-4))
 		return
 	}
-	if _, exists := p.cfg.State.Poll(QuestionID(q.ID, 0)); exists {
+	if _, exists := h.cfg.State.Poll(QuestionID(q.ID, 0)); exists {
 		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "quiz %q exists", q.ID))
 		return
 	}
 	for i, qu := range q.Questions {
-		ts, err := p.cfg.Clock.Now()
+		ts, err := h.cfg.Clock.Now()
 		if err != nil {
 			api.WriteError(w, err)
 			return
@@ -70,7 +70,7 @@ func (p *Pipeline) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "question %d: %v", i+1, err))
 			return
 		}
-		if _, err := p.cfg.State.PutPoll(def, ts); err != nil {
+		if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
 			if errors.Is(err, state.ErrTooManyPolls) {
 				err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); %d of the quiz's questions were created", i)
 			}
@@ -78,26 +78,26 @@ func (p *Pipeline) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p.writeQuiz(w, r, http.StatusCreated, q.ID)
+	h.writeQuiz(w, r, http.StatusCreated, q.ID)
 }
 
 // HandleGetQuiz serves GET /v1/quizzes/{quiz}.
-func (p *Pipeline) HandleGetQuiz(w http.ResponseWriter, r *http.Request) {
-	p.writeQuiz(w, r, http.StatusOK, r.PathValue("quiz"))
+func (h *Host) HandleGetQuiz(w http.ResponseWriter, r *http.Request) {
+	h.writeQuiz(w, r, http.StatusOK, r.PathValue("quiz"))
 }
 
 // HandleQuizStart serves POST /v1/quizzes/{quiz}/start (admin): the next
 // question opens now, for its time limit, in every region.
-func (p *Pipeline) HandleQuizStart(w http.ResponseWriter, r *http.Request) {
-	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+func (h *Host) HandleQuizStart(w http.ResponseWriter, r *http.Request) {
+	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		for _, d := range qs {
 			if d.StatusAt(now, false) == poll.Open {
 				return api.Errorf(http.StatusConflict, api.CodePollNotClosed, "question %d is open; close it first", d.Quiz.Index+1)
 			}
 		}
 		for _, d := range qs {
-			if state.Parked(&d, now) {
-				_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+			if d.Parked(now) {
+				_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 					def.OpensAt, def.ClosesAt = nowMs, poll.AddMs(nowMs, def.Quiz.LimitMs)
 					return true, nil
 				})
@@ -110,11 +110,11 @@ func (p *Pipeline) HandleQuizStart(w http.ResponseWriter, r *http.Request) {
 
 // HandleQuizClose serves POST /v1/quizzes/{quiz}/close (admin): the open
 // question closes now, before its time limit.
-func (p *Pipeline) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
-	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+func (h *Host) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
+	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		for _, d := range qs {
 			if d.StatusAt(now, false) == poll.Open {
-				_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+				_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 					if nowMs >= def.ClosesAt {
 						return false, nil
 					}
@@ -132,16 +132,16 @@ func (p *Pipeline) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
 // latest started question still hidden shows its correct options and its
 // counts, and enters the leaderboard. With every started question
 // revealed, nothing changes.
-func (p *Pipeline) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
-	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+func (h *Host) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
+	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		started := false
 		for i := len(qs) - 1; i >= 0; i-- {
-			if state.Parked(&qs[i], now) {
+			if qs[i].Parked(now) {
 				continue
 			}
 			started = true
 			if qs[i].Hidden {
-				_, err := p.amendPoll(qs[i].ID, func(def *poll.Definition, _ int64) (bool, error) {
+				_, err := h.amendPoll(qs[i].ID, func(def *poll.Definition, _ int64) (bool, error) {
 					changed := def.Hidden
 					def.Hidden = false
 					return changed, nil
@@ -160,12 +160,12 @@ func (p *Pipeline) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 // question closes now and the questions never started are skipped (they
 // close at once, unanswered, and are revealed: there is nothing to hide).
 // Ending an ended quiz changes nothing.
-func (p *Pipeline) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
-	p.quizAction(w, r, func(qs []poll.Definition, now int64) error {
+func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
+	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		for _, d := range qs {
-			_, err := p.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+			_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 				switch {
-				case state.Parked(def, nowMs):
+				case def.Parked(nowMs):
 					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
 					def.Hidden = false
 				case nowMs < def.ClosesAt:
@@ -184,14 +184,14 @@ func (p *Pipeline) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 }
 
 // quizAction runs a host's action on a quiz and answers with its view.
-func (p *Pipeline) quizAction(w http.ResponseWriter, r *http.Request, act func(qs []poll.Definition, nowMs int64) error) {
+func (h *Host) quizAction(w http.ResponseWriter, r *http.Request, act func(qs []poll.Definition, nowMs int64) error) {
 	id := r.PathValue("quiz")
-	qs := p.quizQuestions(id)
+	qs := h.quizQuestions(id)
 	if len(qs) == 0 {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id))
 		return
 	}
-	ts, err := p.cfg.Clock.Now()
+	ts, err := h.cfg.Clock.Now()
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -200,11 +200,11 @@ func (p *Pipeline) quizAction(w http.ResponseWriter, r *http.Request, act func(q
 		api.WriteError(w, err)
 		return
 	}
-	p.writeQuiz(w, r, http.StatusOK, id)
+	h.writeQuiz(w, r, http.StatusOK, id)
 }
 
-func (p *Pipeline) writeQuiz(w http.ResponseWriter, r *http.Request, status int, id string) {
-	v, err := p.QuizView(id, api.IsAdmin(r) || r.Method == http.MethodPost)
+func (h *Host) writeQuiz(w http.ResponseWriter, r *http.Request, status int, id string) {
+	v, err := h.QuizView(id, api.IsAdmin(r) || r.Method == http.MethodPost)
 	if err != nil {
 		api.WriteError(w, err)
 		return
@@ -214,8 +214,8 @@ func (p *Pipeline) writeQuiz(w http.ResponseWriter, r *http.Request, status int,
 
 // QuizView returns a quiz as the API shows it; host says whether the host
 // asks (and sees every question, correct options and counts included).
-func (p *Pipeline) QuizView(id string, host bool) (api.QuizView, error) {
-	v, ok := p.cfg.State.Quiz(id, host, p.cfg.Now().UnixMilli())
+func (h *Host) QuizView(id string, host bool) (api.QuizView, error) {
+	v, ok := api.QuizOf(h.cfg.State, id, host, h.cfg.Now().UnixMilli())
 	if !ok {
 		return api.QuizView{}, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}

@@ -1,0 +1,62 @@
+package admin
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"tally/hlc"
+	"tally/ledger"
+	"tally/state"
+)
+
+// ErrConfig reports a Config that cannot run.
+var ErrConfig = errors.New("admin: config")
+
+// DefaultMaxBody bounds a poll definition's request body.
+const DefaultMaxBody = 16 << 10
+
+// Exporter is what the ledger export needs of the vote ledger.
+type Exporter interface {
+	ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) (int, error)
+	ExportStream(w io.Writer, poll string) (int, error)
+}
+
+var _ Exporter = (*ledger.Ledger)(nil)
+
+// Config configures a Host. State, Clock and Ledger are required.
+type Config struct {
+	State  *state.State
+	Clock  *hlc.Clock
+	Ledger Exporter
+	// SigningKey signs this replica's chain heads in NDJSON exports; nil:
+	// exports go unsigned.
+	SigningKey ed25519.PrivateKey
+	// MaxBody bounds a poll definition's body; 0: DefaultMaxBody. (A
+	// quiz's is MaxQuizBody.)
+	MaxBody int64
+	// Now is the wall clock that decides what a view shows; nil:
+	// time.Now.
+	Now func() time.Time
+}
+
+// Host serves the administration endpoints over a node's state.
+type Host struct {
+	cfg Config
+}
+
+// New returns a Host.
+func New(cfg Config) (*Host, error) {
+	if cfg.State == nil || cfg.Clock == nil || cfg.Ledger == nil {
+		return nil, fmt.Errorf("%w: State, Clock and Ledger are required", ErrConfig)
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Host{cfg: cfg}, nil
+}

@@ -1,0 +1,293 @@
+package admin
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"go.uber.org/goleak"
+
+	"tally/api"
+	"tally/hlc"
+	"tally/ledger"
+	"tally/state"
+)
+
+// TestMain fails the package's tests when any goroutine outlives them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeClock is a wall clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// rig is a Host over a real state and ledger (in memory) with its routes.
+type rig struct {
+	t     *testing.T
+	clock *fakeClock
+	state *state.State
+	mux   *http.ServeMux
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	l, err := ledger.Open(ledger.Config{Dir: "l", FS: vfs.NewMem(), Replica: "eu-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	st, err := state.New(state.Config{Replica: "eu-1", Store: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.UnixMilli(1_800_000_000_000)}
+	hc, err := hlc.New(hlc.Config{Replica: "eu-1", Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{State: st, Clock: hc, Ledger: l, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/polls", h.HandleCreatePoll)
+	mux.HandleFunc("GET /v1/polls", h.HandleListPolls)
+	mux.HandleFunc("GET /v1/polls/{poll}", h.HandleGetPoll)
+	mux.HandleFunc("POST /v1/polls/{poll}/close", h.HandleClosePoll)
+	mux.HandleFunc("POST /v1/polls/{poll}/extend", h.HandleExtend)
+	mux.HandleFunc("POST /v1/polls/{poll}/reveal", h.HandleReveal)
+	mux.HandleFunc("GET /v1/polls/{poll}/ledger", h.HandleLedger)
+	mux.HandleFunc("POST /v1/quizzes", h.HandleCreateQuiz)
+	mux.HandleFunc("GET /v1/quizzes/{quiz}", h.HandleGetQuiz)
+	mux.HandleFunc("POST /v1/quizzes/{quiz}/start", h.HandleQuizStart)
+	mux.HandleFunc("POST /v1/quizzes/{quiz}/close", h.HandleQuizClose)
+	mux.HandleFunc("POST /v1/quizzes/{quiz}/reveal", h.HandleQuizReveal)
+	mux.HandleFunc("POST /v1/quizzes/{quiz}/end", h.HandleQuizEnd)
+	return &rig{t: t, clock: clk, state: st, mux: mux}
+}
+
+// do sends a request and returns the status and the decoded body.
+func (r *rig) do(method, path, body string) (int, map[string]any) {
+	r.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	w := httptest.NewRecorder()
+	r.mux.ServeHTTP(w, req)
+	out := map[string]any{}
+	if ct := w.Header().Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+			r.t.Fatalf("%s %s: %v: %s", method, path, err, w.Body)
+		}
+	}
+	return w.Code, out
+}
+
+func code(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func (r *rig) mustCreate(body string) {
+	r.t.Helper()
+	if st, b := r.do("POST", "/v1/polls", body); st != http.StatusCreated {
+		r.t.Fatalf("create %s: %d %v", body, st, b)
+	}
+}
+
+func TestCreatePollRefusesBadInputAndChangesNothing(t *testing.T) {
+	r := newRig(t)
+	cases := []struct {
+		name, body string
+		status     int
+	}{
+		{"empty", ``, http.StatusBadRequest},
+		{"not json", `{"question":`, http.StatusBadRequest},
+		{"unknown field", `{"question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"admin":true}`, http.StatusBadRequest},
+		{"one option", `{"question":"q","options":[{"id":"a","label":"A"}]}`, http.StatusBadRequest},
+		{"duplicate option", `{"question":"q","options":[{"id":"a","label":"A"},{"id":"a","label":"B"}]}`, http.StatusBadRequest},
+		{"hostile id", `{"id":"../../etc","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, http.StatusBadRequest},
+		{"overflowing duration", `{"question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":1e400}`, http.StatusBadRequest},
+		{"negative duration", `{"question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":-1}`, http.StatusBadRequest},
+		{"two documents", `{"question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]} {}`, http.StatusBadRequest},
+		{"oversized", `{"question":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, http.StatusRequestEntityTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, body := r.do("POST", "/v1/polls", c.body)
+			if st != c.status || code(body) == "" {
+				t.Fatalf("status %d (%v), want %d with an error code", st, body, c.status)
+			}
+		})
+	}
+	if n := len(r.state.Polls()); n != 0 {
+		t.Fatalf("refused requests left %d polls", n)
+	}
+	good := `{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`
+	r.mustCreate(good)
+	if st, body := r.do("POST", "/v1/polls", good); st != http.StatusConflict {
+		t.Fatalf("second create of p: %d %v, want 409", st, body)
+	}
+}
+
+func TestListPollsPagesThroughEveryPollOnce(t *testing.T) {
+	r := newRig(t)
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		r.mustCreate(`{"id":"` + id + `","question":"q","options":[{"id":"x","label":"X"},{"id":"y","label":"Y"}]}`)
+		r.clock.add(time.Millisecond) // each opens later: newest first is e..a
+	}
+	var got []string
+	cursor := ""
+	for range 10 {
+		path := "/v1/polls?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		st, body := r.do("GET", path, "")
+		if st != http.StatusOK {
+			t.Fatalf("%s: %d %v", path, st, body)
+		}
+		for _, p := range body["polls"].([]any) {
+			got = append(got, p.(map[string]any)["id"].(string))
+		}
+		next, ok := body["next_cursor"].(string)
+		if !ok {
+			break
+		}
+		cursor = next
+	}
+	if strings.Join(got, "") != "edcba" {
+		t.Fatalf("pages gave %v, want e d c b a", got)
+	}
+	for _, q := range []string{"limit=0", "limit=201", "limit=x", "limit=-1", "cursor=%%%", "cursor=bm90LWEtY3Vyc29y", "cursor=" + strings.Repeat("A", 400)} {
+		if st, body := r.do("GET", "/v1/polls?"+q, ""); st != http.StatusBadRequest || code(body) != api.CodeInvalidRequest {
+			t.Errorf("?%s: %d %v, want 400 invalid_request", q, st, body)
+		}
+	}
+}
+
+func TestExtendAndCloseChangeOnlyWhatTheySay(t *testing.T) {
+	r := newRig(t)
+	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":60}`)
+	def, _ := r.state.Poll("p")
+	for _, body := range []string{`{}`, `{"by_s":10,"closes_at":1}`, `{"by_s":0}`, `{"by_s":1e400}`, `{"by_s":"10"}`, `{"closes_at":1}`} {
+		if st, b := r.do("POST", "/v1/polls/p/extend", body); st != http.StatusBadRequest {
+			t.Errorf("extend %s: %d %v, want 400", body, st, b)
+		}
+	}
+	if after, _ := r.state.Poll("p"); after.ClosesAt != def.ClosesAt {
+		t.Fatalf("refused extends moved the close from %d to %d", def.ClosesAt, after.ClosesAt)
+	}
+	if st, b := r.do("POST", "/v1/polls/p/extend", `{"by_s":30}`); st != http.StatusOK || int64(b["closes_at"].(float64)) != def.ClosesAt+30_000 {
+		t.Fatalf("extend by 30 s: %d %v", st, b)
+	}
+	if st, b := r.do("POST", "/v1/polls/p/close", ``); st != http.StatusOK || int64(b["closes_at"].(float64)) > r.clock.now().UnixMilli()+1 {
+		t.Fatalf("close: %d %v", st, b)
+	}
+	r.clock.add(time.Second)
+	if st, b := r.do("POST", "/v1/polls/p/extend", `{"by_s":30}`); st != http.StatusConflict || code(b) != api.CodePollClosed {
+		t.Fatalf("extend after the close: %d %v, want 409 poll_closed", st, b)
+	}
+	if st, b := r.do("POST", "/v1/polls/nope/close", ``); st != http.StatusNotFound || code(b) != api.CodePollNotFound {
+		t.Fatalf("close of a missing poll: %d %v", st, b)
+	}
+}
+
+func TestQuizRunsQuestionByQuestion(t *testing.T) {
+	r := newRig(t)
+	q := `{"id":"qz","title":"T","questions":[` +
+		`{"text":"one","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":["a"],"limit_ms":10000},` +
+		`{"text":"two","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"correct":["b"],"limit_ms":10000}]}`
+	if st, b := r.do("POST", "/v1/quizzes", q); st != http.StatusCreated {
+		t.Fatalf("create quiz: %d %v", st, b)
+	}
+	// Before it starts, a question is the host's: a viewer sees no poll.
+	if st, _ := r.do("GET", "/v1/polls/qz-1", ""); st != http.StatusNotFound {
+		t.Fatalf("a parked question is visible to viewers: %d", st)
+	}
+	step := func(action string, want int, wantCode string) {
+		t.Helper()
+		st, b := r.do("POST", "/v1/quizzes/qz/"+action, "")
+		if st != want || (wantCode != "" && code(b) != wantCode) {
+			t.Fatalf("%s: %d %v, want %d %s", action, st, b, want, wantCode)
+		}
+	}
+	step("reveal", http.StatusConflict, api.CodePollNotOpen)
+	step("start", http.StatusOK, "")
+	if st, b := r.do("GET", "/v1/polls/qz-1", ""); st != http.StatusOK || b["status"] != "open" {
+		t.Fatalf("started question: %d %v", st, b)
+	}
+	if st, b := r.do("GET", "/v1/polls/qz-1", ""); st != http.StatusOK || b["totals"] != nil {
+		t.Fatalf("an unrevealed question shows its counts: %v", b)
+	}
+	step("start", http.StatusConflict, api.CodePollNotClosed)
+	step("close", http.StatusOK, "")
+	r.clock.add(time.Millisecond)
+	step("close", http.StatusConflict, api.CodePollClosed)
+	step("reveal", http.StatusOK, "")
+	if def, _ := r.state.Poll("qz-1"); def.Hidden {
+		t.Fatal("reveal left question 1 hidden")
+	}
+	step("end", http.StatusOK, "") // question 2 is skipped: closed, unanswered
+	r.clock.add(time.Millisecond)
+	step("start", http.StatusConflict, api.CodeQuizEnded)
+	if def, _ := r.state.Poll("qz-2"); def.Hidden || def.StatusAt(r.clock.now().UnixMilli(), false) == "open" {
+		t.Fatalf("question 2 after the end: %+v", def)
+	}
+	if st, b := r.do("POST", "/v1/quizzes/none/start", ""); st != http.StatusNotFound || code(b) != api.CodeQuizNotFound {
+		t.Fatalf("start of a missing quiz: %d %v", st, b)
+	}
+	if st, b := r.do("POST", "/v1/quizzes", `{"id":"qz","title":"T","questions":[]}`); st != http.StatusBadRequest {
+		t.Fatalf("a quiz with no question: %d %v", st, b)
+	}
+}
+
+func TestLedgerExportOfAMissingPoll(t *testing.T) {
+	r := newRig(t)
+	if st, b := r.do("GET", "/v1/polls/none/ledger", ""); st != http.StatusNotFound || code(b) != api.CodePollNotFound {
+		t.Fatalf("%d %v", st, b)
+	}
+	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
+	req := httptest.NewRequest("GET", "/v1/polls/p/ledger", nil)
+	w := httptest.NewRecorder()
+	r.mux.ServeHTTP(w, req)
+	body, _ := io.ReadAll(w.Body)
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("export of an empty poll: %d %q %s", w.Code, w.Header().Get("Content-Type"), body)
+	}
+}
+
+// FuzzDecodeCursor: a cursor from a stranger is refused or decodes to a
+// page key that encodes back to a cursor with the same key.
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add(encodeCursor(pageKey{1_800_000_000_000, "p"}))
+	f.Add("")
+	f.Add("MTIzLw")
+	f.Add(strings.Repeat("QUFB", 50))
+	f.Fuzz(func(t *testing.T, s string) {
+		k, ok := decodeCursor(s)
+		if !ok {
+			return
+		}
+		k2, ok := decodeCursor(encodeCursor(k))
+		if !ok || k2 != k {
+			t.Fatalf("%q decoded to %+v, which re-encodes to %+v (%v)", s, k, k2, ok)
+		}
+	})
+}
