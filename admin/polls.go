@@ -130,10 +130,10 @@ func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		}
 		polls = polls[i:]
 	}
-	out := map[string]any{}
+	var out api.PollPage
 	if len(polls) > limit {
 		last := polls[limit-1]
-		out["next_cursor"] = encodeCursor(pageKey{last.OpensAt, last.ID})
+		out.NextCursor = encodeCursor(pageKey{last.OpensAt, last.ID})
 		polls = polls[:limit]
 	}
 	views := make([]api.PollView, 0, len(polls))
@@ -145,7 +145,7 @@ func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		}
 		views = append(views, v)
 	}
-	out["polls"] = views
+	out.Polls = views
 	api.WriteJSON(w, http.StatusOK, out)
 }
 

@@ -65,11 +65,15 @@ func Errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// ErrorBody is the JSON of every error answer.
+type ErrorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+// ErrorInfo is an error's code and message.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // WriteError answers with err: its own status and code when it is (or
@@ -84,7 +88,7 @@ func WriteError(w http.ResponseWriter, err error) {
 		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
-	var body errorBody
+	var body ErrorBody
 	body.Error.Code, body.Error.Message = e.Code, e.Message
 	WriteJSON(w, e.Status, body)
 }

@@ -31,6 +31,23 @@ type ExtendRequest struct {
 	ByS      *float64 `json:"by_s,omitempty"`
 }
 
+// CertifyRequest is the body of POST /v1/polls/{poll}/certify: certify
+// without the replicas in Exclude, or with only the records the replicas
+// in AcceptLost still hold (after a restore), for Reason (required with
+// either).
+type CertifyRequest struct {
+	Exclude    []string `json:"exclude"`
+	AcceptLost []string `json:"accept_lost"`
+	Reason     string   `json:"reason"`
+}
+
+// PollPage is the body of GET /v1/polls: a page of polls, newest first,
+// and the cursor of the next page ("" on the last).
+type PollPage struct {
+	Polls      []PollView `json:"polls"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
 // QuizView is a quiz as the API (GET /v1/quizzes/{quiz}) and the quiz's
 // live stream show it.
 type QuizView struct {

@@ -103,20 +103,13 @@ func (c *Certifier) pseudonymize(v *api.ResultView) {
 	v.Detail = &d
 }
 
-// certifyRequest is the body of POST /v1/polls/{poll}/certify.
-type certifyRequest struct {
-	Exclude    []string `json:"exclude"`
-	AcceptLost []string `json:"accept_lost"`
-	Reason     string   `json:"reason"`
-}
-
 // HandleCertify serves POST /v1/polls/{poll}/certify (admin): certify now,
 // at this node, optionally without the replicas named in "exclude", or
 // with only the records the replicas named in "accept_lost" still hold
 // (then "reason" is required and recorded in the certificate).
 func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	poll := r.PathValue("poll")
-	var req certifyRequest
+	var req api.CertifyRequest
 	if r.ContentLength != 0 {
 		if err := api.DecodeJSON(w, r, 16<<10, &req); err != nil {
 			api.WriteError(w, err)

@@ -5,66 +5,25 @@ import (
 	"slices"
 	"strings"
 
-	"tally/quiz"
+	"tally/api"
+)
+
+// The frames' JSON types are the API's (package api), shared with clients.
+type (
+	Message    = api.Frame
+	OptionInfo = api.FrameOption
+	Event      = api.FrameEvent
 )
 
 // Frame types.
 const (
-	TypeSnapshot  = "snapshot"
-	TypeDiff      = "diff"
-	TypeFinal     = "final"
-	TypeHeartbeat = "heartbeat"
-	TypeAck       = "ack"
-	TypeError     = "error"
+	TypeSnapshot  = api.TypeSnapshot
+	TypeDiff      = api.TypeDiff
+	TypeFinal     = api.TypeFinal
+	TypeHeartbeat = api.TypeHeartbeat
+	TypeAck       = api.TypeAck
+	TypeError     = api.TypeError
 )
-
-// Message is one frame sent to viewers. Snapshots and finals carry every
-// option in Totals; diffs only the options that changed since seq-1.
-type Message struct {
-	Type        string           `json:"type"`
-	Poll        string           `json:"poll"`
-	Seq         uint64           `json:"seq"`
-	AsOfMs      int64            `json:"as_of_ms"`
-	Status      string           `json:"status"`
-	Totals      map[string]int64 `json:"totals,omitempty"`
-	Total       int64            `json:"total"`
-	VotesPerMin float64          `json:"votes_per_min"`
-	Viewers     int64            `json:"viewers"`
-	Region      string           `json:"region,omitempty"`
-	Question    string           `json:"question,omitempty"`
-	Options     []OptionInfo     `json:"options,omitempty"`
-	OpensAt     int64            `json:"opens_at,omitempty"`
-	ClosesAt    int64            `json:"closes_at,omitempty"`
-	Event       string           `json:"event,omitempty"`
-	// Hidden: the host has not revealed the counts; the frame has none.
-	Hidden bool    `json:"hidden,omitempty"`
-	Leader string  `json:"leader,omitempty"`
-	Events []Event `json:"events,omitempty"`
-	// Regions is the freshness vector: per region, the age in ms of the
-	// newest state this node has from it (its own region: 0).
-	Regions map[string]int64 `json:"regions,omitempty"`
-	// Digest is the certified result's digest, in the final frame.
-	Digest string `json:"digest,omitempty"`
-	// Leaderboard is a quiz question's quiz's top 10 over its certified
-	// questions (docs/quiz.md), in every snapshot and in the diff that
-	// changes it; LeaderboardDigest names the whole ranking.
-	Leaderboard       []quiz.Standing `json:"leaderboard,omitempty"`
-	LeaderboardDigest string          `json:"leaderboard_digest,omitempty"`
-}
-
-// OptionInfo names an option in a snapshot.
-type OptionInfo struct {
-	ID    string `json:"id"`
-	Label string `json:"label"`
-}
-
-// Event is something worth showing as it happens.
-type Event struct {
-	Kind   string `json:"kind"`             // leader, overtake, milestone
-	Option string `json:"option,omitempty"` // the new leader, or the option that overtook
-	Passed string `json:"passed,omitempty"` // the option overtaken
-	Total  int64  `json:"total,omitempty"`  // the milestone reached
-}
 
 // view is what a hub knows of its poll at one tick.
 type view struct {

@@ -27,28 +27,11 @@ func (w wsSender) send(ctx context.Context, b []byte) error {
 // closing handshake, and a departing one reconnects anyway.
 func (w wsSender) close(string) { w.c.CloseNow() }
 
-// inbound is a message a client sends on the socket.
-type inbound struct {
-	Type  string          `json:"type"` // "vote", "resync"; on a quiz's stream also "join"
-	Ref   string          `json:"ref,omitempty"`
-	Poll  string          `json:"poll,omitempty"`  // on a quiz's stream, the question a vote answers
-	Voter string          `json:"voter,omitempty"` // for "join": the participant's voter id
-	Body  json.RawMessage `json:"body,omitempty"`  // for "vote": the body of POST …/votes
-	// Token is the voter token for "vote" (what the Tally-Session header
-	// carries over HTTP), bound to this client's address and User-Agent.
-	Token string `json:"token,omitempty"`
-}
-
-// reply answers an inbound message.
-type reply struct {
-	Type   string `json:"type"` // ack or error
-	Ref    string `json:"ref,omitempty"`
-	Result any    `json:"result,omitempty"`
-	Error  *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
-}
+// inbound is a message a client sends on the socket; reply answers it.
+type (
+	inbound = api.SocketMessage
+	reply   = api.SocketReply
+)
 
 // HandleLive serves GET /v1/polls/{poll}/live: the live stream over
 // WebSocket. Clients may send {"type":"vote","ref":…,"body":{…}} and
@@ -299,10 +282,7 @@ func (s *Server) reply(c *websocket.Conn, ref string, result any, err error) {
 			e = api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error")
 		}
 		out.Type, out.Result = TypeError, nil
-		out.Error = &struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		}{e.Code, e.Message}
+		out.Error = &api.ErrorInfo{Code: e.Code, Message: e.Message}
 	}
 	b, _ := json.Marshal(out)
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)

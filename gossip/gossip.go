@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/api"
 	"tally/crdt"
 	"tally/hlc"
 	"tally/ids"
@@ -412,18 +413,9 @@ func (g *Gossip) Close() error {
 	return err
 }
 
-// Member is one node of the cluster as memberlist sees it.
-type Member struct {
-	Name     string `json:"name"`
-	Region   string `json:"region"`
-	Replica  string `json:"replica"`
-	Role     string `json:"role"`
-	HTTPAddr string `json:"http_addr,omitempty"`
-	HTTPS    bool   `json:"https,omitempty"`
-	Gossip   string `json:"gossip_addr"`
-	State    string `json:"state"` // alive (dead and departed members are dropped)
-	Self     bool   `json:"self"`
-}
+// Member is one node of the cluster as memberlist sees it: the API's
+// member of GET /v1/cluster.
+type Member = api.ClusterMember
 
 // Members returns the live members, this node included, sorted by name.
 func (g *Gossip) Members() []Member {
@@ -437,13 +429,9 @@ func (g *Gossip) Members() []Member {
 	return out
 }
 
-// Replica is how fresh the state heard from one replica is.
-type Replica struct {
-	Replica     string `json:"replica"`
-	Region      string `json:"region"`
-	StalenessMs int64  `json:"staleness_ms"`
-	Self        bool   `json:"self,omitempty"`
-}
+// Replica is how fresh the state heard from one replica is: the API's
+// replica of GET /v1/cluster.
+type Replica = api.ClusterReplica
 
 // Staleness returns, per replica heard from (this one included, at 0),
 // the age of the newest state received from it.

@@ -7,12 +7,6 @@ import (
 	"tally/api"
 )
 
-// VoteResponse is the body of a successful vote request.
-type VoteResponse struct {
-	Results    []Result `json:"results"`
-	ServerTime int64    `json:"server_time"`
-}
-
 // HandleVotes serves POST /v1/polls/{poll}/votes.
 func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 	received := p.cfg.Now().UnixMilli() // a quiz answer's time ends here, not after the queues
@@ -45,7 +39,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, err)
 		return
 	}
-	VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()}.write(w)
+	writeVoteResponse(w, VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()})
 }
 
 // Socket is what the transport knows of a socket a vote came on.

@@ -28,8 +28,8 @@ func TestVoteResponseJSON(t *testing.T) {
 			v.Results = []Result{}
 		}
 		var got, want VoteResponse
-		if err := json.Unmarshal(v.appendJSON(nil), &got); err != nil {
-			t.Fatalf("not JSON: %v: %s", err, v.appendJSON(nil))
+		if err := json.Unmarshal(appendVoteResponse(nil, v), &got); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, appendVoteResponse(nil, v))
 		}
 		ref, _ := json.Marshal(v)
 		json.Unmarshal(ref, &want)

@@ -12,7 +12,7 @@ import (
 )
 
 // SessionHeader carries a voter token on vote requests.
-const SessionHeader = "Tally-Session"
+const SessionHeader = api.SessionHeader
 
 // Sessions configures voter tokens. A nil Signer turns them off.
 type Sessions struct {
@@ -91,21 +91,8 @@ func (s *sessionState) difficulty(recent int) int {
 	return min(s.cfg.PowBits+min(bits.Len(uint(recent/4)), 8), session.MaxPowBits)
 }
 
-// sessionRequest is the body of POST /v1/session.
-type sessionRequest struct {
-	Challenge string `json:"challenge,omitempty"`
-	Nonce     string `json:"nonce,omitempty"`
-}
-
 // SessionResponse is the answer: a token, or a puzzle to solve first.
-type SessionResponse struct {
-	Status    string `json:"status"` // "issued" or "challenge"
-	Token     string `json:"token,omitempty"`
-	Voter     string `json:"voter,omitempty"`
-	ExpiresAt int64  `json:"expires_at,omitempty"`
-	Challenge string `json:"challenge,omitempty"`
-	Bits      int    `json:"bits,omitempty"`
-}
+type SessionResponse = api.SessionResponse
 
 // HandleSession serves POST /v1/session: with proof of work on, the first
 // call answers a signed puzzle and the second, carrying its solution, the
@@ -116,7 +103,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node"))
 		return
 	}
-	var req sessionRequest
+	var req api.SessionSolution
 	if r.ContentLength != 0 {
 		if err := api.DecodeJSON(w, r, 1024, &req); err != nil {
 			api.WriteError(w, err)

@@ -9,35 +9,21 @@ import (
 )
 
 // MaxBatch is the most votes one request may carry.
-const MaxBatch = 10
+const MaxBatch = api.MaxBatch
 
-// Vote is one vote as a client sends it.
-type Vote struct {
-	Option string `json:"option"`
-	Voter  string `json:"voter"`
-	Idem   string `json:"idem"`
-	// Name is a quiz participant's display name (1-32 bytes), shown on the
-	// leaderboard; only for quiz answers.
-	Name string `json:"name,omitempty"`
-}
-
-// Result is the acknowledgement of one vote.
-type Result struct {
-	Idem   string `json:"idem"`
-	Status string `json:"status"` // accepted, duplicate, late, rejected
-	VoteID string `json:"vote_id,omitempty"`
-	Error  string `json:"error,omitempty"`
-	// ElapsedMs is a quiz answer's time as this node measured it
-	// (docs/quiz.md); its score is shown once the question is revealed.
-	ElapsedMs *int64 `json:"elapsed_ms,omitempty"`
-}
+// The vote's JSON types are the API's (package api), shared with clients.
+type (
+	Vote         = api.Vote
+	Result       = api.VoteResult
+	VoteResponse = api.VoteResponse
+)
 
 // Statuses of a Result.
 const (
-	StatusAccepted  = "accepted"
-	StatusDuplicate = "duplicate"
-	StatusLate      = "late"
-	StatusRejected  = "rejected"
+	StatusAccepted  = api.StatusAccepted
+	StatusDuplicate = api.StatusDuplicate
+	StatusLate      = api.StatusLate
+	StatusRejected  = api.StatusRejected
 )
 
 // voteBody is the request body: one vote, or a batch under "votes".

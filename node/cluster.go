@@ -4,28 +4,7 @@ import (
 	"net/http"
 
 	"tally/api"
-	"tally/gossip"
 )
-
-// clusterView is GET /v1/cluster.
-type clusterView struct {
-	Self     string           `json:"self"`
-	Region   string           `json:"region"`
-	Replica  string           `json:"replica"`
-	Role     string           `json:"role"`
-	Members  []gossip.Member  `json:"members"`
-	Replicas []gossip.Replica `json:"replicas"`
-	// Regions: per region, the staleness of its freshest replica (ms).
-	Regions map[string]int64 `json:"regions"`
-	NATS    natsView         `json:"nats"`
-}
-
-type natsView struct {
-	Connected bool     `json:"connected"`
-	Embedded  bool     `json:"embedded"`
-	Routes    int      `json:"routes"`
-	Gateways  []string `json:"gateways"`
-}
 
 // handleCluster serves GET /v1/cluster: members as memberlist sees them,
 // every replica heard from and how stale its newest state is.
@@ -34,10 +13,10 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 	if gateways == nil {
 		gateways = []string{}
 	}
-	api.WriteJSON(w, http.StatusOK, clusterView{
+	api.WriteJSON(w, http.StatusOK, api.ClusterView{
 		Self: n.cfg.NodeName, Region: n.cfg.Region, Replica: n.replica, Role: n.cfg.Role,
 		Members: n.gossip.Members(), Replicas: n.gossip.Staleness(), Regions: n.freshness(),
-		NATS: natsView{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways},
+		NATS: &api.ClusterNATS{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways},
 	})
 }
 
@@ -45,7 +24,7 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 // --admin-addr is set: the region and the freshness vector the page shows,
 // nothing about members or addresses.
 func (n *Node) handlePublicCluster(w http.ResponseWriter, r *http.Request) {
-	api.WriteJSON(w, http.StatusOK, map[string]any{"region": n.cfg.Region, "regions": n.freshness()})
+	api.WriteJSON(w, http.StatusOK, api.ClusterView{Region: n.cfg.Region, Regions: n.freshness()})
 }
 
 // freshness is the per-region freshness vector: for each region, the age

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"tally/api"
 )
 
 // startCluster starts one node per region entry, each joining the first.
@@ -106,9 +108,9 @@ func TestClusterOfThreeRegions(t *testing.T) {
 
 	// The cluster endpoint lists every member and region, and every
 	// replica once its heartbeat arrived.
-	var view clusterView
+	var view api.ClusterView
 	waitFor(t, func() bool {
-		view = clusterView{}
+		view = api.ClusterView{}
 		json.Unmarshal([]byte(nodes[1].call(t, "GET", "/v1/cluster", "").raw), &view)
 		return len(view.Replicas) == 3
 	})
@@ -292,7 +294,7 @@ func TestExternalSuperclusterWithLatency(t *testing.T) {
 	nodes[0].vote(t, "p", "a", "x")
 	nodes[1].vote(t, "p", "b", "y")
 	agree(t, nodes, "p", map[string]int64{"a": 1, "b": 1, "c": 0})
-	var view clusterView
+	var view api.ClusterView
 	json.Unmarshal([]byte(nodes[2].call(t, "GET", "/v1/cluster", "").raw), &view)
 	if view.NATS.Embedded || !view.NATS.Connected {
 		t.Fatalf("nats view: %+v", view.NATS)

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"tally/api"
+	"tally/client"
 	"tally/poll"
 )
 
@@ -131,7 +131,9 @@ func pollCreate(args []string, stdout, stderr io.Writer) int {
 		s := grace.Seconds()
 		spec.GraceS = &s
 	}
-	return callPoll(nf, "POST", "/v1/polls", spec, *asJSON, stdout, stderr)
+	return show(nf, *asJSON, stdout, stderr, printPoll, func(ctx context.Context, c *client.Client) (api.PollView, error) {
+		return c.CreatePoll(ctx, spec)
+	})
 }
 
 func pollShow(args []string, stdout, stderr io.Writer) int {
@@ -146,7 +148,9 @@ func pollShow(args []string, stdout, stderr io.Writer) int {
 	if *id == "" || fs.NArg() > 0 {
 		return usageError(fs, stderr, "--poll is required, and nothing else")
 	}
-	return callPoll(nf, "GET", "/v1/polls/"+url.PathEscape(*id), nil, *asJSON, stdout, stderr)
+	return show(nf, *asJSON, stdout, stderr, printPoll, func(ctx context.Context, c *client.Client) (api.PollView, error) {
+		return c.Poll(ctx, *id)
+	})
 }
 
 // pollAmend closes, extends or reveals a poll.
@@ -172,9 +176,8 @@ func pollAmend(verb string, args []string, stdout, stderr io.Writer) int {
 	if *id == "" || fs.NArg() > 0 {
 		return usageError(fs, stderr, "--poll is required, and nothing else")
 	}
-	var body any
+	var req api.ExtendRequest
 	if verb == "extend" {
-		var req api.ExtendRequest
 		switch {
 		case (*by != 0) == (closesAt != 0):
 			return usageError(fs, stderr, "give one of --by and --closes-at")
@@ -184,64 +187,59 @@ func pollAmend(verb string, args []string, stdout, stderr io.Writer) int {
 		default:
 			req.ClosesAt = &closesAt
 		}
-		body = req
 	}
-	return callPoll(nf, "POST", "/v1/polls/"+url.PathEscape(*id)+"/"+verb, body, *asJSON, stdout, stderr)
+	return show(nf, *asJSON, stdout, stderr, printPoll, func(ctx context.Context, c *client.Client) (api.PollView, error) {
+		switch verb {
+		case "close":
+			return c.ClosePoll(ctx, *id)
+		case "extend":
+			return c.ExtendPoll(ctx, *id, req)
+		default:
+			return c.RevealPoll(ctx, *id)
+		}
+	})
 }
 
-// callPoll sends one request whose answer is a poll and prints it.
-func callPoll(nf nodeFlags, method, path string, body any, asJSON bool, stdout, stderr io.Writer) int {
-	return callPrint(nf, method, path, body, asJSON, stdout, stderr, printPoll)
-}
-
-// callPrint sends one request and prints its answer, a T, with print (or
-// as the node's JSON).
-func callPrint[T any](nf nodeFlags, method, path string, body any, asJSON bool, stdout, stderr io.Writer, print func(io.Writer, T)) int {
-	var v T
-	raw, code := call(nf, method, path, body, &v, stderr)
+// show runs one call of the client and prints its answer with print, or
+// as JSON with --json.
+func show[T any](nf nodeFlags, asJSON bool, stdout, stderr io.Writer, print func(io.Writer, T), fn func(context.Context, *client.Client) (T, error)) int {
+	v, code := call(nf, stderr, fn)
 	if code != 0 {
 		return code
 	}
 	if asJSON {
-		stdout.Write(raw)
-		return 0
+		writeCompactJSON(stdout, v)
+	} else {
+		print(stdout, v)
 	}
-	print(stdout, v)
 	return 0
 }
 
-// call sends one request to the node and decodes its JSON answer into v,
-// returning the raw answer too. Errors are printed as one line.
-func call(nf nodeFlags, method, path string, body, v any, stderr io.Writer) ([]byte, int) {
+// writeCompactJSON prints v on one line, as the node answers.
+func writeCompactJSON(w io.Writer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(w, "tally: %v\n", err)
+		return
+	}
+	w.Write(append(b, '\n'))
+}
+
+// call makes the node's client and runs one call with it. Errors are
+// printed as one line: 2 for the flags, 1 for the node's answer.
+func call[T any](nf nodeFlags, stderr io.Writer, fn func(context.Context, *client.Client) (T, error)) (T, int) {
+	var zero T
 	c, err := nf.client()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
-		return nil, 2
+		return zero, 2
 	}
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			fmt.Fprintf(stderr, "tally: %v\n", err)
-			return nil, 1
-		}
-		r = bytes.NewReader(b)
-	}
-	res, err := c.do(method, path, r)
+	v, err := fn(context.Background(), c)
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
-		return nil, 1
+		return zero, 1
 	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-	if err == nil {
-		err = json.Unmarshal(raw, v)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tally: %s %s: %v\n", method, path, err)
-		return nil, 1
-	}
-	return raw, 0
+	return v, 0
 }
 
 func printPoll(w io.Writer, v api.PollView) {
@@ -273,12 +271,6 @@ func fmtMs(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000Z")
 }
 
-// pollPage is one page of GET /v1/polls.
-type pollPage struct {
-	Polls      []api.PollView `json:"polls"`
-	NextCursor string         `json:"next_cursor,omitempty"`
-}
-
 func pollList(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally poll list", "tally poll list [--event E] [--json]")
 	var nf nodeFlags
@@ -291,23 +283,11 @@ func pollList(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	var all []api.PollView
-	for cursor := ""; ; {
-		q := url.Values{"limit": {fmt.Sprint(api.MaxPageSize)}}
-		if *event != "" {
-			q.Set("event", *event)
-		}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var page pollPage
-		if _, code := call(nf, "GET", "/v1/polls?"+q.Encode(), nil, &page, stderr); code != 0 {
-			return code
-		}
-		all = append(all, page.Polls...)
-		if cursor = page.NextCursor; cursor == "" {
-			break
-		}
+	all, code := call(nf, stderr, func(ctx context.Context, c *client.Client) ([]api.PollView, error) {
+		return c.AllPolls(ctx, client.ListOptions{Event: *event})
+	})
+	if code != 0 {
+		return code
 	}
 	if *asJSON {
 		if all == nil {
@@ -329,36 +309,6 @@ func pollList(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// clusterInfo is GET /v1/cluster: in full on the admin address, or the
-// regions alone on a public port when the node has --admin-addr.
-type clusterInfo struct {
-	Self    string `json:"self"`
-	Region  string `json:"region"`
-	Replica string `json:"replica"`
-	Role    string `json:"role"`
-	Members []struct {
-		Name       string `json:"name"`
-		Region     string `json:"region"`
-		Replica    string `json:"replica"`
-		Role       string `json:"role"`
-		State      string `json:"state"`
-		HTTPAddr   string `json:"http_addr"`
-		GossipAddr string `json:"gossip_addr"`
-	} `json:"members"`
-	Replicas []struct {
-		Replica     string `json:"replica"`
-		Region      string `json:"region"`
-		StalenessMs int64  `json:"staleness_ms"`
-	} `json:"replicas"`
-	Regions map[string]int64 `json:"regions"`
-	NATS    *struct {
-		Connected bool     `json:"connected"`
-		Embedded  bool     `json:"embedded"`
-		Routes    int      `json:"routes"`
-		Gateways  []string `json:"gateways"`
-	} `json:"nats"`
-}
-
 func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally cluster", "tally cluster [--node URL] [--json]")
 	var nf nodeFlags
@@ -370,13 +320,12 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	var v clusterInfo
-	raw, code := call(nf, "GET", "/v1/cluster", nil, &v, stderr)
+	v, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.ClusterView, error) { return c.Cluster(ctx) })
 	if code != 0 {
 		return code
 	}
 	if *asJSON {
-		stdout.Write(raw)
+		writeCompactJSON(stdout, v)
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -394,7 +343,7 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(tw, "\nMEMBER\tREGION\tROLE\tSTATE\tGOSSIP\tHTTP")
 	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Region, m.Role, m.State, m.GossipAddr, m.HTTPAddr)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Region, m.Role, m.State, m.Gossip, m.HTTPAddr)
 	}
 	fmt.Fprintln(tw, "\nREPLICA\tREGION\tSTALENESS")
 	for _, r := range v.Replicas {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -34,13 +35,13 @@ func ledgerBackup(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	start := time.Now()
-	res, err := c.do("GET", "/v1/backup", nil)
+	body, err := c.Backup(context.Background())
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
-	m, err := backup.Extract(res.Body, *out, maxBackup)
-	res.Body.Close()
+	m, err := backup.Extract(body, *out, maxBackup)
+	body.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: backup into %s failed (remove it before trying again): %v\n", *out, err)
 		return 1

@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
+	"time"
+
+	"tally/client"
 )
 
 // newFlags makes a subcommand's flag set. synopsis is its usage line(s),
@@ -93,7 +97,10 @@ func (n *nodeFlags) register(fs *flag.FlagSet) {
 
 // client returns a client for the node, with the token from --token,
 // --token-file, $TALLY_TOKEN or $TALLY_ADMIN_TOKEN, in that order.
-func (n *nodeFlags) client() (*client, error) {
+func (n *nodeFlags) client() (*client.Client, error) { return n.clientAt(n.url, "--node") }
+
+// clientAt is client for the node at url, named by flag in an error.
+func (n *nodeFlags) clientAt(url, flag string) (*client.Client, error) {
 	token := n.token
 	if token == "" && n.tokenFile != "" {
 		b, err := os.ReadFile(n.tokenFile)
@@ -111,7 +118,11 @@ func (n *nodeFlags) client() (*client, error) {
 	if token == "" {
 		token = cmpEnv("TALLY_TOKEN", os.Getenv("TALLY_ADMIN_TOKEN"))
 	}
-	return newClient(n.url, token), nil
+	c, err := client.New(url, client.Options{Token: token, HTTPClient: &http.Client{Timeout: 10 * time.Minute}})
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: want the node's address, http://host:port or https://host", flag, url)
+	}
+	return c, nil
 }
 
 // cmpEnv returns $name, or def when it is unset or empty.

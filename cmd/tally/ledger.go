@@ -278,12 +278,7 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--poll is required, and no arguments")
 	}
 	if len(nodes) > 0 {
-		c, err := nf.client()
-		if err != nil {
-			fmt.Fprintf(stderr, "tally: %v\n", err)
-			return 2
-		}
-		return exportFromNodes(nodes, *poll, c.token, *out, stderr)
+		return exportFromNodes(nf, nodes, *poll, *out, stderr)
 	}
 	// Read-only: an auditor's tool never changes the evidence (Pebble
 	// would otherwise flush the write-ahead log into a new table), fails on

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"text/tabwriter"
 
 	"tally/api"
+	"tally/client"
 	"tally/ids"
 	"tally/ledger"
 	"tally/quiz"
@@ -72,21 +73,22 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 	if *id == "" {
 		return usageError(fs, stderr, "--quiz is required")
 	}
-	var lb api.Leaderboard
-	raw, code := call(nf, "GET", "/v1/quizzes/"+url.PathEscape(*id)+"/leaderboard?top=100", nil, &lb, stderr)
+	lb, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.Leaderboard, error) {
+		return c.Leaderboard(ctx, *id, 100, "")
+	})
 	if code != 0 {
 		return code
 	}
 	if *asJSON {
-		stdout.Write(raw)
+		writeCompactJSON(stdout, lb)
 	} else {
 		printLeaderboard(stdout, lb)
 	}
 	if fs.NArg() == 0 {
 		return 0
 	}
-	var qv api.QuizView
-	if _, code := call(nf, "GET", "/v1/quizzes/"+url.PathEscape(*id), nil, &qv, stderr); code != 0 {
+	qv, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.QuizView, error) { return c.Quiz(ctx, *id) })
+	if code != 0 {
 		return code
 	}
 	in, err := openInputs(fs.Args(), stderr, "reproducing")
@@ -114,8 +116,8 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		q := qv.Questions[qi]
-		var cert api.ResultView
-		if _, code := call(nf, "GET", "/v1/polls/"+url.PathEscape(q.Poll)+"/result", nil, &cert, stderr); code != 0 {
+		cert, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.ResultView, error) { return c.Result(ctx, q.Poll) })
+		if code != 0 {
 			return code
 		}
 		var closesAt int64

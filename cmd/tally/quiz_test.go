@@ -235,7 +235,7 @@ func TestQuizHostCommands(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"id":"x","questions":[`), 0o600)
-	if out := run(1, "create", "--file", bad); !strings.Contains(out, "not JSON") {
+	if out := run(1, "create", "--file", bad); !strings.Contains(out, "bad.json: malformed JSON") || strings.Count(out, "\n") != 1 {
 		t.Fatalf("a broken file:\n%s", out)
 	}
 	run(2, "start")

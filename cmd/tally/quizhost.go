@@ -1,15 +1,17 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
 
 	"tally/api"
+	"tally/client"
+	"tally/quiz"
 )
 
 // The host's quiz commands: create a quiz from its JSON definition, show
@@ -41,11 +43,17 @@ func quizCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
-	if !json.Valid(body) {
-		fmt.Fprintf(stderr, "tally: %s is not JSON\n", *file)
+	var q quiz.Quiz
+	if err := api.Unmarshal(body, &q); err != nil {
+		if e := (*api.Error)(nil); errors.As(err, &e) {
+			err = errors.New(e.Message) // the reason, without the API's code: nothing was sent
+		}
+		fmt.Fprintf(stderr, "tally: %s: %v\n", *file, err)
 		return 1
 	}
-	return callQuiz(nf, "POST", "/v1/quizzes", json.RawMessage(body), *asJSON, stdout, stderr)
+	return show(nf, *asJSON, stdout, stderr, printQuiz, func(ctx context.Context, c *client.Client) (api.QuizView, error) {
+		return c.CreateQuiz(ctx, q)
+	})
 }
 
 func quizShow(args []string, stdout, stderr io.Writer) int {
@@ -71,15 +79,12 @@ func quizCall(verb string, args []string, stdout, stderr io.Writer) int {
 	if *id == "" || fs.NArg() > 0 {
 		return usageError(fs, stderr, "--quiz is required, and nothing else")
 	}
-	if verb == "show" {
-		return callQuiz(nf, "GET", "/v1/quizzes/"+url.PathEscape(*id), nil, *asJSON, stdout, stderr)
-	}
-	return callQuiz(nf, "POST", "/v1/quizzes/"+url.PathEscape(*id)+"/"+verb, nil, *asJSON, stdout, stderr)
-}
-
-// callQuiz sends one request whose answer is a quiz and prints it.
-func callQuiz(nf nodeFlags, method, path string, body any, asJSON bool, stdout, stderr io.Writer) int {
-	return callPrint(nf, method, path, body, asJSON, stdout, stderr, printQuiz)
+	return show(nf, *asJSON, stdout, stderr, printQuiz, func(ctx context.Context, c *client.Client) (api.QuizView, error) {
+		if verb == "show" {
+			return c.Quiz(ctx, *id)
+		}
+		return c.QuizStep(ctx, *id, verb)
+	})
 }
 
 func printQuiz(w io.Writer, v api.QuizView) {

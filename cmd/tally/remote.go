@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"tally/api"
+	"tally/client"
 	"tally/ledger"
 )
 
@@ -26,42 +25,9 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
-// client talks to a node's API.
-type client struct {
-	base, token string
-	http        *http.Client
-}
-
-func newClient(base, token string) *client {
-	return &client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 10 * time.Minute}}
-}
-
-func (c *client) do(method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(context.Background(), method, c.base+path, body)
-	if err != nil {
-		return nil, err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-		res.Body.Close()
-		return nil, fmt.Errorf("%s %s: %d %s", method, c.base+path, res.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return res, nil
-}
-
 // exportFromNodes fetches each node's records of the poll into dir, one
 // file per node, with a progress bar on a terminal.
-func exportFromNodes(nodes []string, poll, token, dir string, stderr io.Writer) int {
+func exportFromNodes(nf nodeFlags, nodes []string, poll, dir string, stderr io.Writer) int {
 	if dir == "-" {
 		dir = "."
 	}
@@ -70,7 +36,12 @@ func exportFromNodes(nodes []string, poll, token, dir string, stderr io.Writer) 
 		return 1
 	}
 	for _, n := range nodes {
-		res, err := newClient(n, token).do("GET", "/v1/polls/"+url.PathEscape(poll)+"/ledger", nil)
+		c, err := nf.clientAt(n, "--node")
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: %v\n", err)
+			return 2
+		}
+		body, err := c.Export(context.Background(), poll)
 		if err != nil {
 			fmt.Fprintf(stderr, "tally: %v\n", err)
 			return 1
@@ -79,7 +50,7 @@ func exportFromNodes(nodes []string, poll, token, dir string, stderr io.Writer) 
 		name := filepath.Join(dir, strings.NewReplacer(":", "_", "/", "_").Replace(u.Host)+"-"+poll+".ndjson")
 		f, err := os.Create(name)
 		if err != nil {
-			res.Body.Close()
+			body.Close()
 			fmt.Fprintf(stderr, "tally: %v\n", err)
 			return 1
 		}
@@ -87,8 +58,8 @@ func exportFromNodes(nodes []string, poll, token, dir string, stderr io.Writer) 
 		if sf, ok := stderr.(*os.File); ok && term.IsTerminal(int(sf.Fd())) {
 			w = io.MultiWriter(f, progressbar.DefaultBytes(-1, "fetching "+u.Host))
 		}
-		nbytes, err := io.Copy(w, res.Body)
-		res.Body.Close()
+		nbytes, err := io.Copy(w, body)
+		body.Close()
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -115,8 +86,8 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 	if *poll == "" {
 		return usageError(fs, stderr, "--poll is required")
 	}
-	var v api.ResultView
-	if _, code := call(nf, "GET", "/v1/polls/"+url.PathEscape(*poll)+"/result", nil, &v, stderr); code != 0 {
+	v, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.ResultView, error) { return c.Result(ctx, *poll) })
+	if code != 0 {
 		return code
 	}
 	if *asJSON {
@@ -226,9 +197,9 @@ func pollCertify(args []string, stdout, stderr io.Writer) int {
 	if *poll == "" || len(exclude)+len(acceptLost) > 0 && strings.TrimSpace(*reason) == "" {
 		return usageError(fs, stderr, "--poll is required, and --reason with --exclude or --accept-lost")
 	}
-	body := map[string]any{"exclude": []string(exclude), "accept_lost": []string(acceptLost), "reason": *reason}
-	var v api.ResultView
-	if _, code := call(nf, "POST", "/v1/polls/"+url.PathEscape(*poll)+"/certify", body, &v, stderr); code != 0 {
+	req := api.CertifyRequest{Exclude: exclude, AcceptLost: acceptLost, Reason: *reason}
+	v, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.ResultView, error) { return c.Certify(ctx, *poll, req) })
+	if code != 0 {
 		return code
 	}
 	if *asJSON {

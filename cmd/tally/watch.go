@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,18 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"tally/client"
+
 	"github.com/coder/websocket"
 )
-
-// frameHead is the part of a live frame the watcher reads.
-type frameHead struct {
-	Type   string           `json:"type"`
-	Seq    uint64           `json:"seq"`
-	AsOfMs int64            `json:"as_of_ms"`
-	Status string           `json:"status"`
-	Totals map[string]int64 `json:"totals"`
-	Total  int64            `json:"total"`
-}
 
 func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally watch", "tally watch [--url URL] [--poll ID]\n       tally watch --swarm N [--server-pid PID] [flags]")
@@ -70,38 +61,29 @@ func wsURL(base, poll string) string {
 	return "ws" + strings.TrimPrefix(base, "http") + "/v1/polls/" + poll + "/live"
 }
 
-// watchOne prints the tally as it changes, for a person at a terminal.
+// watchOne prints the tally as it changes, for a person at a terminal,
+// until the poll is certified or ctx ends; it comes back after a dropped
+// connection (client.Watch).
 func watchOne(ctx context.Context, url, poll string, stdout, stderr io.Writer) int {
-	c, _, err := websocket.Dial(ctx, wsURL(url, poll), nil)
+	c, err := client.New(url, client.Options{})
 	if err != nil {
+		fmt.Fprintf(stderr, "tally watch: --url %q: want the node's address, http://host:port or https://host\n", url)
+		return 2
+	}
+	err = c.Watch(ctx, poll, client.WatchOptions{OnTally: func(t client.Tally) error {
+		keys := slices.Sorted(maps.Keys(t.Totals))
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, t.Totals[k]))
+		}
+		fmt.Fprintf(stdout, "%s seq %d %s total %d  %s\n", time.UnixMilli(t.Frame.AsOfMs).Format("15:04:05.000"), t.Seq, t.Status, t.Total, strings.Join(parts, " "))
+		return nil
+	}})
+	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "tally watch: %v\n", err)
 		return 1
 	}
-	defer c.CloseNow()
-	totals := map[string]int64{}
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return 0
-			}
-			fmt.Fprintf(stderr, "tally watch: %v\n", err)
-			return 1
-		}
-		var f frameHead
-		if json.Unmarshal(b, &f) != nil || f.Type == "heartbeat" {
-			continue
-		}
-		for o, n := range f.Totals {
-			totals[o] = n
-		}
-		keys := slices.Sorted(maps.Keys(totals))
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, totals[k]))
-		}
-		fmt.Fprintf(stdout, "%s seq %d %s total %d  %s\n", time.UnixMilli(f.AsOfMs).Format("15:04:05.000"), f.Seq, f.Status, f.Total, strings.Join(parts, " "))
-	}
+	return 0
 }
 
 type swarmConfig struct {

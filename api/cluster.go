@@ -1,0 +1,45 @@
+package api
+
+// ClusterView is GET /v1/cluster. On the admin address (or a node without
+// --admin-addr) it is whole; on the public port of a node with
+// --admin-addr it holds only Region and Regions (Self is "").
+type ClusterView struct {
+	Self     string           `json:"self,omitempty"`
+	Region   string           `json:"region"`
+	Replica  string           `json:"replica,omitempty"`
+	Role     string           `json:"role,omitempty"`
+	Members  []ClusterMember  `json:"members,omitempty"`
+	Replicas []ClusterReplica `json:"replicas,omitempty"`
+	// Regions: per region, the staleness of its freshest replica (ms).
+	Regions map[string]int64 `json:"regions"`
+	NATS    *ClusterNATS     `json:"nats,omitempty"`
+}
+
+// ClusterMember is a member of the cluster as memberlist sees it.
+type ClusterMember struct {
+	Name     string `json:"name"`
+	Region   string `json:"region"`
+	Replica  string `json:"replica"`
+	Role     string `json:"role"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	HTTPS    bool   `json:"https,omitempty"`
+	Gossip   string `json:"gossip_addr"`
+	State    string `json:"state"` // alive (dead and departed members are dropped)
+	Self     bool   `json:"self"`
+}
+
+// ClusterReplica is a replica heard from and the age of its newest state.
+type ClusterReplica struct {
+	Replica     string `json:"replica"`
+	Region      string `json:"region"`
+	StalenessMs int64  `json:"staleness_ms"`
+	Self        bool   `json:"self,omitempty"`
+}
+
+// ClusterNATS is this node's NATS connection and links.
+type ClusterNATS struct {
+	Connected bool     `json:"connected"`
+	Embedded  bool     `json:"embedded"`
+	Routes    int      `json:"routes"`
+	Gateways  []string `json:"gateways"`
+}

@@ -1,0 +1,70 @@
+package api
+
+// The JSON of POST /v1/polls/{poll}/votes (and of a vote on the live
+// socket): the node's vote path decodes it and clients encode it.
+
+// MaxBatch is the most votes one request may carry.
+const MaxBatch = 10
+
+// SessionHeader carries a voter token on a vote request.
+const SessionHeader = "Tally-Session"
+
+// Vote is one vote as a client sends it.
+type Vote struct {
+	Option string `json:"option"`
+	Voter  string `json:"voter"`
+	Idem   string `json:"idem"`
+	// Name is a quiz participant's display name (1-32 bytes), shown on the
+	// leaderboard; only for quiz answers.
+	Name string `json:"name,omitempty"`
+}
+
+// VoteBatch is a request body of 1 to MaxBatch votes; a body may also be
+// a single Vote.
+type VoteBatch struct {
+	Votes []Vote `json:"votes"`
+}
+
+// VoteResult is the acknowledgement of one vote.
+type VoteResult struct {
+	Idem   string `json:"idem"`
+	Status string `json:"status"` // accepted, duplicate, late, rejected
+	VoteID string `json:"vote_id,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// ElapsedMs is a quiz answer's time as this node measured it
+	// (docs/quiz.md); its score is shown once the question is revealed.
+	ElapsedMs *int64 `json:"elapsed_ms,omitempty"`
+}
+
+// Statuses of a VoteResult.
+const (
+	StatusAccepted  = "accepted"
+	StatusDuplicate = "duplicate"
+	StatusLate      = "late"
+	StatusRejected  = "rejected"
+)
+
+// VoteResponse is the body of a successful vote request: one result per
+// vote, in order.
+type VoteResponse struct {
+	Results    []VoteResult `json:"results"`
+	ServerTime int64        `json:"server_time"`
+}
+
+// SessionResponse is the body of POST /v1/session: a challenge to solve
+// (Status "challenge") or the token (Status "issued").
+type SessionResponse struct {
+	Status    string `json:"status"`
+	Challenge string `json:"challenge,omitempty"`
+	Bits      int    `json:"bits,omitempty"`
+	Token     string `json:"token,omitempty"`
+	Voter     string `json:"voter,omitempty"`
+	ExpiresAt int64  `json:"expires_at,omitempty"`
+}
+
+// SessionSolution is the second POST /v1/session: the challenge and a
+// nonce that solves it.
+type SessionSolution struct {
+	Challenge string `json:"challenge"`
+	Nonce     string `json:"nonce"`
+}
