@@ -42,24 +42,7 @@ type Source interface {
 // POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
 // or an error (an *api.Error for a refusal).
 type Voter interface {
-	Vote(poll string, body []byte, s Socket) (any, error)
-}
-
-// Socket is what the server knows of the socket a vote came on.
-type Socket struct {
-	IP, UserAgent string
-	Token         string        // the voter token the message carried; "" if none
-	Connected     time.Duration // how long the socket has been open (a trust signal)
-	// ShownMs is when this node wrote the poll's first open frame to the
-	// socket (Unix ms, the server's clock; 0: not yet): where a quiz
-	// answer's time starts (docs/quiz.md).
-	ShownMs int64
-	// RTTMs is the socket's last ping round trip in ms (quiz questions
-	// only); -1: not measured.
-	RTTMs int64
-	// ReceivedMs is when the message was read off the socket (Unix ms,
-	// the server's clock): where a quiz answer's time ends.
-	ReceivedMs int64
+	Vote(poll string, body []byte, s api.Sender) (any, error)
 }
 
 // Standings is a quiz's ranking as the live streams show it.

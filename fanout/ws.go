@@ -228,14 +228,14 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 		case in.Type == "resync":
 			v.hub.resync(v)
 		case in.Type == "vote" && v.hub.poll != "":
-			s.vote(c, in, v.hub.poll, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
+			s.vote(c, in, v.hub.poll, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
 				ShownMs: v.shownAt(v.hub.poll), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "vote":
 			if !s.isQuestion(v.hub.quiz, in.Poll) {
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", v.hub.quiz, in.Poll))
 				continue
 			}
-			s.vote(c, in, in.Poll, Socket{IP: ip, UserAgent: userAgent, Token: in.Token, Connected: time.Since(opened),
+			s.vote(c, in, in.Poll, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
 				ShownMs: v.shownAt(in.Poll), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "join" && v.hub.quiz != "":
 			if in.Voter == "" || len(in.Voter) > maxVoterLen {
@@ -263,7 +263,7 @@ func (s *Server) isQuestion(quizID, pollID string) bool {
 	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Parked(s.cfg.Now().UnixMilli())
 }
 
-func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock Socket) {
+func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock api.Sender) {
 	if s.cfg.Voter == nil {
 		s.reply(c, in.Ref, nil, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes"))
 		return

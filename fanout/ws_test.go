@@ -22,7 +22,7 @@ import (
 // echoVoter acknowledges every vote body it is given, or refuses "bad".
 type echoVoter struct{}
 
-func (echoVoter) Vote(poll string, body []byte, _ Socket) (any, error) {
+func (echoVoter) Vote(poll string, body []byte, _ api.Sender) (any, error) {
 	if strings.Contains(string(body), "bad") {
 		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
 	}
@@ -208,16 +208,16 @@ func TestServerSentEvents(t *testing.T) {
 	waitUntil(t, func() bool { return s.Viewers() == 0 })
 }
 
-// recordingVoter records the Socket of every vote it is given, and the
+// recordingVoter records the Sender of every vote it is given, and the
 // polls voted on.
 type recordingVoter struct {
 	mu    sync.Mutex
-	last  Socket
+	last  api.Sender
 	votes int
 	polls map[string]int
 }
 
-func (r *recordingVoter) Vote(poll string, _ []byte, s Socket) (any, error) {
+func (r *recordingVoter) Vote(poll string, _ []byte, s api.Sender) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last, r.votes = s, r.votes+1
@@ -228,7 +228,7 @@ func (r *recordingVoter) Vote(poll string, _ []byte, s Socket) (any, error) {
 	return map[string]int{"ok": 1}, nil
 }
 
-func (r *recordingVoter) get() (Socket, int) {
+func (r *recordingVoter) get() (api.Sender, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last, r.votes
@@ -264,7 +264,7 @@ func TestQuizSocketReportsShownTimeAndRoundTrip(t *testing.T) {
 		}()
 		// Vote until a vote carries the round trip (the first ping may
 		// still be on its way), or, for the poll, once.
-		var last Socket
+		var last api.Sender
 		waitUntil(t, func() bool {
 			_, before := rec.get()
 			c.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r","body":{"option":"b","voter":"v","idem":"k"}}`))

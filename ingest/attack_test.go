@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/vfs"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/poll"
@@ -74,11 +75,11 @@ func honestVotes(rng *rand.Rand) []simVote {
 		token := time.Duration(rng.Int64N(int64(24 * time.Second)))
 		first := token + time.Duration(500+rng.IntN(4500))*time.Millisecond
 		option := pick()
-		out = append(out, simVote{at: first, option: option, voter: voter, client: Client{IP: ip}, honest: true, token: token})
+		out = append(out, simVote{at: first, option: option, voter: voter, client: Client{Sender: api.Sender{IP: ip}}, honest: true, token: token})
 		if rng.IntN(10) == 0 {
 			other := simOptions[(slices.Index(simOptions, option)+1+rng.IntN(3))%4]
 			out = append(out, simVote{at: first + time.Duration(500+rng.IntN(4500))*time.Millisecond, option: other, voter: voter,
-				client: Client{IP: ip}, honest: true, token: token})
+				client: Client{Sender: api.Sender{IP: ip}}, honest: true, token: token})
 		}
 	}
 	return out
@@ -115,7 +116,7 @@ func attackVotes(kind string) []simVote {
 			issued = time.Duration(id) * (time.Minute / time.Duration(tokensPerMin))
 		}
 		out = append(out, simVote{at: at, option: "d", voter: fmt.Sprintf("bot-%s-%d-%d", kind, k%20*boolInt(kind == "datacenter"), id),
-			client: Client{IP: ip}, token: issued})
+			client: Client{Sender: api.Sender{IP: ip}}, token: issued})
 	}
 	return out
 }

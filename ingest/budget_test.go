@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"tally/api"
 	"tally/session"
 	"tally/trust"
 )
@@ -111,7 +112,7 @@ func TestVotesPastTheBudgetAreShadowed(t *testing.T) {
 	var now time.Time
 	r, _ := budgetRig(t, Sessions{Vouched: 2}, &now)
 	for i, slot := range []int{1, 2, 3, 9} {
-		c := Client{IP: "203.0.113.7", TokenAge: time.Hour, TokenSlot: slot, SocketAge: -1, RTTMs: -1}
+		c := Client{Sender: api.Sender{IP: "203.0.113.7", SocketAge: -1, RTTMs: -1}, TokenAge: time.Hour, TokenSlot: slot}
 		res, err := r.p.SubmitFrom("p", []Vote{{Voter: "v" + string(rune('0'+i)), Option: "a", Idem: "k" + string(rune('0'+i))}}, c)
 		if err != nil || res[0].Status != "accepted" {
 			t.Fatalf("slot %d: %+v %v", slot, res, err)

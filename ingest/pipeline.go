@@ -133,27 +133,15 @@ func New(cfg Config) (*Pipeline, error) {
 // client at ip. It returns one Result per vote, in order, or an *api.Error
 // for the whole request, in which case nothing was ledgered or counted.
 func (p *Pipeline) Submit(pollID string, votes []Vote, ip string) ([]Result, error) {
-	return p.SubmitFrom(pollID, votes, Client{IP: ip, TokenAge: -1, SocketAge: -1, RTTMs: -1})
+	return p.SubmitFrom(pollID, votes, Client{Sender: api.HTTPSender(ip, "", "", 0), TokenAge: -1})
 }
 
-// Client is what the pipeline knows of the sender of votes, for the
-// trust score.
+// Client is a vote's sender once its voter token, if any, is checked: the
+// trust score reads it.
 type Client struct {
-	IP        string
+	api.Sender
 	TokenAge  time.Duration // age of the voter token; < 0: none
 	TokenSlot int           // the token's slot in its address group (budget.go); 0: none
-	SocketAge time.Duration // age of the WebSocket the votes came on; < 0: not a socket
-	// ShownMs is when this node put the question on the client's socket
-	// (Unix ms; 0: not over a socket, or not yet): a quiz answer's time
-	// starts there (docs/quiz.md).
-	ShownMs int64
-	// RTTMs is the socket's last measured round trip; -1: not measured.
-	RTTMs int64
-	// ReceivedMs is when the transport read the request or message (Unix
-	// ms, this node's clock; 0: not known, then the time it is stamped):
-	// where a quiz answer's time ends, so the node's own queues under
-	// load cost the participant nothing.
-	ReceivedMs int64
 }
 
 // SubmitFrom is Submit with everything known about the client.

@@ -105,8 +105,7 @@ func TestQuizAnswerTimedToItsReceipt(t *testing.T) {
 		{0, 4000},                      // not known: the stamp
 	} {
 		voter := string(rune('v' + i))
-		if _, err := p.SubmitFrom("q-1", []Vote{{Option: "a", Voter: voter, Idem: voter}}, Client{IP: "192.0.2.1", TokenAge: -1, SocketAge: time.Second,
-			ShownMs: shown, RTTMs: -1, ReceivedMs: c.received}); err != nil {
+		if _, err := p.SubmitFrom("q-1", []Vote{{Option: "a", Voter: voter, Idem: voter}}, Client{Sender: api.Sender{IP: "192.0.2.1", SocketAge: time.Second, ShownMs: shown, RTTMs: -1, ReceivedMs: c.received}, TokenAge: -1}); err != nil {
 			t.Fatal(err)
 		}
 		found := 0
@@ -142,11 +141,11 @@ func TestQuizClockBelongsToTheParticipant(t *testing.T) {
 		c     Client
 		want  int64
 	}{
-		{"reader", Client{IP: "192.0.2.1", TokenAge: -1, SocketAge: time.Second, ShownMs: fresh, RTTMs: -1}, 13_300},
+		{"reader", Client{Sender: api.Sender{IP: "192.0.2.1", SocketAge: time.Second, ShownMs: fresh, RTTMs: -1}, TokenAge: -1}, 13_300},
 		// Never shown here (another region showed it, or this node
 		// restarted): at most opens + AllowanceMs.
-		{"mover", Client{IP: "192.0.2.2", TokenAge: -1, SocketAge: time.Second, ShownMs: fresh, RTTMs: -1}, 13_500 - quiz.AllowanceMs},
-		{"http", Client{IP: "192.0.2.3", TokenAge: -1, SocketAge: -1, RTTMs: -1}, 13_500 - quiz.AllowanceMs},
+		{"mover", Client{Sender: api.Sender{IP: "192.0.2.2", SocketAge: time.Second, ShownMs: fresh, RTTMs: -1}, TokenAge: -1}, 13_500 - quiz.AllowanceMs},
+		{"http", Client{Sender: api.Sender{IP: "192.0.2.3", SocketAge: -1, RTTMs: -1}, TokenAge: -1}, 13_500 - quiz.AllowanceMs},
 	}
 	for _, c := range cases {
 		if _, err := p.SubmitFrom("q-1", []Vote{{Option: "a", Voter: c.voter, Idem: c.voter}}, c.c); err != nil {

@@ -190,7 +190,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var voter fanout.Voter = socketVoter{n.ingest}
+	var voter fanout.Voter = n.ingest
 	if cfg.Role == gossip.RoleEdge {
 		voter = nil // an edge serves viewers; votes go to a full node
 	}
@@ -431,15 +431,6 @@ func (n *Node) peers() []certify.Peer {
 // GossipAddr returns the memberlist address the node announces (after Run
 // started gossip).
 func (n *Node) GossipAddr() string { return n.gossip.GossipAddr() }
-
-// socketVoter hands votes from the live stream's sockets to ingest: fanout
-// and ingest never import each other, so the node translates.
-type socketVoter struct{ in *ingest.Pipeline }
-
-func (v socketVoter) Vote(poll string, body []byte, s fanout.Socket) (any, error) {
-	return v.in.Vote(poll, body, ingest.Socket{IP: s.IP, UserAgent: s.UserAgent, Token: s.Token, Connected: s.Connected,
-		ShownMs: s.ShownMs, RTTMs: s.RTTMs, ReceivedMs: s.ReceivedMs})
-}
 
 // quizStandings is a quiz's ranking for the live streams (certify ranks;
 // fanout shows).
