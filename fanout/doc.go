@@ -1,7 +1,10 @@
 // Package fanout pushes each poll's live tally to its viewers over
 // WebSocket (coder/websocket) and Server-Sent Events.
 //
-// One hub per poll with viewers reads the poll's tally once per tick. When
+// A hub is one stream's viewer set and its ticking; what its frames hold
+// is its stream's: a pollHub (hub.go) for a poll, a quizHub (quizhub.go)
+// for a whole quiz. One hub per poll with viewers reads the poll's tally
+// once per tick. When
 // something changed it encodes two frames, once each, whatever the number
 // of viewers: a full snapshot and a diff holding only the changed options.
 // Every viewer holds at most one pending frame: a newer one replaces it
@@ -17,7 +20,7 @@
 // first viewer and stop with their last. Server owns every goroutine it
 // starts; Close stops them and disconnects every viewer.
 //
-// A quiz's stream (quizhub.go) works the same way over a whole quiz: one
+// A quiz's stream works the same way over a whole quiz: one
 // frame per tick when the quiz changed, to every participant, plus each
 // participant's own standing, one small frame each, when the ranking
 // changes.

@@ -11,28 +11,45 @@ import (
 
 // hub serves the viewers of one poll, or of one quiz (quizhub.go).
 type hub struct {
-	s    *Server
-	key  string // in Server.hubs: the poll id, or quizKey(quiz)
-	poll string // "" for a quiz's hub
-	quiz string // "" for a poll's hub
-	stop chan struct{}
+	s      *Server
+	key    string // in Server.hubs: the poll id, or quizKey(quiz)
+	stream stream // what the frames hold: a *pollHub or a *quizHub
+	stop   chan struct{}
 
 	tickMu sync.Mutex // one tick at a time: reads of the tally must be applied in order
 
 	mu      sync.Mutex
 	viewers map[*viewer]struct{}
 	seq     uint64
-	last    view
 	cur     *frame    // the newest frame, for viewers that join
-	history []sample  // records over the last minute, for votes per minute
 	since   time.Time // when the last frame (or heartbeat) went out
-
-	// A quiz's hub: the last frame's content, and the ranking it showed.
-	lastQuiz    []byte
-	lastAnswers int64
-	answersAt   time.Time // when a frame last went out for a new answer count
-	ranking     Standings
 }
+
+// stream is one kind of live stream: it reads its source at each tick and
+// hands the frames to its hub's viewers.
+type stream interface {
+	// tick reads the source once and, when something changed, delivers
+	// one frame to every viewer. It runs under the hub's tickMu.
+	tick()
+	// leave is told that the last viewer left.
+	leave()
+}
+
+// pollHub is the stream of one poll (GET /v1/polls/{poll}/live).
+type pollHub struct {
+	*hub
+	poll    string
+	last    view
+	history []sample // records over the last minute, for votes per minute
+}
+
+func newPollHub(s *Server, pollID string) *hub {
+	h := &hub{s: s, key: pollID}
+	h.stream = &pollHub{hub: h, poll: pollID}
+	return h
+}
+
+func (h *pollHub) leave() { h.s.src.SetViewers(h.poll, 0, h.s.cfg.Now().UnixMilli()) }
 
 type sample struct {
 	at      time.Time
@@ -86,17 +103,18 @@ func (h *hub) run() {
 	}
 }
 
-// tick reads the poll once and, when it changed, encodes one snapshot and
-// one diff for every viewer.
+// tick runs one tick of the hub's stream.
 func (h *hub) tick() {
 	h.tickMu.Lock()
 	defer h.tickMu.Unlock()
 	start := time.Now()
 	defer func() { h.s.m.tick.Observe(time.Since(start).Seconds()) }()
-	if h.quiz != "" {
-		h.tickQuiz()
-		return
-	}
+	h.stream.tick()
+}
+
+// tick reads the poll once and, when it changed, encodes one snapshot and
+// one diff for every viewer.
+func (h *pollHub) tick() {
 	def, ok := h.s.src.Poll(h.poll)
 	if !ok {
 		return

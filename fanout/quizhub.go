@@ -63,15 +63,34 @@ type StandingMessage struct {
 	You               *quiz.Standing `json:"you"` // null: no counted answer yet
 }
 
+// quizHub is the stream of one quiz (GET /v1/quizzes/{quiz}/live).
+type quizHub struct {
+	*hub
+	quiz string
+	// The last frame's content, and the ranking it showed.
+	lastQuiz    []byte
+	lastAnswers int64
+	answersAt   time.Time // when a frame last went out for a new answer count
+	ranking     Standings
+}
+
 // quizKey is a quiz hub's key in Server.hubs; no poll id has a slash.
 func quizKey(id string) string { return "quiz/" + id }
+
+func newQuizHub(s *Server, quizID string) *hub {
+	h := &hub{s: s, key: quizKey(quizID)}
+	h.stream = &quizHub{hub: h, quiz: quizID}
+	return h
+}
+
+func (h *quizHub) leave() {}
 
 // answersEvery bounds how often a new answer count alone sends a frame.
 const answersEvery = time.Second
 
-// tickQuiz reads the quiz once and, when it changed, encodes one frame
+// tick reads the quiz once and, when it changed, encodes one frame
 // for every viewer; when the ranking changed, each participant's own.
-func (h *hub) tickQuiz() {
+func (h *quizHub) tick() {
 	now := h.s.cfg.Now()
 	qv, ok := api.QuizOf(h.s.src, h.quiz, false, now.UnixMilli())
 	if !ok {
@@ -141,7 +160,7 @@ func (h *hub) tickQuiz() {
 
 // sendStanding queues a participant's own standing under rk, if the
 // viewer said who they are and there is a ranking.
-func (h *hub) sendStanding(v *viewer, rk Standings) {
+func (h *quizHub) sendStanding(v *viewer, rk Standings) {
 	v.mu.Lock()
 	voter := v.participant
 	v.mu.Unlock()
@@ -159,7 +178,7 @@ func (h *hub) sendStanding(v *viewer, rk Standings) {
 
 // setParticipant records who a quiz stream's viewer is and sends them
 // their standing at once.
-func (h *hub) setParticipant(v *viewer, voter string) {
+func (h *quizHub) setParticipant(v *viewer, voter string) {
 	v.mu.Lock()
 	v.participant = voter
 	shownPoll, shownMs := v.shownPoll, v.shownMs

@@ -194,7 +194,7 @@ func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error)
 	if def, ok := s.src.Poll(pollID); !ok || def.Parked(s.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
-	return s.admit(&hub{s: s, key: pollID, poll: pollID}, ip, transport, out)
+	return s.admit(newPollHub(s, pollID), ip, transport, out)
 }
 
 // joinQuiz admits a viewer of a quiz's stream.
@@ -202,7 +202,7 @@ func (s *Server) joinQuiz(quizID, ip, transport string, out sender) (*viewer, er
 	if len(s.src.QuizQuestions(quizID)) == 0 {
 		return nil, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID)
 	}
-	return s.admit(&hub{s: s, key: quizKey(quizID), quiz: quizID}, ip, transport, out)
+	return s.admit(newQuizHub(s, quizID), ip, transport, out)
 }
 
 // admit counts a viewer in and adds it to the hub of like's key, starting
@@ -265,9 +265,7 @@ func (s *Server) dropHubIfEmpty(h *hub) {
 	if empty && s.hubs[h.key] == h {
 		delete(s.hubs, h.key)
 		close(h.stop)
-		if h.poll != "" {
-			s.src.SetViewers(h.poll, 0, s.cfg.Now().UnixMilli())
-		}
+		h.stream.leave()
 	}
 }
 

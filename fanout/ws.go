@@ -227,22 +227,25 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 		switch {
 		case in.Type == "resync":
 			v.hub.resync(v)
-		case in.Type == "vote" && v.hub.poll != "":
-			s.vote(c, in, v.hub.poll, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
-				ShownMs: v.shownAt(v.hub.poll), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "vote":
-			if !s.isQuestion(v.hub.quiz, in.Poll) {
-				s.reply(c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", v.hub.quiz, in.Poll))
-				continue
+			pollID := in.Poll // on a quiz's stream, the question it answers
+			switch st := v.hub.stream.(type) {
+			case *pollHub:
+				pollID = st.poll
+			case *quizHub:
+				if !s.isQuestion(st.quiz, in.Poll) {
+					s.reply(c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", st.quiz, in.Poll))
+					continue
+				}
 			}
-			s.vote(c, in, in.Poll, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
-				ShownMs: v.shownAt(in.Poll), RTTMs: v.rttMs.Load(), ReceivedMs: received})
-		case in.Type == "join" && v.hub.quiz != "":
+			s.vote(c, in, pollID, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
+				ShownMs: v.shownAt(pollID), RTTMs: v.rttMs.Load(), ReceivedMs: received})
+		case in.Type == "join" && isQuiz(v.hub):
 			if in.Voter == "" || len(in.Voter) > maxVoterLen {
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))
 				continue
 			}
-			v.hub.setParticipant(v, in.Voter)
+			v.hub.stream.(*quizHub).setParticipant(v, in.Voter)
 			// The server's time now: the frame a joining viewer gets first
 			// may be old, so a page sets its clock by this.
 			s.reply(c, in.Ref, map[string]any{"voter": in.Voter, "server_time": s.cfg.Now().UnixMilli()}, nil)
@@ -252,6 +255,9 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 		}
 	}
 }
+
+// isQuiz reports whether h is a quiz's stream.
+func isQuiz(h *hub) bool { _, ok := h.stream.(*quizHub); return ok }
 
 // maxVoterLen bounds the voter id a quiz participant joins with (the
 // ledger's bound).
