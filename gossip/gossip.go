@@ -191,16 +191,10 @@ func New(cfg Config) (*Gossip, error) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, what, err)
 		}
 	}
-	if cfg.Role == "" {
-		cfg.Role = RoleFull
-	}
-	if cfg.Role != RoleFull && cfg.Role != RoleEdge {
-		return nil, fmt.Errorf("%w: role %q (want full or edge)", ErrConfig, cfg.Role)
-	}
-	for _, k := range cfg.Keys {
-		if n := len(k); n != 16 && n != 24 && n != 32 {
-			return nil, fmt.Errorf("%w: gossip key must be 16, 24 or 32 bytes, got %d", ErrConfig, n)
-		}
+	cfg.Role = cmp.Or(cfg.Role, RoleFull)
+	cfg.BindAddr = cmp.Or(cfg.BindAddr, DefaultBindAddr)
+	if err := errors.Join(CheckRole(cfg.Role), CheckKeys(cfg.Keys)); err != nil {
+		return nil, err
 	}
 	if len(cfg.Keys) == 0 && len(cfg.Join) > 0 && !cfg.AllowInsecure {
 		return nil, &FieldError{Field: "Join", Err: errors.New("a cluster needs a key (Keys): without one anyone who reaches the gossip and NATS ports can rewrite the counts (AllowInsecure allows it for a throwaway local cluster)")}

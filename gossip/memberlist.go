@@ -2,7 +2,6 @@ package gossip
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -59,7 +58,7 @@ func (g *Gossip) startMemberlist() error {
 		mc.Keyring = kr
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
-	host, port, err := hostPort(cmp.Or(cfg.BindAddr, ":7946"))
+	host, port, err := hostPort(cfg.BindAddr)
 	if err != nil {
 		return fmt.Errorf("%w: gossip address: %v", ErrConfig, err)
 	}
@@ -75,7 +74,7 @@ func (g *Gossip) startMemberlist() error {
 		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
 	})
 	if err != nil {
-		return &FieldError{Field: "BindAddr", Value: cmp.Or(cfg.BindAddr, ":7946"), Err: err}
+		return &FieldError{Field: "BindAddr", Value: cfg.BindAddr, Err: err}
 	}
 	mc.BindAddr, mc.BindPort = host, nt.GetAutoBindPort()
 	if cfg.AdvertiseAddr != "" {

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,6 +13,29 @@ const (
 	RoleFull = "full" // takes votes and serves viewers
 	RoleEdge = "edge" // serves viewers from gossiped state only
 )
+
+// DefaultBindAddr is memberlist's address when Config.BindAddr is empty.
+const DefaultBindAddr = ":7946"
+
+// CheckRole refuses a role that is neither RoleFull nor RoleEdge, as a
+// *FieldError of Role.
+func CheckRole(role string) error {
+	if role != RoleFull && role != RoleEdge {
+		return &FieldError{Field: "Role", Value: role, Err: errors.New("want full or edge")}
+	}
+	return nil
+}
+
+// CheckKeys refuses gossip keys that are not 16, 24 or 32 bytes, as a
+// *FieldError of Keys naming the key by its place (from 1).
+func CheckKeys(keys [][]byte) error {
+	for i, k := range keys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return &FieldError{Field: "Keys", Err: fmt.Errorf("key %d is %d bytes; want 16, 24 or 32", i+1, n)}
+		}
+	}
+	return nil
+}
 
 // meta is what a node tells the others about itself in its memberlist
 // metadata (at most 512 bytes). Empty hosts mean "my memberlist address".

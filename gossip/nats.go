@@ -453,7 +453,7 @@ func natsPasswords(keys [][]byte) []string {
 // bind there too when their addresses name no host, so a node whose
 // gossip is on a private interface does not open NATS on every one.
 func (g *Gossip) bindHost() string {
-	h, _, err := hostPort(cmp.Or(g.cfg.BindAddr, ":7946"))
+	h, _, err := hostPort(g.cfg.BindAddr)
 	if err != nil || h == "" {
 		return "0.0.0.0"
 	}

@@ -36,7 +36,7 @@ func BenchmarkVoteToViewerAcrossRegions(b *testing.B) {
 			c.Region, c.NATSURL, c.PushPull = region, urls[region], time.Hour
 			c.Limits.IPRate, c.Limits.VoterRate = 0, 0
 			if i > 0 {
-				c.Join = nodes[0].GossipAddr()
+				c.Join = []string{nodes[0].GossipAddr()}
 			}
 		}))
 	}

@@ -199,7 +199,7 @@ func TestCertificationPendingWhileAReplicaIsDown(t *testing.T) {
 		return v.Status == "pending" && strings.Contains(v.Reason, down.replica) && strings.Contains(v.Reason, "expected 1 records")
 	})
 	back := startNodeAt(t, down.cfg.DataDir, up[0].clock.ms.Load(), func(c *Config) {
-		c.Region, c.Join, c.NodeName, c.PushPull = "ap-south", up[0].GossipAddr(), down.cfg.NodeName, 500*time.Millisecond
+		c.Region, c.Join, c.NodeName, c.PushPull = "ap-south", []string{up[0].GossipAddr()}, down.cfg.NodeName, 500*time.Millisecond
 	})
 	all := []*testNode{up[0], up[1], back}
 	if v := certifiedEverywhere(t, all, "p"); v.Total != 3 || len(v.Detail.Result.Replicas) != 3 {
@@ -334,7 +334,7 @@ func TestCoordinatorTakeover(t *testing.T) {
 	coord = "" // the restarted node collects normally
 	mu.Unlock()
 	back := startNodeAt(t, first.cfg.DataDir, rest[0].clock.ms.Load(), func(c *Config) {
-		c.Region, c.Join, c.NodeName, c.PushPull = first.cfg.Region, rest[0].GossipAddr(), first.cfg.NodeName, 500*time.Millisecond
+		c.Region, c.Join, c.NodeName, c.PushPull = first.cfg.Region, []string{rest[0].GossipAddr()}, first.cfg.NodeName, 500*time.Millisecond
 		c.Fetch, c.TakeoverAfter = first.cfg.Fetch, 2*time.Second
 	})
 	got := certifiedEverywhere(t, append(rest, back), "p")

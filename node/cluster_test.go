@@ -24,7 +24,7 @@ func startCluster(t testing.TB, regions []string, mutate func(i int, c *Config))
 			c.Region = region
 			c.PushPull = 500 * time.Millisecond
 			if i > 0 {
-				c.Join = nodes[0].GossipAddr()
+				c.Join = []string{nodes[0].GossipAddr()}
 			}
 			if mutate != nil {
 				mutate(i, c)
@@ -163,7 +163,7 @@ func TestClusterOfFive(t *testing.T) {
 	}
 	nodes[0].vote(t, "p", "c", "while-down")
 	restarted := startNode(t, victim.cfg.DataDir, func(c *Config) {
-		c.Region, c.Join, c.NodeName, c.PushPull = "us-east", nodes[0].GossipAddr(), victim.cfg.NodeName, 500*time.Millisecond
+		c.Region, c.Join, c.NodeName, c.PushPull = "us-east", []string{nodes[0].GossipAddr()}, victim.cfg.NodeName, 500*time.Millisecond
 	})
 	if restarted.replica != replica {
 		t.Fatalf("replica changed across restart: %s → %s", replica, restarted.replica)
@@ -226,7 +226,7 @@ func TestEdgeNode(t *testing.T) {
 func TestGossipKeyCluster(t *testing.T) {
 	key := "MDEyMzQ1Njc4OWFiY2RlZg==" // 16 bytes
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) { c.GossipKey = key })
-	stranger := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Join = "ap-south", nodes[0].GossipAddr() })
+	stranger := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Join = "ap-south", []string{nodes[0].GossipAddr()} })
 	if n := len(stranger.gossip.Members()); n != 1 {
 		t.Fatalf("a node without the key sees %d members", n)
 	}
@@ -245,7 +245,7 @@ func TestGossipKeyRotation(t *testing.T) {
 	nodes[0].createPoll(t, "p")
 	havePoll(t, nodes, "p")
 	stranger := startNode(t, t.TempDir(), func(c *Config) {
-		c.Region, c.Join, c.GossipKey = "ap-south", nodes[0].GossipAddr(), "MTExMTExMTExMTExMTExMQ=="
+		c.Region, c.Join, c.GossipKey = "ap-south", []string{nodes[0].GossipAddr()}, "MTExMTExMTExMTExMTExMQ=="
 	})
 	if n := len(stranger.gossip.Members()); n != 1 {
 		t.Fatalf("a node with neither key sees %d members", n)
@@ -267,7 +267,7 @@ func TestReplicaIdentity(t *testing.T) {
 	}
 	// The disk is lost: same region, same node name, empty data dir.
 	fresh := startNode(t, t.TempDir(), func(c *Config) {
-		c.Region, c.Join, c.NodeName, c.PushPull = "us-east", nodes[0].GossipAddr(), old.cfg.NodeName, 500*time.Millisecond
+		c.Region, c.Join, c.NodeName, c.PushPull = "us-east", []string{nodes[0].GossipAddr()}, old.cfg.NodeName, 500*time.Millisecond
 	})
 	if fresh.replica == old.replica {
 		t.Fatalf("a fresh data dir reused replica id %s", old.replica)

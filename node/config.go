@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -24,51 +26,60 @@ import (
 	"tally/trust"
 )
 
-// Config configures a node. DefaultConfig gives the defaults; a zero field
-// of a Config built by hand also means its default where one exists.
+// Config configures a node. DefaultConfig is the one source of the
+// defaults (the flags start from it). A Config built by hand should start
+// from DefaultConfig too: New fills in only the injected dependencies
+// (Logger, Registry, Now, Stdout), Role, Region, the HTTP timeouts,
+// Retention, SessionTTL and ForgetEvery when zero — from DefaultConfig.
+// Everywhere else zero is a setting of its own, as its flag says:
+// CheckpointEvery 0 checkpoints only at shutdown, PowBits 0 sets no
+// puzzle, Drain 0 stops at once, CatchUpWait 0 does not wait, TrustFloor 0
+// counts every vote, Demo false creates no demo poll. List flags (--join,
+// --origins, --trusted-proxies, --shared-networks) are parsed when the
+// flag is set.
 type Config struct {
 	// envErrs are TALLY_* values RegisterFlags could not parse; Validate
 	// refuses to run with them, as a bad flag is refused.
 	envErrs []error
 
-	DataDir         string // Pebble ledger, replica id, admin token
-	HTTPAddr        string // API, page and metrics
-	Region          string // region name, part of the replica id
-	NodeName        string // unique within the cluster
-	AdminToken      string // empty: generated and stored in DataDir
-	GossipAddr      string // memberlist bind address
-	GossipAdvertise string // memberlist address announced, when not the bind address
-	Join            string // memberlist seeds
-	GossipKey       string // memberlist encryption key (base64)
+	DataDir         string   // Pebble ledger, replica id, admin token
+	HTTPAddr        string   // API, page and metrics
+	Region          string   // region name, part of the replica id
+	NodeName        string   // unique within the cluster
+	AdminToken      string   // empty: generated and stored in DataDir
+	GossipAddr      string   // memberlist bind address
+	GossipAdvertise string   // memberlist address announced, when not the bind address
+	Join            []string // memberlist seeds (host:port), parsed from --join
+	GossipKey       string   // memberlist encryption key (base64)
 	// Files holding secrets, read at start (a file's content replaces the
 	// flag's; giving both is an error): how operators keep secrets off
 	// command lines and out of the environment of every child process.
 	AdminTokenFile, GossipKeyFile, SessionSecretFile string
-	InsecureGossip                                   bool          // allow --join without a key (throwaway local clusters only)
-	GossipProfile                                    string        // memberlist timing: wan, lan or local
-	PushPull                                         time.Duration // anti-entropy interval; 0: the profile's
-	Cluster                                          string        // cluster name: the NATS subject
-	NATSURL                                          string        // external NATS; empty: embedded
-	NATSAddr                                         string        // embedded NATS client listen address
-	NATSClusterAddr                                  string        // embedded NATS route listener (nodes of one region); empty: none
-	NATSGatewayAddr                                  string        // embedded NATS gateway listener (other regions); empty: none
-	Retention                                        time.Duration // closed polls stop being gossiped this long after close
-	Role                                             string        // full or edge
-	CertifySettle                                    time.Duration // after close + grace, before certifying
-	CheckpointEvery                                  time.Duration // how often the vote state is checkpointed; 0: only at shutdown
-	SessionSecret                                    string        // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
-	RequireSession                                   bool          // refuse votes without a voter token
-	PowBits                                          int           // proof-of-work difficulty before a token; 0: none
-	TokensPerMinute                                  int           // voter tokens per address per minute, across the cluster
-	VouchedTokens, QuizVouchedTokens                 int           // tokens of one address that count (polls, quizzes), across the cluster
-	VouchPace                                        float64       // vouched tokens a node hands one address a second
-	CatchUpWait                                      time.Duration // after a start, how long new votes wait for the other replicas' ballots
-	SharedNetworks                                   string        // CIDRs of networks many people share (a venue): all vouched
-	SessionTTL                                       time.Duration // how long a voter token is good for
-	DatacenterFile                                   string        // CIDRs of datacenters/proxies, one per line: votes from them score low
-	TakeoverAfter                                    time.Duration // how long each next node waits before taking certification over
-	Tick                                             time.Duration // fan-out tick
-	TrustedProxies                                   string        // CIDRs whose X-Forwarded-For is believed
+	InsecureGossip                                   bool           // allow --join without a key (throwaway local clusters only)
+	GossipProfile                                    string         // memberlist timing: wan, lan or local
+	PushPull                                         time.Duration  // anti-entropy interval; 0: the profile's
+	Cluster                                          string         // cluster name: the NATS subject
+	NATSURL                                          string         // external NATS; empty: embedded
+	NATSAddr                                         string         // embedded NATS client listen address
+	NATSClusterAddr                                  string         // embedded NATS route listener (nodes of one region); empty: none
+	NATSGatewayAddr                                  string         // embedded NATS gateway listener (other regions); empty: none
+	Retention                                        time.Duration  // closed polls stop being gossiped this long after close
+	Role                                             string         // full or edge
+	CertifySettle                                    time.Duration  // after close + grace, before certifying
+	CheckpointEvery                                  time.Duration  // how often the vote state is checkpointed; 0: only at shutdown
+	SessionSecret                                    string         // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
+	RequireSession                                   bool           // refuse votes without a voter token
+	PowBits                                          int            // proof-of-work difficulty before a token; 0: none
+	TokensPerMinute                                  int            // voter tokens per address per minute, across the cluster
+	VouchedTokens, QuizVouchedTokens                 int            // tokens of one address that count (polls, quizzes), across the cluster
+	VouchPace                                        float64        // vouched tokens a node hands one address a second
+	CatchUpWait                                      time.Duration  // after a start, how long new votes wait for the other replicas' ballots
+	SharedNetworks                                   []netip.Prefix // networks many people share (a venue): all vouched
+	SessionTTL                                       time.Duration  // how long a voter token is good for
+	DatacenterFile                                   string         // CIDRs of datacenters/proxies, one per line: votes from them score low
+	TakeoverAfter                                    time.Duration  // how long each next node waits before taking certification over
+	Tick                                             time.Duration  // fan-out tick
+	TrustedProxies                                   []netip.Prefix // peers whose X-Forwarded-For is believed
 	Limits                                           ingest.Limits
 	TrustFloor                                       float64
 	Demo                                             bool // create a demo poll when there is none
@@ -135,7 +146,7 @@ func DefaultConfig() Config {
 		HTTPAddr:          ":8080",
 		Region:            "local",
 		NodeName:          host,
-		GossipAddr:        ":7946",
+		GossipAddr:        gossip.DefaultBindAddr,
 		GossipProfile:     "wan",
 		Cluster:           "tally",
 		NATSAddr:          "127.0.0.1:4222",
@@ -153,7 +164,7 @@ func DefaultConfig() Config {
 		CatchUpWait:       10 * time.Second,
 		SessionTTL:        ingest.DefaultSessionTTL,
 		TakeoverAfter:     5 * time.Second,
-		Role:              "full",
+		Role:              gossip.RoleFull,
 		Tick:              250 * time.Millisecond,
 		Limits:            ingest.DefaultLimits(),
 		Demo:              true,
@@ -192,7 +203,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "Bearer token(s) for admin endpoints, comma-separated during a rotation (prefer --admin-token-file or $TALLY_ADMIN_TOKEN: a flag shows in ps; default: generated and stored in the data dir, never printed)")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
-	fs.StringVar(&c.Join, "join", c.Join, "comma-separated memberlist seeds (host:port) of any region")
+	fs.Func("join", "comma-separated memberlist seeds (host:port) of any region", func(s string) error {
+		c.Join = nil
+		for _, seed := range strings.Split(s, ",") {
+			if seed = strings.TrimSpace(seed); seed == "" {
+				continue
+			}
+			if host, port, err := net.SplitHostPort(seed); err != nil || host == "" || port == "" {
+				return fmt.Errorf("%q is not host:port (like eu-1.example.net:7946)", seed)
+			}
+			c.Join = append(c.Join, seed)
+		}
+		return nil
+	})
 	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 cluster key of 16, 24 or 32 bytes: encrypts memberlist and authenticates every gossip message (prefer $TALLY_GOSSIP_KEY: a flag shows in ps). Without it the node is a single node: it takes no members and opens no NATS route or gateway. Comma-separated keys during a rotation: the first seals, all verify")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin token(s), one per line or comma-separated: every one is accepted, so a new token can be added before the old one is removed")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", c.GossipKeyFile, "file holding the cluster key(s), as --gossip-key")
@@ -220,14 +243,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.QuizVouchedTokens, "quiz-vouched-tokens", c.QuizVouchedTokens, "the same for quiz answers: how many participants of one address may rank")
 	fs.DurationVar(&c.CatchUpWait, "catch-up-wait", c.CatchUpWait, "after a start, how long new votes wait (503, Retry-After 1; /readyz 503) until this node holds the other replicas' ballots, so a retry of a key taken elsewhere is not answered as new (0: no wait)")
 	fs.Float64Var(&c.VouchPace, "vouch-pace", c.VouchPace, "vouched tokens a node hands one address per second (later asks: 429, Retry-After 1), so regions asked at once cannot all hand out the same ones; 0: no pace")
-	fs.StringVar(&c.SharedNetworks, "shared-networks", c.SharedNetworks, "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute")
+	fs.Func("shared-networks", "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute", cidrFlag(&c.SharedNetworks))
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a voter token is good for (1m-24h): a broadcast's length, so tokens cannot be stockpiled long before")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (takes votes and serves viewers) or edge (serves viewers from gossiped state only)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP")
+	fs.Func("trusted-proxies", "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP", cidrFlag(&c.TrustedProxies))
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")
 	fs.IntVar(&c.Limits.IPBurst, "rate-ip-burst", c.Limits.IPBurst, "burst of votes per client IP")
 	fs.Float64Var(&c.Limits.VoterRate, "rate-voter", c.Limits.VoterRate, "votes per second per voter id (0: unlimited)")
@@ -293,10 +316,10 @@ func (c *Config) Validate() error {
 	if _, err := c.NewLogger(io.Discard); err != nil {
 		return err
 	}
-	if c.Role != gossip.RoleFull && c.Role != gossip.RoleEdge {
-		return fmt.Errorf("%w: --role %q: want full or edge", ErrConfig, c.Role)
+	if err := gossip.CheckRole(c.Role); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, flagError(err))
 	}
-	if c.Role == gossip.RoleEdge && c.Join == "" {
+	if c.Role == gossip.RoleEdge && len(c.Join) == 0 {
 		return fmt.Errorf("%w: --role edge serves gossiped state and needs --join", ErrConfig)
 	}
 	if c.SessionTTL != 0 && (c.SessionTTL < time.Minute || c.SessionTTL > 24*time.Hour) {
@@ -376,23 +399,12 @@ func (c *Config) gossipKeys() ([][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: --gossip-key %d is not base64: %v", ErrConfig, i+1, err)
 		}
-		if n := len(key); n != 16 && n != 24 && n != 32 {
-			return nil, fmt.Errorf("%w: --gossip-key %d must decode to 16, 24 or 32 bytes, got %d", ErrConfig, i+1, n)
-		}
 		keys = append(keys, key)
 	}
-	return keys, nil
-}
-
-// seeds splits --join.
-func (c *Config) seeds() []string {
-	var out []string
-	for _, s := range strings.Split(c.Join, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
+	if err := gossip.CheckKeys(keys); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, flagError(err))
 	}
-	return out
+	return keys, nil
 }
 
 // readSecretFiles replaces the secrets given by file with the files'
@@ -451,6 +463,7 @@ var gossipFlags = map[string]string{
 	"BindAddr": "--gossip-addr", "Join": "--join", "NodeName": "--node-name",
 	"NATSAddr": "--nats-addr", "NATSClusterAddr": "--nats-cluster-addr", "NATSGatewayAddr": "--nats-gateway-addr",
 	"NATSCredsFile": "--nats-creds", "NATSNKeyFile": "--nats-nkey",
+	"Role": "--role", "Keys": "--gossip-key",
 }
 
 // gossipHints say, by field, what to do in the operator's terms.
@@ -469,14 +482,36 @@ func flagError(err error) error {
 	if !ok {
 		return err
 	}
-	if hint := gossipHints[fe.Field]; hint != "" {
-		return fmt.Errorf("%w: %s", gossip.ErrConfig, hint)
+	switch hint := gossipHints[fe.Field]; {
+	case hint != "":
+		return &flagErr{hint, fe}
+	case errors.Is(fe.Err, gossip.ErrTwoNATSCredentials):
+		return &flagErr{"give --nats-creds or --nats-nkey, not both", fe}
+	case fe.Value == "":
+		return &flagErr{fmt.Sprintf("%s: %v", flag, fe.Err), fe}
 	}
-	if errors.Is(fe.Err, gossip.ErrTwoNATSCredentials) {
-		return fmt.Errorf("%w: give --nats-creds or --nats-nkey, not both", gossip.ErrConfig)
+	return &flagErr{fmt.Sprintf("%s %s: %v", flag, fe.Value, fe.Err), fe}
+}
+
+// flagErr is a library's field error said in flags; it wraps the field
+// error (and so its package's ErrConfig and cause).
+type flagErr struct {
+	msg string
+	fe  *gossip.FieldError
+}
+
+func (e *flagErr) Error() string { return e.msg }
+func (e *flagErr) Unwrap() error { return e.fe }
+
+// cidrFlag parses a flag of comma-separated CIDRs (or single addresses)
+// into *dst.
+func cidrFlag(dst *[]netip.Prefix) func(string) error {
+	return func(s string) error {
+		p, err := ingest.ParseCIDRs(s)
+		if err != nil {
+			return err
+		}
+		*dst = p
+		return nil
 	}
-	if fe.Value == "" {
-		return fmt.Errorf("%w: %s: %v", gossip.ErrConfig, flag, fe.Err)
-	}
-	return fmt.Errorf("%w: %s %s: %v", gossip.ErrConfig, flag, fe.Value, fe.Err)
 }

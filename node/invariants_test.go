@@ -137,7 +137,7 @@ func TestRefusesBadClusterSettings(t *testing.T) {
 		"unknown profile":     func(c *Config) { c.GossipProfile = "mars" },
 		"bad node name":       func(c *Config) { c.NodeName = "a b" },
 		"bad cluster name":    func(c *Config) { c.Cluster = "a.b" },
-		"join without a key":  func(c *Config) { c.Join = "127.0.0.1:1" },
+		"join without a key":  func(c *Config) { c.Join = []string{"127.0.0.1:1"} },
 	} {
 		cfg := DefaultConfig()
 		cfg.DataDir, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0"

@@ -315,7 +315,7 @@ func TestPollLeavesMemoryAfterRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := startNodeAt(t, a.cfg.DataDir, a.clock.ms.Load(), func(c *Config) {
-		c.Region, c.NodeName, c.Join, c.Retention, c.ForgetEvery = "eu-west", a.cfg.NodeName, b.GossipAddr(), time.Second, 20*time.Millisecond
+		c.Region, c.NodeName, c.Join, c.Retention, c.ForgetEvery = "eu-west", a.cfg.NodeName, []string{b.GossipAddr()}, time.Second, 20*time.Millisecond
 	})
 	if r := back.call(t, "GET", "/v1/polls/p", ""); r.status != http.StatusNotFound {
 		t.Fatalf("after a restart: %d", r.status)
@@ -365,7 +365,7 @@ func TestReconciledViewShowsCertifiedNumbers(t *testing.T) {
 // share one budget, where they used to get ten.
 func TestIPv6AddressesShareTheirSlash64(t *testing.T) {
 	n := startNode(t, t.TempDir(), func(c *Config) {
-		c.TrustedProxies = "127.0.0.1/32"
+		c.TrustedProxies = mustCIDRs("127.0.0.1/32")
 		c.Limits.IPRate, c.Limits.IPBurst = 1, 4
 	})
 	n.createPoll(t, "p")

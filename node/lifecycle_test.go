@@ -155,7 +155,7 @@ func (lc *lifecycle) start(i int) {
 	}
 	for j, o := range lc.nodes {
 		if j != i && o.n != nil {
-			cfg.Join = o.n.GossipAddr()
+			cfg.Join = []string{o.n.GossipAddr()}
 			break
 		}
 	}

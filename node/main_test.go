@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"tally/ingest"
 	"tally/internal/testwait"
 )
 
@@ -177,4 +179,13 @@ func (tn *testNode) totals(t testing.TB, id string) map[string]int64 {
 	}
 	out["_total"] = int64(r.body["total"].(float64))
 	return out
+}
+
+// mustCIDRs parses comma-separated CIDRs or fails the program (test set-up).
+func mustCIDRs(s string) []netip.Prefix {
+	p, err := ingest.ParseCIDRs(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

@@ -72,14 +72,6 @@ func New(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	trusted, err := ingest.ParseCIDRs(cfg.TrustedProxies)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --trusted-proxies: %v", ErrConfig, err)
-	}
-	shared, err := ingest.ParseCIDRs(cfg.SharedNetworks)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --shared-networks: %v", ErrConfig, err)
-	}
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -146,10 +138,10 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.ingest, err = ingest.New(ingest.Config{
 		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
-		IPSalt: []byte(salt), TrustedProxies: trusted, IPv6Prefix: cfg.IPv6Prefix, Registerer: n.reg, Now: cfg.Now,
+		IPSalt: []byte(salt), TrustedProxies: cfg.TrustedProxies, IPv6Prefix: cfg.IPv6Prefix, Registerer: n.reg, Now: cfg.Now,
 		Datacenters: datacenters, CatchingUp: n.catchingUp,
 		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute,
-			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, VouchPace: cfg.VouchPace, Shared: shared, TTL: cfg.SessionTTL},
+			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, VouchPace: cfg.VouchPace, Shared: cfg.SharedNetworks, TTL: cfg.SessionTTL},
 	})
 	if err != nil {
 		return nil, err
@@ -173,7 +165,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.gossip, err = gossip.New(gossip.Config{
 		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
-		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.seeds(), Keys: keys, AllowInsecure: cfg.InsecureGossip, PublicKey: key.Public().(ed25519.PublicKey),
+		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.Join, Keys: keys, AllowInsecure: cfg.InsecureGossip, PublicKey: key.Public().(ed25519.PublicKey),
 		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
 		HTTPS: tlsID != nil, TLS: natsMutual(tlsID), NATSCredsFile: cfg.NATSCreds, NATSNKeyFile: cfg.NATSNKey, NATSTLS: natsTLS,
 		NATSURL: cfg.NATSURL, NATSAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr,
@@ -198,7 +190,7 @@ func New(cfg Config) (n *Node, err error) {
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
 		Standings:  n.quizStandings,
 		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
-		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, trusted) },
+		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },
 		Registerer: n.reg, Now: cfg.Now,
 	})
@@ -307,6 +299,8 @@ func (n *Node) Run(ctx context.Context) error {
 			for range 4 {
 				<-certDone
 			}
+		} else if _, ok := errors.AsType[*flagErr](err); ok {
+			err = fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	// Stop in the order a load balancer and the other regions need: HTTP

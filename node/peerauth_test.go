@@ -136,7 +136,7 @@ func TestAdminAddrKeepsInternalsOffThePublicPort(t *testing.T) {
 // line that names the way out; --insecure-gossip lets it run anyway.
 func TestJoinWithoutAKeyRefused(t *testing.T) {
 	cfg := testConfig(t.TempDir(), &fakeClock{})
-	cfg.GossipKey, cfg.Join = "", "127.0.0.1:1"
+	cfg.GossipKey, cfg.Join = "", []string{"127.0.0.1:1"}
 	_, err := New(cfg)
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--insecure-gossip") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("join without a key: %v", err)

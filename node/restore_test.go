@@ -62,7 +62,7 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := startNodeAt(t, data, ms, func(c *Config) {
-		c.Region, c.Join, c.PushPull = "us", eu.GossipAddr(), 500*time.Millisecond
+		c.Region, c.Join, c.PushPull = "us", []string{eu.GossipAddr()}, 500*time.Millisecond
 	})
 	waitFor(t, func() bool { return len(restored.gossip.Members()) == 2 })
 	// Once both regions show the same tally, it is the one before the

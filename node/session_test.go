@@ -365,7 +365,7 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes[2] = startNodeAt(t, dir, ms, func(c *Config) {
-		c.Region, c.Join, c.PushPull = "ap", nodes[0].GossipAddr(), 500*time.Millisecond
+		c.Region, c.Join, c.PushPull = "ap", []string{nodes[0].GossipAddr()}, 500*time.Millisecond
 		c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, vouched
 		c.SessionSecret = "a shared session secret of 32 b!"
 	})
@@ -423,6 +423,7 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		{"--tokens-per-minute", "0"}, {"--vouched-tokens", "0"}, {"--pow-bits", "300"}, {"--pow-bits", "33"}, {"--pow-bits", "-5"},
 		{"--trust-floor", "2"}, {"--trust-floor", "-0.1"}, {"--trust-floor", "NaN"}, {"--rate-ip", "NaN"}, {"--rate-voter", "NaN"},
 		{"--rate-ip", "-1"}, {"--rate-voter", "+Inf"}, {"--rate-ip-burst", "-1"}, {"--catch-up-wait", "-1s"}, {"--catch-up-wait", "1h"},
+		{"--join", "eu-1.example.net"}, {"--join", ":7946"}, {"--join", "a:1,b"}, {"--trusted-proxies", "10.0.0.0/40"}, {"--trusted-proxies", "proxy"},
 	} {
 		cfg := DefaultConfig()
 		fs := flag.NewFlagSet("tally", flag.ContinueOnError)

@@ -76,7 +76,7 @@ func TestDuplicateNodeNameIsRefused(t *testing.T) {
 	first := startNode(t, t.TempDir(), func(c *Config) { c.NodeName = "twin" })
 	cfg := testConfig(t.TempDir(), &fakeClock{})
 	cfg.Now = first.cfg.Now
-	cfg.NodeName, cfg.Join = "twin", first.GossipAddr()
+	cfg.NodeName, cfg.Join = "twin", []string{first.GossipAddr()}
 	_, err := runUntilFails(t, cfg)
 	if !errors.Is(err, gossip.ErrConfig) || !strings.Contains(err.Error(), `--node-name "twin": already taken`) {
 		t.Fatalf("duplicate name: %v", err)
