@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -270,6 +271,10 @@ func TestLedgerExportOfAMissingPoll(t *testing.T) {
 	body, _ := io.ReadAll(w.Body)
 	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("export of an empty poll: %d %q %s", w.Code, w.Header().Get("Content-Type"), body)
+	}
+	def, _ := r.state.Poll("p")
+	if want := fmt.Sprintf(`{"close":{"poll":"p","closes_at":%d}}`+"\n", def.ClosesAt); string(body) != want {
+		t.Fatalf("export of an empty poll: %q, want its close line %q", body, want)
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // records for the poll as NDJSON, streamed.
 func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
-	if _, ok := h.cfg.State.Poll(id); !ok {
+	def, ok := h.cfg.State.Poll(id)
+	if !ok {
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}
@@ -26,5 +27,10 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	// The close line first: an auditor's merge applies the poll's close
+	// as its certification does (docs/certification.md).
+	if ledger.WriteClose(w, ledger.PollClose{Poll: id, ClosesAt: def.ClosesAt, FirstWins: def.Quiz != nil}) != nil {
+		return
+	}
 	h.cfg.Ledger.ExportSigned(w, id, h.cfg.SigningKey)
 }

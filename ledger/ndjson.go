@@ -123,7 +123,21 @@ func ReadNDJSON(r io.Reader) iter.Seq2[Record, error] {
 // a replica after its signed head is an error: the signature would not
 // cover it.
 func ReadNDJSONHeads(r io.Reader, onHead func(*SignedHead)) iter.Seq2[Record, error] {
+	return ReadExport(r, ExportHooks{Head: onHead})
+}
+
+// ExportHooks receive an export's lines that are not records.
+type ExportHooks struct {
+	Head  func(*SignedHead) // each signed head, once checked
+	Close func(PollClose)   // the close line, when the export has one
+}
+
+// ReadExport is ReadNDJSONHeads that also reads the export's close line
+// (PollClose): at most one, naming the export's poll.
+func ReadExport(r io.Reader, hooks ExportHooks) iter.Seq2[Record, error] {
+	onHead := hooks.Head
 	return func(yield func(Record, error) bool) {
+		closed := false
 		signed := map[chainID]bool{}
 		br := bufio.NewReaderSize(r, 64<<10)
 		var poll string
@@ -139,6 +153,25 @@ func ReadNDJSONHeads(r io.Reader, onHead func(*SignedHead)) iter.Seq2[Record, er
 				return
 			}
 			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			if bytes.HasPrefix(line, pollClosePrefix) {
+				c, err := decodeClose(line)
+				switch {
+				case err != nil:
+				case closed:
+					err = fmt.Errorf("%w: a second close line", ErrMalformed)
+				case poll != "" && c.Poll != poll:
+					err = fmt.Errorf("%w: close line of poll %q in an export of poll %q", ErrInvalid, c.Poll, poll)
+				}
+				if err != nil {
+					yield(Record{}, fmt.Errorf("line %d: %w", n, err))
+					return
+				}
+				closed, poll = true, c.Poll
+				if hooks.Close != nil {
+					hooks.Close(c)
+				}
 				continue
 			}
 			if bytes.HasPrefix(line, signedHeadPrefix) {

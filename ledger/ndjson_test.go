@@ -185,6 +185,7 @@ func FuzzReadNDJSON(f *testing.F) {
 	line, _ := l.MarshalJSON()
 	f.Add(append(line, '\n'))
 	f.Add([]byte("{}\n\n{"))
+	f.Add(append([]byte(`{"close":{"poll":"p","closes_at":5,"first_wins":true}}`+"\n"), append(line, '\n')...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for rec, err := range ReadNDJSON(bytes.NewReader(b)) {
 			if err != nil {
@@ -289,5 +290,48 @@ func TestSignalsRoundTrip(t *testing.T) {
 	r.Signals.OverBudget = false
 	if back, err := DecodeRecord(r.AppendBinary(nil)); err != nil || back.Signals.OverBudget || !back.Signals.Datacenter || back.Hash() != r.Hash() {
 		t.Fatalf("an older record: %+v %v", back.Signals, err)
+	}
+}
+
+// TestCloseLine: an export's close line is read once, before the records
+// of its poll; a malformed, repeated or foreign one is refused.
+func TestCloseLine(t *testing.T) {
+	r := vote("p", "v", "o", "k", 5)
+	r.Replica, r.Seq = "eu-1", 1
+	line, _ := r.MarshalJSON()
+	var good bytes.Buffer
+	if err := WriteClose(&good, PollClose{Poll: "p", ClosesAt: 99, FirstWins: true}); err != nil {
+		t.Fatal(err)
+	}
+	good.Write(append(line, '\n'))
+	var got []PollClose
+	n := 0
+	for _, err := range ReadExport(bytes.NewReader(good.Bytes()), ExportHooks{Close: func(c PollClose) { got = append(got, c) }}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1 || len(got) != 1 || got[0] != (PollClose{Poll: "p", ClosesAt: 99, FirstWins: true}) {
+		t.Fatalf("read %d records and closes %v", n, got)
+	}
+	closeLine := `{"close":{"poll":"p","closes_at":99}}` + "\n"
+	for name, in := range map[string]string{
+		"two close lines":   closeLine + closeLine,
+		"another poll's":    `{"close":{"poll":"q","closes_at":99}}` + "\n" + string(line) + "\n",
+		"after the records": string(line) + "\n" + `{"close":{"poll":"x","closes_at":99}}` + "\n",
+		"unknown field":     `{"close":{"poll":"p","closes_at":99,"extra":1}}` + "\n",
+		"no close time":     `{"close":{"poll":"p"}}` + "\n",
+		"negative":          `{"close":{"poll":"p","closes_at":-1}}` + "\n",
+		"bad poll id":       `{"close":{"poll":"../x","closes_at":9}}` + "\n",
+		"null":              `{"close":null}` + "\n",
+	} {
+		failed := false
+		for _, err := range ReadNDJSON(strings.NewReader(in)) {
+			failed = failed || err != nil
+		}
+		if !failed {
+			t.Errorf("%s: read without an error", name)
+		}
 	}
 }

@@ -163,6 +163,11 @@ func (d *Definition) WindowAt(ms int64) Window {
 	return AfterGrace
 }
 
+// StoreKey is the name a node stores a poll's definition under in its
+// ledger's metadata (as a crdt.Register of the Definition, JSON): offline
+// tools read it there.
+func StoreKey(id string) string { return "poll/" + id }
+
 // Parked reports whether d is a quiz question not yet started: only the
 // host sees it (docs/quiz.md).
 func (d *Definition) Parked(nowMs int64) bool { return d.Quiz != nil && nowMs < d.OpensAt }

@@ -44,7 +44,7 @@ type Store interface {
 	MetaWithPrefix(prefix string) iter.Seq2[string, []byte]
 }
 
-const pollPrefix = "poll/"
+var pollPrefix = poll.StoreKey("") // definitions in the Store
 
 // Config configures a State.
 type Config struct {
@@ -210,7 +210,7 @@ func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("%w: %w", ErrStore, err)
 		}
-		if err := s.store.PutMeta(pollPrefix+d.ID, b); err != nil {
+		if err := s.store.PutMeta(poll.StoreKey(d.ID), b); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"iter"
@@ -19,6 +20,7 @@ import (
 
 	"tally/internal/atomicfile"
 	"tally/ledger"
+	"tally/poll"
 	"tally/trust"
 )
 
@@ -83,6 +85,49 @@ func openInputs(names []string, stderr io.Writer, what string) (*inputs, error) 
 		)
 	}
 	return in, nil
+}
+
+// closes returns the close line of each file (nil for a file without
+// one): it is the first line, so only the start of each is read.
+func (in *inputs) closes() []*ledger.PollClose {
+	out := make([]*ledger.PollClose, len(in.files))
+	for i, f := range in.files {
+		head := io.NewSectionReader(f, 0, 2*ledger.MaxLineBytes)
+		for range ledger.ReadExport(head, ledger.ExportHooks{Close: func(c ledger.PollClose) { out[i] = &c }}) {
+			break // the first record (or a line cut by the section's end): past the close line
+		}
+	}
+	return out
+}
+
+// mergeClose decides the close a merge applies: the flags when given,
+// else the exports' close lines, which must agree. It returns a warning
+// for the auditor when no export says how the poll closed.
+func mergeClose(files []string, closes []*ledger.PollClose, closesAt *int64, firstWins *bool, flagsSet map[string]bool) (warning string, err error) {
+	var from *ledger.PollClose
+	for i, c := range closes {
+		switch {
+		case c == nil:
+		case from == nil:
+			from = c
+		case *c != *from:
+			return "", fmt.Errorf("%s and %s disagree on how poll %q closed (closes_at %d, first_wins %t against %d, %t): export them again after the close, or give --closes-at and --first-wins as the certified result says",
+				files[0], files[i], c.Poll, from.ClosesAt, from.FirstWins, c.ClosesAt, c.FirstWins)
+		}
+	}
+	if from == nil {
+		if !flagsSet["closes-at"] {
+			return "no export says how the poll closed (exports from an older node): votes are judged late only by their own flag, and the digest matches a certificate only with --closes-at (and --first-wins for a quiz question) from its result", nil
+		}
+		return "", nil
+	}
+	if !flagsSet["closes-at"] {
+		*closesAt = from.ClosesAt
+	}
+	if !flagsSet["first-wins"] {
+		*firstWins = from.FirstWins
+	}
+	return "", nil
 }
 
 // stream returns file i's records.
@@ -184,8 +229,8 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
 	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's trust.Score and shadow those under --trust-floor (default 0.15)")
-	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms, as in its certified result): votes stamped at or after it are late")
-	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (as in its certified result's first_wins)")
+	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms): votes stamped at or after it are late (default: the exports' close line, as the node certified it)")
+	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (default: the exports' close line)")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -199,6 +244,23 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	closes := in.closes()
+	for _, c := range closes {
+		if c != nil && *pollID == "" {
+			*pollID = c.Poll // the digest of a poll nobody voted in needs it
+		}
+	}
+	warning, err := mergeClose(fs.Args(), closes, closesAt, firstWins, set)
+	if err != nil {
+		in.close()
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	if warning != "" {
+		fmt.Fprintf(stderr, "tally: warning: %s\n", warning)
 	}
 	streams := make([]iter.Seq2[ledger.Record, error], len(in.files))
 	for i := range in.files {
@@ -298,11 +360,24 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: no records for poll %q in %s (polls there: %s)\n", *poll, *dir, strings.Join(polls, ", "))
 		return 1
 	}
+	closeLine, err := storedClose(l, *poll)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	export := func(w io.Writer) (n int, err error) {
+		if closeLine != nil {
+			if err := ledger.WriteClose(w, *closeLine); err != nil {
+				return 0, err
+			}
+		}
+		return l.Export(w, *poll)
+	}
 	var n int
 	if *out == "-" {
-		n, err = l.Export(stdout, *poll)
+		n, err = export(stdout)
 	} else {
-		err = atomicfile.Write(*out, func(w io.Writer) (err error) { n, err = l.Export(w, *poll); return err })
+		err = atomicfile.Write(*out, func(w io.Writer) (err error) { n, err = export(w); return err })
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
@@ -310,6 +385,23 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "exported %d records of poll %s\n", n, *poll)
 	return 0
+}
+
+// storedClose reads the poll's definition from the ledger's metadata,
+// where the node keeps it, and returns the export's close line (nil when
+// the node kept no definition: a poll it forgot).
+func storedClose(l *ledger.Ledger, id string) (*ledger.PollClose, error) {
+	b, ok, err := l.Meta(poll.StoreKey(id))
+	if err != nil || !ok {
+		return nil, err
+	}
+	var reg struct {
+		Value poll.Definition `json:"value"`
+	}
+	if err := json.Unmarshal(b, &reg); err != nil {
+		return nil, fmt.Errorf("poll %q: its stored definition does not decode: %w", id, err)
+	}
+	return &ledger.PollClose{Poll: id, ClosesAt: reg.Value.ClosesAt, FirstWins: reg.Value.Quiz != nil}, nil
 }
 
 // ledgerDir is where a node keeps its Pebble ledger inside its data dir.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,17 @@ func TestAuditAgainstARunningNode(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.ndjson"))
 	if len(files) != 1 {
 		t.Fatalf("export wrote %v", files)
+	}
+	// The README's offline recipe reproduces the certificate with no flag:
+	// the exports say how the poll closed.
+	resJSON, _, _ := runCLI(t, "poll", "result", "--node", base, "--poll", "q", "--json")
+	var cert api.ResultView
+	if err := json.Unmarshal([]byte(resJSON), &cert); err != nil || cert.Digest == "" {
+		t.Fatalf("result --json: %v %s", err, resJSON)
+	}
+	merged, stderr, code := runCLI(t, append([]string{"ledger", "merge"}, files...)...)
+	if code != 0 || !strings.Contains(merged, "digest   "+cert.Digest) || stderr != "" {
+		t.Fatalf("ledger merge does not reproduce the certificate's digest %s: %d\n%s%s", cert.Digest, code, merged, stderr)
 	}
 	out, stderr, code := runCLI(t, append([]string{"poll", "result", "--node", base, "--poll", "q"}, files...)...)
 	if code != 0 || !strings.Contains(out, "reproduced: 1 files give the same digest") ||
@@ -103,6 +115,38 @@ func TestCheckSignature(t *testing.T) {
 		var out bytes.Buffer
 		if got := checkSignature(&out, api.ResultView{Certificate: &c.cert, CertifierKey: c.key}, c.heads); got != c.want {
 			t.Errorf("%s: %d (%s)", name, got, out.String())
+		}
+	}
+}
+
+// TestMergeTakesTheCloseFromTheExports: the exports' close lines decide
+// the merge's close unless a flag does; exports that disagree, and a merge
+// with nothing to go by, are said.
+func TestMergeTakesTheCloseFromTheExports(t *testing.T) {
+	c := func(ms int64, first bool) *ledger.PollClose {
+		return &ledger.PollClose{Poll: "p", ClosesAt: ms, FirstWins: first}
+	}
+	files := []string{"eu.ndjson", "us.ndjson"}
+	for _, tc := range []struct {
+		name      string
+		closes    []*ledger.PollClose
+		set       map[string]bool
+		flagMs    int64
+		wantMs    int64
+		wantFirst bool
+		warn, err bool
+	}{
+		{"both agree", []*ledger.PollClose{c(9, true), c(9, true)}, nil, 0, 9, true, false, false},
+		{"one has none", []*ledger.PollClose{nil, c(9, false)}, nil, 0, 9, false, false, false},
+		{"the flag wins", []*ledger.PollClose{c(9, false), c(9, false)}, map[string]bool{"closes-at": true}, 5, 5, false, false, false},
+		{"they disagree", []*ledger.PollClose{c(9, false), c(8, false)}, nil, 0, 0, false, false, true},
+		{"none at all", []*ledger.PollClose{nil, nil}, nil, 0, 0, false, true, false},
+		{"none, but the flag", []*ledger.PollClose{nil, nil}, map[string]bool{"closes-at": true}, 7, 7, false, false, false},
+	} {
+		ms, first := tc.flagMs, false
+		warn, err := mergeClose(files, tc.closes, &ms, &first, tc.set)
+		if (err != nil) != tc.err || (warn != "") != tc.warn || !tc.err && (ms != tc.wantMs || first != tc.wantFirst) {
+			t.Errorf("%s: closes_at %d first_wins %t, warning %q, err %v", tc.name, ms, first, warn, err)
 		}
 	}
 }
