@@ -185,7 +185,7 @@ func (h *Host) HandleClosePoll(w http.ResponseWriter, r *http.Request) {
 		if nowMs >= def.ClosesAt {
 			return false, nil
 		}
-		def.ClosesAt = max(nowMs+1, def.OpensAt+1) // from the next ms: a vote stamped in this one was taken before the close
+		def.ClosesAt = max(nowMs, def.OpensAt+1)
 		return true, nil
 	})
 }

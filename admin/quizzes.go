@@ -118,7 +118,7 @@ func (h *Host) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
 					if nowMs >= def.ClosesAt {
 						return false, nil
 					}
-					def.ClosesAt = max(nowMs+1, def.OpensAt+1) // from the next ms: a vote stamped in this one was taken before the close
+					def.ClosesAt = max(nowMs, def.OpensAt+1)
 					return true, nil
 				})
 				return err
@@ -169,7 +169,7 @@ func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
 					def.Hidden = false
 				case nowMs < def.ClosesAt:
-					def.ClosesAt = max(nowMs+1, def.OpensAt+1) // from the next ms: a vote stamped in this one was taken before the close
+					def.ClosesAt = max(nowMs, def.OpensAt+1)
 				default:
 					return false, nil
 				}

@@ -107,10 +107,11 @@ func TestVoteLifecycle(t *testing.T) {
 	if r := tn.call(t, "GET", "/v1/polls", ""); len(r.body["polls"].([]any)) != 3 {
 		t.Fatalf("list: %s", r.raw)
 	}
-	// The admin export streams this node's records, then its signed head.
+	// The admin export streams the poll's close line, this node's
+	// records, then its signed head.
 	r = tn.admin(t, "GET", "/v1/polls/p/ledger", "")
 	lines := strings.Split(strings.TrimSuffix(r.raw, "\n"), "\n")
-	if r.status != 200 || len(lines) != 8 || !strings.HasPrefix(lines[7], `{"signed_head":`) {
+	if r.status != 200 || len(lines) != 9 || !strings.HasPrefix(lines[0], `{"close":{"poll":"p","closes_at":`) || !strings.HasPrefix(lines[8], `{"signed_head":`) {
 		t.Fatalf("ledger export: %d, %d lines", r.status, len(lines))
 	}
 }

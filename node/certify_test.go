@@ -232,7 +232,12 @@ func (tp *tamper) fetch(ctx context.Context, p certify.Peer, poll string) (io.Re
 		lines = lines[:len(lines)-1]
 	case "alter":
 		tp.hits.Add(1)
-		lines[0] = bytes.Replace(lines[0], []byte(`"option":"a"`), []byte(`"option":"b"`), 1)
+		for i := range lines { // the first record for a (the first line is the close)
+			if bytes.Contains(lines[i], []byte(`"option":"a"`)) {
+				lines[i] = bytes.Replace(lines[i], []byte(`"option":"a"`), []byte(`"option":"b"`), 1)
+				break
+			}
+		}
 	}
 	return io.NopCloser(bytes.NewReader(bytes.Join(lines, nil))), nil
 }

@@ -146,29 +146,3 @@ func TestCatchUpOpensWithoutRequests(t *testing.T) {
 	}
 }
 
-// TestAVoteInTheClosesMillisecondCounts: a vote the node acknowledged in
-// the millisecond the host then closed the poll in is counted, live and
-// in the certificate, at both regions. (The close used to take effect at
-// its own millisecond: certification found the acknowledged vote late.)
-func TestAVoteInTheClosesMillisecondCounts(t *testing.T) {
-	nodes := startCluster(t, []string{"eu", "us"}, nil)
-	eu := nodes[0]
-	eu.createPoll(t, "p")
-	havePoll(t, nodes, "p")
-	advanceAll(nodes, time.Second)
-	// The test clock stands still: the vote and the close share a millisecond.
-	if r := result(t, eu.call(t, "POST", "/v1/polls/p/votes", vote("a", "v1", "k1")), 0); r["status"] != "accepted" {
-		t.Fatalf("vote: %v", r)
-	}
-	if r := eu.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
-		t.Fatalf("close: %d %s", r.status, r.raw)
-	}
-	advanceAll(nodes, 10*time.Second) // past the grace window
-	v := certifiedEverywhere(t, nodes, "p")
-	if v.Total != 1 || v.Totals["a"] != 1 {
-		t.Fatalf("certified %d (%v), want the acknowledged vote counted", v.Total, v.Totals)
-	}
-	if got := eu.totals(t, "p"); got["a"] != 1 {
-		t.Fatalf("live tally after the certificate: %v", got)
-	}
-}
