@@ -145,4 +145,3 @@ func TestCatchUpOpensWithoutRequests(t *testing.T) {
 		t.Fatal("the gate opened by timing out, not by catching up")
 	}
 }
-
