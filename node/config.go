@@ -21,6 +21,7 @@ import (
 	"tally/certify"
 	"tally/gossip"
 	"tally/ingest"
+	"tally/internal/flagerr"
 	"tally/session"
 	"tally/state"
 	"tally/trust"
@@ -184,7 +185,7 @@ func DefaultConfig() Config {
 }
 
 // ErrConfig is returned for a configuration the node cannot run with.
-var ErrConfig = errors.New("node: bad configuration")
+var ErrConfig = errors.New("bad configuration")
 
 // ErrDamaged is returned when the data dir is damaged so that serving from
 // it could lose acknowledged votes or reuse their sequence numbers: the
@@ -298,7 +299,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		env := "TALLY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
 			if err := fs.Set(f.Name, v); err != nil {
-				c.envErrs = append(c.envErrs, fmt.Errorf("%w: $%s (--%s): %v", ErrConfig, env, f.Name, err))
+				c.envErrs = append(c.envErrs, fmt.Errorf("%w: $%s=%q (--%s): %v", ErrConfig, env, v, f.Name, flagerr.Explain(f, err)))
 			}
 		}
 		f.Usage += fmt.Sprintf(" [$%s]", env)

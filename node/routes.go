@@ -74,21 +74,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if n.draining.Load() {
-			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "draining: the node is stopping"))
-			return
-		}
-		if !n.ready.Load() {
-			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
-			return
-		}
-		if n.catchingUp() {
-			api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
-			return
-		}
-		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+	mux.HandleFunc("GET /readyz", n.handleReady)
 	page := http.FileServerFS(web.FS())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -122,7 +108,29 @@ func (n *Node) adminRoutes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	mux.HandleFunc("GET /readyz", n.handleReady)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint on the admin address: %s %s (it serves /metrics, /v1/cluster, /healthz, /readyz and /debug/pprof/)", r.Method, r.URL.Path))
+	})
 	return mux
+}
+
+// handleReady serves GET /readyz: 200 {"status":"ready"} once the node
+// serves votes (replayed, caught up, not draining), else 503 with why.
+func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
+	if n.draining.Load() {
+		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "draining: the node is stopping"))
+		return
+	}
+	if !n.ready.Load() {
+		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
+		return
+	}
+	if n.catchingUp() {
+		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // debugMux serves Go's profiles, for --debug-addr.

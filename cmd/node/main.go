@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"tally/internal/buildinfo"
+	"tally/internal/flagerr"
 	"tally/node"
 )
 
@@ -44,9 +45,11 @@ flags:
 // --version (the README's flag table is tested against it).
 func newFlagSet(cfg *node.Config) (fs *flag.FlagSet, configFile *string, version *bool) {
 	fs = flag.NewFlagSet("tally-node", flag.ContinueOnError)
+	cfg.RegisterFlags(fs) // the settings, each also read from TALLY_<NAME>
+	// Not settings: registered after, so no TALLY_VERSION (an image tag,
+	// say) is taken for --version; $TALLY_CONFIG is read here alone.
 	configFile = fs.String("config", os.Getenv("TALLY_CONFIG"), "YAML file of settings, keyed by flag name (data-dir: /data) [$TALLY_CONFIG]")
 	version = fs.Bool("version", false, "print the version and exit")
-	cfg.RegisterFlags(fs)
 	return fs, configFile, version
 }
 
@@ -71,10 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(out.Bytes())
 		return 0
 	case err != nil:
-		stderr.Write(out.Bytes())
+		fmt.Fprintf(stderr, "tally-node: %v (tally-node --help lists the flags)\n", flagerr.Describe(fs, err))
 		return 2
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "tally-node: unexpected argument %q (see --help)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "tally-node: unexpected argument %q (tally-node --help lists the flags)\n", fs.Arg(0))
 		return 2
 	case *version:
 		fmt.Fprintln(stdout, "tally-node", buildinfo.Read())
@@ -103,6 +106,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		// One line, for the operator at 3 a.m.; the log has the detail.
 		fmt.Fprintln(stderr, "tally-node:", strings.ReplaceAll(err.Error(), "\n", " "))
+		if errors.Is(err, node.ErrConfig) {
+			return 2 // a setting, as a bad flag or file line is
+		}
 		return 1
 	}
 	return 0

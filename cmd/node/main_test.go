@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tally/node"
 )
 
 func TestHelpAndVersionExitZero(t *testing.T) {
@@ -27,11 +29,31 @@ func TestHelpAndVersionExitZero(t *testing.T) {
 	if code := run([]string{"--version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "tally-node ") {
 		t.Errorf("--version: %d %q", code, out.String())
 	}
-	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--log-format", "xml"}, {"--config", "/nonexistent/tally.yaml"}} {
+	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--log-format", "xml"}, {"--config", "/nonexistent/tally.yaml"},
+		{"--tick", "fast"}, {"--tick"}, {"--max-viewers", "many"}, {"--join", "nohost"}, {"--role", "boss", "--data-dir", t.TempDir()}} {
 		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 2 || errb.Len() == 0 {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and a reason", args, code, errb.String())
+		if code := run(args, &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errb.String())
 		}
+	}
+	// A bad environment value is a configuration error like a bad flag.
+	t.Setenv("TALLY_TICK", "fast")
+	var out2, errb2 bytes.Buffer
+	if code := run([]string{"--data-dir", t.TempDir()}, &out2, &errb2); code != 2 || !strings.Contains(errb2.String(), `$TALLY_TICK="fast" (--tick): want a duration`) {
+		t.Errorf("TALLY_TICK=fast: exit %d, %q", code, errb2.String())
+	}
+	os.Unsetenv("TALLY_TICK")
+	// Commands are not settings: $TALLY_VERSION (an image tag) is not --version.
+	t.Setenv("TALLY_VERSION", "1.4.2")
+	fs, _, version := newFlagSet(&node.Config{})
+	if err := fs.Parse(nil); err != nil || *version {
+		t.Errorf("TALLY_VERSION set --version: %v %v", err, *version)
+	}
+	var help bytes.Buffer
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	if strings.Count(help.String(), "[$TALLY_CONFIG]") != 1 || strings.Contains(help.String(), "$TALLY_VERSION") {
+		t.Errorf("--help's environment names:\n%s", help.String())
 	}
 }
 
@@ -43,6 +65,9 @@ func TestHealthcheck(t *testing.T) {
 			return
 		}
 		w.WriteHeader(status)
+		if status == http.StatusOK {
+			w.Write([]byte(`{"status":"ready"}`))
+		}
 	}))
 	defer srv.Close()
 	check := func(url string) int {
@@ -65,8 +90,21 @@ func TestHealthcheck(t *testing.T) {
 	}
 	t.Setenv("TALLY_HTTP_ADDR", ":9999")
 	t.Setenv("TALLY_TLS_CERT", "/x.pem")
-	if u := defaultHealthURL(); u != "https://127.0.0.1:9999/readyz" {
-		t.Fatalf("default URL %s", u)
+	if u, err := defaultHealthURL(""); err != nil || u != "https://127.0.0.1:9999/readyz" {
+		t.Fatalf("default URL %s %v", u, err)
+	}
+	os.Unsetenv("TALLY_HTTP_ADDR")
+	os.Unsetenv("TALLY_TLS_CERT")
+	file := filepath.Join(t.TempDir(), "tally.yaml")
+	os.WriteFile(file, []byte("http-addr: \":7070\"\n"), 0o600)
+	if u, err := defaultHealthURL(file); err != nil || u != "http://127.0.0.1:7070/readyz" {
+		t.Fatalf("default URL from --config: %s %v", u, err)
+	}
+	// A 200 that is not a node's readiness answer (the page) is not ready.
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<!doctype html>")) }))
+	defer page.Close()
+	if c := check(page.URL + "/"); c != 1 {
+		t.Fatalf("the page: exit %d, want 1", c)
 	}
 }
 

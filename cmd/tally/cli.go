@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tally/client"
+	"tally/internal/flagerr"
 )
 
 // newFlags makes a subcommand's flag set. synopsis is its usage line(s),
@@ -38,18 +39,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code
 		stdout.Write(out.Bytes())
 		return 0, true
 	case err != nil:
-		stderr.Write(out.Bytes())
+		fmt.Fprintf(stderr, "%s: %v (%s --help lists the flags)\n", fs.Name(), flagerr.Describe(fs, err), fs.Name())
 		return 2, true
 	}
 	return 0, false
 }
 
 // usageError reports a wrong combination of flags or arguments (the flags
-// themselves parsed): the reason, then the usage, exit status 2.
+// themselves parsed): one line, the reason and where the usage is, exit
+// status 2.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.SetOutput(stderr)
-	fs.Usage()
+	fmt.Fprintf(stderr, "%s: %s (%s --help shows the usage)\n", fs.Name(), fmt.Sprintf(format, args...), fs.Name())
 	return 2
 }
 

@@ -32,6 +32,7 @@ token from --token-file, $TALLY_TOKEN or --token):
                      questions, reproduce it offline
   ledger backup      an online, consistent copy of a node's ledger
   ledger export      a poll's records from running nodes or a stopped data dir
+  ledger restore     put a backup in a new data dir, as the same replica
 
 Auditor (offline, from exports):
   ledger verify FILE…   check the hash chains of exported ledgers

@@ -194,8 +194,11 @@ func pollCertify(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	if *poll == "" || len(exclude)+len(acceptLost) > 0 && strings.TrimSpace(*reason) == "" {
-		return usageError(fs, stderr, "--poll is required, and --reason with --exclude or --accept-lost")
+	switch {
+	case *poll == "":
+		return usageError(fs, stderr, "--poll is required")
+	case len(exclude)+len(acceptLost) > 0 && strings.TrimSpace(*reason) == "":
+		return usageError(fs, stderr, "--exclude and --accept-lost need --reason (recorded in the certificate)")
 	}
 	req := api.CertifyRequest{Exclude: exclude, AcceptLost: acceptLost, Reason: *reason}
 	v, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.ResultView, error) { return c.Certify(ctx, *poll, req) })
