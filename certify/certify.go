@@ -97,6 +97,8 @@ type Certifier struct {
 	mu       sync.Mutex
 	dueSince map[string]time.Time // poll → when this node first saw it due (monotonic)
 	lastTry  map[string]time.Time // poll → last attempt (monotonic)
+
+	pendingLog pendingLog // when a pending reason is logged
 }
 
 // New checks cfg.
@@ -362,6 +364,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		}
 	}
 	detail.Result = res
+	c.pendingLog.forget(poll)
 	cert, err := c.write(poll, state.Reconciled, "", detail)
 	if err == nil {
 		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude), "lost", len(detail.Lost))
@@ -462,7 +465,9 @@ func (c *Certifier) pending(poll string, detail api.ResultDetail) (state.Certifi
 	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Pending && held.Reason == reason && held.By == c.cfg.Replica {
 		return held, fmt.Errorf("%w: %s", ErrIncomplete, reason) // unchanged: no new write to spread
 	}
-	c.log.Warn("poll certification pending", "poll", poll, "reason", reason)
+	if c.pendingLog.should(poll, reason, time.Now()) {
+		c.log.Warn("poll certification pending", "poll", poll, "reason", reason)
+	}
 	cert, err := c.write(poll, state.Pending, reason, detail)
 	if err != nil {
 		return cert, err

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/vfs"
@@ -113,8 +117,37 @@ func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
 	switch {
 	case errors.Is(err, pebble.ErrDBDoesNotExist):
 		return nil, fmt.Errorf("%w: %s holds no ledger", ErrNotExist, dir)
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EWOULDBLOCK):
+		return nil, fmt.Errorf("%w: %s is in use by another process%s (a running node holds its data dir: stop it first, or export from it with --node)", ErrLocked, dir, lockHolder(dir))
+	case err != nil && strings.Contains(err.Error(), "lock held by current process"):
+		return nil, fmt.Errorf("%w: %s is in use: this process has it open already", ErrLocked, dir)
 	case err != nil:
 		return nil, fmt.Errorf("ledger: cannot open %s: %w", dir, err)
 	}
 	return db, nil
+}
+
+// ErrLocked is returned when another process holds the ledger open.
+var ErrLocked = errors.New("ledger: locked")
+
+// lockHolder names the process holding dir's LOCK file, as " (pid N,
+// NAME)", by looking for it among /proc's open files (Linux; elsewhere, or
+// when it cannot be seen, "").
+func lockHolder(dir string) string {
+	lock, err := filepath.Abs(filepath.Join(dir, "LOCK"))
+	if err != nil {
+		return ""
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && target == lock {
+			pid := strings.Split(fd, "/")[2]
+			if pid == strconv.Itoa(os.Getpid()) {
+				continue
+			}
+			name, _ := os.ReadFile("/proc/" + pid + "/comm")
+			return fmt.Sprintf(" (pid %s, %s)", pid, strings.TrimSpace(string(name)))
+		}
+	}
+	return ""
 }
