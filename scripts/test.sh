@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: format check, vet, staticcheck, govulncheck, and every
-# test with the race detector. README.md names it and .ci/run calls it; keep
+# The test command: format check, vet, staticcheck, govulncheck, redocly's
+# OpenAPI lint, and every test with the race detector. README.md names it and .ci/run calls it; keep
 # the list here only.
 #
 # staticcheck and govulncheck are installed from the Go module proxy into
@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 # security fixes) is fetched from the module proxy when the local Go is older.
 export GOTOOLCHAIN=auto
 
+redocly_version=2.77.0
 staticcheck_version=v0.8.2
 govulncheck_version=v1.9.0
 vulndb_version=v0.0.0-20261105234957-e22db6528018
@@ -48,10 +49,34 @@ analyse() {
   "$tools/bin/staticcheck-$staticcheck_version" ./... || rc=1
   echo "govulncheck $govulncheck_version (database golang.org/x/vulndb@$vulndb_version):"
   "$tools/bin/govulncheck-$govulncheck_version" -db "file://$db" ./... || rc=1
+  # The OpenAPI document under Redocly's recommended rules (the justified
+  # exceptions are in .redocly.lint-ignore.yaml), installed from npm.
+  local redocly="$tools/redocly-$redocly_version/node_modules/.bin/redocly"
+  if [ ! -x "$redocly" ] && command -v npm >/dev/null 2>&1; then
+    npm install --silent --no-audit --no-fund --prefix "$tools/redocly-$redocly_version" "@redocly/cli@$redocly_version" >/dev/null 2>&1 || true
+  fi
+  if [ -x "$redocly" ]; then
+    echo "redocly lint $redocly_version:"
+    "$redocly" lint --format stylish docs/openapi.yaml 2>&1 | grep -v '^ *║\|^ *╔\|^ *╚\|^$' || true
+    "$redocly" lint docs/openapi.yaml >/dev/null 2>&1 || rc=1
+  elif [ "${CI:-}" = true ]; then
+    echo "redocly: npm is missing, and CI=true needs the OpenAPI lint"; rc=1
+  else
+    echo "SKIPPED redocly lint: npm is missing (apt-get install npm)" | tee -a "$skipped"
+  fi
   return $rc
 }
 analysis_log=$(mktemp)
-trap 'rm -f "$analysis_log"' EXIT
+skipped=$(mktemp) # one line per suite skipped for want of a program
+trap 'rm -f "$analysis_log" "$skipped"' EXIT
+# The suites that need programs from outside Go skip without them (and fail
+# with CI=true): say so at the end, with how to get them.
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 ||
+  echo "SKIPPED the browser tests (node TestBrowser*): Chromium is missing (apt-get install chromium)" >> "$skipped"
+[ -f "${TALLY_AXE:-$HOME/.cache/tally-axe/node_modules/axe-core/axe.min.js}" ] ||
+  echo "SKIPPED the accessibility checks of the browser views: axe-core is missing (npm install --prefix ~/.cache/tally-axe axe-core@4, or TALLY_AXE=path/to/axe.min.js)" >> "$skipped"
+command -v promtool >/dev/null 2>&1 ||
+  echo "SKIPPED the Prometheus config and alert-rule checks (deploy): promtool is missing (apt-get install prometheus)" >> "$skipped"
 analyse > "$analysis_log" 2>&1 &
 analysis=$!
 
@@ -67,5 +92,10 @@ echo
 cat "$analysis_log"
 if [ "$analysis_rc" != 0 ]; then
   echo "static analysis found problems (above)"
+fi
+if [ -s "$skipped" ]; then
+  echo
+  sort -u "$skipped"
+  echo "(CI installs them all: .ci/run)"
 fi
 [ "$tests" = 0 ] && [ "$analysis_rc" = 0 ]
