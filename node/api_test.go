@@ -164,7 +164,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"closes before opens", "POST", "/v1/polls", `{"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":2000000000000,"closes_at":1900000000000}`, []string{"Authorization", "Bearer " + testToken}, 400, "invalid_request"},
 		{"existing poll id", "POST", "/v1/polls", `{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, []string{"Authorization", "Bearer " + testToken}, 409, "invalid_request"},
 		{"unknown endpoint", "GET", "/v1/nothing", "", nil, 404, "not_found"},
-		{"wrong method", "DELETE", "/v1/polls/p", "", nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/polls/p", "", nil, 405, "invalid_request"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -246,5 +246,28 @@ func TestRetriesAnswerTheFirstVoteID(t *testing.T) {
 	}
 	if got := tn.totals(t, "p"); got["a"] != 6 || got["_total"] != 6 {
 		t.Fatalf("totals %v", got)
+	}
+}
+
+// TestAWrongMethodIs405: a path under /v1 that exists with other methods
+// answers 405 with Allow, in the JSON error shape; one that does not, 404.
+func TestAWrongMethodIs405(t *testing.T) {
+	tn := startNode(t, t.TempDir(), nil)
+	tn.createPoll(t, "p")
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow, code  string
+	}{
+		{"DELETE", "/v1/polls/p", http.StatusMethodNotAllowed, "GET", "invalid_request"},
+		{"PUT", "/v1/polls", http.StatusMethodNotAllowed, "GET, POST", "invalid_request"},
+		{"GET", "/v1/polls/p/votes", http.StatusMethodNotAllowed, "POST", "invalid_request"},
+		{"GET", "/v1/nothing", http.StatusNotFound, "", "not_found"},
+	} {
+		r := tn.call(t, c.method, c.path, "")
+		e, _ := r.body["error"].(map[string]any)
+		if r.status != c.status || r.header.Get("Allow") != c.allow || e["code"] != c.code {
+			t.Errorf("%s %s: %d Allow %q %s", c.method, c.path, r.status, r.header.Get("Allow"), r.raw)
+		}
 	}
 }

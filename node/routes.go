@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -86,6 +87,21 @@ func (n *Node) routes() http.Handler {
 		page.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		// A path that exists with other methods is 405 with Allow, not
+		// 404 (the catch-all would otherwise shadow ServeMux's own 405).
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "/v1/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			api.WriteError(w, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
 		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

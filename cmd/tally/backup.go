@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,10 @@ func ledgerBackup(args []string, stdout, stderr io.Writer) int {
 	m, err := backup.Extract(body, *out, maxBackup)
 	body.Close()
 	if err != nil {
+		if errors.Is(err, backup.ErrNotEmpty) {
+			fmt.Fprintf(stderr, "tally: %s is not empty: give -o a new or empty directory (nothing was written)\n", *out)
+			return 1
+		}
 		fmt.Fprintf(stderr, "tally: backup into %s failed (remove it before trying again): %v\n", *out, err)
 		return 1
 	}

@@ -129,7 +129,7 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nNOT REPRODUCED: the files give digest %s (total %d, %d records)\n", mine.Digest, mine.Total, mine.Records)
 		return 1
 	}
-	fmt.Fprintf(stdout, "\nreproduced: %d files give the same digest %s\n", len(in.files), mine.Digest)
+	fmt.Fprintf(stdout, "\nreproduced: %d %s the same digest %s\n", len(in.files), plural(uint64(len(in.files)), "file gives", "files give"), mine.Digest)
 	return checkSignature(stdout, v, heads)
 }
 
@@ -161,7 +161,10 @@ func checkSignature(w io.Writer, v api.ResultView, heads map[string]string) int 
 
 func printView(w io.Writer, v api.ResultView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "poll\t%s\nstatus\t%s\n", v.Poll, v.Status)
+	fmt.Fprintf(tw, "status\t%s\n", v.Status) // the poll's id heads the result table below
+	if v.Detail == nil || v.Detail.Result == nil {
+		fmt.Fprintf(tw, "poll\t%s\n", v.Poll)
+	}
 	if v.Reason != "" {
 		fmt.Fprintf(tw, "reason\t%s\n", v.Reason)
 	}

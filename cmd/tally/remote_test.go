@@ -66,7 +66,7 @@ func TestAuditAgainstARunningNode(t *testing.T) {
 		t.Fatalf("ledger merge does not reproduce the certificate's digest %s: %d\n%s%s", cert.Digest, code, merged, stderr)
 	}
 	out, stderr, code := runCLI(t, append([]string{"poll", "result", "--node", base, "--poll", "q"}, files...)...)
-	if code != 0 || !strings.Contains(out, "reproduced: 1 files give the same digest") ||
+	if code != 0 || !strings.Contains(out, "reproduced: 1 file gives the same digest") ||
 		!strings.Contains(out, "the key that signed its exports") {
 		t.Fatalf("reproduce: %d %s %s", code, out, stderr)
 	}
