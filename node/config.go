@@ -383,6 +383,13 @@ func (c *Config) NewLogger(w io.Writer) (*slog.Logger, error) {
 	case "", "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		// Durations as "1.5s", not bare nanoseconds ("took":0 said nothing).
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("%w: --log-format %q: want text or json", ErrConfig, c.LogFormat)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"io"
@@ -95,5 +96,20 @@ func TestLogSettings(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("format %q level %q: %v", c.format, c.level, err)
 		}
+	}
+}
+
+// TestJSONLogsSayDurations: a duration in a JSON log line reads as one
+// ("1.5s"), not as bare nanoseconds.
+func TestJSONLogsSayDurations(t *testing.T) {
+	var b bytes.Buffer
+	c := Config{LogFormat: "json"}
+	l, err := c.NewLogger(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("done", "took", 1500*time.Millisecond)
+	if !strings.Contains(b.String(), `"took":"1.5s"`) {
+		t.Fatalf("log line %s", b.String())
 	}
 }

@@ -104,8 +104,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = n.Run(ctx)
 	}
 	if err != nil {
-		// One line, for the operator at 3 a.m.; the log has the detail.
-		fmt.Fprintln(stderr, "tally-node:", strings.ReplaceAll(err.Error(), "\n", " "))
+		// One line, for the operator at 3 a.m.; the log has the detail. In
+		// JSON mode it is a log line like the others, for the shipper.
+		if cfg.LogFormat == "json" {
+			logger.Error("tally-node stopped", "err", strings.ReplaceAll(err.Error(), "\n", " "))
+		} else {
+			fmt.Fprintln(stderr, "tally-node:", strings.ReplaceAll(err.Error(), "\n", " "))
+		}
 		if errors.Is(err, node.ErrConfig) {
 			return 2 // a setting, as a bad flag or file line is
 		}
