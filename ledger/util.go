@@ -118,7 +118,7 @@ func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
 	case errors.Is(err, pebble.ErrDBDoesNotExist):
 		return nil, fmt.Errorf("%w: %s holds no ledger", ErrNotExist, dir)
 	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EWOULDBLOCK):
-		return nil, fmt.Errorf("%w: %s is in use by another process%s (a running node holds its data dir: stop it first, or export from it with --node)", ErrLocked, dir, lockHolder(dir))
+		return nil, fmt.Errorf("%w: %s is in use by another process%s: a running node holds its data dir", ErrLocked, dir, lockHolder(dir))
 	case err != nil && strings.Contains(err.Error(), "lock held by current process"):
 		return nil, fmt.Errorf("%w: %s is in use: this process has it open already", ErrLocked, dir)
 	case err != nil:

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"tally/internal/flagerr"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -60,7 +62,7 @@ func (c *Config) ApplyFile(fs *flag.FlagSet, path string) error {
 			continue // the command line or the environment said otherwise
 		}
 		if err := fs.Set(name, value); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
+			return fmt.Errorf("%w: %s %q: %v", ErrConfig, where, value, flagerr.Explain(fs.Lookup(name), err))
 		}
 	}
 	return nil

@@ -73,10 +73,13 @@ func TestConfigFileRefusesMistakes(t *testing.T) {
 			if !errors.Is(err, ErrConfig) {
 				t.Fatalf("got %v, want ErrConfig", err)
 			}
-			if !strings.Contains(err.Error(), "--config") {
-				t.Fatalf("the error does not name the file: %v", err)
+			if !strings.Contains(err.Error(), "--config") || strings.Contains(err.Error(), "parse error") {
+				t.Fatalf("the error does not name the file, or not what is expected: %v", err)
 			}
 		})
+	}
+	if _, err := parseWith(t, "tick: fast\n"); err == nil || !strings.Contains(err.Error(), `:1: tick "fast": want a duration such as 250ms`) {
+		t.Fatalf("a bad duration in the file: %v", err)
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)

@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
       [[ " ${regions[*]} " == *" $region_arg "* ]] || { echo "cluster.sh: $1 wants a region: ${regions[*]}" >&2; exit 2; }
       shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster.sh: unknown argument $1 (want --tls, --port-base P, stop REGION, restart REGION, then -- and flags for every node; --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,7 +78,9 @@ stop_region() {
 }
 
 if [ "$action" != start ]; then
-  stop_region "$region_arg" || { [ "$action" = restart ] || exit 1; }
+  if [ "$action" = stop ] || [ -s "$base/$region_arg.pid" ]; then
+    stop_region "$region_arg" || exit 1
+  fi
   if [ "$action" = restart ]; then
     [ -s "$base/$region_arg.cmd" ] || { echo "cluster.sh: no $base/$region_arg.cmd: start the cluster first" >&2; exit 1; }
     [ -s "$base/tls/ca.pem" ] && grep -q -- --tls-cert "$base/$region_arg.cmd" && curlca=(--cacert "$base/tls/ca.pem")
@@ -96,7 +98,7 @@ if [ "$action" != start ]; then
 fi
 
 mkdir -p "$base" bin
-go build -o bin/node ./cmd/node
+go build -ldflags "-X tally/internal/buildinfo.stamped=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/tally-node ./cmd/node
 
 [ -s "$base/admin-token" ] || head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$base/admin-token"
 [ -s "$base/gossip-key" ] || head -c 32 /dev/urandom | base64 > "$base/gossip-key"
@@ -138,7 +140,7 @@ for i in 0 1 2; do
   region=${regions[$i]}
   demo=false; [ "$i" = 0 ] && demo=true
   [ "$scheme" = https ] && tlsflags=(--tls-cert "$tls/$region.pem" --tls-key "$tls/$region-key.pem" --tls-ca "$tls/ca.pem")
-  cmd=(./bin/node --region "$region" --node-name "$region-1" --data-dir "$base/$region" "${tlsflags[@]}"
+  cmd=(./bin/tally-node --region "$region" --node-name "$region-1" --data-dir "$base/$region" "${tlsflags[@]}"
     --http-addr "127.0.0.1:$((port + i))" --admin-addr "127.0.0.1:$((port + 1020 + i))" --gossip-addr "127.0.0.1:$((port - 134 + i))" --join "$seeds"
     --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
     --nats-addr "127.0.0.1:$((port - 3858 + i))" --nats-cluster-addr "127.0.0.1:$((port - 1858 + i))"

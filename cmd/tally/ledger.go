@@ -346,6 +346,10 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	// would otherwise flush the write-ahead log into a new table), fails on
 	// a damaged ledger, and does not create a ledger where none is.
 	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(*dir), ReadOnly: true})
+	if errors.Is(err, ledger.ErrLocked) {
+		fmt.Fprintf(stderr, "tally: %v (export from the running node with --node URL, or stop it first)\n", err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
