@@ -82,7 +82,7 @@ analysis=$!
 
 # The model-based lifecycle test (node/lifecycle_test.go) runs this many
 # seeded clusters here; scripts/lifecycle.sh runs far more.
-export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-12}"
+export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
 tests=0
 go test -race -count=1 "$@" ./... || tests=$?
 
