@@ -332,7 +332,11 @@ func (n *Node) Run(ctx context.Context) error {
 	if cerr := n.clock.Close(); cerr != nil { // a clean stop: the next start need not wait
 		err = errors.Join(err, fmt.Errorf("node: %w", cerr))
 	}
-	n.log.Info("stopped", "replica", n.replica, "err", err)
+	if err != nil {
+		n.log.Error("stopped", "replica", n.replica, "err", err)
+	} else {
+		n.log.Info("stopped", "replica", n.replica)
+	}
 	return err
 }
 
