@@ -112,21 +112,22 @@ func (h *hub) tick() {
 	h.stream.tick()
 }
 
-// tick reads the poll once and, when it changed, encodes one snapshot and
-// one diff for every viewer.
-func (h *pollHub) tick() {
-	def, ok := h.s.src.Poll(h.poll)
+// read takes the poll's view at now: its definition, counts (the
+// certificate's once certified), and, for a quiz question, the quiz's
+// ranking and whether the question is on (shown). ok is false when the
+// poll or its tally is gone.
+func (h *pollHub) read(now time.Time) (cur view, def poll.Definition, cert state.Certificate, board []quiz.Standing, shown string, ok bool) {
+	def, ok = h.s.src.Poll(h.poll)
 	if !ok {
 		return
 	}
 	t, err := h.s.src.Tally(h.poll)
 	if err != nil {
-		return
+		return cur, def, cert, nil, "", false
 	}
-	now := h.s.cfg.Now()
 	cert, final := h.s.src.Certificate(h.poll)
 	final = final && cert.Status == state.Reconciled
-	cur := view{status: string(def.StatusAt(now.UnixMilli(), final)), totals: make(map[string]int64, len(def.Options)), final: final, hidden: def.Hidden}
+	cur = view{status: string(def.StatusAt(now.UnixMilli(), final)), totals: make(map[string]int64, len(def.Options)), final: final, hidden: def.Hidden}
 	for _, o := range def.Options {
 		if final {
 			cur.totals[o.ID] = int64(cert.Totals[o.ID]) // the certified count, not the live one
@@ -138,8 +139,7 @@ func (h *pollHub) tick() {
 	for _, n := range t.RecordCounts() {
 		cur.records += n
 	}
-	var board []quiz.Standing
-	shown := "" // a quiz question's time starts with its first open frame
+	shown = "" // a quiz question's time starts with its first open frame
 	if def.Quiz != nil {
 		if h.s.cfg.Standings != nil {
 			rk := h.s.cfg.Standings(def.Quiz.Quiz)
@@ -148,6 +148,17 @@ func (h *pollHub) tick() {
 		if cur.status == string(poll.Open) {
 			shown = h.poll
 		}
+	}
+	return cur, def, cert, board, shown, true
+}
+
+// tick reads the poll once and, when it changed, encodes one snapshot and
+// one diff for every viewer.
+func (h *pollHub) tick() {
+	now := h.s.cfg.Now()
+	cur, def, cert, board, shown, ok := h.read(now)
+	if !ok {
+		return
 	}
 
 	h.mu.Lock()
@@ -179,43 +190,7 @@ func (h *pollHub) tick() {
 	switch {
 	case changed:
 		h.seq++
-		typ := TypeSnapshot
-		if cur.final {
-			typ = TypeFinal
-		}
-		snap := &Message{
-			Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
-			Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers,
-			Region: h.s.cfg.Region, Question: def.Question, OpensAt: def.OpensAt, ClosesAt: def.ClosesAt, Event: def.Event,
-			Leader: leader(cur.totals), Events: events(h.last, cur), Regions: regions,
-			Leaderboard: board, LeaderboardDigest: cur.board,
-		}
-		for _, o := range def.Options {
-			snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
-		}
-		if cur.final {
-			snap.Digest = cert.Digest
-		}
-		if cur.hidden {
-			hide(snap)
-		}
-		f = &frame{seq: h.seq, snapshot: encode(snap), shown: shown}
-		// The final frame, and the one that reveals a hidden poll, go whole
-		// to everyone: a diff from a frame without counts would leave the
-		// options it does not name at zero on every screen.
-		if h.cur != nil && !cur.final && cur.hidden == h.last.hidden {
-			diff := *snap
-			diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
-			if cur.board == h.last.board {
-				diff.Leaderboard, diff.LeaderboardDigest = nil, ""
-			}
-			if cur.hidden {
-				diff.Totals = nil
-			}
-			f.diff = encode(&diff)
-			h.s.m.encoded.Add(float64(len(f.diff)))
-		}
-		h.s.m.encoded.Add(float64(len(f.snapshot)))
+		f = h.encodeChange(cur, &def, cert, board, vpm, regions, shown, now)
 		h.cur, h.last, h.since = f, cur, now
 	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
 		h.since = now
@@ -235,6 +210,50 @@ func (h *pollHub) tick() {
 	for _, v := range viewers {
 		h.s.deliver(v, f)
 	}
+}
+
+// encodeChange encodes the snapshot of the poll's new view cur, numbered
+// h.seq, and the diff from the last one where a viewer may apply it. It
+// runs under h.mu.
+func (h *pollHub) encodeChange(cur view, def *poll.Definition, cert state.Certificate, board []quiz.Standing, vpm float64, regions map[string]int64, shown string, now time.Time) *frame {
+	typ := TypeSnapshot
+	if cur.final {
+		typ = TypeFinal
+	}
+	snap := &Message{
+		Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
+		Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers,
+		Region: h.s.cfg.Region, Question: def.Question, OpensAt: def.OpensAt, ClosesAt: def.ClosesAt, Event: def.Event,
+		Leader: leader(cur.totals), Events: events(h.last, cur), Regions: regions,
+		Leaderboard: board, LeaderboardDigest: cur.board,
+	}
+	for _, o := range def.Options {
+		snap.Options = append(snap.Options, OptionInfo{ID: o.ID, Label: o.Label})
+	}
+	if cur.final {
+		snap.Digest = cert.Digest
+	}
+	if cur.hidden {
+		hide(snap)
+	}
+	f := &frame{seq: h.seq, snapshot: encode(snap), shown: shown}
+	// The final frame, and the one that reveals a hidden poll, go whole
+	// to everyone: a diff from a frame without counts would leave the
+	// options it does not name at zero on every screen.
+	if h.cur != nil && !cur.final && cur.hidden == h.last.hidden {
+		diff := *snap
+		diff.Type, diff.Totals, diff.Options, diff.Question, diff.Region = TypeDiff, changedOptions(h.last.totals, cur.totals), nil, "", ""
+		if cur.board == h.last.board {
+			diff.Leaderboard, diff.LeaderboardDigest = nil, ""
+		}
+		if cur.hidden {
+			diff.Totals = nil
+		}
+		f.diff = encode(&diff)
+		h.s.m.encoded.Add(float64(len(f.diff)))
+	}
+	h.s.m.encoded.Add(float64(len(f.snapshot)))
+	return f
 }
 
 // resync queues the current snapshot for a viewer that saw a gap.
