@@ -166,65 +166,16 @@ func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, 
 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
 	ip := c.IP
-	def, ok := p.cfg.State.Poll(pollID)
-	if !ok || def.Parked(p.cfg.Now().UnixMilli()) {
-		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
-	}
-	if len(votes) == 0 || len(votes) > MaxBatch {
-		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send 1-%d votes", MaxBatch)
-	}
-	for i := range votes {
-		option, ok := def.OptionID(votes[i].Option)
-		if !ok {
-			return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, votes[i].Option)
-		}
-		votes[i].Option = option // one shared string per option: the voter state keeps it
-	}
-	if err := p.checkNames(&def, votes); err != nil {
+	def, err := p.checkRequest(pollID, votes)
+	if err != nil {
 		return nil, err
 	}
-
-	// Idempotency: retries are answered before they cost a token.
-	results := make([]Result, len(votes))
-	// Each vote's voter and key as ballots carry them, hashed once here for
-	// the cross-region checks below and the ballot itself.
-	hashes := make([][2]uint64, len(votes))
-	var fresh []int
-	for i, v := range votes {
-		results[i].Idem = v.Idem
-		hashes[i] = [2]uint64{p.cfg.State.Hash(v.Voter), p.cfg.State.Hash(v.Idem)}
-		if p.idemConflict(pollID, hashes[i]) {
-			results[i].Status, results[i].Error = StatusRejected, api.CodeIdemConflict
-			p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
-			continue
-		}
-		dup, id, remote, err := p.retry(pollID, v.Idem, hashes[i])
-		if err != nil {
-			return nil, err
-		}
-		if dup {
-			results[i].Status, results[i].VoteID = StatusDuplicate, id
-			if remote {
-				p.m.remoteDuplicates.Inc()
-			}
-			continue
-		}
-		fresh = append(fresh, i)
+	results, hashes, fresh, err := p.answerRetries(pollID, votes)
+	if err != nil || len(fresh) == 0 {
+		return results, err
 	}
-	if len(fresh) == 0 {
-		return results, nil
-	}
-	if p.cfg.CatchingUp != nil && p.cfg.CatchingUp() {
-		return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
-			Message: "catching up with the other regions' votes after a start: send the same request again"}
-	}
-	if held, acked, err := p.cfg.State.OwnRecords(pollID); err != nil {
+	if err := p.takesNewVotes(pollID, &def); err != nil {
 		return nil, err
-	} else if acked > held && def.WindowAt(p.cfg.Now().UnixMilli()) != poll.AfterGrace { // a closed poll answers poll_closed below
-		// Restored from an older backup: a new record would take the seq,
-		// and so the vote id, of a lost one. Other nodes take the vote.
-		return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeRecordsLost, RetryAfter: time.Second,
-			Message: fmt.Sprintf("this node was restored holding %d of the %d records it acknowledged for poll %q and takes no new votes on it: vote at another node", held, acked, pollID)}
 	}
 	if def.Quiz != nil {
 		// One answer per participant: the first stands (docs/quiz.md).
@@ -347,6 +298,84 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 	}
 	return results, nil
+}
+
+// checkRequest checks a request's votes against their poll before
+// anything is counted: the poll exists (a parked quiz question does not),
+// 1 to MaxBatch votes, each for one of its options (interned), and quiz
+// names. It returns the poll's definition.
+func (p *Pipeline) checkRequest(pollID string, votes []Vote) (poll.Definition, error) {
+	def, ok := p.cfg.State.Poll(pollID)
+	if !ok || def.Parked(p.cfg.Now().UnixMilli()) {
+		return poll.Definition{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
+	}
+	if len(votes) == 0 || len(votes) > MaxBatch {
+		return poll.Definition{}, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send 1-%d votes", MaxBatch)
+	}
+	for i := range votes {
+		option, ok := def.OptionID(votes[i].Option)
+		if !ok {
+			return poll.Definition{}, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, votes[i].Option)
+		}
+		votes[i].Option = option // one shared string per option: the voter state keeps it
+	}
+	if err := p.checkNames(&def, votes); err != nil {
+		return poll.Definition{}, err
+	}
+	return def, nil
+
+}
+
+// answerRetries answers, before they cost a token, the votes that are
+// retries (duplicate, with the first vote's id) or reuse another voter's
+// key (rejected), and returns which are new (fresh), with every vote's
+// hashed voter and key.
+func (p *Pipeline) answerRetries(pollID string, votes []Vote) (results []Result, hashes [][2]uint64, fresh []int, err error) {
+	// Idempotency: retries are answered before they cost a token.
+	results = make([]Result, len(votes))
+	// Each vote's voter and key as ballots carry them, hashed once here for
+	// the cross-region checks below and the ballot itself.
+	hashes = make([][2]uint64, len(votes))
+	for i, v := range votes {
+		results[i].Idem = v.Idem
+		hashes[i] = [2]uint64{p.cfg.State.Hash(v.Voter), p.cfg.State.Hash(v.Idem)}
+		if p.idemConflict(pollID, hashes[i]) {
+			results[i].Status, results[i].Error = StatusRejected, api.CodeIdemConflict
+			p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
+			continue
+		}
+		dup, id, remote, err := p.retry(pollID, v.Idem, hashes[i])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if dup {
+			results[i].Status, results[i].VoteID = StatusDuplicate, id
+			if remote {
+				p.m.remoteDuplicates.Inc()
+			}
+			continue
+		}
+		fresh = append(fresh, i)
+	}
+	return results, hashes, fresh, nil
+}
+
+// takesNewVotes refuses new votes while the node catches up after a start,
+// and on a poll whose records a restore lost.
+func (p *Pipeline) takesNewVotes(pollID string, def *poll.Definition) error {
+	if p.cfg.CatchingUp != nil && p.cfg.CatchingUp() {
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
+			Message: "catching up with the other regions' votes after a start: send the same request again"}
+	}
+	if held, acked, err := p.cfg.State.OwnRecords(pollID); err != nil {
+		return err
+	} else if acked > held && def.WindowAt(p.cfg.Now().UnixMilli()) != poll.AfterGrace { // a closed poll answers poll_closed below
+		// Restored from an older backup: a new record would take the seq,
+		// and so the vote id, of a lost one. Other nodes take the vote.
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeRecordsLost, RetryAfter: time.Second,
+			Message: fmt.Sprintf("this node was restored holding %d of the %d records it acknowledged for poll %q and takes no new votes on it: vote at another node", held, acked, pollID)}
+	}
+	return nil
 }
 
 // idemConflict reports whether a vote's idempotency key holds another
