@@ -259,8 +259,8 @@ func TestAWrongMethodIs405(t *testing.T) {
 		status       int
 		allow, code  string
 	}{
-		{"DELETE", "/v1/polls/p", http.StatusMethodNotAllowed, "GET", "invalid_request"},
-		{"PUT", "/v1/polls", http.StatusMethodNotAllowed, "GET, POST", "invalid_request"},
+		{"DELETE", "/v1/polls/p", http.StatusMethodNotAllowed, "GET, HEAD", "invalid_request"},
+		{"PUT", "/v1/polls", http.StatusMethodNotAllowed, "GET, HEAD, POST", "invalid_request"},
 		{"GET", "/v1/polls/p/votes", http.StatusMethodNotAllowed, "POST", "invalid_request"},
 		{"GET", "/v1/nothing", http.StatusNotFound, "", "not_found"},
 	} {

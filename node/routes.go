@@ -95,6 +95,9 @@ func (n *Node) routes() http.Handler {
 			probe.Method = m
 			if _, pattern := mux.Handler(probe); pattern != "/v1/" && pattern != "" {
 				allow = append(allow, m)
+				if m == http.MethodGet {
+					allow = append(allow, http.MethodHead) // net/http serves HEAD with GET's handler
+				}
 			}
 		}
 		if len(allow) > 0 {
