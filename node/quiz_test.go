@@ -353,11 +353,15 @@ func TestQuizCheaterCannotRestartTheClock(t *testing.T) {
 	}
 	havePoll(t, nodes, "pub-3")
 	readers := []string{"same-node", "other-region", "http"}
+	var readerSockets []func() // each waits until its reader has the question
 	for _, voter := range readers {
 		ws, ctx := dialQuiz(t, nodes[0], "pub")
 		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+voter+`"}`))
 		frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "ack" })
 		defer ws.CloseNow()
+		readerSockets = append(readerSockets, func() {
+			frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["status"] == "question" })
+		})
 	}
 	honest, hctx := dialQuiz(t, nodes[0], "pub")
 	honest.Write(hctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"honest"}`))
@@ -366,6 +370,9 @@ func TestQuizCheaterCannotRestartTheClock(t *testing.T) {
 		t.Fatalf("start: %d %s", r.status, r.raw)
 	}
 	frameUntil(t, hctx, honest, func(m map[string]any) bool { return m["status"] == "question" })
+	for _, got := range readerSockets { // the question reached them before the clock moves
+		got()
+	}
 	waitFor(t, func() bool { return nodes[1].call(t, "GET", "/v1/polls/pub-1", "").status == 200 })
 	advanceAll(nodes, 1500*time.Millisecond)
 	honest.Write(hctx, websocket.MessageText, []byte(`{"type":"vote","ref":"a","poll":"pub-1","body":{"option":"b","voter":"honest","idem":"honest"}}`))
