@@ -150,3 +150,18 @@ func TestMergeTakesTheCloseFromTheExports(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeOfAPollNobodyVotedIn: an export holding only its close line
+// merges to the digest of that poll, closed then, as the flags give it.
+func TestMergeOfAPollNobodyVotedIn(t *testing.T) {
+	dir := t.TempDir()
+	only := filepath.Join(dir, "close.ndjson")
+	os.WriteFile(only, []byte(`{"close":{"poll":"p","closes_at":1800000060000}}`+"\n"), 0o644)
+	empty := filepath.Join(dir, "empty.ndjson")
+	os.WriteFile(empty, nil, 0o644)
+	got, stderr, code := runCLI(t, "ledger", "merge", "--json", only)
+	want, _, wcode := runCLI(t, "ledger", "merge", "--json", "--poll", "p", "--closes-at", "1800000060000", empty)
+	if code != 0 || wcode != 0 || got != want || stderr != "" || !strings.Contains(got, `"total": 0`) {
+		t.Fatalf("close line alone: %d %s %s\nflags: %d %s", code, got, stderr, wcode, want)
+	}
+}
