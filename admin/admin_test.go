@@ -17,6 +17,7 @@ import (
 	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
+	"tally/poll"
 	"tally/state"
 )
 
@@ -229,8 +230,22 @@ func TestQuizRunsQuestionByQuestion(t *testing.T) {
 			t.Fatalf("%s: %d %v, want %d %s", action, st, b, want, wantCode)
 		}
 	}
+	// Parked is a state, not a time: forty days later the question is
+	// still waiting for its start, and the poll endpoints leave it alone.
+	r.clock.add(40 * 24 * time.Hour)
+	for _, action := range []string{"close", "reveal", "extend"} {
+		if st, b := r.do("POST", "/v1/polls/qz-1/"+action, `{"by_s":60}`); st != http.StatusConflict || code(b) != api.CodePollNotOpen {
+			t.Fatalf("%s of a parked question: %d %v", action, st, b)
+		}
+	}
+	if def, _ := r.state.Poll("qz-1"); !def.Parked() || !def.Hidden || def.StatusAt(r.clock.now().UnixMilli(), false) != poll.Scheduled {
+		t.Fatalf("a parked question 40 days on: %+v", def)
+	}
 	step("reveal", http.StatusConflict, api.CodePollNotOpen)
 	step("start", http.StatusOK, "")
+	if def, _ := r.state.Poll("qz-1"); def.Parked() || def.OpensAt != r.clock.now().UnixMilli() {
+		t.Fatalf("the start did not set the schedule: %+v", def)
+	}
 	if st, b := r.do("GET", "/v1/polls/qz-1", ""); st != http.StatusOK || b["status"] != "open" {
 		t.Fatalf("started question: %d %v", st, b)
 	}

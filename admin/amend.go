@@ -67,7 +67,14 @@ func (h *Host) HandleExtend(w http.ResponseWriter, r *http.Request) {
 // the poll's view.
 func (h *Host) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
 	id := r.PathValue("poll")
-	if _, err := h.amendPoll(id, change); err != nil {
+	parked := func(def *poll.Definition, nowMs int64) (bool, error) {
+		if def.Parked() { // the quiz's host endpoints run its questions
+			return false, api.Errorf(http.StatusConflict, api.CodePollNotOpen,
+				"question %d of quiz %q has not started: start it with POST /v1/quizzes/%s/start", def.Quiz.Index+1, def.Quiz.Quiz, def.Quiz.Quiz)
+		}
+		return change(def, nowMs)
+	}
+	if _, err := h.amendPoll(id, parked); err != nil {
 		api.WriteError(w, err)
 		return
 	}
@@ -82,6 +89,10 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 		return false, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
 	def := reg.Value
+	if def.Quiz != nil {
+		q := *def.Quiz // change may set Started: not on the stored copy
+		def.Quiz = &q
+	}
 	if def.CloseStamp == nil { // the schedule as created: stamped with the creation
 		created := reg.TS
 		def.CloseStamp = &created
@@ -90,12 +101,12 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 	if err != nil {
 		return false, err
 	}
-	opensAt, closesAt := def.OpensAt, def.ClosesAt
+	opensAt, closesAt, parked := def.OpensAt, def.ClosesAt, def.Parked()
 	changed, err := change(&def, ts.Wall)
 	if err != nil || !changed {
 		return false, err
 	}
-	if def.OpensAt != opensAt || def.ClosesAt != closesAt {
+	if def.OpensAt != opensAt || def.ClosesAt != closesAt || def.Parked() != parked {
 		def.CloseStamp = &ts // this write sets the schedule
 	}
 	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"tally/api"
 	"tally/poll"
@@ -13,12 +12,9 @@ import (
 )
 
 // A quiz is a sequence of quiz questions, each a poll (docs/quiz.md):
-// created together, parked far in the future and invisible to everyone but
-// the host until the host starts them one by one. Every region holds them
+// created together, parked (not started, invisible to everyone but the
+// host) until the host starts them one by one. Every region holds them
 // (poll definitions replicate), so any full node can run the quiz.
-
-// parkLead is how far ahead parked questions open: under poll.MaxLead.
-const parkLead = 29 * 24 * time.Hour
 
 // MaxQuizBody bounds a quiz definition: 100 questions of 8 options.
 const MaxQuizBody = 256 << 10
@@ -58,7 +54,7 @@ func (h *Host) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, err)
 			return
 		}
-		opens := poll.AddMs(ts.Wall, parkLead.Milliseconds())
+		opens := ts.Wall // a placeholder until the question starts
 		options := make([]poll.Option, len(qu.Options))
 		for j, o := range qu.Options {
 			options[j] = poll.Option{ID: o.ID, Label: o.Label}
@@ -96,9 +92,10 @@ func (h *Host) HandleQuizStart(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		for _, d := range qs {
-			if d.Parked(now) {
+			if d.Parked() {
 				_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 					def.OpensAt, def.ClosesAt = nowMs, poll.AddMs(nowMs, def.Quiz.LimitMs)
+					def.Quiz.Started = true
 					return true, nil
 				})
 				return err
@@ -136,7 +133,7 @@ func (h *Host) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		started := false
 		for i := len(qs) - 1; i >= 0; i-- {
-			if qs[i].Parked(now) {
+			if qs[i].Parked() {
 				continue
 			}
 			started = true
@@ -165,8 +162,9 @@ func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 		for _, d := range qs {
 			_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 				switch {
-				case def.Parked(nowMs):
+				case def.Parked():
 					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
+					def.Quiz.Started = true
 					def.Hidden = false
 				case nowMs < def.ClosesAt:
 					def.ClosesAt = max(nowMs, def.OpensAt+1)

@@ -26,6 +26,8 @@ func (c *Certifier) ViewOf(poll string) (api.ResultView, error) {
 		v.Coordinator = c.coordinator(poll)
 		now := c.cfg.Now().UnixMilli()
 		switch {
+		case def.Parked():
+			v.Reason = "the quiz question has not started"
 		case def.ClosesAt == 0 || now < def.ClosesAt:
 			v.Reason = "the poll is not closed"
 		case now < def.GraceEnd():

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"tally/api"
+	"tally/poll"
 	"tally/quiz"
 	"tally/state"
 )
@@ -113,7 +114,7 @@ func (c *Certifier) Ranking(id string) (*Ranking, error) {
 		cert := certs[i]
 		if cert.Status != state.Reconciled {
 			rk.Final = false
-			if d.ClosesAt <= now && now >= d.OpensAt {
+			if d.StatusAt(now, false) == poll.Closed {
 				rk.Pending = append(rk.Pending, d.Quiz.Index)
 			}
 			continue

@@ -42,7 +42,7 @@ func TestRanking(t *testing.T) {
 		id := fmt.Sprintf("q-%d", i+1)
 		d := poll.Definition{ID: id, Question: "?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 			OpensAt: opens, ClosesAt: opens + 20_000, Hidden: hidden,
-			Quiz: &poll.QuizQuestion{Quiz: "q", Index: i, Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}}
+			Quiz: &poll.QuizQuestion{Quiz: "q", Index: i, Correct: []string{"a"}, Points: 1000, LimitMs: 20_000, Started: true}}
 		if _, err := st.PutPoll(d, hlc.Timestamp{Wall: opens + int64(i), Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}

@@ -18,14 +18,15 @@ import (
 	"tally/state"
 )
 
-// putQuiz writes a quiz of n parked questions, z-1 … z-n, into st.
-func putQuiz(t testing.TB, st *state.State, id string, n int, parkedUntil time.Time) {
+// putQuiz writes a quiz of n questions, z-1 … z-n, into st, opening at
+// opens: started if that is in the past, parked if not.
+func putQuiz(t testing.TB, st *state.State, id string, n int, opens time.Time) {
 	t.Helper()
 	for i := range n {
 		def := poll.Definition{ID: id + "-" + string(rune('1'+i)), Question: "secret question " + string(rune('1'+i)),
 			Options: []poll.Option{{ID: "a", Label: "3"}, {ID: "b", Label: "4"}}, Hidden: true, Event: id,
-			OpensAt: parkedUntil.UnixMilli(), ClosesAt: parkedUntil.Add(20 * time.Second).UnixMilli(),
-			Quiz: &poll.QuizQuestion{Quiz: id, Title: "Maths", Index: i, Correct: []string{"b"}, Points: 1000, LimitMs: 20_000}}
+			OpensAt: opens.UnixMilli(), ClosesAt: opens.Add(20 * time.Second).UnixMilli(),
+			Quiz: &poll.QuizQuestion{Quiz: id, Title: "Maths", Index: i, Correct: []string{"b"}, Points: 1000, LimitMs: 20_000, Started: opens.Before(time.Now())}}
 		if _, err := st.PutPoll(def, hlc.Timestamp{Wall: 10, Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -36,6 +37,10 @@ func putQuiz(t testing.TB, st *state.State, id string, n int, parkedUntil time.T
 func amend(t testing.TB, st *state.State, id string, wall int64, change func(*poll.Definition)) {
 	t.Helper()
 	def, _ := st.Poll(id)
+	if def.Quiz != nil {
+		q := *def.Quiz // not the stored copy
+		def.Quiz = &q
+	}
 	change(&def)
 	if _, err := st.PutPoll(def, hlc.Timestamp{Wall: wall, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
@@ -148,6 +153,7 @@ func TestQuizStreamFollowsTheQuizAndTimesAnswers(t *testing.T) {
 	clock.Unlock()
 	amend(t, st, "z-1", 20, func(d *poll.Definition) {
 		d.OpensAt, d.ClosesAt = opened.UnixMilli(), opened.Add(20*time.Second).UnixMilli()
+		d.Quiz.Started = true
 	})
 	q, next := r.await(t, next, func(_ string, m map[string]json.RawMessage) bool { return string(m["status"]) == `"question"` })
 	var qv api.QuestionView
@@ -353,6 +359,7 @@ func FuzzQuizStreamMessage(f *testing.F) {
 	putQuiz(f, st, "z", 2, time.Now().Add(24*time.Hour))
 	amend(f, st, "z-1", 20, func(d *poll.Definition) {
 		d.OpensAt, d.ClosesAt = time.Now().Add(-time.Second).UnixMilli(), time.Now().Add(time.Hour).UnixMilli()
+		d.Quiz.Started = true
 	})
 	putQuiz(f, st, "other", 1, time.Now().Add(-time.Second))
 	rec := &recordingVoter{}

@@ -266,7 +266,7 @@ const maxVoterLen = 128
 // isQuestion reports whether pollID is a started question of quizID.
 func (s *Server) isQuestion(quizID, pollID string) bool {
 	def, ok := s.src.Poll(pollID)
-	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Parked(s.cfg.Now().UnixMilli())
+	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Parked()
 }
 
 func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock api.Sender) {

@@ -306,7 +306,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 // names. It returns the poll's definition.
 func (p *Pipeline) checkRequest(pollID string, votes []Vote) (poll.Definition, error) {
 	def, ok := p.cfg.State.Poll(pollID)
-	if !ok || def.Parked(p.cfg.Now().UnixMilli()) {
+	if !ok || def.Parked() {
 		return poll.Definition{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if len(votes) == 0 || len(votes) > MaxBatch {

@@ -105,6 +105,12 @@ type QuizQuestion struct {
 	Correct []string `json:"correct"`
 	Points  int64    `json:"points"`
 	LimitMs int64    `json:"limit_ms"`
+	// Started is set when the host starts the question (or ends the quiz
+	// before it): until then the question is parked, seen only by the
+	// host, and its OpensAt and ClosesAt are placeholders. It is part of
+	// the schedule and merges with it (state.PutPoll). The question's
+	// reveal is its Definition.Hidden going false, as for any poll.
+	Started bool `json:"started,omitempty"`
 }
 
 // Limits are a poll's own vote rate limits (votes per second, with a burst
@@ -141,7 +147,7 @@ func (d *Definition) StatusAt(nowMs int64, reconciled bool) Status {
 	switch {
 	case reconciled:
 		return Reconciled
-	case nowMs < d.OpensAt:
+	case d.Parked() || nowMs < d.OpensAt:
 		return Scheduled
 	case nowMs < d.ClosesAt:
 		return Open
@@ -153,7 +159,7 @@ func (d *Definition) StatusAt(nowMs int64, reconciled bool) Status {
 // vote stamped exactly at closes_at is late.
 func (d *Definition) WindowAt(ms int64) Window {
 	switch {
-	case ms < d.OpensAt:
+	case d.Parked() || ms < d.OpensAt:
 		return BeforeOpen
 	case ms < d.ClosesAt:
 		return InWindow
@@ -169,12 +175,19 @@ func (d *Definition) WindowAt(ms int64) Window {
 func StoreKey(id string) string { return "poll/" + id }
 
 // Parked reports whether d is a quiz question not yet started: only the
-// host sees it (docs/quiz.md).
-func (d *Definition) Parked(nowMs int64) bool { return d.Quiz != nil && nowMs < d.OpensAt }
+// host sees it, it takes no answers and its window has not begun
+// (docs/quiz.md).
+func (d *Definition) Parked() bool { return d.Quiz != nil && !d.Quiz.Started }
 
 // GraceEnd is the wall time (Unix ms) at which the poll's grace window
-// ends: from then on it may be certified.
-func (d *Definition) GraceEnd() int64 { return AddMs(d.ClosesAt, d.GraceMs) }
+// ends: from then on it may be certified. A parked question's never ends
+// until it is started.
+func (d *Definition) GraceEnd() int64 {
+	if d.Parked() {
+		return math.MaxInt64
+	}
+	return AddMs(d.ClosesAt, d.GraceMs)
+}
 
 // HasOption reports whether id is one of the poll's options.
 func (d *Definition) HasOption(id string) bool {

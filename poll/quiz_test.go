@@ -2,6 +2,7 @@ package poll
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -18,6 +19,24 @@ func TestQuizQuestionDefaults(t *testing.T) {
 	}
 	if d.ClosesAt-d.OpensAt != 20_000 || d.GraceMs != 0 {
 		t.Fatalf("closes after %d ms, grace %d", d.ClosesAt-d.OpensAt, d.GraceMs)
+	}
+	if d.Parked() { // created as a poll, it runs on its own schedule
+		t.Fatal("a question created as a poll is parked")
+	}
+}
+
+// A parked question has not begun, whatever the time: it is scheduled,
+// takes nothing and never reaches its grace end.
+func TestParkedQuestionWaitsForItsStart(t *testing.T) {
+	d, _ := quizSpec().Definition(1_796_000_000_000)
+	d.Quiz.Started = false
+	later := d.ClosesAt + 1_000_000
+	if d.StatusAt(later, false) != Scheduled || d.WindowAt(later) != BeforeOpen || d.GraceEnd() != math.MaxInt64 {
+		t.Fatalf("parked: %s, window %d, grace end %d", d.StatusAt(later, false), d.WindowAt(later), d.GraceEnd())
+	}
+	d.Quiz.Started = true
+	if d.StatusAt(later, false) != Closed || d.WindowAt(later) != AfterGrace {
+		t.Fatalf("started: %s, window %d", d.StatusAt(later, false), d.WindowAt(later))
 	}
 }
 

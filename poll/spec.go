@@ -65,6 +65,9 @@ func (s Spec) Definition(nowMs int64) (Definition, error) {
 	}
 	if s.Quiz != nil {
 		d.GraceMs = 0 // an answer after the close is too late; a grace_s above 0 is refused
+		q := *s.Quiz
+		q.Started = true // a question created as a poll runs on its own schedule
+		d.Quiz = &q
 	}
 	if s.GraceS != nil {
 		if !(*s.GraceS >= 0 && *s.GraceS <= MaxGrace.Seconds()) {

@@ -12,7 +12,8 @@ import (
 // amendments written at different regions at about the same time all
 // survive, in whatever order the versions arrive:
 //
-//   - the schedule (OpensAt and ClosesAt) is the one written last, by
+//   - the schedule (OpensAt, ClosesAt and a quiz question's Started) is
+//     the one written last, by
 //     its own stamp (CloseStamp; a version without one set it when it was
 //     written whole): a reveal written later elsewhere does not undo an
 //     extend, or a quiz question's start;
@@ -32,6 +33,11 @@ func joinDefinitions(a, b crdt.Register[poll.Definition]) crdt.Register[poll.Def
 	out.Value.Hidden = a.Value.Hidden && b.Value.Hidden
 	if closeStamp(older).Compare(closeStamp(newer)) > 0 {
 		out.Value.OpensAt, out.Value.ClosesAt = older.Value.OpensAt, older.Value.ClosesAt
+		if q := out.Value.Quiz; q != nil && older.Value.Quiz != nil && q.Started != older.Value.Quiz.Started {
+			started := *q // the newer version's other quiz fields, the older's start
+			started.Started = older.Value.Quiz.Started
+			out.Value.Quiz = &started
+		}
 		out.Value.CloseStamp = older.Value.CloseStamp
 		if out.Value.CloseStamp == nil {
 			ts := older.TS // the older version's close was written with it

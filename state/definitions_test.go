@@ -30,9 +30,13 @@ func amend(from crdt.Register[poll.Definition], ts hlc.Timestamp, change func(*p
 		cs := from.TS
 		d.CloseStamp = &cs
 	}
-	opens, closes := d.OpensAt, d.ClosesAt
+	if d.Quiz != nil {
+		q := *d.Quiz
+		d.Quiz = &q
+	}
+	opens, closes, parked := d.OpensAt, d.ClosesAt, d.Parked()
 	change(&d)
-	if d.OpensAt != opens || d.ClosesAt != closes {
+	if d.OpensAt != opens || d.ClosesAt != closes || d.Parked() != parked {
 		d.CloseStamp = &ts
 	}
 	return crdt.Register[poll.Definition]{TS: ts, Value: d}
@@ -73,16 +77,21 @@ func TestConcurrentExtendAndRevealBothSurvive(t *testing.T) {
 // A quiz question's start (a new schedule) survives a reveal written at
 // another region a moment later from the parked version.
 func TestStartSurvivesAConcurrentReveal(t *testing.T) {
-	created := crdt.Register[poll.Definition]{TS: stamp(0, "eu"), Value: hiddenPoll()}
-	start := amend(created, stamp(100, "us"), func(d *poll.Definition) { d.OpensAt, d.ClosesAt = t0+100, t0+20_100 })
+	parked := hiddenPoll()
+	parked.Quiz = &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}
+	parked.GraceMs, parked.ClosesAt = 0, t0+20_000
+	created := crdt.Register[poll.Definition]{TS: stamp(0, "eu"), Value: parked}
+	start := amend(created, stamp(100, "us"), func(d *poll.Definition) {
+		d.OpensAt, d.ClosesAt, d.Quiz.Started = t0+100, t0+20_100, true
+	})
 	reveal := amend(created, stamp(150, "ap"), func(d *poll.Definition) { d.Hidden = false })
 	for _, order := range [][]crdt.Register[poll.Definition]{{created, start, reveal}, {created, reveal, start}} {
 		s := newState(t, "x")
 		for _, r := range order {
 			s.PutPoll(r.Value, r.TS)
 		}
-		if got, _ := s.Poll("p"); got.OpensAt != t0+100 || got.ClosesAt != t0+20_100 || got.Hidden {
-			t.Errorf("opens +%d closes +%d hidden %v", got.OpensAt-t0, got.ClosesAt-t0, got.Hidden)
+		if got, _ := s.Poll("p"); got.Parked() || got.OpensAt != t0+100 || got.ClosesAt != t0+20_100 || got.Hidden {
+			t.Errorf("parked %v opens +%d closes +%d hidden %v", got.Parked(), got.OpensAt-t0, got.ClosesAt-t0, got.Hidden)
 		}
 	}
 }

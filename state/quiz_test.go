@@ -9,11 +9,18 @@ import (
 	"tally/poll"
 )
 
-// question is quiz q's question i, parked until opens.
+// question is quiz q's question i, parked (opens is where it will open).
 func question(q string, i int, opens int64) poll.Definition {
 	d := def(fmt.Sprintf("%s-%d", q, i+1))
 	d.OpensAt, d.ClosesAt, d.GraceMs, d.Hidden = opens, opens+20_000, 0, true
 	d.Quiz = &poll.QuizQuestion{Quiz: q, Index: i, Correct: []string{"red"}, Points: 1000, LimitMs: 20_000}
+	return d
+}
+
+// started is question started at opens.
+func started(q string, i int, opens int64) poll.Definition {
+	d := question(q, i, opens)
+	d.Quiz.Started = true
 	return d
 }
 
@@ -83,7 +90,7 @@ func TestQuizView(t *testing.T) {
 	if st, n := status(true, now); st != "ready" || n != 2 {
 		t.Fatalf("the host before the start: %s, %d questions", st, n)
 	}
-	q := question("pub", 0, now)
+	q := started("pub", 0, now)
 	put(q, 2)
 	v, _ := api.QuizOf(s, "pub", false, now+1000)
 	if v.Status != "question" || v.Current == nil || *v.Current != 0 || len(v.Questions) != 1 || v.Questions[0].Correct != nil || v.Questions[0].Totals != nil {
@@ -98,7 +105,7 @@ func TestQuizView(t *testing.T) {
 	if qv := v.Questions[0]; !qv.Revealed || len(qv.Correct) != 1 || qv.Totals == nil {
 		t.Fatalf("revealed: %+v", qv)
 	}
-	put(question("pub", 1, now+30_000), 4)
+	put(started("pub", 1, now+30_000), 4)
 	if st, _ := status(false, now+50_000); st != "ended" {
 		t.Fatalf("every question closed: %s", st)
 	}
