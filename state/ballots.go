@@ -80,12 +80,12 @@ func (s *State) MergeBallots(pollID string, bs []crdt.Ballot) (added, left int, 
 // TakeBallots returns, per poll, up to max of this replica's ballots
 // applied since the last call (the oldest first), and forgets them.
 func (s *State) TakeBallots(max int) map[string][]crdt.Ballot {
-	s.mu.RLock()
+	s.pmu.RLock()
 	polls := make(map[string]*pollState, len(s.polls))
 	for id, ps := range s.polls {
 		polls[id] = ps
 	}
-	s.mu.RUnlock()
+	s.pmu.RUnlock()
 	out := map[string][]crdt.Ballot{}
 	for id, ps := range polls {
 		ps.bmu.Lock()

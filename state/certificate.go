@@ -39,40 +39,40 @@ const certPrefix = "cert/"
 
 // PutCertificate keeps c if it beats the certificate held for its poll,
 // persisting it first, and reports whether it did.
-func (s *State) PutCertificate(c Certificate) (bool, error) {
+func (d *Definitions) PutCertificate(c Certificate) (bool, error) {
 	if err := c.Validate(); err != nil {
 		return false, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.defs.Get(c.Poll); !ok {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.defs.Get(c.Poll); !ok {
 		return false, fmt.Errorf("certificate for unknown poll %q", c.Poll)
 	}
-	held := s.certs[c.Poll]
+	held := d.certs[c.Poll]
 	if !beats(&c, held) {
 		return false, nil
 	}
-	if s.store != nil {
+	if d.store != nil {
 		b, err := json.Marshal(c)
 		if err != nil {
 			return false, fmt.Errorf("%w: %w", ErrStore, err)
 		}
-		if err := s.store.PutMeta(certPrefix+c.Poll, b); err != nil {
+		if err := d.store.PutMeta(certPrefix+c.Poll, b); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}
-	if s.certs == nil {
-		s.certs = make(map[string]*Certificate)
+	if d.certs == nil {
+		d.certs = make(map[string]*Certificate)
 	}
-	s.certs[c.Poll] = &c
+	d.certs[c.Poll] = &c
 	return true, nil
 }
 
 // Certificate returns the poll's certificate, if any.
-func (s *State) Certificate(pollID string) (Certificate, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c, ok := s.certs[pollID]
+func (d *Definitions) Certificate(pollID string) (Certificate, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	c, ok := d.certs[pollID]
 	if !ok {
 		return Certificate{}, false
 	}
@@ -80,19 +80,19 @@ func (s *State) Certificate(pollID string) (Certificate, bool) {
 }
 
 // loadCertificates reads the persisted certificates. Callers hold no lock.
-func (s *State) loadCertificates() error {
-	for name, value := range s.store.MetaWithPrefix(certPrefix) {
+func (d *Definitions) loadCertificates() error {
+	for name, value := range d.store.MetaWithPrefix(certPrefix) {
 		var c Certificate
 		if err := json.Unmarshal(value, &c); err != nil {
 			return fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
 		}
-		if _, gone := s.forgotten[c.Poll]; gone {
+		if _, gone := d.forgotten[c.Poll]; gone {
 			continue // kept on disk, not in memory
 		}
-		if s.certs == nil {
-			s.certs = make(map[string]*Certificate)
+		if d.certs == nil {
+			d.certs = make(map[string]*Certificate)
 		}
-		s.certs[c.Poll] = &c
+		d.certs[c.Poll] = &c
 	}
 	return nil
 }

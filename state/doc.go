@@ -1,5 +1,19 @@
-// Package state is a node's replicated state: the poll definitions (as
-// last-writer-wins registers) and, per poll, the tally of every replica.
+// Package state is a node's replicated state, in two parts that State
+// joins:
+//
+//   - Definitions, the definitions store (definitions.go, certificate.go,
+//     keys.go, forget.go, quiz.go): each poll's definition as a register
+//     whose amended fields join field by field, its certificate, the
+//     replicas' public keys and the tombstones of forgotten polls, all
+//     persisted in the Store;
+//   - per poll, the counts: this replica's cells, every replica's tally
+//     and ballots, viewers and quiz show times (state.go, ballots.go,
+//     viewers.go, shown.go), plus the cluster-wide voter-token budgets
+//     (budget.go). A poll's counts are made before its definition is
+//     visible and dropped after it is forgotten.
+//
+// The API's views of this state (a quiz's, a poll's) are built in package
+// api.
 //
 // This replica's own counts are written on the vote path by many goroutines
 // at once, so they live in striped cells: each option has a row of padded

@@ -12,44 +12,44 @@ const forgottenPrefix = "forgotten/"
 // The node calls it once a poll is certified and past retention; its
 // records and certificate stay on disk (the ledger and its export). A
 // tombstone, persisted, keeps gossip and restarts from bringing it back.
-func (s *State) Forget(pollID string, atMs int64) error {
-	if s.store != nil {
-		if err := s.store.PutMeta(forgottenPrefix+pollID, []byte(strconv.FormatInt(atMs, 10))); err != nil {
+func (d *Definitions) Forget(pollID string, atMs int64) error {
+	if d.store != nil {
+		if err := d.store.PutMeta(forgottenPrefix+pollID, []byte(strconv.FormatInt(atMs, 10))); err != nil {
 			return fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if reg, ok := s.defs.Get(pollID); ok && reg.Value.Quiz != nil {
+	d.mu.Lock()
+	if reg, ok := d.defs.Get(pollID); ok && reg.Value.Quiz != nil {
 		q := reg.Value.Quiz.Quiz
-		if delete(s.quizzes[q], pollID); len(s.quizzes[q]) == 0 {
-			delete(s.quizzes, q)
+		if delete(d.quizzes[q], pollID); len(d.quizzes[q]) == 0 {
+			delete(d.quizzes, q)
 		}
 	}
-	s.defs.Delete(pollID)
-	delete(s.polls, pollID)
-	delete(s.certs, pollID)
-	if s.forgotten == nil {
-		s.forgotten = map[string]struct{}{}
+	d.defs.Delete(pollID)
+	delete(d.certs, pollID)
+	if d.forgotten == nil {
+		d.forgotten = map[string]struct{}{}
 	}
-	s.forgotten[pollID] = struct{}{}
+	d.forgotten[pollID] = struct{}{}
+	d.mu.Unlock()
+	d.onForget(pollID) // the counts go after the definition: nothing finds counts without one
 	return nil
 }
 
 // Forgotten reports whether the poll left memory (Forget).
-func (s *State) Forgotten(pollID string) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	_, ok := s.forgotten[pollID]
+func (d *Definitions) Forgotten(pollID string) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	_, ok := d.forgotten[pollID]
 	return ok
 }
 
 // loadForgotten reads the tombstones; called by New before definitions.
-func (s *State) loadForgotten() {
-	for name := range s.store.MetaWithPrefix(forgottenPrefix) {
-		if s.forgotten == nil {
-			s.forgotten = map[string]struct{}{}
+func (d *Definitions) loadForgotten() {
+	for name := range d.store.MetaWithPrefix(forgottenPrefix) {
+		if d.forgotten == nil {
+			d.forgotten = map[string]struct{}{}
 		}
-		s.forgotten[name[len(forgottenPrefix):]] = struct{}{}
+		d.forgotten[name[len(forgottenPrefix):]] = struct{}{}
 	}
 }

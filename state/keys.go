@@ -13,50 +13,50 @@ const keyPrefix = "pubkey/"
 // authenticated member metadata), so its certificates can be verified
 // even after it left. A replica's key never changes: a different key for a
 // replica already known is refused (and the first one kept).
-func (s *State) LearnKey(replica string, pub ed25519.PublicKey) error {
+func (d *Definitions) LearnKey(replica string, pub ed25519.PublicKey) error {
 	if len(pub) != ed25519.PublicKeySize {
 		return fmt.Errorf("state: public key of %s has %d bytes", replica, len(pub))
 	}
-	s.mu.Lock()
-	held, ok := s.keys[replica]
-	s.mu.Unlock()
+	d.mu.Lock()
+	held, ok := d.keys[replica]
+	d.mu.Unlock()
 	if ok {
 		if !bytes.Equal(held, pub) {
 			return fmt.Errorf("state: replica %s announced another public key than the one it is known by", replica)
 		}
 		return nil
 	}
-	if s.store != nil {
-		if err := s.store.PutMeta(keyPrefix+replica, pub); err != nil {
+	if d.store != nil {
+		if err := d.store.PutMeta(keyPrefix+replica, pub); err != nil {
 			return fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.keys == nil {
-		s.keys = map[string]ed25519.PublicKey{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.keys == nil {
+		d.keys = map[string]ed25519.PublicKey{}
 	}
-	s.keys[replica] = bytes.Clone(pub)
+	d.keys[replica] = bytes.Clone(pub)
 	return nil
 }
 
 // PublicKey returns the key a replica is known by.
-func (s *State) PublicKey(replica string) (ed25519.PublicKey, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	k, ok := s.keys[replica]
+func (d *Definitions) PublicKey(replica string) (ed25519.PublicKey, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	k, ok := d.keys[replica]
 	return k, ok
 }
 
 // loadKeys reads the persisted public keys; called by New.
-func (s *State) loadKeys() {
-	for name, value := range s.store.MetaWithPrefix(keyPrefix) {
+func (d *Definitions) loadKeys() {
+	for name, value := range d.store.MetaWithPrefix(keyPrefix) {
 		if len(value) != ed25519.PublicKeySize {
 			continue
 		}
-		if s.keys == nil {
-			s.keys = map[string]ed25519.PublicKey{}
+		if d.keys == nil {
+			d.keys = map[string]ed25519.PublicKey{}
 		}
-		s.keys[name[len(keyPrefix):]] = bytes.Clone(value)
+		d.keys[name[len(keyPrefix):]] = bytes.Clone(value)
 	}
 }

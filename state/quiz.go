@@ -12,15 +12,15 @@ import (
 
 // QuizQuestions returns the definitions of a quiz's questions, by index
 // (docs/quiz.md: each question is a poll).
-func (s *State) QuizQuestions(quizID string) []poll.Definition {
-	s.mu.RLock()
-	qs := make([]poll.Definition, 0, len(s.quizzes[quizID]))
-	for id := range s.quizzes[quizID] {
-		if reg, ok := s.defs.Get(id); ok && reg.Value.Quiz != nil && reg.Value.Quiz.Quiz == quizID {
+func (d *Definitions) QuizQuestions(quizID string) []poll.Definition {
+	d.mu.RLock()
+	qs := make([]poll.Definition, 0, len(d.quizzes[quizID]))
+	for id := range d.quizzes[quizID] {
+		if reg, ok := d.defs.Get(id); ok && reg.Value.Quiz != nil && reg.Value.Quiz.Quiz == quizID {
 			qs = append(qs, reg.Value)
 		}
 	}
-	s.mu.RUnlock()
+	d.mu.RUnlock()
 	slices.SortFunc(qs, func(a, b poll.Definition) int { return a.Quiz.Index - b.Quiz.Index })
 	return qs
 }

@@ -15,17 +15,17 @@ import (
 // and when each replica's state was last heard from.
 
 // PollRegister returns a poll's definition with the timestamp of its write.
-func (s *State) PollRegister(id string) (crdt.Register[poll.Definition], bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.defs.Get(id)
+func (d *Definitions) PollRegister(id string) (crdt.Register[poll.Definition], bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.defs.Get(id)
 }
 
 // MergePoll applies a definition written elsewhere (created or closed in
 // another region): it is persisted and kept if it is newer than the one
 // held. It reports whether it won.
-func (s *State) MergePoll(reg crdt.Register[poll.Definition]) (bool, error) {
-	return s.PutPoll(reg.Value, reg.TS)
+func (d *Definitions) MergePoll(reg crdt.Register[poll.Definition]) (bool, error) {
+	return d.PutPoll(reg.Value, reg.TS)
 }
 
 // OwnDelta returns this replica's entries of the poll changed after

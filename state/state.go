@@ -1,21 +1,16 @@
 package state
 
 import (
-	"cmp"
-	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"tally/crdt"
-	"tally/hlc"
 	"tally/poll"
 )
 
@@ -66,29 +61,20 @@ type Config struct {
 	HashKey []byte
 }
 
-// State is the node's replicated state. It is safe for concurrent use.
+// State is the node's replicated state: the definitions store (embedded:
+// definitions, certificates, replicas' keys and tombstones) and, per
+// poll, the counters and ballots. It is safe for concurrent use.
 type State struct {
-	replica  string
-	store    Store
-	stripes  int
-	maxPolls int
+	*Definitions
 
-	defMu sync.Mutex // serializes definition writes: the join reads and replaces, and the bound on polls holds
+	replica string
+	store   Store // the voter-token budgets' (budget.go)
+	stripes int
 
-	mu    sync.RWMutex
-	defs  crdt.Map[string, poll.Definition]
-	polls map[string]*pollState
-
-	certs map[string]*Certificate // guarded by mu
-	// quizzes indexes the quiz questions: quiz → its question polls
-	// (quiz.go); guarded by mu.
-	quizzes map[string]map[string]struct{}
+	pmu   sync.RWMutex          // guards polls
+	polls map[string]*pollState // a poll's counts exist before its definition is visible, and go after it
 
 	heard heard
-
-	setAside  map[string]error             // stored definitions that no longer validate; set by New only
-	forgotten map[string]struct{}          // polls dropped from memory (Forget); guarded by mu
-	keys      map[string]ed25519.PublicKey // replica → its signing key; guarded by mu
 
 	hashKey []byte
 	now     func() time.Time
@@ -123,7 +109,7 @@ func New(cfg Config) (*State, error) {
 	if cfg.MaxPolls <= 0 {
 		cfg.MaxPolls = DefaultMaxPolls
 	}
-	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, maxPolls: cfg.MaxPolls, polls: make(map[string]*pollState),
+	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, polls: make(map[string]*pollState),
 		hashKey: cfg.HashKey, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
@@ -131,127 +117,55 @@ func New(cfg Config) (*State, error) {
 	if len(s.hashKey) == 0 {
 		s.hashKey = []byte("tally ballot hash v1")
 	}
+	s.Definitions = &Definitions{store: cfg.Store, maxPolls: cfg.MaxPolls, onDefine: s.define, onForget: s.drop}
 	if s.store == nil {
 		return s, nil
 	}
-	s.loadForgotten()
-	s.loadKeys()
 	s.loadBudget()
-	for name, value := range s.store.MetaWithPrefix(pollPrefix) {
-		if _, gone := s.forgotten[name[len(pollPrefix):]]; gone {
-			continue
-		}
-		var reg crdt.Register[poll.Definition]
-		if err := json.Unmarshal(value, &reg); err != nil {
-			return nil, fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
-		}
-		if err := reg.Value.Validate(); err != nil {
-			// Written by an earlier version with looser rules: the node
-			// still starts; the poll is left out and reported.
-			if s.setAside == nil {
-				s.setAside = map[string]error{}
-			}
-			s.setAside[name[len(pollPrefix):]] = err
-			continue
-		}
-		s.setDefinition(reg)
-	}
-	if err := s.loadCertificates(); err != nil {
+	if err := s.Definitions.load(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// SetAside returns the stored definitions New left out because they no
-// longer pass validation (poll id → why), for the node to report.
-func (s *State) SetAside() map[string]error { return s.setAside }
-
 // Replica returns this node's replica id.
 func (s *State) Replica() string { return s.replica }
 
-// PutPoll writes a definition at ts (a create, or an amended version such
-// as a close, an extend or a reveal, written here or gossiped from another
-// region), joined with the version held (joinDefinitions). It persists the
-// result before applying it and reports whether the held definition
-// changed.
-func (s *State) PutPoll(d poll.Definition, ts hlc.Timestamp) (bool, error) {
-	if err := d.Validate(); err != nil {
-		return false, err
-	}
-	in := crdt.Register[poll.Definition]{TS: ts, Value: d}
-	s.defMu.Lock()
-	defer s.defMu.Unlock()
-	s.mu.RLock()
-	cur, ok := s.defs.Get(d.ID)
-	_, gone := s.forgotten[d.ID]
-	held := s.defs.Len()
-	s.mu.RUnlock()
-	if gone {
-		return false, nil // a forgotten poll stays forgotten, whoever still gossips it
-	}
-	if !ok && held >= s.maxPolls {
-		return false, fmt.Errorf("%w: %d held, at most %d", ErrTooManyPolls, held, s.maxPolls)
-	}
-	if d.CloseStamp == nil && !ok {
-		in.Value.CloseStamp = &ts // a creation writes the close too
-	}
-	reg := in
-	if ok {
-		reg = joinDefinitions(cur, in)
-		if reg.TS == cur.TS && sameDefinition(reg.Value, cur.Value) {
-			return false, nil // nothing new: an older or the same write
-		}
-		if err := reg.Value.Validate(); err != nil {
-			return false, err
-		}
-	}
-	if s.store != nil {
-		b, err := json.Marshal(reg)
-		if err != nil {
-			return false, fmt.Errorf("%w: %w", ErrStore, err)
-		}
-		if err := s.store.PutMeta(poll.StoreKey(d.ID), b); err != nil {
-			return false, fmt.Errorf("%w: %w", ErrStore, err)
-		}
-	}
-	s.setDefinition(reg)
-	return true, nil
-}
-
-func (s *State) setDefinition(reg crdt.Register[poll.Definition]) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.defs.Replace(reg.Value.ID, reg)
-	if q := reg.Value.Quiz; q != nil {
-		if s.quizzes == nil {
-			s.quizzes = map[string]map[string]struct{}{}
-		}
-		if s.quizzes[q.Quiz] == nil {
-			s.quizzes[q.Quiz] = map[string]struct{}{}
-		}
-		s.quizzes[q.Quiz][reg.Value.ID] = struct{}{}
-	}
-	ps, ok := s.polls[reg.Value.ID]
+// define readies a poll's counts for a definition about to be set: new
+// cells, tally and ballots for a new poll; the ballots' close moved for
+// an amended one.
+func (s *State) define(reg crdt.Register[poll.Definition]) {
 	options := make([]string, len(reg.Value.Options))
 	for i, o := range reg.Value.Options {
 		options[i] = o.ID
 	}
+	s.pmu.Lock()
+	ps, ok := s.polls[reg.Value.ID]
 	if !ok {
 		ballots := crdt.NewBallots(reg.Value.ClosesAt)
 		if reg.Value.Quiz != nil {
 			ballots = crdt.NewFirstBallots(reg.Value.ClosesAt) // a participant's first answer counts
 		}
 		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally(), ballots: ballots, seenMs: s.now().UnixMilli()}
-	} else {
-		ps.bmu.Lock()
-		ps.ballots.SetClosesAt(reg.Value.ClosesAt, s.mover(ps))
-		ps.bmu.Unlock()
+		s.pmu.Unlock()
+		return
 	}
-	if ok && !sameOptions(ps.local, options) {
+	s.pmu.Unlock()
+	ps.bmu.Lock()
+	ps.ballots.SetClosesAt(reg.Value.ClosesAt, s.mover(ps))
+	ps.bmu.Unlock()
+	if !sameOptions(ps.local, options) {
 		// Options are fixed at creation; a definition changing them is
 		// kept, but counting continues in the cells that exist.
 		slog.Warn("state: poll options changed; keeping the original cells", "poll", reg.Value.ID)
 	}
+}
+
+// drop lets a forgotten poll's counts go.
+func (s *State) drop(id string) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	delete(s.polls, id)
 }
 
 func sameOptions(c *cells, options []string) bool {
@@ -266,36 +180,10 @@ func sameOptions(c *cells, options []string) bool {
 	return true
 }
 
-// Poll returns a poll's definition.
-func (s *State) Poll(id string) (poll.Definition, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	reg, ok := s.defs.Get(id)
-	return reg.Value, ok
-}
-
-// Polls returns every definition, sorted by opening time then id.
-func (s *State) Polls() []poll.Definition {
-	s.mu.RLock()
-	out := make([]poll.Definition, 0, s.defs.Len())
-	for _, id := range s.defs.Keys() {
-		reg, _ := s.defs.Get(id)
-		out = append(out, reg.Value)
-	}
-	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b poll.Definition) int {
-		if c := cmp.Compare(a.OpensAt, b.OpensAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out
-}
-
 func (s *State) poll(id string) (*pollState, error) {
-	s.mu.RLock()
+	s.pmu.RLock()
 	ps, ok := s.polls[id]
-	s.mu.RUnlock()
+	s.pmu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", poll.ErrNotFound, id)
 	}
