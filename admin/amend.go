@@ -31,7 +31,7 @@ func (h *Host) HandleReveal(w http.ResponseWriter, r *http.Request) {
 func (h *Host) HandleExtend(w http.ResponseWriter, r *http.Request) {
 	var req api.ExtendRequest
 	if err := api.DecodeJSON(w, r, 1<<10, &req); err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	h.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
@@ -75,7 +75,7 @@ func (h *Host) amend(w http.ResponseWriter, r *http.Request, change func(def *po
 		return change(def, nowMs)
 	}
 	if _, err := h.amendPoll(id, parked); err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	h.writeView(w, r, http.StatusOK, id)

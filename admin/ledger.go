@@ -14,7 +14,7 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
 	def, ok := h.cfg.State.Poll(id)
 	if !ok {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}
 	rc := http.NewResponseController(w)

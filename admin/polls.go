@@ -57,28 +57,28 @@ func (h *Host) View(id string, admin bool) (api.PollView, error) {
 func (h *Host) HandleCreatePoll(w http.ResponseWriter, r *http.Request) {
 	var spec poll.Spec
 	if err := api.DecodeJSON(w, r, h.cfg.MaxBody, &spec); err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	ts, err := h.cfg.Clock.Now()
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	def, err := spec.Definition(ts.Wall)
 	if err != nil {
-		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
 		return
 	}
 	if _, exists := h.cfg.State.Poll(def.ID); exists {
-		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q exists", def.ID))
+		api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q exists", def.ID))
 		return
 	}
 	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
 		if errors.Is(err, state.ErrTooManyPolls) {
 			err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); closed polls leave after their certification and retention")
 		}
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	h.writeView(w, r, http.StatusCreated, def.ID)
@@ -91,14 +91,14 @@ func (h *Host) HandleCreatePoll(w http.ResponseWriter, r *http.Request) {
 func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed query: %v", err))
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed query: %v", err))
 		return
 	}
 	limit := api.DefaultPageSize
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > api.MaxPageSize {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "limit must be 1-%d", api.MaxPageSize))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "limit must be 1-%d", api.MaxPageSize))
 			return
 		}
 		limit = n
@@ -114,7 +114,7 @@ func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 	if c := q.Get("cursor"); c != "" {
 		after, ok := decodeCursor(c)
 		if !ok {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed cursor"))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "malformed cursor"))
 			return
 		}
 		// The first poll that sorts after the cursor's, newest first.
@@ -139,13 +139,13 @@ func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 	for _, d := range polls {
 		v, err := h.View(d.ID, api.IsAdmin(r))
 		if err != nil {
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 		views = append(views, v)
 	}
 	out.Polls = views
-	api.WriteJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, r, http.StatusOK, out)
 }
 
 // pageKey is where a page of polls ends.
@@ -193,8 +193,8 @@ func (h *Host) writeView(w http.ResponseWriter, r *http.Request, status int, id 
 	// The admin endpoints (create, close, reveal, extend) are the host's.
 	v, err := h.View(id, api.IsAdmin(r) || r.Method == http.MethodPost)
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
-	api.WriteJSON(w, status, v)
+	api.WriteJSON(w, r, status, v)
 }

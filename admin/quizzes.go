@@ -32,26 +32,26 @@ func (h *Host) quizQuestions(quizID string) []poll.Definition {
 func (h *Host) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 	var q quiz.Quiz
 	if err := api.DecodeJSON(w, r, MaxQuizBody, &q); err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	q.Normalize()
 	if err := q.Validate(); err != nil {
-		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
 		return
 	}
 	if len(q.ID) > poll.MaxIDLen-4 { // room for "-100"
-		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "quiz id must be at most %d characters", poll.MaxIDLen-4))
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "quiz id must be at most %d characters", poll.MaxIDLen-4))
 		return
 	}
 	if _, exists := h.cfg.State.Poll(QuestionID(q.ID, 0)); exists {
-		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "quiz %q exists", q.ID))
+		api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "quiz %q exists", q.ID))
 		return
 	}
 	for i, qu := range q.Questions {
 		ts, err := h.cfg.Clock.Now()
 		if err != nil {
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 		opens := ts.Wall // a placeholder until the question starts
@@ -63,14 +63,14 @@ func (h *Host) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 			OpensAt: opens, ClosesAt: poll.AddMs(opens, qu.LimitMs), Hidden: true, Event: q.ID,
 			Quiz: &poll.QuizQuestion{Quiz: q.ID, Title: q.Title, Index: i, Correct: qu.Correct, Points: qu.Points, LimitMs: qu.LimitMs}}
 		if err := def.Validate(); err != nil {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "question %d: %v", i+1, err))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "question %d: %v", i+1, err))
 			return
 		}
 		if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
 			if errors.Is(err, state.ErrTooManyPolls) {
 				err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); %d of the quiz's questions were created", i)
 			}
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 	}
@@ -186,16 +186,16 @@ func (h *Host) quizAction(w http.ResponseWriter, r *http.Request, act func(qs []
 	id := r.PathValue("quiz")
 	qs := h.quizQuestions(id)
 	if len(qs) == 0 {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id))
 		return
 	}
 	ts, err := h.cfg.Clock.Now()
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	if err := act(qs, ts.Wall); err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	h.writeQuiz(w, r, http.StatusOK, id)
@@ -204,10 +204,10 @@ func (h *Host) quizAction(w http.ResponseWriter, r *http.Request, act func(qs []
 func (h *Host) writeQuiz(w http.ResponseWriter, r *http.Request, status int, id string) {
 	v, err := h.QuizView(id, api.IsAdmin(r) || r.Method == http.MethodPost)
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
-	api.WriteJSON(w, status, v)
+	api.WriteJSON(w, r, status, v)
 }
 
 // QuizView returns a quiz as the API shows it; host says whether the host

@@ -76,12 +76,13 @@ type ErrorInfo struct {
 	Message string `json:"message"`
 }
 
-// WriteError answers with err: its own status and code when it is (or
-// wraps) an *Error, otherwise 500 internal, logged.
-func WriteError(w http.ResponseWriter, err error) {
+// WriteError answers r with err: its own status and code when it is (or
+// wraps) an *Error, otherwise 500 internal, logged to r's logger
+// (WithLogger).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
-		slog.Error("internal error", "err", err)
+		Logger(r.Context()).Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
 	}
 	if e.RetryAfter > 0 {
@@ -90,14 +91,15 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 	var body ErrorBody
 	body.Error.Code, body.Error.Message = e.Code, e.Message
-	WriteJSON(w, e.Status, body)
+	WriteJSON(w, r, e.Status, body)
 }
 
-// WriteJSON answers with v as JSON.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers r with v as JSON; a v that cannot be encoded is a
+// 500, logged to r's logger.
+func WriteJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		slog.Error("cannot encode response", "err", err)
+		Logger(r.Context()).Error("cannot encode response", "method", r.Method, "path", r.URL.Path, "err", err)
 		http.Error(w, `{"error":{"code":"internal","message":"cannot encode response"}}`, http.StatusInternalServerError)
 		return
 	}
@@ -175,7 +177,7 @@ func RequireBearer(tokens []string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !check(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
-			WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "admin token required"))
+			WriteError(w, r, Errorf(http.StatusUnauthorized, CodeUnauthorized, "admin token required"))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -195,7 +197,7 @@ func OptionalBearer(tokens []string, h http.Handler) http.Handler {
 		}
 		if !check(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
-			WriteError(w, Errorf(http.StatusUnauthorized, CodeUnauthorized, "the admin token is wrong (send none for the public view)"))
+			WriteError(w, r, Errorf(http.StatusUnauthorized, CodeUnauthorized, "the admin token is wrong (send none for the public view)"))
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, true)))
@@ -224,4 +226,24 @@ func bearerCheck(tokens []string) func(*http.Request) bool {
 		}
 		return ok == 1
 	}
+}
+
+type loggerKey struct{}
+
+// WithLogger returns next with every request carrying logger, which
+// WriteError and WriteJSON log to: a server's handlers log through the
+// logger its owner injected.
+func WithLogger(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loggerKey{}, logger)))
+	})
+}
+
+// Logger returns the logger WithLogger put in ctx; slog.Default() for a
+// request served without one (a handler tested on its own).
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
 }

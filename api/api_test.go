@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,14 +15,24 @@ func TestWriteErrorShapes(t *testing.T) {
 	w := httptest.NewRecorder()
 	e := Errorf(http.StatusTooManyRequests, CodeRateLimited, "slow down")
 	e.RetryAfter = 1500 * time.Millisecond
-	WriteError(w, e)
+	r := httptest.NewRequest("GET", "/v1/x", nil)
+	WriteError(w, r, e)
 	if w.Code != 429 || w.Header().Get("Retry-After") != "2" || !strings.Contains(w.Body.String(), `"code":"rate_limited"`) {
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
+	// An internal error is logged to the logger the server injected, and
+	// its text stays out of the answer.
+	var logged bytes.Buffer
+	h := WithLogger(slog.New(slog.NewTextHandler(&logged, nil)), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, errors.New("disk on fire"))
+	}))
 	w = httptest.NewRecorder()
-	WriteError(w, errors.New("disk on fire"))
+	h.ServeHTTP(w, r)
 	if w.Code != 500 || strings.Contains(w.Body.String(), "disk") {
 		t.Fatalf("internal errors must not leak: %d %s", w.Code, w.Body)
+	}
+	if !strings.Contains(logged.String(), "disk on fire") || !strings.Contains(logged.String(), "path=/v1/x") {
+		t.Fatalf("the injected logger got %q", logged.String())
 	}
 }
 

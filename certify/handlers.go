@@ -72,18 +72,18 @@ func (c *Certifier) coordinator(poll string) string {
 // HandleResult serves GET /v1/polls/{poll}/result.
 func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
 	if def, ok := c.cfg.State.Poll(r.PathValue("poll")); ok && def.Hidden && !api.IsAdmin(r) {
-		api.WriteError(w, api.Errorf(http.StatusForbidden, api.CodeResultHidden, "the host has not revealed poll %q's result yet", def.ID))
+		api.WriteError(w, r, api.Errorf(http.StatusForbidden, api.CodeResultHidden, "the host has not revealed poll %q's result yet", def.ID))
 		return
 	}
 	v, err := c.ViewOf(r.PathValue("poll"))
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	if def, ok := c.cfg.State.Poll(v.Poll); ok && def.Quiz != nil && !api.IsAdmin(r) {
 		c.pseudonymize(&v)
 	}
-	api.WriteJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, r, http.StatusOK, v)
 }
 
 // pseudonymize keeps a quiz question's participants' voter ids (which
@@ -114,7 +114,7 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	var req api.CertifyRequest
 	if r.ContentLength != 0 {
 		if err := api.DecodeJSON(w, r, 16<<10, &req); err != nil {
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 	}
@@ -126,7 +126,7 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	}{{"exclude", req.Exclude, &d.Exclude}, {"accept_lost", req.AcceptLost, &d.AcceptLost}} {
 		for _, rep := range list.in {
 			if err := ids.Valid(rep); err != nil {
-				api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%s: replica id %v", list.name, err))
+				api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%s: replica id %v", list.name, err))
 				return
 			}
 			if slices.ContainsFunc(*list.out, func(e api.Exclusion) bool { return e.Replica == rep }) {
@@ -137,27 +137,27 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, e := range d.AcceptLost {
 		if slices.ContainsFunc(d.Exclude, func(x api.Exclusion) bool { return x.Replica == e.Replica }) {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "replica %s is both in exclude and in accept_lost: name it in one", e.Replica))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "replica %s is both in exclude and in accept_lost: name it in one", e.Replica))
 			return
 		}
 	}
 	if len(d.Exclude)+len(d.AcceptLost) > 0 {
 		if strings.TrimSpace(req.Reason) == "" {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: required with exclude and accept_lost, and not blank: it is recorded in the certificate for good"))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: required with exclude and accept_lost, and not blank: it is recorded in the certificate for good"))
 			return
 		}
 		if err := ids.Text(req.Reason, 500); err != nil {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: %v (required with exclude and accept_lost)", err))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "reason: %v (required with exclude and accept_lost)", err))
 			return
 		}
 	}
 	if _, ok := c.cfg.State.Poll(poll); !ok {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll))
 		return
 	}
 	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Reconciled {
 		if len(d.Exclude)+len(d.AcceptLost) > 0 {
-			api.WriteError(w, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q is certified already (by %s): a certificate is final, so the exclude and accept_lost given were not applied", poll, held.By))
+			api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q is certified already (by %s): a certificate is final, so the exclude and accept_lost given were not applied", poll, held.By))
 			return
 		}
 		c.HandleResult(w, r) // final already: answer with it
@@ -166,13 +166,13 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 	_, err := c.Certify(r.Context(), poll, d)
 	switch {
 	case errors.Is(err, ErrNotClosed):
-		api.WriteError(w, api.Errorf(http.StatusConflict, api.CodePollNotClosed, "%v", err))
+		api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodePollNotClosed, "%v", err))
 		return
 	case errors.Is(err, ErrDecision):
-		api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
 		return
 	case err != nil && !errors.Is(err, ErrIncomplete):
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	c.HandleResult(w, r)

@@ -22,17 +22,17 @@ func (c *Certifier) HandleLeaderboard(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("top"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "top must be 1-100"))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "top must be 1-100"))
 			return
 		}
 		top = n
 	}
 	lb, err := c.Leaderboard(id, r.URL.Query().Get("participant"), top)
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, lb)
+	api.WriteJSON(w, r, http.StatusOK, lb)
 }
 
 // Leaderboard ranks the quiz's certified answers: the top standings and,

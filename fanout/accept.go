@@ -20,6 +20,7 @@ import (
 // A successful handshake passes through untouched (Hijack included).
 type jsonRefusals struct {
 	http.ResponseWriter
+	r      *http.Request           // the handshake's request
 	status int                     // a refusal's status, held until its message is written
 	done   bool                    //
 	wrap   func(net.Conn) net.Conn // applied to the hijacked connection
@@ -40,7 +41,7 @@ func (j *jsonRefusals) Write(b []byte) (int, error) {
 	if !j.done {
 		j.done = true
 		j.Header().Del("X-Content-Type-Options")
-		api.WriteError(j.ResponseWriter, api.Errorf(j.status, refusalCode(j.status), "%s", strings.TrimSpace(string(b))))
+		api.WriteError(j.ResponseWriter, j.r, api.Errorf(j.status, refusalCode(j.status), "%s", strings.TrimSpace(string(b))))
 	}
 	return len(b), nil
 }

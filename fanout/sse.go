@@ -45,7 +45,7 @@ func (s *sseSender) close(string) {
 // HandleLive, as Server-Sent Events (read-only).
 func (s *Server) HandleEvents(w http.ResponseWriter, r *http.Request) {
 	if !s.originAllowed(r) {
-		api.WriteError(w, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "origin not allowed"))
+		api.WriteError(w, r, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "origin not allowed"))
 		return
 	}
 	out := &sseSender{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
@@ -61,7 +61,7 @@ func (s *Server) HandleEvents(w http.ResponseWriter, r *http.Request) {
 		out.closed = true
 		out.mu.Unlock()
 		h.Del("Content-Type")
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)

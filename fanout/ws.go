@@ -41,7 +41,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 	pollID := r.PathValue("poll")
 	def, ok := s.src.Poll(pollID)
 	if !ok {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID))
 		return
 	}
 	s.serveWS(w, r, def.Quiz != nil, func(ip string, out sender) (*viewer, error) {
@@ -57,7 +57,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 func (s *Server) HandleQuizLive(w http.ResponseWriter, r *http.Request) {
 	quizID := r.PathValue("quiz")
 	if len(s.src.QuizQuestions(quizID)) == 0 {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID))
 		return
 	}
 	s.serveWS(w, r, true, func(ip string, out sender) (*viewer, error) {
@@ -82,7 +82,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, joi
 	perSec := s.cfg.InboundPerSec * float64(s.cfg.MaxInbound+64)
 	bytes := rate.NewLimiter(rate.Limit(perSec), int(max(2*perSec, 64<<10)))
 	abuse := &abuseCloser{}
-	jw := &jsonRefusals{ResponseWriter: w, wrap: func(nc net.Conn) net.Conn {
+	jw := &jsonRefusals{ResponseWriter: w, r: r, wrap: func(nc net.Conn) net.Conn {
 		return &budgetConn{Conn: nc, lim: bytes, over: func() { abuse.close("too many frames") }}
 	}}
 	control := func() bool {

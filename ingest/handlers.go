@@ -11,13 +11,13 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 	received := p.cfg.Now().UnixMilli() // a quiz answer's time ends here, not after the queues
 	body, err := api.ReadBody(w, r, p.cfg.Limits.MaxBody)
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	s := api.HTTPSender(ClientIP(r, p.cfg.TrustedProxies), r.UserAgent(), r.Header.Get(SessionHeader), received)
 	v, err := p.vote(r.PathValue("poll"), body, s)
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	writeVoteResponse(w, v)

@@ -100,13 +100,13 @@ type SessionResponse = api.SessionResponse
 func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	s := p.sessions
 	if s == nil {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node"))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node"))
 		return
 	}
 	var req api.SessionSolution
 	if r.ContentLength != 0 {
 		if err := api.DecodeJSON(w, r, 1024, &req); err != nil {
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 	}
@@ -120,16 +120,16 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 			ok, wait, _, recent := p.tokenBudget(groups, shared, now)
 			if !ok {
 				p.m.sessions.WithLabelValues("rate_limited").Inc()
-				api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
+				api.WriteError(w, r, rateLimited(wait, "too many voter tokens for this address across the cluster"))
 				return
 			}
 			bits := s.difficulty(recent)
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
-				api.WriteError(w, err)
+				api.WriteError(w, r, err)
 				return
 			}
-			api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "challenge", Challenge: ch, Bits: bits})
+			api.WriteJSON(w, r, http.StatusOK, SessionResponse{Status: "challenge", Challenge: ch, Bits: bits})
 			return
 		}
 		// Paced now, before the solution is spent (and only a solution
@@ -137,17 +137,17 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 		// solution again after Retry-After.
 		if err := s.cfg.Signer.Precheck(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
-			api.WriteError(w, sessionError(err))
+			api.WriteError(w, r, sessionError(err))
 			return
 		}
 		if _, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
 			p.m.sessions.WithLabelValues("rate_limited").Inc()
-			api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After"))
+			api.WriteError(w, r, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After"))
 			return
 		}
 		if err := s.cfg.Signer.Check(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
-			api.WriteError(w, sessionError(err))
+			api.WriteError(w, r, sessionError(err))
 			return
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
@@ -155,12 +155,12 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	slot, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), false)
 	if !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
-		api.WriteError(w, rateLimited(wait, "too many voter tokens for this address across the cluster"))
+		api.WriteError(w, r, rateLimited(wait, "too many voter tokens for this address across the cluster"))
 		return
 	}
 	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0, slot)
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	if slot > s.cfg.Vouched {
@@ -168,7 +168,7 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 	} else {
 		p.m.sessions.WithLabelValues("issued").Inc()
 	}
-	api.WriteJSON(w, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()})
+	api.WriteJSON(w, r, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()})
 }
 
 // voterOf resolves the token of a vote request, checked against the

@@ -34,7 +34,7 @@ func (n *Node) handleBackup(w http.ResponseWriter, r *http.Request) {
 	if !n.backupMu.TryLock() {
 		e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "a backup is already running on this node")
 		e.RetryAfter = 5 * time.Second
-		api.WriteError(w, e)
+		api.WriteError(w, r, e)
 		return
 	}
 	defer n.backupMu.Unlock()
@@ -46,7 +46,7 @@ func (n *Node) handleBackup(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		n.m.backups.WithLabelValues("failed").Inc()
 		n.log.Error("backup failed", "err", err)
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	created := n.cfg.Now()

@@ -13,7 +13,7 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 	if gateways == nil {
 		gateways = []string{}
 	}
-	api.WriteJSON(w, http.StatusOK, api.ClusterView{
+	api.WriteJSON(w, r, http.StatusOK, api.ClusterView{
 		Self: n.cfg.NodeName, Region: n.cfg.Region, Replica: n.replica, Role: n.cfg.Role,
 		Members: n.gossip.Members(), Replicas: n.gossip.Staleness(), Regions: n.freshness(),
 		NATS: &api.ClusterNATS{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways},
@@ -24,7 +24,7 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 // --admin-addr is set: the region and the freshness vector the page shows,
 // nothing about members or addresses.
 func (n *Node) handlePublicCluster(w http.ResponseWriter, r *http.Request) {
-	api.WriteJSON(w, http.StatusOK, api.ClusterView{Region: n.cfg.Region, Regions: n.freshness()})
+	api.WriteJSON(w, r, http.StatusOK, api.ClusterView{Region: n.cfg.Region, Regions: n.freshness()})
 }
 
 // freshness is the per-region freshness vector: for each region, the age
@@ -42,6 +42,6 @@ func (n *Node) freshness() map[string]int64 {
 
 // refuseOnEdge answers requests an edge node does not take.
 func refuseOnEdge(w http.ResponseWriter, r *http.Request) {
-	api.WriteError(w, api.Errorf(http.StatusMisdirectedRequest, api.CodeEdgeNode,
+	api.WriteError(w, r, api.Errorf(http.StatusMisdirectedRequest, api.CodeEdgeNode,
 		"this is an edge node: it serves viewers only; send %s %s to a full node", r.Method, r.URL.Path))
 }

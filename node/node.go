@@ -114,7 +114,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.openLedger(); err != nil {
 		return nil, err
 	}
-	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now,
+	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now, Logger: cfg.Logger,
 		HashKey: ids.ClusterHashKey(cfg.Cluster)}); err != nil {
 		return nil, err
 	}

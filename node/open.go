@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/ingest"
 	"tally/ledger"
@@ -156,7 +157,7 @@ func (n *Node) listenAll() (err error) {
 			n.listener.Close()
 			return fmt.Errorf("%w: --admin-addr %s: %v", ErrConfig, cfg.AdminAddr, err)
 		}
-		n.adminSrv = &http.Server{Handler: n.adminRoutes(), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		n.adminSrv = &http.Server{Handler: api.WithLogger(cfg.Logger, n.adminRoutes()), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	}
 	if cfg.DebugAddr != "" {
@@ -172,7 +173,7 @@ func (n *Node) listenAll() (err error) {
 			ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)}
 	}
 	n.srv = &http.Server{
-		Handler:           n.routes(),
+		Handler:           api.WithLogger(cfg.Logger, n.routes()),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,

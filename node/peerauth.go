@@ -41,7 +41,7 @@ func (n *Node) adminOrPeer(h http.HandlerFunc) http.Handler {
 					return
 				}
 			}
-			api.WriteError(w, api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "cluster credential not accepted: the nodes must share --gossip-key"))
+			api.WriteError(w, r, api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "cluster credential not accepted: the nodes must share --gossip-key"))
 			return
 		}
 		admin.ServeHTTP(w, r)

@@ -76,21 +76,21 @@ func (c *qrCache) get(url string, size int, now time.Time) ([]byte, error) {
 func (n *Node) handleQR(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
 	if def, ok := n.state.Poll(id); !ok || def.Parked() {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}
 	size := 512
 	if s := r.URL.Query().Get("size"); s != "" {
 		var ok bool
 		if size, ok = atoiIn(s, 128, 1024); !ok {
-			api.WriteError(w, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "size must be 128-1024 pixels"))
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "size must be 128-1024 pixels"))
 			return
 		}
 	}
 	u := n.voteURL(r, id)
 	png, err := n.qr.get(u, size, time.Now())
 	if err != nil {
-		api.WriteError(w, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "image/png")

@@ -21,7 +21,7 @@ func (n *Node) routes() http.Handler {
 			if !n.ready.Load() {
 				e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting: replaying the ledger")
 				e.RetryAfter = time.Second
-				api.WriteError(w, e)
+				api.WriteError(w, r, e)
 				return
 			}
 			h.ServeHTTP(w, r)
@@ -69,18 +69,18 @@ func (n *Node) routes() http.Handler {
 		// members, addresses and metrics are on --admin-addr.
 		mux.Handle("GET /v1/cluster", n.cors(http.HandlerFunc(n.handlePublicCluster)))
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "metrics are served on the admin address"))
+			api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "metrics are served on the admin address"))
 		})
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		api.WriteJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	page := http.FileServerFS(web.FS())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			api.WriteError(w, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
+			api.WriteError(w, r, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
 			return
 		}
 		w.Header().Set("Content-Security-Policy", "frame-ancestors 'self'") // only /embed/ may be framed elsewhere
@@ -102,10 +102,10 @@ func (n *Node) routes() http.Handler {
 		}
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			api.WriteError(w, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			api.WriteError(w, r, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
 			return
 		}
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.draining.Load() {
@@ -125,11 +125,11 @@ func (n *Node) adminRoutes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
 	mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		api.WriteJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		api.WriteError(w, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint on the admin address: %s %s (it serves /metrics, /v1/cluster, /healthz, /readyz and /debug/pprof/)", r.Method, r.URL.Path))
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint on the admin address: %s %s (it serves /metrics, /v1/cluster, /healthz, /readyz and /debug/pprof/)", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -138,18 +138,18 @@ func (n *Node) adminRoutes() http.Handler {
 // serves votes (replayed, caught up, not draining), else 503 with why.
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	if n.draining.Load() {
-		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "draining: the node is stopping"))
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "draining: the node is stopping"))
 		return
 	}
 	if !n.ready.Load() {
-		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
 		return
 	}
 	if n.catchingUp() {
-		api.WriteError(w, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	api.WriteJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // debugMux serves Go's profiles, for --debug-addr.

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
@@ -59,6 +60,8 @@ type Config struct {
 	// ballots (see Hash); every node of a cluster must use the same one.
 	// Empty: a fixed key (a single node, or tests).
 	HashKey []byte
+	// Logger receives the state's warnings; nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // State is the node's replicated state: the definitions store (embedded:
@@ -78,6 +81,7 @@ type State struct {
 
 	hashKey []byte
 	now     func() time.Time
+	log     *slog.Logger
 	budgets budgets // voter tokens issued per address group, across the cluster (budget.go)
 }
 
@@ -110,7 +114,7 @@ func New(cfg Config) (*State, error) {
 		cfg.MaxPolls = DefaultMaxPolls
 	}
 	s := &State{replica: cfg.Replica, store: cfg.Store, stripes: cfg.Stripes, polls: make(map[string]*pollState),
-		hashKey: cfg.HashKey, now: cfg.Now}
+		hashKey: cfg.HashKey, now: cfg.Now, log: cmp.Or(cfg.Logger, slog.Default())}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -157,7 +161,7 @@ func (s *State) define(reg crdt.Register[poll.Definition]) {
 	if !sameOptions(ps.local, options) {
 		// Options are fixed at creation; a definition changing them is
 		// kept, but counting continues in the cells that exist.
-		slog.Warn("state: poll options changed; keeping the original cells", "poll", reg.Value.ID)
+		s.log.Warn("state: poll options changed; keeping the original cells", "poll", reg.Value.ID)
 	}
 }
 

@@ -87,24 +87,24 @@ func main() {
 	mux.HandleFunc("POST /v1/polls/{poll}/votes", func(w http.ResponseWriter, r *http.Request) {
 		body, err := api.ReadBody(w, r, 16<<10)
 		if err != nil {
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 		votes, err := ingest.DecodeVotes(body)
 		if err != nil {
-			api.WriteError(w, err)
+			api.WriteError(w, r, err)
 			return
 		}
 		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
 		res := make([]ingest.Result, len(votes))
 		for i, v := range votes {
 			if err := vote(r.Context(), r.PathValue("poll"), v.Option, ip); err != nil {
-				api.WriteError(w, fmt.Errorf("vote: %w", err))
+				api.WriteError(w, r, fmt.Errorf("vote: %w", err))
 				return
 			}
 			res[i] = ingest.Result{Idem: v.Idem, Status: ingest.StatusAccepted, VoteID: *store + "/" + strconv.FormatUint(seq.Add(1), 10)}
 		}
-		api.WriteJSON(w, http.StatusOK, ingest.VoteResponse{Results: res, ServerTime: time.Now().UnixMilli()})
+		api.WriteJSON(w, r, http.StatusOK, ingest.VoteResponse{Results: res, ServerTime: time.Now().UnixMilli()})
 	})
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
