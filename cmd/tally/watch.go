@@ -127,145 +127,30 @@ func (r swarmReport) print(w io.Writer) {
 // sends votes so each tick carries a change, and measures delivery.
 func runSwarm(ctx context.Context, cfg swarmConfig) (*swarmReport, error) {
 	rssBefore, _, _ := procStats(cfg.serverPID)
-	var (
-		measuring atomic.Bool
-		frames    atomic.Uint64
-		missed    atomic.Uint64
-		dropped   atomic.Int64
-		connected atomic.Int64
-		lagMu     sync.Mutex
-		lags      []float64 // this second's lags, ms
-		perSecP99 []float64
-		all       []float64
-	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	dialErr := make(chan error, 1)
-	interval := cfg.ramp / time.Duration(max(cfg.viewers, 1))
-	for i := range cfg.viewers {
-		src := cfg.sourceOffset + i/cfg.perIP
-		ip := net.IPv4(127, byte(1+src/250), byte(src%250), 2)
-		client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).DialContext}}
-		c, _, err := websocket.Dial(ctx, wsURL(cfg.url, cfg.poll), &websocket.DialOptions{HTTPClient: client})
-		if err != nil {
-			select {
-			case dialErr <- fmt.Errorf("viewer %d from %s: %w", i, ip, err):
-			default:
-			}
-			break
-		}
-		c.SetReadLimit(1 << 16)
-		connected.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.CloseNow()
-			// Thousands of viewers share this machine's two cores with the
-			// node: read into one buffer and pick the two fields out by hand.
-			var last uint64
-			buf := make([]byte, 0, 1024)
-			for {
-				_, r, err := c.Reader(ctx)
-				if err == nil {
-					buf, err = readAll(r, buf[:0])
-				}
-				if err != nil {
-					if ctx.Err() == nil && measuring.Load() {
-						dropped.Add(1)
-					}
-					return
-				}
-				now := time.Now().UnixMilli()
-				if bytes.HasPrefix(buf, []byte(`{"type":"heartbeat"`)) {
-					continue
-				}
-				seq, asOf := uint64(jsonInt(buf, `"seq":`)), jsonInt(buf, `"as_of_ms":`)
-				if measuring.Load() {
-					frames.Add(1)
-					if last != 0 && seq > last+1 {
-						missed.Add(seq - last - 1)
-					}
-					lagMu.Lock()
-					lags = append(lags, float64(now-asOf))
-					lagMu.Unlock()
-				}
-				last = seq
-			}
-		}()
-		if i%1000 == 999 {
-			fmt.Fprintf(cfg.progress, "\rconnected %d/%d", i+1, cfg.viewers)
-		}
-		time.Sleep(interval)
-	}
-	fmt.Fprintf(cfg.progress, "\rconnected %d/%d\n", connected.Load(), cfg.viewers)
-	select {
-	case err := <-dialErr:
+	sw := &swarm{}
+	err := sw.connect(ctx, cfg)
+	fmt.Fprintf(cfg.progress, "\rconnected %d/%d\n", sw.connected.Load(), cfg.viewers)
+	if err != nil {
 		cancel()
-		wg.Wait()
+		sw.viewers.Wait()
 		return nil, err
-	default:
 	}
 	time.Sleep(2 * time.Second) // settle
 	rssConnected, cpuStart, _ := procStats(cfg.serverPID)
 
-	// Votes keep every tick busy.
-	voteCtx, stopVotes := context.WithCancel(ctx)
-	var vwg sync.WaitGroup
-	vwg.Add(1)
-	go func() {
-		defer vwg.Done()
-		t := time.NewTicker(time.Duration(float64(time.Second) / max(cfg.votesPerSec, 1)))
-		defer t.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-voteCtx.Done():
-				return
-			case <-t.C:
-			}
-			body := fmt.Sprintf(`{"option":"%s","voter":"swarm-%d","idem":"swarm-%d-%d"}`, []string{"red", "green", "blue", "gold"}[rand.IntN(4)], i%5000, time.Now().UnixNano(), i)
-			res, err := http.Post(cfg.url+"/v1/polls/"+cfg.poll+"/votes", "application/json", strings.NewReader(body))
-			if err == nil {
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-			}
-		}
-	}()
-
-	start := time.Now()
-	measuring.Store(true)
-	tick := time.NewTicker(time.Second)
-	for time.Since(start) < cfg.duration && ctx.Err() == nil {
-		<-tick.C
-		lagMu.Lock()
-		sec := lags
-		lags = nil
-		lagMu.Unlock()
-		all = append(all, sec...)
-		slices.Sort(sec)
-		p99 := pct(sec, 0.99)
-		perSecP99 = append(perSecP99, p99)
-		fmt.Fprintf(cfg.progress, "t=%2.0fs frames %6d lag p50 %5.1f ms p99 %6.1f ms missed %d dropped %d\n",
-			time.Since(start).Seconds(), len(sec), pct(sec, 0.5), p99, missed.Load(), dropped.Load())
-	}
-	tick.Stop()
-	measuring.Store(false)
-	elapsed := time.Since(start).Seconds()
+	voteCtx, stopVotes := context.WithCancel(ctx) // votes keep every tick busy
+	var votes sync.WaitGroup
+	votes.Go(func() { swarmVotes(voteCtx, cfg) })
+	elapsed := sw.measure(ctx, cfg)
 	rssEnd, cpuEnd, _ := procStats(cfg.serverPID)
 	stopVotes()
-	vwg.Wait()
+	votes.Wait()
 	cancel()
-	wg.Wait()
+	sw.viewers.Wait()
 
-	slices.Sort(all)
-	rep := &swarmReport{
-		Viewers: cfg.viewers, Connected: int(connected.Load()), Seconds: elapsed,
-		Frames: frames.Load(), Missed: missed.Load(), Disconnected: dropped.Load(),
-		LagP50Ms: pct(all, 0.5), LagP99Ms: pct(all, 0.99), LagMaxMs: pct(all, 1), WorstSecP99Ms: slices.Max(append(perSecP99, 0)),
-	}
-	if rep.Connected > 0 {
-		rep.FramesPerSec = float64(rep.Frames) / elapsed / float64(rep.Connected)
-	}
+	rep := sw.report(cfg, elapsed)
 	if cfg.serverPID > 0 && rep.Connected > 0 {
 		rep.ServerRSSMB = float64(rssEnd) / (1 << 20)
 		rep.RSSPerViewerKB = float64(rssConnected-rssBefore) / 1024 / float64(rep.Connected)
@@ -274,6 +159,139 @@ func runSwarm(ctx context.Context, cfg swarmConfig) (*swarmReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// swarm is a run's viewers and what they counted.
+type swarm struct {
+	viewers   sync.WaitGroup // one goroutine per viewer, ended by the run's context
+	measuring atomic.Bool
+	frames    atomic.Uint64
+	missed    atomic.Uint64
+	dropped   atomic.Int64
+	connected atomic.Int64
+
+	lagMu     sync.Mutex
+	lags      []float64 // this second's lags, ms; guarded by lagMu
+	perSecP99 []float64
+	all       []float64
+}
+
+// connect opens the viewers' sockets over the ramp, each from the source
+// address its index gives, and starts reading each; it stops at the first
+// refused dial.
+func (sw *swarm) connect(ctx context.Context, cfg swarmConfig) error {
+	interval := cfg.ramp / time.Duration(max(cfg.viewers, 1))
+	for i := range cfg.viewers {
+		src := cfg.sourceOffset + i/cfg.perIP
+		ip := net.IPv4(127, byte(1+src/250), byte(src%250), 2)
+		client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).DialContext}}
+		c, _, err := websocket.Dial(ctx, wsURL(cfg.url, cfg.poll), &websocket.DialOptions{HTTPClient: client})
+		if err != nil {
+			return fmt.Errorf("viewer %d from %s: %w", i, ip, err)
+		}
+		c.SetReadLimit(1 << 16)
+		sw.connected.Add(1)
+		sw.viewers.Go(func() { sw.read(ctx, c) })
+		if i%1000 == 999 {
+			fmt.Fprintf(cfg.progress, "\rconnected %d/%d", i+1, cfg.viewers)
+		}
+		time.Sleep(interval)
+	}
+	return nil
+}
+
+// read follows one viewer's socket until the run ends, counting frames,
+// seq gaps and each frame's lag while the run measures.
+func (sw *swarm) read(ctx context.Context, c *websocket.Conn) {
+	defer c.CloseNow()
+	// Thousands of viewers share this machine's two cores with the
+	// node: read into one buffer and pick the two fields out by hand.
+	var last uint64
+	buf := make([]byte, 0, 1024)
+	for {
+		_, r, err := c.Reader(ctx)
+		if err == nil {
+			buf, err = readAll(r, buf[:0])
+		}
+		if err != nil {
+			if ctx.Err() == nil && sw.measuring.Load() {
+				sw.dropped.Add(1)
+			}
+			return
+		}
+		now := time.Now().UnixMilli()
+		if bytes.HasPrefix(buf, []byte(`{"type":"heartbeat"`)) {
+			continue
+		}
+		seq, asOf := uint64(jsonInt(buf, `"seq":`)), jsonInt(buf, `"as_of_ms":`)
+		if sw.measuring.Load() {
+			sw.frames.Add(1)
+			if last != 0 && seq > last+1 {
+				sw.missed.Add(seq - last - 1)
+			}
+			sw.lagMu.Lock()
+			sw.lags = append(sw.lags, float64(now-asOf))
+			sw.lagMu.Unlock()
+		}
+		last = seq
+	}
+}
+
+// swarmVotes posts votes at cfg.votesPerSec until ctx ends.
+func swarmVotes(ctx context.Context, cfg swarmConfig) {
+	t := time.NewTicker(time.Duration(float64(time.Second) / max(cfg.votesPerSec, 1)))
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		body := fmt.Sprintf(`{"option":"%s","voter":"swarm-%d","idem":"swarm-%d-%d"}`, []string{"red", "green", "blue", "gold"}[rand.IntN(4)], i%5000, time.Now().UnixNano(), i)
+		res, err := http.Post(cfg.url+"/v1/polls/"+cfg.poll+"/votes", "application/json", strings.NewReader(body))
+		if err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+}
+
+// measure counts for cfg.duration, printing each second's figures, and
+// returns the seconds measured.
+func (sw *swarm) measure(ctx context.Context, cfg swarmConfig) float64 {
+	start := time.Now()
+	sw.measuring.Store(true)
+	defer sw.measuring.Store(false)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for time.Since(start) < cfg.duration && ctx.Err() == nil {
+		<-tick.C
+		sw.lagMu.Lock()
+		sec := sw.lags
+		sw.lags = nil
+		sw.lagMu.Unlock()
+		sw.all = append(sw.all, sec...)
+		slices.Sort(sec)
+		p99 := pct(sec, 0.99)
+		sw.perSecP99 = append(sw.perSecP99, p99)
+		fmt.Fprintf(cfg.progress, "t=%2.0fs frames %6d lag p50 %5.1f ms p99 %6.1f ms missed %d dropped %d\n",
+			time.Since(start).Seconds(), len(sec), pct(sec, 0.5), p99, sw.missed.Load(), sw.dropped.Load())
+	}
+	return time.Since(start).Seconds()
+}
+
+// report sums the run up; the server's figures are the caller's.
+func (sw *swarm) report(cfg swarmConfig, elapsed float64) *swarmReport {
+	slices.Sort(sw.all)
+	rep := &swarmReport{
+		Viewers: cfg.viewers, Connected: int(sw.connected.Load()), Seconds: elapsed,
+		Frames: sw.frames.Load(), Missed: sw.missed.Load(), Disconnected: sw.dropped.Load(),
+		LagP50Ms: pct(sw.all, 0.5), LagP99Ms: pct(sw.all, 0.99), LagMaxMs: pct(sw.all, 1), WorstSecP99Ms: slices.Max(append(sw.perSecP99, 0)),
+	}
+	if rep.Connected > 0 {
+		rep.FramesPerSec = float64(rep.Frames) / elapsed / float64(rep.Connected)
+	}
+	return rep
 }
 
 // readAll reads r to the end into buf.

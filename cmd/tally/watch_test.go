@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -59,5 +61,25 @@ func TestWatchPrintsTheTallyUntilTheCertificate(t *testing.T) {
 	e.Reset()
 	if code := run([]string{"watch", "--url", base, "--poll", "nope"}, &e, &e); code != 1 || !strings.Contains(e.String(), "poll_not_found") {
 		t.Fatalf("a missing poll: %d %q", code, e.String())
+	}
+}
+
+// A small viewer swarm against a real node: every viewer connects, none
+// drops, and frames arrive while votes flow.
+func TestViewerSwarmMeasuresFrames(t *testing.T) {
+	base := startTestNode(t, t.TempDir())
+	if c := post(t, base+"/v1/polls", `{"id":"sw","question":"Colour?","options":[{"id":"red","label":"Red"},{"id":"green","label":"Green"},{"id":"blue","label":"Blue"},{"id":"gold","label":"Gold"}],"duration_s":600}`); c != 201 {
+		t.Fatalf("create: %d", c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 20
+	rep, err := runSwarm(ctx, swarmConfig{url: base, poll: "sw", viewers: n, perIP: 10, ramp: 100 * time.Millisecond,
+		duration: 2 * time.Second, votesPerSec: 20, progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Connected != n || rep.Disconnected != 0 || rep.Frames == 0 {
+		t.Fatalf("swarm report: %+v", rep)
 	}
 }
