@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"tally/crdt"
@@ -16,12 +17,29 @@ const refreshAfterClose = time.Minute
 // publisher remembers what this node last published, so each delta holds
 // only what changed since.
 type publisher struct {
-	versions map[string]uint64        // poll → own tally version published
-	defs     map[string]hlc.Timestamp // poll → own definition write published
-	certs    map[string]hlc.Timestamp // poll → own certificate published
-	viewers  map[string]int64         // poll → own viewer count published
-	last     time.Time                // last refresh (or heartbeat), process clock
-	budget   budgetPub                // the token budget's (budget.go)
+	published
+	last   time.Time // last refresh (or heartbeat), process clock
+	budget budgetPub // the token budget's (budget.go)
+}
+
+// published is, per poll, what of this node's own a delta carried.
+type published struct {
+	versions map[string]uint64        // poll → own tally version
+	defs     map[string]hlc.Timestamp // poll → own definition write
+	certs    map[string]hlc.Timestamp // poll → own certificate
+	viewers  map[string]int64         // poll → own viewer count
+}
+
+func newPublished() published {
+	return published{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}, viewers: map[string]int64{}}
+}
+
+// add records what a delta that went out carried.
+func (p published) add(sent published) {
+	maps.Copy(p.versions, sent.versions)
+	maps.Copy(p.defs, sent.defs)
+	maps.Copy(p.certs, sent.certs)
+	maps.Copy(p.viewers, sent.viewers)
 }
 
 // publishLoop publishes this replica's changes every PublishEvery, when
@@ -33,7 +51,7 @@ type publisher struct {
 // blocks the vote path: votes only touch the state.
 func (g *Gossip) publishLoop(ctx context.Context) {
 	defer g.wg.Done()
-	g.pub = publisher{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}, viewers: map[string]int64{}}
+	g.pub = publisher{published: newPublished()}
 	t := time.NewTicker(g.cfg.PublishEvery)
 	defer t.Stop()
 	for {
@@ -64,57 +82,17 @@ func (g *Gossip) publishOnce() bool {
 		return false
 	}
 	msg := &Message{Kind: KindDelta, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts}
-	versions := map[string]uint64{}
-	defs := map[string]hlc.Timestamp{}
-	certs := map[string]hlc.Timestamp{}
-	viewers := map[string]int64{}
 	nowMs := g.cfg.Now().UnixMilli() // wall time: which polls are live
 	mono := time.Now()               // process time: when the next refresh is due
 	refresh := g.refreshNow.Swap(false) || mono.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
-	var ballots map[string][]crdt.Ballot
-	if g.cfg.Role == RoleFull {
-		// Taken now, sent once: a delta lost on the way is fetched by the
-		// others' catch-up (the record counts say it exists).
-		ballots = g.cfg.State.TakeBallots(MaxBallots)
-		if g.alone() {
-			// Nobody to tell: a member that joins later fetches them by
-			// catch-up. Encoding them anyway cost 2% of a lone node's CPU.
-			ballots = nil
-		}
-	}
+	ballots := g.takeBallots()
+	sent := newPublished()
 	for _, d := range g.cfg.State.Polls() {
 		if !g.gossiped(d, nowMs) {
 			continue
 		}
 		live := refresh && (d.ClosesAt == 0 || nowMs < poll.AddMs(d.GraceEnd(), refreshAfterClose.Milliseconds()))
-		var u PollUpdate
-		if reg, ok := g.cfg.State.PollRegister(d.ID); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[d.ID]) {
-			u.Def, defs[d.ID] = &reg, reg.TS
-		}
-		if c, ok := g.cfg.State.Certificate(d.ID); ok && c.By == g.cfg.Replica && (live || c.TS != g.pub.certs[d.ID]) {
-			u.Cert, certs[d.ID] = &c, c.TS
-		}
-		if g.cfg.Role == RoleFull {
-			since := g.pub.versions[d.ID]
-			if live {
-				since = 0
-			}
-			delta, v, err := g.cfg.State.OwnDelta(d.ID, since)
-			if err == nil {
-				versions[d.ID] = v
-				if !delta.Empty() {
-					u.Tally = delta
-				}
-			}
-		}
-		u.Ballots = ballots[d.ID]
-		// Viewers when they changed, and in every refresh while there are
-		// any, so the others' reports of them stay fresh.
-		if n, ok := g.cfg.State.OwnViewers(d.ID); ok && (n != g.pub.viewers[d.ID] || refresh && n > 0) {
-			u.Viewers, viewers[d.ID] = &n, n
-		}
-		if u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 || u.Viewers != nil {
-			u.ID = d.ID
+		if u, ok := g.pollUpdate(d.ID, live, refresh, ballots[d.ID], sent); ok {
 			msg.Polls = append(msg.Polls, u)
 		}
 	}
@@ -134,22 +112,60 @@ func (g *Gossip) publishOnce() bool {
 	if refresh {
 		g.pub.last = mono
 	}
-	for id, v := range versions {
-		g.pub.versions[id] = v
-	}
-	for id, ts := range defs {
-		g.pub.defs[id] = ts
-	}
-	for id, ts := range certs {
-		g.pub.certs[id] = ts
-	}
-	for id, n := range viewers {
-		g.pub.viewers[id] = n
-	}
+	g.pub.add(sent)
 	g.m.bytes.WithLabelValues(pathNATS, "out").Add(float64(len(b)))
 	g.m.messages.WithLabelValues(pathNATS, "out").Inc()
 	if len(msg.Polls) > 0 {
 		g.m.published.Inc()
 	}
 	return len(msg.Polls) > 0
+}
+
+// takeBallots takes this replica's ballots for one delta: taken now, sent
+// once (a delta lost on the way is fetched by the others' catch-up: the
+// record counts say it exists). An edge holds none.
+func (g *Gossip) takeBallots() map[string][]crdt.Ballot {
+	if g.cfg.Role != RoleFull {
+		return nil
+	}
+	ballots := g.cfg.State.TakeBallots(MaxBallots)
+	if g.alone() {
+		// Nobody to tell: a member that joins later fetches them by
+		// catch-up. Encoding them anyway cost 2% of a lone node's CPU.
+		return nil
+	}
+	return ballots
+}
+
+// pollUpdate is what one delta says of poll id: this node's own
+// definition write, certificate, tally entries and viewers where they
+// changed since the last delta (all of them for a live poll in a
+// refresh), and its ballots. It records what it carries in sent and
+// reports whether it carries anything.
+func (g *Gossip) pollUpdate(id string, live, refresh bool, ballots []crdt.Ballot, sent published) (PollUpdate, bool) {
+	u := PollUpdate{ID: id, Ballots: ballots}
+	if reg, ok := g.cfg.State.PollRegister(id); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[id]) {
+		u.Def, sent.defs[id] = &reg, reg.TS
+	}
+	if c, ok := g.cfg.State.Certificate(id); ok && c.By == g.cfg.Replica && (live || c.TS != g.pub.certs[id]) {
+		u.Cert, sent.certs[id] = &c, c.TS
+	}
+	if g.cfg.Role == RoleFull {
+		since := g.pub.versions[id]
+		if live {
+			since = 0
+		}
+		if delta, v, err := g.cfg.State.OwnDelta(id, since); err == nil {
+			sent.versions[id] = v
+			if !delta.Empty() {
+				u.Tally = delta
+			}
+		}
+	}
+	// Viewers when they changed, and in every refresh while there are
+	// any, so the others' reports of them stay fresh.
+	if n, ok := g.cfg.State.OwnViewers(id); ok && (n != g.pub.viewers[id] || refresh && n > 0) {
+		u.Viewers, sent.viewers[id] = &n, n
+	}
+	return u, u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 || u.Viewers != nil
 }

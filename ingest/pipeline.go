@@ -165,7 +165,6 @@ func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, 
 }
 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
-	ip := c.IP
 	def, err := p.checkRequest(pollID, votes)
 	if err != nil {
 		return nil, err
@@ -191,17 +190,39 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		defer release()
 	}
 
-	// Rate limits: the client IP pays for every new vote, each voter for its own.
-	// A refused request gives back the tokens it took.
 	now := p.cfg.Now()
+	addr := p.addrKey(c.IP) // the client as the per-address limits count it
+	giveBack, err := p.reserveRates(&def, addr, votes, fresh, now)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := p.stamp(&def, votes, fresh, hashes, c, addr, now)
+	if err != nil {
+		giveBack()
+		return nil, err
+	}
+	p.inflight.RLock()
+	defer p.inflight.RUnlock()
+	appended, err := p.cfg.Ledger.Append(recs...)
+	if err != nil {
+		giveBack()
+		return nil, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
+	}
+	return p.countAppended(pollID, results, fresh, hashes, recs, appended)
+}
+
+// reserveRates takes the rate limits' tokens for the new votes: the
+// client's address pays for every one, each voter for its own. On a
+// refusal it takes none; otherwise it returns the function that gives
+// them back (the request failed later).
+func (p *Pipeline) reserveRates(def *poll.Definition, addr string, votes []Vote, fresh []int, now time.Time) (giveBack func(), err error) {
 	var taken []func()
-	giveBack := func() {
+	giveBack = func() {
 		for _, undo := range taken {
 			undo()
 		}
 	}
-	ipLim, voteLim := p.limitersFor(&def)
-	addr := p.addrKey(ip) // the client as the per-address limits count it
+	ipLim, voteLim := p.limitersFor(def)
 	ok, wait, undo := ipLim.reserve(addr, len(fresh), now)
 	if !ok {
 		return nil, rateLimited(wait, "too many votes from this address")
@@ -215,34 +236,37 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		}
 		taken = append(taken, undo)
 	}
+	return giveBack, nil
+}
 
-	// Stamp, place in the poll's window, ledger.
+// stamp makes the ledger records of the new votes: each stamped by the
+// hybrid clock, placed in the poll's window (a vote before the opening or
+// after the grace refuses the request), scored for trust and, for a quiz
+// answer, timed.
+func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes [][2]uint64, c Client, addr string, now time.Time) ([]ledger.Record, error) {
 	recs := make([]ledger.Record, len(fresh))
-	ipHash := p.hashIP(ip)
+	ipHash := p.hashIP(c.IP)
 	for j, i := range fresh {
 		ts, err := p.cfg.Clock.Now()
 		if err != nil {
-			giveBack()
 			return nil, err
 		}
 		late := false
 		switch def.WindowAt(ts.Wall) {
 		case poll.BeforeOpen:
-			giveBack()
-			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", pollID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
+			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", def.ID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
 		case poll.AfterGrace:
-			giveBack()
 			if def.Quiz != nil {
-				return nil, api.Errorf(http.StatusConflict, api.CodeTooLate, "question %q closed at %s", pollID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
+				return nil, api.Errorf(http.StatusConflict, api.CodeTooLate, "question %q closed at %s", def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
 			}
-			return nil, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s", pollID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
+			return nil, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s", def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
 		case poll.InGrace:
 			late = true
 		}
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := trust.Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
-			Datacenter: p.datacenters.contains(ip), OverBudget: p.overBudget(c.TokenSlot, def.Quiz != nil)}
-		if prev, ok := p.cfg.State.LastWall(pollID, hashes[i][0]); ok && ts.Wall > prev {
+			Datacenter: p.datacenters.contains(c.IP), OverBudget: p.overBudget(c.TokenSlot, def.Quiz != nil)}
+		if prev, ok := p.cfg.State.LastWall(def.ID, hashes[i][0]); ok && ts.Wall > prev {
 			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
 		}
 		score := trust.Score(sig)
@@ -251,7 +275,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			p.m.shadowed.Inc()
 		}
 		recs[j] = ledger.Record{
-			Poll: pollID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
+			Poll: def.ID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
 			Wall: ts.Wall, Logical: ts.Logical, Trust: score,
 			Counted: !late && score >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
 			Signals: sig.Ledger(),
@@ -263,18 +287,15 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 			if received <= 0 {
 				received = p.cfg.Now().UnixMilli()
 			}
-			recs[j].Answer = p.answer(pollID, def.OpensAt, q, votes[i], received, c)
+			recs[j].Answer = p.answer(def.ID, def.OpensAt, q, votes[i], received, c)
 		}
 	}
-	p.inflight.RLock()
-	defer p.inflight.RUnlock()
-	appended, err := p.cfg.Ledger.Append(recs...)
-	if err != nil {
-		giveBack()
-		return nil, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
-	}
+	return recs, nil
+}
 
-	// Durable: count.
+// countAppended answers each new vote from its ledger append, durable
+// now, and counts those the ledger had not held already.
+func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, hashes [][2]uint64, recs []ledger.Record, appended []ledger.Appended) ([]Result, error) {
 	for j, i := range fresh {
 		a, r := appended[j], &recs[j]
 		results[i].VoteID = a.ID.String()
