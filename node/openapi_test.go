@@ -125,8 +125,22 @@ func truncate(b []byte) string {
 func (c *contract) want(res *http.Response, raw []byte, status int, code string) {
 	c.t.Helper()
 	if res.StatusCode != status || code != "" && !bytes.Contains(raw, []byte(`"code":"`+code+`"`)) {
-		c.t.Errorf("got %d %s, want %d %s", res.StatusCode, truncate(raw), status, code)
+		c.t.Errorf("%s %s: got %d %s, want %d %s", res.Request.Method, res.Request.URL.RequestURI(), res.StatusCode, truncate(raw), status, code)
 	}
+}
+
+// contractStep is one request of the contract's walk and the answer it
+// must get, or (op empty) a step between requests.
+type contractStep struct {
+	op, method, path, body string
+	wellFormed             bool     // the request is valid by the document
+	admin                  bool     // sent with the admin token
+	headers                []string // more headers, name then value
+	status                 int
+	also                   int    // another status the answer may have (then nothing more is checked)
+	code                   string // the error code; empty for a success
+	check                  func(t *testing.T, raw []byte)
+	then                   func() // op empty: moves the clock, waits
 }
 
 // TestOpenAPIContract drives a running node through every endpoint of
@@ -136,216 +150,150 @@ func (c *contract) want(res *http.Response, raw []byte, status int, code string)
 func TestOpenAPIContract(t *testing.T) {
 	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits = 0 })
 	c := newContract(t, tn)
-	auth := []string{"Authorization", "Bearer " + testToken}
-	adm := func(op, method, path, body string, wellFormed bool) (*http.Response, []byte) {
-		return c.do(op, method, path, body, wellFormed, auth...)
-	}
-
-	// Polls.
-	res, raw := adm("POST /v1/polls", "POST", "/v1/polls", `{"id":"p1","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":60,"grace_s":1,"event":"show","hidden":true,"limits":{"ip_rate":100}}`, true)
-	c.want(res, raw, 201, "")
-	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", `{"id":"p1","question":"Again?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, true)
-	c.want(res, raw, 409, "invalid_request")
-	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", `{"question":"One?","options":[{"id":"a","label":"A"}]}`, false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", `{"question":`, false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", `{"question":"`+strings.Repeat("x", 70_000)+`"}`, false)
-	c.want(res, raw, 413, "too_large")
-	res, raw = c.do("POST /v1/polls", "POST", "/v1/polls", `{"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, false)
-	c.want(res, raw, 401, "unauthorized")
-	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", `{"id":"p2","question":"Other?","options":[{"id":"x","label":"X"},{"id":"y","label":"Y"}],"duration_s":60,"grace_s":1}`, true)
-	c.want(res, raw, 201, "")
-
-	res, raw = c.do("GET /v1/polls", "GET", "/v1/polls?limit=1", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls", "GET", "/v1/polls?event=show", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls", "GET", "/v1/polls?limit=0", "", false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = c.do("GET /v1/polls", "GET", "/v1/polls?cursor=%%%", "", false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = c.do("GET /v1/polls/{poll}", "GET", "/v1/polls/p1", "", true)
-	c.want(res, raw, 200, "")
-	if bytes.Contains(raw, []byte("totals")) {
-		t.Errorf("a hidden poll's public view has counts: %s", raw)
-	}
-	res, raw = adm("GET /v1/polls/{poll}", "GET", "/v1/polls/p1", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls/{poll}", "GET", "/v1/polls/p1", "", false, "Authorization", "Bearer wrong")
-	c.want(res, raw, 401, "unauthorized")
-	res, raw = c.do("GET /v1/polls/{poll}", "GET", "/v1/polls/nope", "", true)
-	c.want(res, raw, 404, "poll_not_found")
-
-	// Votes.
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"option":"a","voter":"v1","idem":"k1"}`, true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"votes":[{"option":"a","voter":"v1","idem":"k1"},{"option":"b","voter":"v2","idem":"k2"}]}`, true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"option":"z","voter":"v3","idem":"k3"}`, true)
-	c.want(res, raw, 422, "invalid_option")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"votes":[]}`, false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/nope/votes", `{"option":"a","voter":"v1","idem":"k9"}`, true)
-	c.want(res, raw, 404, "poll_not_found")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"option":"a","voter":"v4","idem":"k4"}`, false, "Content-Type", "text/plain")
-	c.want(res, raw, 415, "invalid_request")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/p1/votes", `{"option":"a","voter":"v5","idem":"k5"}`, true, "Tally-Session", "s1.forged")
-	c.want(res, raw, 401, "session_invalid")
-
-	// A quiz question: an answer timed by the node, a second one refused.
-	res, raw = adm("POST /v1/polls", "POST", "/v1/polls", quizQuestion, true)
-	c.want(res, raw, 201, "")
-	res, raw = c.do("GET /v1/polls/{poll}", "GET", "/v1/polls/q1-0", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"b","voter":"p1","idem":"qa1","name":"Ann"}`, true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("POST /v1/polls/{poll}/votes", "POST", "/v1/polls/q1-0/votes", `{"option":"a","voter":"p1","idem":"qa2"}`, true)
-	c.want(res, raw, 409, "already_answered")
-
-	// A quiz: created, started, answered, closed, revealed, ranked, ended.
-	res, raw = adm("POST /v1/quizzes", "POST", "/v1/quizzes", pubQuiz, true)
-	c.want(res, raw, 201, "")
-	res, raw = adm("POST /v1/quizzes", "POST", "/v1/quizzes", `{"id":"bad","questions":[]}`, false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = c.do("GET /v1/quizzes/{quiz}", "GET", "/v1/quizzes/pub", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/quizzes/{quiz}", "GET", "/v1/quizzes/nope", "", true)
-	c.want(res, raw, 404, "quiz_not_found")
-	res, raw = c.do("POST /v1/quizzes/{quiz}/start", "POST", "/v1/quizzes/pub/start", "", false)
-	c.want(res, raw, 401, "unauthorized")
-	res, raw = adm("POST /v1/quizzes/{quiz}/reveal", "POST", "/v1/quizzes/pub/reveal", "", true)
-	c.want(res, raw, 409, "poll_not_open")
-	res, raw = adm("POST /v1/quizzes/{quiz}/start", "POST", "/v1/quizzes/pub/start", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("POST /v1/quizzes/{quiz}/start", "POST", "/v1/quizzes/pub/start", "", true)
-	c.want(res, raw, 409, "poll_not_closed")
-	res, raw = c.do("GET /v1/quizzes/{quiz}", "GET", "/v1/quizzes/pub", "", true)
-	c.want(res, raw, 200, "")
-	tn.clock.advance(5 * time.Millisecond)
-	res, raw = adm("POST /v1/quizzes/{quiz}/close", "POST", "/v1/quizzes/pub/close", "", true)
-	c.want(res, raw, 200, "")
-	tn.clock.advance(5 * time.Millisecond)
-	res, raw = adm("POST /v1/quizzes/{quiz}/close", "POST", "/v1/quizzes/pub/close", "", true)
-	c.want(res, raw, 409, "poll_closed")
-	res, raw = adm("POST /v1/quizzes/{quiz}/reveal", "POST", "/v1/quizzes/pub/reveal", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/quizzes/{quiz}/leaderboard", "GET", "/v1/quizzes/pub/leaderboard?top=3&participant=p1", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/quizzes/{quiz}/leaderboard", "GET", "/v1/quizzes/pub/leaderboard?top=0", "", false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = adm("POST /v1/quizzes/{quiz}/end", "POST", "/v1/quizzes/pub/end", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("POST /v1/quizzes/{quiz}/start", "POST", "/v1/quizzes/pub/start", "", true)
-	c.want(res, raw, 409, "quiz_ended")
 	ws := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
-	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/pub/live", "", true, ws...)
-	c.want(res, raw, 101, "")
-	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/pub/live", "", true)
-	c.want(res, raw, 426, "upgrade_required")
-	res, raw = c.do("GET /v1/quizzes/{quiz}/live", "GET", "/v1/quizzes/nope/live", "", true, ws...)
-	c.want(res, raw, 404, "quiz_not_found")
+	steps := []contractStep{
+		// Polls.
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"id":"p1","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":60,"grace_s":1,"event":"show","hidden":true,"limits":{"ip_rate":100}}`, wellFormed: true, admin: true, status: 201},
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"id":"p1","question":"Again?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, wellFormed: true, admin: true, status: 409, code: "invalid_request"},
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"question":"One?","options":[{"id":"a","label":"A"}]}`, admin: true, status: 400, code: "invalid_request"},
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"question":`, admin: true, status: 400, code: "invalid_request"},
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"question":"` + strings.Repeat("x", 70_000) + `"}`, admin: true, status: 413, code: "too_large"},
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`, status: 401, code: "unauthorized"},
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"id":"p2","question":"Other?","options":[{"id":"x","label":"X"},{"id":"y","label":"Y"}],"duration_s":60,"grace_s":1}`, wellFormed: true, admin: true, status: 201},
 
-	// Sessions (no proof of work on this node: the first call issues).
-	res, raw = c.do("POST /v1/session", "POST", "/v1/session", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("POST /v1/session", "POST", "/v1/session", `{"challenge":"c2.bogus","nonce":"1"}`, true)
-	if res.StatusCode != 200 && res.StatusCode != 403 {
-		t.Errorf("session with a bogus challenge: %d %s", res.StatusCode, raw)
+		{op: "GET /v1/polls", method: "GET", path: "/v1/polls?limit=1", wellFormed: true, status: 200},
+		{op: "GET /v1/polls", method: "GET", path: "/v1/polls?event=show", wellFormed: true, status: 200},
+		{op: "GET /v1/polls", method: "GET", path: "/v1/polls?limit=0", status: 400, code: "invalid_request"},
+		{op: "GET /v1/polls", method: "GET", path: "/v1/polls?cursor=%%%", status: 400, code: "invalid_request"},
+		{op: "GET /v1/polls/{poll}", method: "GET", path: "/v1/polls/p1", wellFormed: true, status: 200, check: func(t *testing.T, raw []byte) {
+			if bytes.Contains(raw, []byte("totals")) {
+				t.Errorf("a hidden poll's public view has counts: %s", raw)
+			}
+		}},
+		{op: "GET /v1/polls/{poll}", method: "GET", path: "/v1/polls/p1", wellFormed: true, admin: true, status: 200},
+		{op: "GET /v1/polls/{poll}", method: "GET", path: "/v1/polls/p1", headers: []string{"Authorization", "Bearer wrong"}, status: 401, code: "unauthorized"},
+		{op: "GET /v1/polls/{poll}", method: "GET", path: "/v1/polls/nope", wellFormed: true, status: 404, code: "poll_not_found"},
+
+		// Votes.
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v1","idem":"k1"}`, wellFormed: true, status: 200},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"votes":[{"option":"a","voter":"v1","idem":"k1"},{"option":"b","voter":"v2","idem":"k2"}]}`, wellFormed: true, status: 200},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"z","voter":"v3","idem":"k3"}`, wellFormed: true, status: 422, code: "invalid_option"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"votes":[]}`, status: 400, code: "invalid_request"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/nope/votes", body: `{"option":"a","voter":"v1","idem":"k9"}`, wellFormed: true, status: 404, code: "poll_not_found"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v4","idem":"k4"}`, headers: []string{"Content-Type", "text/plain"}, status: 415, code: "invalid_request"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v5","idem":"k5"}`, wellFormed: true, headers: []string{"Tally-Session", "s1.forged"}, status: 401, code: "session_invalid"},
+
+		// A quiz question: an answer timed by the node, a second one refused.
+		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: quizQuestion, wellFormed: true, admin: true, status: 201},
+		{op: "GET /v1/polls/{poll}", method: "GET", path: "/v1/polls/q1-0", wellFormed: true, status: 200},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/q1-0/votes", body: `{"option":"b","voter":"p1","idem":"qa1","name":"Ann"}`, wellFormed: true, status: 200},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/q1-0/votes", body: `{"option":"a","voter":"p1","idem":"qa2"}`, wellFormed: true, status: 409, code: "already_answered"},
+
+		// A quiz: created, started, answered, closed, revealed, ranked, ended.
+		{op: "POST /v1/quizzes", method: "POST", path: "/v1/quizzes", body: pubQuiz, wellFormed: true, admin: true, status: 201},
+		{op: "POST /v1/quizzes", method: "POST", path: "/v1/quizzes", body: `{"id":"bad","questions":[]}`, admin: true, status: 400, code: "invalid_request"},
+		{op: "GET /v1/quizzes/{quiz}", method: "GET", path: "/v1/quizzes/pub", wellFormed: true, status: 200},
+		{op: "GET /v1/quizzes/{quiz}", method: "GET", path: "/v1/quizzes/nope", wellFormed: true, status: 404, code: "quiz_not_found"},
+		{op: "POST /v1/quizzes/{quiz}/start", method: "POST", path: "/v1/quizzes/pub/start", status: 401, code: "unauthorized"},
+		{op: "POST /v1/quizzes/{quiz}/reveal", method: "POST", path: "/v1/quizzes/pub/reveal", wellFormed: true, admin: true, status: 409, code: "poll_not_open"},
+		{op: "POST /v1/quizzes/{quiz}/start", method: "POST", path: "/v1/quizzes/pub/start", wellFormed: true, admin: true, status: 200},
+		{op: "POST /v1/quizzes/{quiz}/start", method: "POST", path: "/v1/quizzes/pub/start", wellFormed: true, admin: true, status: 409, code: "poll_not_closed"},
+		{op: "GET /v1/quizzes/{quiz}", method: "GET", path: "/v1/quizzes/pub", wellFormed: true, status: 200},
+		{then: func() { tn.clock.advance(5 * time.Millisecond) }},
+		{op: "POST /v1/quizzes/{quiz}/close", method: "POST", path: "/v1/quizzes/pub/close", wellFormed: true, admin: true, status: 200},
+		{then: func() { tn.clock.advance(5 * time.Millisecond) }},
+		{op: "POST /v1/quizzes/{quiz}/close", method: "POST", path: "/v1/quizzes/pub/close", wellFormed: true, admin: true, status: 409, code: "poll_closed"},
+		{op: "POST /v1/quizzes/{quiz}/reveal", method: "POST", path: "/v1/quizzes/pub/reveal", wellFormed: true, admin: true, status: 200},
+		{op: "GET /v1/quizzes/{quiz}/leaderboard", method: "GET", path: "/v1/quizzes/pub/leaderboard?top=3&participant=p1", wellFormed: true, status: 200},
+		{op: "GET /v1/quizzes/{quiz}/leaderboard", method: "GET", path: "/v1/quizzes/pub/leaderboard?top=0", status: 400, code: "invalid_request"},
+		{op: "POST /v1/quizzes/{quiz}/end", method: "POST", path: "/v1/quizzes/pub/end", wellFormed: true, admin: true, status: 200},
+		{op: "POST /v1/quizzes/{quiz}/start", method: "POST", path: "/v1/quizzes/pub/start", wellFormed: true, admin: true, status: 409, code: "quiz_ended"},
+		{op: "GET /v1/quizzes/{quiz}/live", method: "GET", path: "/v1/quizzes/pub/live", wellFormed: true, headers: ws, status: 101},
+		{op: "GET /v1/quizzes/{quiz}/live", method: "GET", path: "/v1/quizzes/pub/live", wellFormed: true, status: 426, code: "upgrade_required"},
+		{op: "GET /v1/quizzes/{quiz}/live", method: "GET", path: "/v1/quizzes/nope/live", wellFormed: true, headers: ws, status: 404, code: "quiz_not_found"},
+
+		// Sessions (no proof of work on this node: the first call issues).
+		{op: "POST /v1/session", method: "POST", path: "/v1/session", wellFormed: true, status: 200},
+		{op: "POST /v1/session", method: "POST", path: "/v1/session", body: `{"challenge":"c2.bogus","nonce":"1"}`, wellFormed: true, status: 200, also: 403},
+		{op: "POST /v1/session", method: "POST", path: "/v1/session", body: `[1,2]`, status: 400, code: "invalid_request"},
+
+		// Host actions.
+		{op: "POST /v1/polls/{poll}/reveal", method: "POST", path: "/v1/polls/p1/reveal", wellFormed: true, admin: true, status: 200},
+		{op: "POST /v1/polls/{poll}/reveal", method: "POST", path: "/v1/polls/nope/reveal", wellFormed: true, admin: true, status: 404, code: "poll_not_found"},
+		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p1/extend", body: `{"by_s":30}`, wellFormed: true, admin: true, status: 200},
+		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p1/extend", body: `{"by_s":30,"closes_at":1}`, admin: true, status: 400, code: "invalid_request"},
+		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p1/extend", body: `{"by_s":30}`, status: 401, code: "unauthorized"},
+		{op: "POST /v1/polls/{poll}/close", method: "POST", path: "/v1/polls/p2/close", status: 401, code: "unauthorized"},
+		{op: "POST /v1/polls/{poll}/close", method: "POST", path: "/v1/polls/p2/close", wellFormed: true, admin: true, status: 200},
+		{then: func() { tn.clock.advance(5 * time.Millisecond) }}, // past the close (now, or opens_at + 1 ms)
+		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p2/extend", body: `{"by_s":30}`, wellFormed: true, admin: true, status: 409, code: "poll_closed"},
+		{op: "POST /v1/polls/{poll}/close", method: "POST", path: "/v1/polls/nope/close", wellFormed: true, admin: true, status: 404, code: "poll_not_found"},
+
+		// Results and certification.
+		{op: "GET /v1/polls/{poll}/result", method: "GET", path: "/v1/polls/p1/result", wellFormed: true, status: 200},
+		{op: "GET /v1/polls/{poll}/result", method: "GET", path: "/v1/polls/nope/result", wellFormed: true, status: 404, code: "poll_not_found"},
+		{op: "POST /v1/polls/{poll}/certify", method: "POST", path: "/v1/polls/p1/certify", body: `{}`, wellFormed: true, admin: true, status: 409, code: "poll_not_closed"},
+		{op: "POST /v1/polls/{poll}/certify", method: "POST", path: "/v1/polls/p1/certify", body: `{"exclude":["x"]}`, admin: true, status: 400, code: "invalid_request"},
+		{then: func() { tn.clock.advance(10 * time.Second) }}, // p2 closed above; past its grace
+		{then: func() {
+			waitFor(t, func() bool {
+				return tn.call(t, "GET", "/v1/polls/p2/result", "").body["status"] == "reconciled"
+			})
+		}},
+		{op: "GET /v1/polls/{poll}/result", method: "GET", path: "/v1/polls/p2/result", wellFormed: true, status: 200},
+		{op: "POST /v1/polls/{poll}/certify", method: "POST", path: "/v1/polls/p2/certify", wellFormed: true, admin: true, status: 200},
+
+		// The ledger.
+		{op: "GET /v1/polls/{poll}/ledger", method: "GET", path: "/v1/polls/p1/ledger", wellFormed: true, admin: true, status: 200},
+		{op: "GET /v1/polls/{poll}/ledger", method: "GET", path: "/v1/polls/p1/ledger?format=binary", wellFormed: true, admin: true, status: 200},
+		{op: "GET /v1/polls/{poll}/ledger", method: "GET", path: "/v1/polls/p1/ledger", status: 401, code: "unauthorized"},
+
+		// Live streams.
+		{op: "GET /v1/polls/{poll}/live", method: "GET", path: "/v1/polls/p1/live", wellFormed: true, status: 426, code: "upgrade_required"},
+		{op: "GET /v1/polls/{poll}/live", method: "GET", path: "/v1/polls/p1/live", wellFormed: true, headers: ws, status: 101},
+		{op: "GET /v1/polls/{poll}/live", method: "GET", path: "/v1/polls/p1/live", wellFormed: true, headers: append(slices.Clone(ws), "Origin", "https://evil.example"), status: 403},
+		{op: "GET /v1/polls/{poll}/live", method: "GET", path: "/v1/polls/nope/live", wellFormed: true, headers: ws, status: 404, code: "poll_not_found"},
+		{op: "GET /v1/polls/{poll}/events", method: "GET", path: "/v1/polls/p1/events", wellFormed: true, status: 200},
+		{op: "GET /v1/polls/{poll}/events", method: "GET", path: "/v1/polls/nope/events", wellFormed: true, status: 404, code: "poll_not_found"},
+
+		// Pages and the QR code.
+		{op: "GET /v1/polls/{poll}/qr.png", method: "GET", path: "/v1/polls/p1/qr.png?size=128", wellFormed: true, status: 200},
+		{op: "GET /v1/polls/{poll}/qr.png", method: "GET", path: "/v1/polls/p1/qr.png?size=5", status: 400, code: "invalid_request"},
+		{op: "GET /", method: "GET", path: "/", wellFormed: true, status: 200},
+		{op: "GET /present/{poll}", method: "GET", path: "/present/p1", wellFormed: true, status: 200},
+		{op: "GET /overlay/{poll}", method: "GET", path: "/overlay/p1", wellFormed: true, status: 200},
+		{op: "GET /embed/{poll}", method: "GET", path: "/embed/p1", wellFormed: true, status: 200},
+
+		// Operations.
+		{op: "GET /v1/cluster", method: "GET", path: "/v1/cluster", wellFormed: true, status: 200},
+		{op: "GET /metrics", method: "GET", path: "/metrics", wellFormed: true, status: 200},
+		{op: "GET /healthz", method: "GET", path: "/healthz", wellFormed: true, status: 200},
+		{op: "GET /readyz", method: "GET", path: "/readyz", wellFormed: true, status: 200},
+		{op: "GET /v1/backup", method: "GET", path: "/v1/backup", wellFormed: true, admin: true, status: 200, check: func(t *testing.T, raw []byte) {
+			if !bytes.Contains(raw, []byte("BACKUP.json")) {
+				t.Errorf("the backup stream does not start with its manifest")
+			}
+		}},
+		{op: "GET /v1/backup", method: "GET", path: "/v1/backup", status: 401, code: "unauthorized"},
 	}
-	res, raw = c.do("POST /v1/session", "POST", "/v1/session", `[1,2]`, false)
-	c.want(res, raw, 400, "invalid_request")
-
-	// Host actions.
-	res, raw = adm("POST /v1/polls/{poll}/reveal", "POST", "/v1/polls/p1/reveal", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("POST /v1/polls/{poll}/reveal", "POST", "/v1/polls/nope/reveal", "", true)
-	c.want(res, raw, 404, "poll_not_found")
-	res, raw = adm("POST /v1/polls/{poll}/extend", "POST", "/v1/polls/p1/extend", `{"by_s":30}`, true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("POST /v1/polls/{poll}/extend", "POST", "/v1/polls/p1/extend", `{"by_s":30,"closes_at":1}`, false)
-	c.want(res, raw, 400, "invalid_request")
-	res, raw = c.do("POST /v1/polls/{poll}/extend", "POST", "/v1/polls/p1/extend", `{"by_s":30}`, false)
-	c.want(res, raw, 401, "unauthorized")
-	res, raw = c.do("POST /v1/polls/{poll}/close", "POST", "/v1/polls/p2/close", "", false)
-	c.want(res, raw, 401, "unauthorized")
-	res, raw = adm("POST /v1/polls/{poll}/close", "POST", "/v1/polls/p2/close", "", true)
-	c.want(res, raw, 200, "")
-	tn.clock.advance(5 * time.Millisecond) // past the close (now, or opens_at + 1 ms)
-	res, raw = adm("POST /v1/polls/{poll}/extend", "POST", "/v1/polls/p2/extend", `{"by_s":30}`, true)
-	c.want(res, raw, 409, "poll_closed")
-	res, raw = adm("POST /v1/polls/{poll}/close", "POST", "/v1/polls/nope/close", "", true)
-	c.want(res, raw, 404, "poll_not_found")
-
-	// Results and certification.
-	res, raw = c.do("GET /v1/polls/{poll}/result", "GET", "/v1/polls/p1/result", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls/{poll}/result", "GET", "/v1/polls/nope/result", "", true)
-	c.want(res, raw, 404, "poll_not_found")
-	res, raw = adm("POST /v1/polls/{poll}/certify", "POST", "/v1/polls/p1/certify", `{}`, true)
-	c.want(res, raw, 409, "poll_not_closed")
-	res, raw = adm("POST /v1/polls/{poll}/certify", "POST", "/v1/polls/p1/certify", `{"exclude":["x"]}`, false)
-	c.want(res, raw, 400, "invalid_request")
-	tn.clock.advance(10 * time.Second) // p2 closed above; past its grace
-	waitFor(t, func() bool {
-		return tn.call(t, "GET", "/v1/polls/p2/result", "").body["status"] == "reconciled"
-	})
-	res, raw = c.do("GET /v1/polls/{poll}/result", "GET", "/v1/polls/p2/result", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("POST /v1/polls/{poll}/certify", "POST", "/v1/polls/p2/certify", "", true)
-	c.want(res, raw, 200, "")
-
-	// The ledger.
-	res, raw = adm("GET /v1/polls/{poll}/ledger", "GET", "/v1/polls/p1/ledger", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("GET /v1/polls/{poll}/ledger", "GET", "/v1/polls/p1/ledger?format=binary", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls/{poll}/ledger", "GET", "/v1/polls/p1/ledger", "", false)
-	c.want(res, raw, 401, "unauthorized")
-
-	// Live streams.
-	res, raw = c.do("GET /v1/polls/{poll}/live", "GET", "/v1/polls/p1/live", "", true)
-	c.want(res, raw, 426, "upgrade_required")
-	res, raw = c.do("GET /v1/polls/{poll}/live", "GET", "/v1/polls/p1/live", "", true,
-		"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-	c.want(res, raw, 101, "")
-	res, raw = c.do("GET /v1/polls/{poll}/live", "GET", "/v1/polls/p1/live", "", true,
-		"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Origin", "https://evil.example")
-	c.want(res, raw, 403, "")
-	res, raw = c.do("GET /v1/polls/{poll}/live", "GET", "/v1/polls/nope/live", "", true,
-		"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
-	c.want(res, raw, 404, "poll_not_found")
-	res, raw = c.do("GET /v1/polls/{poll}/events", "GET", "/v1/polls/p1/events", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls/{poll}/events", "GET", "/v1/polls/nope/events", "", true)
-	c.want(res, raw, 404, "poll_not_found")
-
-	// Pages and the QR code.
-	res, raw = c.do("GET /v1/polls/{poll}/qr.png", "GET", "/v1/polls/p1/qr.png?size=128", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /v1/polls/{poll}/qr.png", "GET", "/v1/polls/p1/qr.png?size=5", "", false)
-	c.want(res, raw, 400, "invalid_request")
-	for _, p := range []string{"/", "/present/{poll}", "/overlay/{poll}", "/embed/{poll}"} {
-		res, raw = c.do("GET "+p, "GET", strings.ReplaceAll(p, "{poll}", "p1"), "", true)
-		c.want(res, raw, 200, "")
+	for _, s := range steps {
+		if s.op == "" {
+			s.then()
+			continue
+		}
+		headers := s.headers
+		if s.admin {
+			headers = append([]string{"Authorization", "Bearer " + testToken}, headers...)
+		}
+		res, raw := c.do(s.op, s.method, s.path, s.body, s.wellFormed, headers...)
+		if s.also != 0 && res.StatusCode == s.also {
+			continue
+		}
+		c.want(res, raw, s.status, s.code)
+		if s.check != nil {
+			s.check(t, raw)
+		}
 	}
-
-	// Operations.
-	res, raw = c.do("GET /v1/cluster", "GET", "/v1/cluster", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /metrics", "GET", "/metrics", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /healthz", "GET", "/healthz", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = c.do("GET /readyz", "GET", "/readyz", "", true)
-	c.want(res, raw, 200, "")
-	res, raw = adm("GET /v1/backup", "GET", "/v1/backup", "", true)
-	c.want(res, raw, 200, "")
-	if !bytes.Contains(raw, []byte("BACKUP.json")) {
-		t.Errorf("the backup stream does not start with its manifest")
-	}
-	res, raw = c.do("GET /v1/backup", "GET", "/v1/backup", "", false)
-	c.want(res, raw, 401, "unauthorized")
 
 	// Every operation of the document was exercised, and every route the
 	// node serves is in the document.
