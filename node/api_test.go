@@ -8,8 +8,32 @@ import (
 	"time"
 )
 
+// The node tests' vote helpers: vote is a request's body, castVote sends
+// one and returns its answer, tn.vote sends a new one that must count.
+
 func vote(option, voter, idem string) string {
 	return fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, option, voter, idem)
+}
+
+// castVote sends one vote and returns its status and vote id (empty for
+// a rejected vote); a request refused whole fails the test.
+func (tn *testNode) castVote(t testing.TB, poll, option, voter, idem string) (status, id string) {
+	t.Helper()
+	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", vote(option, voter, idem))
+	if r.status != http.StatusOK {
+		t.Fatalf("vote at %s: %d %s", tn.replica, r.status, r.raw)
+	}
+	res := r.body["results"].([]any)[0].(map[string]any)
+	id, _ = res["vote_id"].(string)
+	return res["status"].(string), id
+}
+
+// vote sends a new vote (a fresh idempotency key) that must be accepted.
+func (tn *testNode) vote(t testing.TB, poll, option, voter string) {
+	t.Helper()
+	if s, _ := tn.castVote(t, poll, option, voter, fmt.Sprintf("%s-%s-%d", voter, option, time.Now().UnixNano())); s != "accepted" {
+		t.Fatalf("vote at %s by %s: %s, want accepted", tn.replica, voter, s)
+	}
 }
 
 func result(t *testing.T, r response, i int) map[string]any {

@@ -277,7 +277,7 @@ func TestExtendAPoll(t *testing.T) {
 	}
 	// Past the first close the poll still takes votes.
 	tn.clock.advance(90 * time.Second)
-	if s := tn.castVote(t, "p", "a", "late-but-extended", "k1"); s != "accepted" {
+	if s, _ := tn.castVote(t, "p", "a", "late-but-extended", "k1"); s != "accepted" {
 		t.Fatalf("a vote after the first close of an extended poll: %s", s)
 	}
 	tn.admin(t, "POST", "/v1/polls/p/close", "")

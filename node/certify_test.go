@@ -22,16 +22,6 @@ import (
 	"tally/ledger"
 )
 
-// castVote sends one vote and returns its ack status.
-func (tn *testNode) castVote(t testing.TB, poll, option, voter, idem string) string {
-	t.Helper()
-	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, option, voter, idem))
-	if r.status != http.StatusOK {
-		t.Fatalf("vote at %s: %d %s", tn.replica, r.status, r.raw)
-	}
-	return r.body["results"].([]any)[0].(map[string]any)["status"].(string)
-}
-
 // advanceAll moves every node's clock.
 func advanceAll(nodes []*testNode, d time.Duration) {
 	for _, n := range nodes {
@@ -97,7 +87,7 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 	options := []string{"a", "b", "c"}
 	for i := range 9 {
 		voter := fmt.Sprintf("v%d", i)
-		if s := nodes[i%3].castVote(t, "p", options[i/3], voter, voter+"-1"); s != "accepted" {
+		if s, _ := nodes[i%3].castVote(t, "p", options[i/3], voter, voter+"-1"); s != "accepted" {
 			t.Fatalf("vote %s: %s", voter, s)
 		}
 		model[voter] = options[i/3]
@@ -114,7 +104,7 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 	model["retrier"] = "c"
 	// A late vote: after the close, within grace.
 	advanceAll(nodes, 61*time.Second)
-	if s := nodes[1].castVote(t, "p", "a", "latecomer", "late-1"); s != "late" {
+	if s, _ := nodes[1].castVote(t, "p", "a", "latecomer", "late-1"); s != "late" {
 		t.Fatalf("late vote acked %q", s)
 	}
 	// A viewer watches region 3 through the close.
@@ -417,7 +407,7 @@ func TestSkewedClocksAgreeOnWhichVotesAreIn(t *testing.T) {
 		for i, n := range nodes {
 			voter := fmt.Sprintf("v%d-%d", step, i)
 			option := []string{"a", "b", "c"}[(step+i)%3]
-			switch s := n.castVote(t, "p", option, voter, voter); s {
+			switch s, _ := n.castVote(t, "p", option, voter, voter); s {
 			case "accepted":
 				accepted[voter] = option
 			case "late":

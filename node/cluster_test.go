@@ -42,15 +42,6 @@ func startCluster(t testing.TB, regions []string, mutate func(i int, c *Config))
 	return nodes
 }
 
-// vote casts one vote at the node and checks it was accepted.
-func (tn *testNode) vote(t testing.TB, poll, option, voter string) {
-	t.Helper()
-	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":"%s-%s-%d"}`, option, voter, voter, option, time.Now().UnixNano()))
-	if r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
-		t.Fatalf("vote at %s: %d %s", tn.replica, r.status, r.raw)
-	}
-}
-
 // havePoll waits until every node knows the poll.
 func havePoll(t testing.TB, nodes []*testNode, poll string) {
 	t.Helper()

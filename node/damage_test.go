@@ -19,7 +19,7 @@ func votedAndStopped(t *testing.T, n int) (dir, wal string, ms int64) {
 	tn := startNode(t, dir, nil)
 	tn.createPoll(t, "p")
 	for i := range n {
-		if s := tn.castVote(t, "p", "a", fmt.Sprintf("v%d", i), fmt.Sprintf("k%d", i)); s != "accepted" {
+		if s, _ := tn.castVote(t, "p", "a", fmt.Sprintf("v%d", i), fmt.Sprintf("k%d", i)); s != "accepted" {
 			t.Fatalf("vote %d: %s", i, s)
 		}
 	}

@@ -1,22 +1,9 @@
 package node
 
 import (
-	"fmt"
-	"net/http"
 	"testing"
 	"time"
 )
-
-// voteID casts one vote and returns its status and vote id.
-func (tn *testNode) voteID(t testing.TB, poll, option, voter, idem string) (status, id string) {
-	t.Helper()
-	r := tn.call(t, "POST", "/v1/polls/"+poll+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, option, voter, idem))
-	if r.status != http.StatusOK {
-		t.Fatalf("vote at %s: %d %s", tn.replica, r.status, r.raw)
-	}
-	res := r.body["results"].([]any)[0].(map[string]any)
-	return res["status"].(string), res["vote_id"].(string)
-}
 
 // The scenario of issue 14: voter v votes a at eu-west, then changes to b
 // at us-east; voter w votes b at us-east and retries the same request at
@@ -31,21 +18,21 @@ func TestLiveTallyFollowsVotersAcrossRegions(t *testing.T) {
 	eu.createPoll(t, "p")
 	havePoll(t, nodes, "p")
 
-	if s, _ := eu.voteID(t, "p", "a", "v", "v-1"); s != "accepted" {
+	if s, _ := eu.castVote(t, "p", "a", "v", "v-1"); s != "accepted" {
 		t.Fatalf("v's first vote: %s", s)
 	}
 	agree(t, nodes, "p", map[string]int64{"a": 1, "b": 0, "c": 0})
-	if s, _ := us.voteID(t, "p", "b", "v", "v-2"); s != "accepted" {
+	if s, _ := us.castVote(t, "p", "b", "v", "v-2"); s != "accepted" {
 		t.Fatalf("v's change of mind: %s", s)
 	}
-	status, original := us.voteID(t, "p", "b", "w", "w-1")
+	status, original := us.castVote(t, "p", "b", "w", "w-1")
 	if status != "accepted" {
 		t.Fatalf("w's vote: %s", status)
 	}
 	agree(t, nodes, "p", map[string]int64{"a": 0, "b": 2, "c": 0})
 
 	// w's client fails over and retries at eu-west, which knows the key by now.
-	status, id := eu.voteID(t, "p", "b", "w", "w-1")
+	status, id := eu.castVote(t, "p", "b", "w", "w-1")
 	if status != "duplicate" || id != original {
 		t.Fatalf("retry at the other region: %s %s, want duplicate %s", status, id, original)
 	}
@@ -54,8 +41,8 @@ func TestLiveTallyFollowsVotersAcrossRegions(t *testing.T) {
 	// A retry that races its own ballot (sent at both at once): whichever
 	// answer each region gives, the tally counts it once.
 	done := make(chan struct{})
-	go func() { defer close(done); eu.voteID(t, "p", "c", "x", "x-1") }()
-	us.voteID(t, "p", "c", "x", "x-1")
+	go func() { defer close(done); eu.castVote(t, "p", "c", "x", "x-1") }()
+	us.castVote(t, "p", "c", "x", "x-1")
 	<-done
 	agree(t, nodes, "p", map[string]int64{"a": 0, "b": 2, "c": 1})
 

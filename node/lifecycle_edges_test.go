@@ -121,7 +121,7 @@ func TestCheckpointFailureIsCountedAndRetried(t *testing.T) {
 	n := startNode(t, dir, func(c *Config) { c.CheckpointEvery = 20 * time.Millisecond })
 	waitFor(t, func() bool { return metricValue(t, []*testNode{n}, "tally_checkpoint_failures_total", "") >= 2 })
 	n.createPoll(t, "p")
-	if s := n.castVote(t, "p", "a", "v", "i"); s != "accepted" {
+	if s, _ := n.castVote(t, "p", "a", "v", "i"); s != "accepted" {
 		t.Fatalf("vote while checkpoints fail: %s", s)
 	}
 	if err := os.RemoveAll(block); err != nil {
@@ -163,11 +163,11 @@ func TestQuickRestartDoesNotStampAheadOfAChangeOfMind(t *testing.T) {
 	a = startNode(t, dirA, realClock)
 	for i := range 5 {
 		voter := fmt.Sprintf("v%d", i)
-		if s := a.castVote(t, "p", "a", voter, voter+"-1"); s != "accepted" {
+		if s, _ := a.castVote(t, "p", "a", voter, voter+"-1"); s != "accepted" {
 			t.Fatalf("first vote: %s", s)
 		}
 		time.Sleep(5 * time.Millisecond) // the client's think time, not a wait for a condition
-		if s := b.castVote(t, "p", "b", voter, voter+"-2"); s != "accepted" {
+		if s, _ := b.castVote(t, "p", "b", voter, voter+"-2"); s != "accepted" {
 			t.Fatalf("change of mind: %s", s)
 		}
 	}

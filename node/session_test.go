@@ -138,7 +138,7 @@ func TestDatacenterVotesAreShadowed(t *testing.T) {
 	os.WriteFile(file, []byte("# test ranges\n127.0.0.0/8 # loopback stands in for a datacenter\n"), 0o600)
 	tn := startNode(t, t.TempDir(), func(c *Config) { c.DatacenterFile = file })
 	tn.createPoll(t, "p")
-	if s := tn.castVote(t, "p", "a", "bot", "bot-1"); s != "accepted" {
+	if s, _ := tn.castVote(t, "p", "a", "bot", "bot-1"); s != "accepted" {
 		t.Fatalf("acked %q, want the same answer as any vote", s)
 	}
 	if got := tn.totals(t, "p"); got["_total"] != 0 {
