@@ -304,7 +304,15 @@ func (g *Gossip) externalOptions() ([]nats.Option, error) {
 	return out, nil
 }
 
-// NATSConnected reports whether the NATS connection is up.
+// Conn returns the node's NATS connection, nil before Start: the relay
+// (package relay) sends and answers on it.
+func (g *Gossip) Conn() *nats.Conn {
+	g.natsMu.Lock()
+	defer g.natsMu.Unlock()
+	return g.nc
+}
+
+// NATSConnected reports whether the node's NATS connection is up.
 func (g *Gossip) NATSConnected() bool {
 	g.natsMu.Lock()
 	defer g.natsMu.Unlock()

@@ -25,15 +25,20 @@ const (
 // through unchanged: a node without a key is a single node.
 type keyring struct {
 	macKeys [][]byte
+	relay   [][]byte // the relay's MAC keys (SealRelay): another purpose, another key
 }
 
 func newKeyring(keys [][]byte) keyring {
 	var k keyring
 	for _, key := range keys {
 		k.macKeys = append(k.macKeys, derive(key, "tally gossip payload mac v1"))
+		k.relay = append(k.relay, derive(key, "tally relay mac v1"))
 	}
 	return k
 }
+
+// forRelay is the keyring that seals the edges' relay messages.
+func (k keyring) forRelay() keyring { return keyring{macKeys: k.relay} }
 
 // derive makes a purpose-bound secret from a cluster key.
 func derive(key []byte, label string) []byte {
@@ -78,3 +83,11 @@ func mac(key, b []byte) []byte {
 	m.Write(b)
 	return m.Sum(nil)
 }
+
+// SealRelay seals a relay message (package relay) with the cluster's
+// keyring, under the relay's own derived key: only members make one a
+// full node believes.
+func (g *Gossip) SealRelay(b []byte) []byte { return g.keys.forRelay().seal(b) }
+
+// OpenRelay checks a relay message's seal and returns the message.
+func (g *Gossip) OpenRelay(b []byte) ([]byte, error) { return g.keys.forRelay().open(b) }

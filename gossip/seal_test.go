@@ -68,3 +68,19 @@ func FuzzOpenDecode(f *testing.F) {
 		Decode(body)
 	})
 }
+
+// A relay message is sealed under a key of its own: a gossip payload's
+// seal does not open as a relay message, nor the other way round.
+func TestRelaySealIsItsOwnPurpose(t *testing.T) {
+	ring := newKeyring([][]byte{[]byte("0123456789abcdef0123456789abcdef")})
+	msg := []byte("a batch")
+	if got, err := ring.forRelay().open(ring.forRelay().seal(msg)); err != nil || string(got) != "a batch" {
+		t.Fatalf("relay round trip: %q %v", got, err)
+	}
+	if _, err := ring.forRelay().open(ring.seal(msg)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a gossip seal opened as a relay message: %v", err)
+	}
+	if _, err := ring.open(ring.forRelay().seal(msg)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a relay seal opened as a gossip message: %v", err)
+	}
+}

@@ -98,20 +98,43 @@ type SessionResponse = api.SessionResponse
 // call answers a signed puzzle and the second, carrying its solution, the
 // token.
 func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
-	s := p.sessions
-	if s == nil {
-		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node"))
-		return
-	}
-	var req api.SessionSolution
+	var body []byte
 	if r.ContentLength != 0 {
-		if err := api.DecodeJSON(w, r, 1024, &req); err != nil {
+		var err error
+		if body, err = api.ReadBody(w, r, MaxSessionBody); err != nil {
 			api.WriteError(w, r, err)
 			return
 		}
 	}
-	ip := ClientIP(r, p.cfg.TrustedProxies)
-	client := session.ClientHash(ip, r.UserAgent())
+	v, err := p.Session(body, api.HTTPSender(ClientIP(r, p.cfg.TrustedProxies), r.UserAgent(), "", 0))
+	if err != nil {
+		api.WriteError(w, r, err)
+		return
+	}
+	api.WriteJSON(w, r, http.StatusOK, v)
+}
+
+// MaxSessionBody bounds a session request's body (a puzzle's solution).
+const MaxSessionBody = 1024
+
+// Session answers a session request from s (over HTTP here, or relayed
+// by an edge): the puzzle, or with its solution in body the token.
+func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
+	s := p.sessions
+	if s == nil {
+		return nil, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node")
+	}
+	if len(body) > MaxSessionBody {
+		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", MaxSessionBody)
+	}
+	var req api.SessionSolution
+	if len(body) > 0 {
+		if err := api.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+	}
+	ip := sender.IP
+	client := session.ClientHash(ip, sender.UserAgent)
 	now := p.cfg.Now()
 	groups, shared := p.tokenGroups(ip), s.shared.contains(ip)
 	if s.cfg.PowBits > 0 {
@@ -120,55 +143,47 @@ func (p *Pipeline) HandleSession(w http.ResponseWriter, r *http.Request) {
 			ok, wait, _, recent := p.tokenBudget(groups, shared, now)
 			if !ok {
 				p.m.sessions.WithLabelValues("rate_limited").Inc()
-				api.WriteError(w, r, rateLimited(wait, "too many voter tokens for this address across the cluster"))
-				return
+				return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
 			}
 			bits := s.difficulty(recent)
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
-				api.WriteError(w, r, err)
-				return
+				return nil, err
 			}
-			api.WriteJSON(w, r, http.StatusOK, SessionResponse{Status: "challenge", Challenge: ch, Bits: bits})
-			return
+			return SessionResponse{Status: "challenge", Challenge: ch, Bits: bits}, nil
 		}
 		// Paced now, before the solution is spent (and only a solution
 		// that would be taken): a 429 here lets the client send the same
 		// solution again after Retry-After.
 		if err := s.cfg.Signer.Precheck(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
-			api.WriteError(w, r, sessionError(err))
-			return
+			return nil, sessionError(err)
 		}
 		if _, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
 			p.m.sessions.WithLabelValues("rate_limited").Inc()
-			api.WriteError(w, r, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After"))
-			return
+			return nil, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After")
 		}
 		if err := s.cfg.Signer.Check(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
-			api.WriteError(w, r, sessionError(err))
-			return
+			return nil, sessionError(err)
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
 	slot, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), false)
 	if !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
-		api.WriteError(w, r, rateLimited(wait, "too many voter tokens for this address across the cluster"))
-		return
+		return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
 	}
 	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0, slot)
 	if err != nil {
-		api.WriteError(w, r, err)
-		return
+		return nil, err
 	}
 	if slot > s.cfg.Vouched {
 		p.m.sessions.WithLabelValues("issued_unvouched").Inc()
 	} else {
 		p.m.sessions.WithLabelValues("issued").Inc()
 	}
-	api.WriteJSON(w, r, http.StatusOK, SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()})
+	return SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()}, nil
 }
 
 // voterOf resolves the token of a vote request, checked against the

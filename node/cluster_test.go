@@ -165,7 +165,8 @@ func TestClusterOfFive(t *testing.T) {
 }
 
 // TestEdgeNode: an edge serves polls and live streams from gossiped state,
-// with the freshness vector, and refuses votes and admin writes.
+// with the freshness vector, takes votes by relaying them to a full node
+// (here of another region: its own has none), and refuses admin writes.
 func TestEdgeNode(t *testing.T) {
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) {
 		if i == 1 {
@@ -177,12 +178,25 @@ func TestEdgeNode(t *testing.T) {
 	full.vote(t, "p", "b", "x")
 	agree(t, nodes, "p", map[string]int64{"a": 0, "b": 1, "c": 0})
 
-	for _, req := range [][2]string{{"POST", "/v1/polls/p/votes"}, {"POST", "/v1/polls"}, {"POST", "/v1/polls/p/close"}} {
+	for _, req := range [][2]string{{"POST", "/v1/polls"}, {"POST", "/v1/polls/p/close"}} {
 		r := edge.admin(t, req[0], req[1], `{"option":"a","voter":"v","idem":"i"}`)
 		if r.status != http.StatusMisdirectedRequest || r.code() != "edge_node" {
 			t.Errorf("%s %s on an edge: %d %s", req[0], req[1], r.status, r.raw)
 		}
 	}
+	// A vote at the edge is the full node's: its status, its replica's
+	// vote id; a retry at the full node gets the same answer.
+	status, id := edge.castVote(t, "p", "a", "y", "edge-1")
+	if status != "accepted" || !strings.HasPrefix(id, full.replica+"/") {
+		t.Fatalf("a vote at the edge: %s %s (full node %s)", status, id, full.replica)
+	}
+	if s, again := full.castVote(t, "p", "a", "y", "edge-1"); s != "duplicate" || again != id {
+		t.Fatalf("its retry at the full node: %s %s, want duplicate %s", s, again, id)
+	}
+	if r := edge.call(t, "POST", "/v1/polls/p/votes", `{"option":"zz","voter":"y","idem":"edge-2"}`); r.status != http.StatusUnprocessableEntity || r.code() != "invalid_option" {
+		t.Fatalf("a bad vote at the edge: %d %s", r.status, r.raw)
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 1, "b": 1, "c": 0})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -204,7 +218,7 @@ func TestEdgeNode(t *testing.T) {
 	if err := json.Unmarshal(data, &snap); err != nil {
 		t.Fatal(err)
 	}
-	if snap.Type != "snapshot" || snap.Total != 1 || snap.Region != "us-east" {
+	if snap.Type != "snapshot" || snap.Total != 2 || snap.Region != "us-east" {
 		t.Fatalf("snapshot from the edge: %s", data)
 	}
 	if _, ok := snap.Regions["eu-west"]; !ok || snap.Regions["us-east"] != 0 {

@@ -28,6 +28,7 @@ import (
 	"tally/internal/tlsconf"
 	"tally/ledger"
 	"tally/poll"
+	"tally/relay"
 	"tally/state"
 )
 
@@ -49,6 +50,8 @@ type Node struct {
 	qr       *qrCache // drawn QR codes (qr.go)
 	gossip   *gossip.Gossip
 	certify  *certify.Certifier
+	edge     *relay.Edge    // an edge's relay of votes to the full nodes; nil at a full node
+	relayM   *relay.Metrics // the relay's, at either role
 	reg      *prometheus.Registry
 	m        nodeMetrics
 	tls      *tlsconf.Identity // --tls-cert: HTTPS listeners, TLS between nodes; nil: plain
@@ -182,9 +185,18 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if n.relayM, err = relay.NewMetrics(n.reg); err != nil {
+		return nil, err
+	}
 	var voter fanout.Voter = n.ingest
 	if cfg.Role == gossip.RoleEdge {
-		voter = nil // an edge serves viewers; votes go to a full node
+		// An edge takes votes and relays them to a full node.
+		n.edge = relay.NewEdge(relay.EdgeConfig{
+			Conn: n.gossip.Conn, Cluster: cfg.Cluster, FullNodes: n.fullNodes, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay,
+			ClientIP: func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
+			MaxBody:  cfg.Limits.MaxBody, Metrics: n.relayM, Logger: cfg.Logger, Now: cfg.Now,
+		})
+		voter = n.edge
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
@@ -278,10 +290,14 @@ func (n *Node) Run(ctx context.Context) error {
 			n.log.Info("waited out the clock's high-water mark after an unclean stop", "waited", waited.Round(time.Millisecond))
 		}
 	}
+	stopRelay := func() {}
 	if err == nil && ctx.Err() == nil {
 		n.gossip.SetHTTPAddr(n.Addr())
 		if err = flagError(n.gossip.Start()); err == nil {
 			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
+			stopRelay, err = n.startRelay()
+		}
+		if err == nil {
 			certCtx, stopCert := context.WithCancel(context.Background())
 			certDone := make(chan struct{}, 4)
 			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
@@ -314,6 +330,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if serr := n.srv.Shutdown(shutdownCtx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("node: shutdown: %w", serr))
 	}
+	stopRelay() // after the HTTP requests, before NATS: an edge's waiting votes are answered, a full node's batches in hand too
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

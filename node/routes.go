@@ -29,10 +29,12 @@ func (n *Node) routes() http.Handler {
 	}
 	in, host := n.ingest, n.admin
 	create, closePoll, votes, certifyNow := host.HandleCreatePoll, host.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
+	sessions := in.HandleSession
 	extend, reveal := host.HandleExtend, host.HandleReveal
 	createQuiz, quizStart, quizClose, quizReveal, quizEnd := host.HandleCreateQuiz, host.HandleQuizStart, host.HandleQuizClose, host.HandleQuizReveal, host.HandleQuizEnd
 	if n.cfg.Role == gossip.RoleEdge {
-		create, closePoll, votes, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
+		votes, sessions = n.edge.HandleVotes, n.edge.HandleSession // relayed to a full node (package relay)
+		create, closePoll, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge
 		extend, reveal = refuseOnEdge, refuseOnEdge
 		createQuiz, quizStart, quizClose, quizReveal, quizEnd = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
 	}
@@ -46,7 +48,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/reveal", ready(admin(reveal)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(host.HandleLedger)))
-	mux.Handle("POST /v1/session", ready(http.HandlerFunc(in.HandleSession)))
+	mux.Handle("POST /v1/session", ready(http.HandlerFunc(sessions)))
 	mux.Handle("POST /v1/quizzes", ready(admin(createQuiz)))
 	mux.Handle("GET /v1/quizzes/{quiz}", public(host.HandleGetQuiz))
 	mux.Handle("POST /v1/quizzes/{quiz}/start", ready(admin(quizStart)))

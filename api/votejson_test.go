@@ -1,4 +1,4 @@
-package ingest
+package api
 
 import (
 	"encoding/json"
@@ -17,7 +17,7 @@ func TestVoteResponseJSON(t *testing.T) {
 			rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }))
 		v := VoteResponse{ServerTime: rapid.Int64().Draw(t, "time")}
 		for range rapid.IntRange(0, 10).Draw(t, "results") {
-			r := Result{Idem: str.Draw(t, "idem"), Status: str.Draw(t, "status"), VoteID: str.Draw(t, "id"), Error: str.Draw(t, "err")}
+			r := VoteResult{Idem: str.Draw(t, "idem"), Status: str.Draw(t, "status"), VoteID: str.Draw(t, "id"), Error: str.Draw(t, "err")}
 			if rapid.Bool().Draw(t, "answer?") {
 				e := rapid.Int64().Draw(t, "elapsed")
 				r.ElapsedMs = &e
@@ -25,11 +25,11 @@ func TestVoteResponseJSON(t *testing.T) {
 			v.Results = append(v.Results, r)
 		}
 		if v.Results == nil {
-			v.Results = []Result{}
+			v.Results = []VoteResult{}
 		}
 		var got, want VoteResponse
-		if err := json.Unmarshal(appendVoteResponse(nil, v), &got); err != nil {
-			t.Fatalf("not JSON: %v: %s", err, appendVoteResponse(nil, v))
+		if err := json.Unmarshal(v.AppendJSON(nil), &got); err != nil {
+			t.Fatalf("not JSON: %v: %s", err, v.AppendJSON(nil))
 		}
 		ref, _ := json.Marshal(v)
 		json.Unmarshal(ref, &want)

@@ -1,0 +1,277 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+
+	"tally/relay"
+)
+
+// freePort returns a loopback address nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// edgeTier is a region of two full nodes and two edges, all processes,
+// beside a full node of another region in the test process.
+type edgeTier struct {
+	us          *testNode
+	full, edges []*procNode
+	fullDirs    []string
+	fullFlags   [][]string
+	edgeGossip  []string // the edges' gossip addresses: a seed once the other region is gone
+	bin         string
+}
+
+func startEdgeTier(t *testing.T) *edgeTier {
+	t.Helper()
+	et := &edgeTier{bin: buildNodeBinary(t)}
+	et.us = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "us-east", time.Now })
+	common := func(name, gossipAddr string) []string {
+		return []string{"--region", "eu-west", "--node-name", name, "--join", et.us.GossipAddr(), "--gossip-addr", gossipAddr,
+			"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}
+	}
+	for i := range 2 {
+		flags := append(common(fmt.Sprintf("eu-full-%d", i), freePort(t)), "--nats-gateway-addr", "127.0.0.1:0")
+		dir := t.TempDir()
+		et.fullDirs, et.fullFlags = append(et.fullDirs, dir), append(et.fullFlags, flags)
+		et.full = append(et.full, startProcess(t, et.bin, dir, flags...))
+	}
+	for i := range 2 {
+		addr := freePort(t)
+		et.edgeGossip = append(et.edgeGossip, addr)
+		e := startProcessNoWait(t, et.bin, t.TempDir(), append(common(fmt.Sprintf("eu-edge-%d", i), addr), "--role", "edge", "--nats-gateway-addr", "127.0.0.1:0")...)
+		et.edges = append(et.edges, e)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res, err := http.Get(e.url + "/readyz")
+			if err == nil {
+				res.Body.Close()
+				if res.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("edge %d not ready:\n%s", i, e.log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(et.us.gossip.Members()) != 5 {
+		if time.Now().After(deadline) {
+			for _, p := range append(append([]*procNode{}, et.full...), et.edges...) {
+				t.Logf("%s:\n%s", p.url, p.log.String())
+			}
+			t.Fatalf("%d members, want 5", len(et.us.gossip.Members()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return et
+}
+
+// seePoll waits until every process serves the poll.
+func (et *edgeTier) seePoll(t *testing.T, poll string) {
+	t.Helper()
+	for _, p := range append(append([]*procNode{}, et.full...), et.edges...) {
+		waitFor(t, func() bool {
+			res, err := http.Get(p.url + "/v1/polls/" + poll)
+			if err != nil {
+				return false
+			}
+			res.Body.Close()
+			return res.StatusCode == 200
+		})
+	}
+}
+
+// voteAnswer is the first result of a vote request's answer.
+type voteAnswer struct {
+	code           int
+	status, voteID string
+	body           string
+}
+
+func voteAt(url, poll, option, voter, idem string) voteAnswer {
+	code, body, err := post(url+"/v1/polls/"+poll+"/votes", vote(option, voter, idem))
+	if err != nil {
+		return voteAnswer{body: err.Error()}
+	}
+	var v struct {
+		Results []struct {
+			Status string
+			VoteID string `json:"vote_id"`
+		}
+	}
+	json.Unmarshal(body, &v)
+	a := voteAnswer{code: code, body: string(body)}
+	if len(v.Results) > 0 {
+		a.status, a.voteID = v.Results[0].Status, v.Results[0].VoteID
+	}
+	return a
+}
+
+// TestEdgeTier is the edge tier end to end, in processes: votes through
+// both edges over HTTP and the socket are the region's full nodes';
+// a retry at the other edge gets the same answer; a full node killed
+// with SIGKILL under load loses no acknowledged vote and the edges keep
+// answering; with the region's full nodes down another region answers,
+// with none at all the edge says 503 with Retry-After, and recovers.
+func TestEdgeTier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the node binary")
+	}
+	et := startEdgeTier(t)
+	et.us.createPoll(t, "p")
+	et.seePoll(t, "p")
+
+	// HTTP through one edge, the socket through the other.
+	first := voteAt(et.edges[0].url, "p", "a", "ann", "ann-1")
+	if first.code != 200 || first.status != "accepted" || strings.HasPrefix(first.voteID, et.us.replica) {
+		t.Fatalf("a vote through edge 0: %+v (the other region is %s)", first, et.us.replica)
+	}
+	if again := voteAt(et.edges[1].url, "p", "a", "ann", "ann-1"); again.status != "duplicate" || again.voteID != first.voteID {
+		t.Fatalf("its retry at edge 1: %+v, want duplicate %s", again, first.voteID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(et.edges[1].url, "http")+"/v1/polls/p/live", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.Write(ctx, websocket.MessageText, []byte(`{"type":"vote","ref":"r1","body":{"option":"b","voter":"bob","idem":"bob-1"}}`))
+	for {
+		_, msg, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(msg), `"ref":"r1"`) {
+			if !strings.Contains(string(msg), `"status":"accepted"`) {
+				t.Fatalf("a vote on the edge's socket: %s", msg)
+			}
+			break
+		}
+	}
+
+	// SIGKILL of a full node under load through both edges.
+	var acked, failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("load-%d-%d", c, i)
+				if a := voteAt(et.edges[c%2].url, "p", []string{"a", "b", "c"}[i%3], key, key); a.code == 200 && a.status == "accepted" {
+					acked.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	waitFor(t, func() bool { return acked.Load() >= 200 })
+	et.full[0].cmd.Process.Kill()
+	et.full[0].cmd.Wait()
+	before := acked.Load()
+	waitFor(t, func() bool { return acked.Load() >= before+200 }) // the edges keep answering
+	close(stop)
+	wg.Wait()
+	et.full[0] = startProcess(t, et.bin, et.fullDirs[0], et.fullFlags[0]...)
+
+	// Certified exact: every acknowledged vote counts once; a request
+	// that failed may have been ledgered before its node died.
+	if r := et.us.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
+		t.Fatal(r.raw)
+	}
+	var total int64
+	waitFor(t, func() bool {
+		r := et.us.call(t, "GET", "/v1/polls/p/result", "")
+		if r.body["status"] != "reconciled" {
+			return false
+		}
+		total = int64(r.body["total"].(float64))
+		return true
+	})
+	if want := acked.Load() + 2; total < want || total > want+failed.Load() {
+		t.Fatalf("certified %d votes: %d acknowledged (and %d failed)", total, want, failed.Load())
+	}
+
+	// The region's full nodes down: the other region answers.
+	et.us.createPoll(t, "q")
+	et.seePoll(t, "q")
+	for _, p := range et.full {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	}
+	waitFor(t, func() bool {
+		a := voteAt(et.edges[0].url, "q", "a", "cara", "cara-1")
+		return a.status == "accepted" && strings.HasPrefix(a.voteID, et.us.replica)
+	})
+	// None at all: 503 with Retry-After, within the edge's deadline.
+	if err := et.us.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		start := time.Now()
+		code, _, err := post(et.edges[0].url+"/v1/polls/q/votes", vote("a", "dan", "dan-1"))
+		return err == nil && code == http.StatusServiceUnavailable && time.Since(start) < 5*time.Second
+	})
+	res, err := http.Post(et.edges[0].url+"/v1/polls/q/votes", "application/json", strings.NewReader(vote("a", "dan", "dan-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("no full node: %d, Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	// A full node back: the edge answers again.
+	et.full[1] = startProcess(t, et.bin, et.fullDirs[1], append(et.fullFlags[1], "--join", et.edgeGossip[0], "--catch-up-wait", "1s")...) // its peers are gone: do not wait for their ballots
+	waitFor(t, func() bool { return voteAt(et.edges[0].url, "q", "a", "dan", "dan-1").status == "accepted" })
+}
+
+// A stranger on a full node's NATS port: without the cluster's
+// credential it is refused at the door; on a connection that has it, a
+// batch without the relay's seal is not answered and counts nothing.
+func TestStrangerPosingAsAnEdge(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	full := nodes[0]
+	full.createPoll(t, "p")
+	url := full.gossip.EmbeddedNATSURL()
+	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("a stranger connected to the cluster's NATS without its credential")
+	}
+	// On a connection that holds the credential (the other node's own),
+	// a batch without the relay's seal.
+	nc := nodes[1].gossip.Conn()
+	batch := relay.AppendBatch(nil, []relay.Request{{Kind: relay.KindVote, Poll: "p", Body: []byte(vote("a", "mallory", "m-1"))}})
+	if _, err := nc.Request(relay.Subject(full.cfg.Cluster), batch, 500*time.Millisecond); err == nil {
+		t.Fatal("an unsealed relay batch was answered")
+	}
+	if tot := full.totals(t, "p"); tot["_total"] != 0 {
+		t.Fatalf("the stranger's vote counted: %v", tot)
+	}
+}

@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"tally/api"
+	"tally/gossip"
+	"tally/relay"
+)
+
+// startRelay starts this node's side of the edge tier's relay (package
+// relay): at an edge the batcher that sends its clients' votes to the
+// full nodes, at a full node of a cluster the server that answers the
+// edges' batches. A single node (no gossip key) answers none: nothing
+// reaches it from anyone else. It returns what stops it.
+func (n *Node) startRelay() (stop func(), err error) {
+	if n.edge != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.edge.Run(ctx)
+		}()
+		return func() { cancel(); <-done }, nil
+	}
+	if len(n.peerTokens) == 0 && !n.cfg.InsecureGossip {
+		return func() {}, nil
+	}
+	srv, err := relay.StartServer(relay.ServerConfig{
+		Conn: n.gossip.Conn(), Cluster: n.cfg.Cluster, Replica: n.replica, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay,
+		Handler: relayHandler{n}, Metrics: n.relayM, Logger: n.log,
+	})
+	if err != nil {
+		return func() {}, fmt.Errorf("node: relay: %w", err)
+	}
+	return func() {
+		if err := srv.Close(); err != nil {
+			n.log.Warn("relay close", "err", err)
+		}
+	}, nil
+}
+
+// relayHandler answers a relayed request as the node answers its own
+// clients: the same pipeline, the same refusal while it is not ready.
+type relayHandler struct{ n *Node }
+
+func (h relayHandler) Vote(poll string, body []byte, s api.Sender) (any, error) {
+	if err := h.n.readyErr(); err != nil {
+		return nil, err
+	}
+	return h.n.ingest.Vote(poll, body, s)
+}
+
+func (h relayHandler) Session(body []byte, s api.Sender) (any, error) {
+	if err := h.n.readyErr(); err != nil {
+		return nil, err
+	}
+	return h.n.ingest.Session(body, s)
+}
+
+// readyErr is the refusal of a request the node cannot answer yet.
+func (n *Node) readyErr() error {
+	if n.ready.Load() {
+		return nil
+	}
+	e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting: replaying the ledger")
+	e.RetryAfter = time.Second
+	return e
+}
+
+// fullNodes is the edge's view of the live full nodes, by replica: its
+// own region's, then the others'.
+func (n *Node) fullNodes() (region, others []string) {
+	for _, m := range n.gossip.Members() {
+		switch {
+		case m.Role != gossip.RoleFull || m.Replica == "":
+		case m.Region == n.cfg.Region:
+			region = append(region, m.Replica)
+		default:
+			others = append(others, m.Replica)
+		}
+	}
+	return region, others
+}

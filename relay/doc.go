@@ -1,0 +1,27 @@
+// Package relay is the edge tier's vote path. An edge (--role edge) holds
+// viewers' sockets and takes their votes, quiz answers and session
+// requests; it does not ledger them. It gathers them into batches (a few
+// milliseconds, up to a few hundred requests: Edge.Run) and sends each
+// batch as one NATS request on the cluster's relay subject. Every full
+// node subscribes to that subject in one queue group, so NATS hands the
+// batch to one full node of the edge's region, or of another region when
+// this one has none. The full node (Server) answers every request as if
+// its client had asked it directly — the same pipeline, the same statuses
+// and error codes, the vote ids of its own replica — once the ledger
+// batch holding the votes is synced, and the edge gives each client its
+// answer. A batch unanswered in time is sent again with the same requests
+// (the same idempotency keys: nothing counts twice); with no full node
+// answering within the deadline the clients get 503 unavailable with
+// Retry-After.
+//
+// What a full node decides from travels with each request (api.Sender):
+// the client's address after the edge applied --trusted-proxies, its user
+// agent, its voter token, the socket's age and round trip, and for a quiz
+// answer when the edge read it and when it showed the question, both on
+// the edge's clock. A full node believes them because the message is
+// sealed with the cluster's keyring (and NATS itself admits members
+// only); a message that does not open or decode is dropped unanswered.
+//
+// The message format (message.go) is bounded in every field and fuzzed.
+// It imports api, ids and internal/wire of this module, and NATS.
+package relay

@@ -1,0 +1,180 @@
+package relay
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"tally/api"
+	"tally/ids"
+	"tally/internal/wire"
+)
+
+// ErrMalformed is what a relay message that cannot be decoded is refused
+// with (wrapped with the reason).
+var ErrMalformed = errors.New("relay: malformed message")
+
+// Bounds of a relay message. A batch is cut by count and by bytes at the
+// edge; the full node refuses anything beyond them whole.
+const (
+	MaxBatch      = 512       // requests in one relay message
+	MaxBatchBytes = 768 << 10 // under NATS's default 1 MiB payload
+	MaxBody       = 64 << 10  // one request's body
+	maxIP         = 64        // an IPv6 address with a zone fits
+	maxUserAgent  = 1024
+	maxToken      = 2048
+)
+
+// Kinds of request an edge relays.
+const (
+	KindVote    byte = 1 // POST /v1/polls/{poll}/votes, or a vote on a live socket
+	KindSession byte = 2 // POST /v1/session
+)
+
+// Request is one client's request as the edge took it: what it sent and
+// everything the full node decides from (api.Sender, after the edge
+// applied --trusted-proxies and timed a quiz answer on its own clock).
+type Request struct {
+	Kind   byte
+	Poll   string // KindVote: the poll (or quiz question) voted in
+	Body   []byte // the request body as the client sent it
+	Sender api.Sender
+}
+
+// Answer is the full node's answer to one Request: the HTTP status and
+// the JSON body it would have written to the client itself.
+type Answer struct {
+	Status     int
+	RetryAfter time.Duration // the Retry-After it would have sent; 0: none
+	Body       []byte
+}
+
+const (
+	batchMagic  = "TRQ1"
+	answerMagic = "TRA1"
+)
+
+// AppendBatch appends the relay message of reqs to b.
+func AppendBatch(b []byte, reqs []Request) []byte {
+	b = append(b, batchMagic...)
+	b = binary.AppendUvarint(b, uint64(len(reqs)))
+	for _, r := range reqs {
+		b = append(b, r.Kind)
+		b = wire.AppendString(b, r.Poll)
+		b = wire.AppendBytes(b, r.Body)
+		s := r.Sender
+		b = wire.AppendString(b, s.IP)
+		b = wire.AppendString(b, s.UserAgent)
+		b = wire.AppendString(b, s.Token)
+		b = binary.AppendVarint(b, int64(s.SocketAge))
+		b = binary.AppendVarint(b, s.ShownMs)
+		b = binary.AppendVarint(b, s.RTTMs)
+		b = binary.AppendVarint(b, s.ReceivedMs)
+	}
+	return b
+}
+
+// RequestSize is about how many bytes r adds to a relay message: what the
+// edge cuts its batches by.
+func RequestSize(r Request) int {
+	return 1 + len(r.Poll) + len(r.Body) + len(r.Sender.IP) + len(r.Sender.UserAgent) + len(r.Sender.Token) + 6*binary.MaxVarintLen64
+}
+
+// DecodeBatch reads a relay message. It refuses, whole, one that is
+// damaged, over the bounds, or names a kind or poll id that cannot be.
+// The bodies are copies: nothing returned aliases b.
+func DecodeBatch(b []byte) ([]Request, error) {
+	if len(b) > MaxBatchBytes+len(batchMagic) {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
+	}
+	if len(b) < len(batchMagic) || string(b[:len(batchMagic)]) != batchMagic {
+		return nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+	}
+	r := wire.NewReader(b[len(batchMagic):], ErrMalformed)
+	n := r.Count(MaxBatch, "requests")
+	if r.Err() != nil {
+		return nil, r.Err()
+	}
+	reqs := make([]Request, 0, n)
+	for range n {
+		var q Request
+		q.Kind = r.Byte()
+		q.Poll = r.String(ids.MaxLen, "poll id")
+		q.Body = append([]byte(nil), r.LenBytes(MaxBody, "body")...)
+		q.Sender.IP = r.String(maxIP, "address")
+		q.Sender.UserAgent = r.String(maxUserAgent, "user agent")
+		q.Sender.Token = r.String(maxToken, "token")
+		q.Sender.SocketAge = time.Duration(r.Varint())
+		q.Sender.ShownMs = r.Varint()
+		q.Sender.RTTMs = r.Varint()
+		q.Sender.ReceivedMs = r.Varint()
+		if r.Err() != nil {
+			return nil, r.Err()
+		}
+		switch {
+		case q.Kind != KindVote && q.Kind != KindSession:
+			return nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
+		case q.Kind == KindVote && ids.Valid(q.Poll) != nil:
+			return nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
+		case q.Kind == KindSession && q.Poll != "":
+			return nil, fmt.Errorf("%w: a session request names a poll", ErrMalformed)
+		}
+		reqs = append(reqs, q)
+	}
+	if r.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
+	}
+	return reqs, nil
+}
+
+// AppendAnswers appends the reply to a relay message (one answer per
+// request, in order) to b.
+func AppendAnswers(b []byte, as []Answer) []byte {
+	b = append(b, answerMagic...)
+	b = binary.AppendUvarint(b, uint64(len(as)))
+	for _, a := range as {
+		b = binary.AppendUvarint(b, uint64(a.Status))
+		b = binary.AppendUvarint(b, uint64(a.RetryAfter/time.Millisecond))
+		b = wire.AppendBytes(b, a.Body)
+	}
+	return b
+}
+
+// maxAnswer bounds one answer's body: a vote response of a whole batch
+// request with every field at its longest fits.
+const maxAnswer = 256 << 10
+
+// DecodeAnswers reads the reply to a relay message of want requests.
+func DecodeAnswers(b []byte, want int) ([]Answer, error) {
+	if len(b) < len(answerMagic) || string(b[:len(answerMagic)]) != answerMagic {
+		return nil, fmt.Errorf("%w: not a relay answer", ErrMalformed)
+	}
+	r := wire.NewReader(b[len(answerMagic):], ErrMalformed)
+	n := r.Count(MaxBatch, "answers")
+	if r.Err() == nil && int(n) != want {
+		return nil, fmt.Errorf("%w: %d answers to %d requests", ErrMalformed, n, want)
+	}
+	as := make([]Answer, 0, n)
+	for range n {
+		var a Answer
+		status := r.Uvarint()
+		retry := r.Uvarint()
+		a.Body = append([]byte(nil), r.LenBytes(maxAnswer, "answer")...)
+		if r.Err() != nil {
+			return nil, r.Err()
+		}
+		if status < 100 || status > 599 || retry > uint64(time.Hour/time.Millisecond) {
+			return nil, fmt.Errorf("%w: status %d, retry after %d ms", ErrMalformed, status, retry)
+		}
+		a.Status, a.RetryAfter = int(status), time.Duration(retry)*time.Millisecond
+		as = append(as, a)
+	}
+	if r.Err() != nil {
+		return nil, r.Err()
+	}
+	if r.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last answer", ErrMalformed, r.Len())
+	}
+	return as, nil
+}

@@ -1,0 +1,59 @@
+package relay
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the relay's counters, at edges and full nodes alike. A nil
+// *Metrics counts nothing.
+type Metrics struct {
+	batches   prometheus.Counter
+	requests  prometheus.Counter
+	batchSize prometheus.Histogram
+	resends   prometheus.Counter
+	answered  prometheus.Counter
+	refusals  *prometheus.CounterVec
+}
+
+// NewMetrics registers the relay's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		batches:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_batches_total", Help: "Relay messages this edge sent (each a batch of its clients' requests)."}),
+		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_requests_total", Help: "Client requests this edge relayed."}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tally_relay_batch_requests", Help: "Requests per relay message this edge sent.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}}),
+		resends:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_resends_total", Help: "Relay messages this edge sent again (no answer in time, no full node, a lost connection)."}),
+		answered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_served_requests_total", Help: "Relayed requests this full node answered."}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_refused_total", Help: "Relay messages this full node dropped unanswered, by reason (unauthenticated, malformed)."}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.batches, m.requests, m.batchSize, m.resends, m.answered, m.refusals} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) batch(n int) {
+	if m != nil {
+		m.batches.Inc()
+		m.requests.Add(float64(n))
+		m.batchSize.Observe(float64(n))
+	}
+}
+
+func (m *Metrics) resend() {
+	if m != nil {
+		m.resends.Inc()
+	}
+}
+
+func (m *Metrics) served(n int) {
+	if m != nil {
+		m.answered.Add(float64(n))
+	}
+}
+
+func (m *Metrics) refused(reason string) {
+	if m != nil {
+		m.refusals.WithLabelValues(reason).Inc()
+	}
+}

@@ -1,0 +1,332 @@
+package relay
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"tally/api"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"))
+}
+
+// startNATS runs a real NATS server on loopback and returns a client
+// connection maker.
+func startNATS(t *testing.T) func() *nats.Conn {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return func() *nats.Conn {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+}
+
+// A key's seal for the tests: an HMAC tag before the message, as the
+// node's keyring does.
+func sealer(key string) (func([]byte) []byte, func([]byte) ([]byte, error)) {
+	tag := func(b []byte) []byte { m := hmac.New(sha256.New, []byte(key)); m.Write(b); return m.Sum(nil) }
+	seal := func(b []byte) []byte { return append(tag(b), b...) }
+	open := func(b []byte) ([]byte, error) {
+		if len(b) < sha256.Size || !hmac.Equal(b[:sha256.Size], tag(b[sha256.Size:])) {
+			return nil, errors.New("not sealed by the cluster")
+		}
+		return b[sha256.Size:], nil
+	}
+	return seal, open
+}
+
+// fullNode is a Handler standing in for a full node's pipeline: it
+// answers each vote with the sender's address, counts what it took, and
+// treats an idempotency key it saw as a duplicate (as ingest does).
+type fullNode struct {
+	name  string
+	mu    sync.Mutex
+	seen  map[string]string // body → vote id
+	votes atomic.Int64
+}
+
+func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (any, error) {
+	if strings.Contains(string(body), "bad") {
+		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	status := "duplicate"
+	id, ok := f.seen[string(body)]
+	if !ok {
+		f.votes.Add(1)
+		id, status = fmt.Sprintf("%s/%d", f.name, len(f.seen)+1), "accepted"
+		if f.seen == nil {
+			f.seen = map[string]string{}
+		}
+		f.seen[string(body)] = id
+	}
+	return api.VoteResponse{Results: []api.VoteResult{{Idem: s.IP, Status: status, VoteID: id}}}, nil
+}
+
+func (f *fullNode) Session(body []byte, s api.Sender) (any, error) {
+	return api.SessionResponse{Status: "issued", Voter: s.UserAgent}, nil
+}
+
+var subject = Subject("test")
+
+func startServer(t *testing.T, nc *nats.Conn, h Handler, key string) *Server {
+	t.Helper()
+	seal, open := sealer(key)
+	replica := "r"
+	if f, ok := h.(*fullNode); ok {
+		replica = f.name
+	}
+	s, err := StartServer(ServerConfig{Conn: nc, Cluster: "test", Replica: replica, Seal: seal, Open: open, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func startEdge(t *testing.T, nc *nats.Conn, key string, mutate func(*EdgeConfig)) (*Edge, *Metrics) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal, open := sealer(key)
+	cfg := EdgeConfig{Conn: func() *nats.Conn { return nc }, Cluster: "test", Seal: seal, Open: open, Metrics: m,
+		ClientIP: func(r *http.Request) string { return "198.51.100.9" }}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e := NewEdge(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return e, m
+}
+
+func voteReq(i int) Request {
+	return Request{Kind: KindVote, Poll: "p", Body: fmt.Appendf(nil, `{"option":"a","voter":"v%d","idem":"k%d"}`, i, i),
+		Sender: api.HTTPSender(fmt.Sprintf("203.0.113.%d", i%250), "ua", "", 0)}
+}
+
+// Many clients at once go out in fewer relay messages, and each client
+// gets its own answer, with the facts the edge sent for it.
+func TestEdgeGathersClientsIntoBatches(t *testing.T) {
+	conn := startNATS(t)
+	full := &fullNode{name: "eu-1"}
+	startServer(t, conn(), full, "k")
+	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Wait = 50 * time.Millisecond })
+	const n = 200
+	answers := make([]Answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i] = edge.Relay(context.Background(), voteReq(i)) })
+	}
+	wg.Wait()
+	for i, a := range answers {
+		want := fmt.Sprintf(`"idem":"203.0.113.%d","status":"accepted"`, i%250)
+		if a.Status != http.StatusOK || !strings.Contains(string(a.Body), want) {
+			t.Fatalf("client %d: %d %s", i, a.Status, a.Body)
+		}
+	}
+	batches := testutil.ToFloat64(reg.batches)
+	if full.votes.Load() != n || batches >= n || testutil.ToFloat64(reg.requests) != n {
+		t.Fatalf("%d votes taken in %v batches", full.votes.Load(), batches)
+	}
+}
+
+// A full node that dies holding a batch: the edge sends it again, another
+// full node answers, and nothing counts twice.
+func TestEdgeResendsWhenAFullNodeDiesMidBatch(t *testing.T) {
+	conn := startNATS(t)
+	dying := conn()
+	got := make(chan struct{}, 1)
+	sub, err := dying.QueueSubscribe(subject, queueGroup, func(m *nats.Msg) {
+		got <- struct{}{}
+		m.Sub.Unsubscribe() // dies before it answers
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Attempt = 200 * time.Millisecond; c.Deadline = 5 * time.Second })
+	answer := make(chan Answer, 1)
+	go func() { answer <- edge.Relay(context.Background(), voteReq(1)) }()
+	<-got // the batch is in the dying node's hands
+	full := &fullNode{name: "eu-2"}
+	startServer(t, conn(), full, "k")
+	a := <-answer
+	if a.Status != http.StatusOK || !strings.Contains(string(a.Body), `"vote_id":"eu-2/1"`) || full.votes.Load() != 1 {
+		t.Fatalf("after the failover: %d %s, %d votes", a.Status, a.Body, full.votes.Load())
+	}
+	if testutil.ToFloat64(reg.resends) < 1 {
+		t.Fatal("no resend counted")
+	}
+	// The client retries the same request: the same answer, not a second vote.
+	if a := edge.Relay(context.Background(), voteReq(1)); !strings.Contains(string(a.Body), `"status":"duplicate","vote_id":"eu-2/1"`) {
+		t.Fatalf("the retry: %s", a.Body)
+	}
+}
+
+// With no full node at all, the client gets 503 with Retry-After by the
+// deadline, never a hang.
+func TestEdgeAnswersUnavailableWithoutAFullNode(t *testing.T) {
+	conn := startNATS(t)
+	edge, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 300 * time.Millisecond })
+	a := edge.Relay(context.Background(), voteReq(1))
+	if a.Status != http.StatusServiceUnavailable || a.RetryAfter <= 0 || a.Err().Code != api.CodeUnavailable {
+		t.Fatalf("no full node: %d %v %s", a.Status, a.RetryAfter, a.Body)
+	}
+	// Nor with no NATS connection.
+	lone, _ := startEdge(t, nil, "k", func(c *EdgeConfig) {
+		c.Conn = func() *nats.Conn { return nil }
+		c.Deadline = 300 * time.Millisecond
+	})
+	if a := lone.Relay(context.Background(), voteReq(2)); a.Status != http.StatusServiceUnavailable {
+		t.Fatalf("no connection: %d %s", a.Status, a.Body)
+	}
+}
+
+// A stranger on the bus — no seal, or another cluster's — is not
+// answered and changes nothing; a member's malformed batch neither.
+func TestStrangerPosingAsAnEdgeChangesNothing(t *testing.T) {
+	conn := startNATS(t)
+	full := &fullNode{name: "eu-1"}
+	startServer(t, conn(), full, "cluster key")
+	nc := conn()
+	stranger, _ := sealer("another key")
+	clusterSeal, _ := sealer("cluster key")
+	batch := AppendBatch(nil, []Request{voteReq(1)})
+	for name, msg := range map[string][]byte{
+		"unsealed":       batch,
+		"another key":    stranger(batch),
+		"tag cut off":    clusterSeal(batch)[4:],
+		"member garbage": clusterSeal([]byte("TRQ1\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff")),
+	} {
+		if _, err := nc.Request(subject, msg, 300*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+			t.Errorf("%s: answered (%v)", name, err)
+		}
+	}
+	if full.votes.Load() != 0 {
+		t.Fatalf("%d votes taken from strangers", full.votes.Load())
+	}
+	// And the edge does not believe an answer it cannot open.
+	bogus := conn()
+	sub, _ := bogus.QueueSubscribe(Subject("other"), queueGroup, func(m *nats.Msg) { m.Respond([]byte("TRA1\x01\xc8\x01\x00\x00")) })
+	defer sub.Unsubscribe()
+	edge, _ := startEdge(t, conn(), "cluster key", func(c *EdgeConfig) { c.Cluster = "other"; c.Deadline = 300 * time.Millisecond })
+	if a := edge.Relay(context.Background(), voteReq(1)); a.Status != http.StatusServiceUnavailable {
+		t.Fatalf("an unsealed answer was believed: %d %s", a.Status, a.Body)
+	}
+}
+
+// The edge's HTTP endpoints write the full node's answer as it is: the
+// status, Retry-After and body; the full node's refusals too.
+func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
+	conn := startNATS(t)
+	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
+	edge, _ := startEdge(t, conn(), "k", nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/polls/{poll}/votes", edge.HandleVotes)
+	mux.HandleFunc("POST /v1/session", edge.HandleSession)
+	do := func(path, body, ct string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", path, strings.NewReader(body))
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		r.Header.Set("User-Agent", "phone")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	if w := do("/v1/polls/p/votes", `{"option":"a","voter":"v","idem":"k"}`, "application/json"); w.Code != 200 || !strings.Contains(w.Body.String(), `"idem":"198.51.100.9"`) {
+		t.Fatalf("vote: %d %s", w.Code, w.Body)
+	}
+	if w := do("/v1/polls/p/votes", `{"option":"bad"}`, ""); w.Code != 422 || !strings.Contains(w.Body.String(), `"code":"invalid_option"`) {
+		t.Fatalf("refused vote: %d %s", w.Code, w.Body)
+	}
+	if w := do("/v1/polls/p/votes", `{}`, "text/plain"); w.Code != 415 {
+		t.Fatalf("wrong content type: %d %s", w.Code, w.Body)
+	}
+	if w := do("/v1/polls/p/votes", strings.Repeat("x", MaxBody+1), ""); w.Code != 413 {
+		t.Fatalf("oversized: %d %s", w.Code, w.Body)
+	}
+	if w := do("/v1/session", "", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"voter":"phone"`) {
+		t.Fatalf("session: %d %s", w.Code, w.Body)
+	}
+	// A socket's vote: the raw answer, or the *api.Error it was.
+	if v, err := edge.Vote("p", []byte(`{"option":"a","voter":"w","idem":"k2"}`), api.Sender{IP: "192.0.2.1"}); err != nil || !strings.Contains(string(v.(json.RawMessage)), "accepted") {
+		t.Fatalf("socket vote: %s %v", v, err)
+	}
+	if _, err := edge.Vote("p", []byte(`{"option":"bad"}`), api.Sender{}); err == nil || !strings.Contains(err.Error(), "invalid_option") {
+		t.Fatalf("refused socket vote: %v", err)
+	}
+}
+
+// With the full nodes known, a request goes to the one its idempotency
+// key ranks first, from any edge: a retry through another edge reaches the
+// node that took the vote, which answers duplicate. When that node is
+// gone, the next in its order takes it.
+func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
+	conn := startNATS(t)
+	a, b := &fullNode{name: "eu-a"}, &fullNode{name: "eu-b"}
+	sa := startServer(t, conn(), a, "k")
+	startServer(t, conn(), b, "k")
+	nodes := []string{"eu-a", "eu-b"}
+	var mu sync.Mutex
+	known := func() ([]string, []string) { mu.Lock(); defer mu.Unlock(); return slices.Clone(nodes), nil }
+	edge1, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.FullNodes = known })
+	edge2, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.FullNodes = known })
+	for i := range 20 {
+		first := edge1.Relay(context.Background(), voteReq(i))
+		again := edge2.Relay(context.Background(), voteReq(i))
+		id := strings.Split(strings.Split(string(first.Body), `"vote_id":"`)[1], `"`)[0]
+		if !strings.Contains(string(again.Body), `"status":"duplicate","vote_id":"`+id+`"`) {
+			t.Fatalf("request %d: first %s, its retry through the other edge %s", i, first.Body, again.Body)
+		}
+	}
+	if a.votes.Load() == 0 || b.votes.Load() == 0 || a.votes.Load()+b.votes.Load() != 20 {
+		t.Fatalf("votes spread %d/%d, want 20 over both", a.votes.Load(), b.votes.Load())
+	}
+	// eu-a goes (unsubscribed, still listed: the membership has not seen
+	// it leave): its requests go to eu-b at once.
+	sa.Close()
+	for i := 100; i < 110; i++ {
+		if ans := edge1.Relay(context.Background(), voteReq(i)); !strings.Contains(string(ans.Body), `"vote_id":"eu-b/`) {
+			t.Fatalf("with eu-a gone: %d %s", ans.Status, ans.Body)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package relay
+
+import (
+	"cmp"
+	"encoding/json"
+	"hash/fnv"
+	"slices"
+)
+
+// NodeSubject is the relay subject of one full node (replica): an edge
+// sends a request there first when the request's key ranks the node first.
+func NodeSubject(cluster, replica string) string { return Subject(cluster) + "." + replica }
+
+// affinityKey is what routes a request: a vote by its poll and its
+// (first) idempotency key, so a client's retry through any edge reaches
+// the full node that took the vote; a session request by its address. A
+// body that does not decode routes by its bytes (the full node refuses
+// it the same wherever it lands).
+func affinityKey(r Request) string {
+	if r.Kind == KindSession {
+		return "session\x00" + r.Sender.IP
+	}
+	var b struct {
+		Idem  string `json:"idem"`
+		Votes []struct {
+			Idem string `json:"idem"`
+		} `json:"votes"`
+	}
+	if json.Unmarshal(r.Body, &b) == nil {
+		switch {
+		case b.Idem != "":
+			return r.Poll + "\x00" + b.Idem
+		case len(b.Votes) > 0:
+			return r.Poll + "\x00" + b.Votes[0].Idem
+		}
+	}
+	return r.Poll + "\x00" + string(r.Body)
+}
+
+// rank orders nodes by their rendezvous score for key, highest first:
+// every edge ranks them alike, and a node leaving moves only the keys it
+// ranked first.
+func rank(key string, nodes []string) []string {
+	type scored struct {
+		node  string
+		score uint64
+	}
+	s := make([]scored, len(nodes))
+	for i, n := range nodes {
+		h := fnv.New64a()
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		h.Write([]byte(key))
+		s[i] = scored{n, mix(h.Sum64())}
+	}
+	slices.SortFunc(s, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.node, b.node)) })
+	out := make([]string, len(s))
+	for i := range s {
+		out[i] = s[i].node
+	}
+	return out
+}
+
+// mix is SplitMix64's finalizer: FNV's low bits alone rank poorly.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// routed is a part of a gathered batch that goes the same way.
+type routed struct {
+	route   []string // subjects, in the order they are tried
+	pending []*pending
+}
+
+// split cuts a gathered batch by the full node each request ranks first:
+// the region's nodes by rank, then the other regions', then the shared
+// queue group.
+func (e *Edge) split(batch []*pending) []routed {
+	var region, others []string
+	if e.cfg.FullNodes != nil {
+		region, others = e.cfg.FullNodes()
+	}
+	shared := Subject(e.cfg.Cluster)
+	if len(region)+len(others) == 0 {
+		return []routed{{route: []string{shared}, pending: batch}}
+	}
+	var out []routed
+	index := map[string]int{} // first node → its part
+	for _, p := range batch {
+		order := append(rank(p.key, region), rank(p.key, others)...)
+		i, ok := index[order[0]]
+		if !ok {
+			route := make([]string, 0, len(order)+1)
+			for _, n := range order {
+				route = append(route, NodeSubject(e.cfg.Cluster, n))
+			}
+			i, index[order[0]] = len(out), len(out)
+			out = append(out, routed{route: append(route, shared)})
+		}
+		out[i].pending = append(out[i].pending, p)
+	}
+	return out
+}

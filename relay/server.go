@@ -1,0 +1,168 @@
+package relay
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"tally/api"
+)
+
+// Subject is the relay subject of a cluster. Every full node of every
+// region subscribes to it in one queue group; NATS hands each batch to one
+// member, preferring the publisher's own cluster (region) and crossing a
+// gateway only when the region has none.
+func Subject(cluster string) string { return "tally." + cluster + ".relay" }
+
+// queueGroup is the full nodes' queue group on the relay subject.
+const queueGroup = "full"
+
+// Handler is what a full node does with a relayed request: node fills it
+// with ingest, the same path a request made to the full node takes. The
+// sender's facts are the edge's, believed because the message was sealed
+// by a member.
+type Handler interface {
+	Vote(poll string, body []byte, s api.Sender) (any, error)
+	Session(body []byte, s api.Sender) (any, error)
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Conn *nats.Conn
+	// Cluster and Replica name the subjects it answers on: its own
+	// (NodeSubject), where edges send the requests that rank it first,
+	// and the shared one in the full nodes' queue group.
+	Cluster, Replica string
+	Seal             func([]byte) []byte
+	Open             func([]byte) ([]byte, error)
+	Handler          Handler
+	// InFlight bounds the batches handled at once; default 64. Past it
+	// NATS holds the next ones (and drops them as a slow consumer when
+	// its limits are reached: their edges resend).
+	InFlight int
+	Metrics  *Metrics
+	Logger   *slog.Logger
+}
+
+// Server is a full node's side of the relay: it answers the edges'
+// batches, each request as if its client had asked this node.
+type Server struct {
+	cfg  ServerConfig
+	subs []*nats.Subscription
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// StartServer subscribes to the node's own relay subject and to the
+// shared one in the full nodes' queue group. Close stops it.
+func StartServer(cfg ServerConfig) (*Server, error) {
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 64
+	}
+	if cfg.Seal == nil {
+		cfg.Seal = func(b []byte) []byte { return b }
+	}
+	if cfg.Open == nil {
+		cfg.Open = func(b []byte) ([]byte, error) { return b, nil }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, sem: make(chan struct{}, cfg.InFlight)}
+	own, err := cfg.Conn.Subscribe(NodeSubject(cfg.Cluster, cfg.Replica), s.receive)
+	if err != nil {
+		return nil, err
+	}
+	shared, err := cfg.Conn.QueueSubscribe(Subject(cfg.Cluster), queueGroup, s.receive)
+	if err != nil {
+		own.Unsubscribe()
+		return nil, err
+	}
+	s.subs = []*nats.Subscription{own, shared}
+	return s, nil
+}
+
+// Close unsubscribes (NATS hands the next batches to the other full
+// nodes) and waits for the batches in hand to be answered.
+func (s *Server) Close() error {
+	var err error
+	s.once.Do(func() {
+		for _, sub := range s.subs {
+			err = errors.Join(err, sub.Unsubscribe())
+		}
+		s.wg.Wait()
+	})
+	return err
+}
+
+// receive runs on the subscription's goroutine: it waits for a slot and
+// hands the batch to its own goroutine.
+func (s *Server) receive(m *nats.Msg) {
+	s.sem <- struct{}{}
+	s.wg.Go(func() {
+		defer func() { <-s.sem }()
+		s.handle(m)
+	})
+}
+
+// handle answers one batch. A message no member sealed, or one that does
+// not decode, gets no answer at all and changes nothing.
+func (s *Server) handle(m *nats.Msg) {
+	body, err := s.cfg.Open(m.Data)
+	if err != nil {
+		s.cfg.Metrics.refused("unauthenticated")
+		return
+	}
+	reqs, err := DecodeBatch(body)
+	if err != nil {
+		s.cfg.Metrics.refused("malformed")
+		s.cfg.Logger.Warn("relay: malformed batch from a member", "err", err)
+		return
+	}
+	s.cfg.Metrics.served(len(reqs))
+	answers := make([]Answer, len(reqs))
+	var wg sync.WaitGroup
+	for i := range reqs {
+		// Each on its own goroutine: the ledger gathers their records
+		// into one synced commit.
+		wg.Go(func() { answers[i] = s.answer(reqs[i]) })
+	}
+	wg.Wait()
+	if err := m.Respond(s.cfg.Seal(AppendAnswers(nil, answers))); err != nil {
+		s.cfg.Logger.Warn("relay: cannot answer a batch", "err", err)
+	}
+}
+
+// answer is the full node's answer to one request.
+func (s *Server) answer(q Request) Answer {
+	var v any
+	var err error
+	switch q.Kind {
+	case KindVote:
+		v, err = s.cfg.Handler.Vote(q.Poll, q.Body, q.Sender)
+	case KindSession:
+		v, err = s.cfg.Handler.Session(q.Body, q.Sender)
+	}
+	if err != nil {
+		var e *api.Error
+		if !errors.As(err, &e) {
+			s.cfg.Logger.Error("relay: internal error", "kind", q.Kind, "poll", q.Poll, "err", err)
+			e = api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error")
+		}
+		return ErrorAnswer(e)
+	}
+	if j, ok := v.(interface{ AppendJSON([]byte) []byte }); ok {
+		return Answer{Status: http.StatusOK, Body: j.AppendJSON(nil)}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.cfg.Logger.Error("relay: cannot encode an answer", "err", err)
+		return ErrorAnswer(api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error"))
+	}
+	return Answer{Status: http.StatusOK, Body: append(b, '\n')}
+}
