@@ -311,3 +311,26 @@ func FuzzDecodeCursor(f *testing.F) {
 		}
 	})
 }
+
+// A quiz question created as a poll with a later opens_at is the host's
+// until it opens, as a parked one is: no viewer sees it (nor its correct
+// option) before.
+func TestAScheduledQuizQuestionIsWithheldUntilItOpens(t *testing.T) {
+	r := newRig(t)
+	opens := r.clock.now().Add(time.Minute).UnixMilli()
+	body := fmt.Sprintf(`{"id":"dq-1","question":"2+2?","options":[{"id":"a","label":"3"},{"id":"b","label":"4"}],"opens_at":%d,`+
+		`"quiz":{"quiz":"dq","index":0,"correct":["b"],"points":1000,"limit_ms":20000}}`, opens)
+	if st, b := r.do("POST", "/v1/polls", body); st != http.StatusCreated {
+		t.Fatalf("create: %d %v", st, b)
+	}
+	if st, b := r.do("GET", "/v1/polls/dq-1", ""); st != http.StatusNotFound {
+		t.Fatalf("before it opens, a viewer gets %d %v", st, b)
+	}
+	if st, b := r.do("GET", "/v1/quizzes/dq", ""); st != http.StatusOK || b["started"] != float64(0) || len(b["questions"].([]any)) != 0 {
+		t.Fatalf("the quiz before it opens: %d %v", st, b)
+	}
+	r.clock.add(time.Minute)
+	if st, b := r.do("GET", "/v1/polls/dq-1", ""); st != http.StatusOK {
+		t.Fatalf("once open: %d %v", st, b)
+	}
+}

@@ -21,7 +21,7 @@ import (
 func (h *Host) View(id string, admin bool) (api.PollView, error) {
 	def, ok := h.cfg.State.Poll(id)
 	now := h.cfg.Now().UnixMilli()
-	if !ok || def.Parked() && !admin { // a quiz question is the host's until started
+	if !ok || def.Withheld(now) && !admin { // a quiz question is the host's until started
 		return api.PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
 	cert, ok := h.cfg.State.Certificate(id)
@@ -108,7 +108,8 @@ func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return d.Event != ev })
 	}
 	if !api.IsAdmin(r) { // quiz questions not started are the host's
-		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return d.Parked() })
+		now := h.cfg.Now().UnixMilli()
+		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return d.Withheld(now) })
 	}
 	slices.Reverse(polls) // newest first
 	if c := q.Get("cursor"); c != "" {

@@ -26,7 +26,7 @@ func QuizOf(s QuizSource, id string, host bool, nowMs int64) (QuizView, bool) {
 	v := QuizView{ID: id, Title: qs[0].Quiz.Title, Total: len(qs), Questions: []QuestionView{}, ServerTime: nowMs}
 	closedLast := false
 	for _, d := range qs {
-		started := !d.Parked()
+		started := !d.Withheld(nowMs)
 		if started {
 			v.Started++
 		}

@@ -71,7 +71,12 @@ func (c *Certifier) coordinator(poll string) string {
 
 // HandleResult serves GET /v1/polls/{poll}/result.
 func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
-	if def, ok := c.cfg.State.Poll(r.PathValue("poll")); ok && def.Hidden && !api.IsAdmin(r) {
+	def, ok := c.cfg.State.Poll(r.PathValue("poll"))
+	if ok && def.Withheld(c.cfg.Now().UnixMilli()) && !api.IsAdmin(r) { // a quiz question before it opens is the host's
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", def.ID))
+		return
+	}
+	if ok && def.Hidden && !api.IsAdmin(r) {
 		api.WriteError(w, r, api.Errorf(http.StatusForbidden, api.CodeResultHidden, "the host has not revealed poll %q's result yet", def.ID))
 		return
 	}

@@ -191,7 +191,7 @@ func (s *Server) Close() error {
 // join admits a viewer of a poll, or refuses it with an *api.Error.
 func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
 	// A quiz question is nobody's to watch until the host starts it.
-	if def, ok := s.src.Poll(pollID); !ok || def.Parked() {
+	if def, ok := s.src.Poll(pollID); !ok || def.Withheld(s.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	return s.admit(newPollHub(s, pollID), ip, transport, out)

@@ -40,7 +40,7 @@ type (
 func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 	pollID := r.PathValue("poll")
 	def, ok := s.src.Poll(pollID)
-	if !ok {
+	if !ok || def.Withheld(s.cfg.Now().UnixMilli()) { // a quiz question before it opens is the host's
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID))
 		return
 	}
@@ -266,7 +266,7 @@ const maxVoterLen = 128
 // isQuestion reports whether pollID is a started question of quizID.
 func (s *Server) isQuestion(quizID, pollID string) bool {
 	def, ok := s.src.Poll(pollID)
-	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Parked()
+	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Withheld(s.cfg.Now().UnixMilli())
 }
 
 func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock api.Sender) {

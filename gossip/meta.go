@@ -11,7 +11,7 @@ import (
 // Roles a node can have.
 const (
 	RoleFull = "full" // takes votes and serves viewers
-	RoleEdge = "edge" // serves viewers from gossiped state only
+	RoleEdge = "edge" // serves viewers from gossiped state and relays their votes to full nodes (package relay)
 )
 
 // DefaultBindAddr is memberlist's address when Config.BindAddr is empty.

@@ -327,7 +327,7 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, h
 // names. It returns the poll's definition.
 func (p *Pipeline) checkRequest(pollID string, votes []Vote) (poll.Definition, error) {
 	def, ok := p.cfg.State.Poll(pollID)
-	if !ok || def.Parked() {
+	if !ok || def.Withheld(p.cfg.Now().UnixMilli()) {
 		return poll.Definition{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if len(votes) == 0 || len(votes) > MaxBatch {

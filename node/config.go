@@ -249,7 +249,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
-	fs.StringVar(&c.Role, "role", c.Role, "full (takes votes and serves viewers) or edge (serves viewers from gossiped state only)")
+	fs.StringVar(&c.Role, "role", c.Role, "full (ledgers votes and serves viewers) or edge (serves viewers and relays their votes to the full nodes, which ledger them)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
 	fs.Func("trusted-proxies", "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP", cidrFlag(&c.TrustedProxies))
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")

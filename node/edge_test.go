@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 
+	"tally/internal/testwait"
 	"tally/relay"
 )
 
@@ -192,11 +193,11 @@ func TestEdgeTier(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool { return acked.Load() >= 200 })
+	testwait.For(t, 40*time.Second, "200 votes acknowledged", func() bool { return acked.Load() >= 200 })
 	et.full[0].cmd.Process.Kill()
 	et.full[0].cmd.Wait()
 	before := acked.Load()
-	waitFor(t, func() bool { return acked.Load() >= before+200 }) // the edges keep answering
+	testwait.For(t, 40*time.Second, "200 more after the kill", func() bool { return acked.Load() >= before+200 }) // the edges keep answering
 	close(stop)
 	wg.Wait()
 	et.full[0] = startProcess(t, et.bin, et.fullDirs[0], et.fullFlags[0]...)
@@ -207,7 +208,7 @@ func TestEdgeTier(t *testing.T) {
 		t.Fatal(r.raw)
 	}
 	var total int64
-	waitFor(t, func() bool {
+	testwait.For(t, 40*time.Second, "the edge tier", func() bool {
 		r := et.us.call(t, "GET", "/v1/polls/p/result", "")
 		if r.body["status"] != "reconciled" {
 			return false
@@ -226,7 +227,9 @@ func TestEdgeTier(t *testing.T) {
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
 	}
-	waitFor(t, func() bool {
+	// (Longer than waitFor's 10 s: memberlist must see them gone and NATS
+	// drop their interest, which a loaded machine takes a while to.)
+	testwait.For(t, 40*time.Second, "the other region answering through the edge", func() bool {
 		a := voteAt(et.edges[0].url, "q", "a", "cara", "cara-1")
 		return a.status == "accepted" && strings.HasPrefix(a.voteID, et.us.replica)
 	})
@@ -234,7 +237,7 @@ func TestEdgeTier(t *testing.T) {
 	if err := et.us.stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testwait.For(t, 40*time.Second, "the edge tier", func() bool {
 		start := time.Now()
 		code, _, err := post(et.edges[0].url+"/v1/polls/q/votes", vote("a", "dan", "dan-1"))
 		return err == nil && code == http.StatusServiceUnavailable && time.Since(start) < 5*time.Second
@@ -249,7 +252,7 @@ func TestEdgeTier(t *testing.T) {
 	}
 	// A full node back: the edge answers again.
 	et.full[1] = startProcess(t, et.bin, et.fullDirs[1], append(et.fullFlags[1], "--join", et.edgeGossip[0], "--catch-up-wait", "1s")...) // its peers are gone: do not wait for their ballots
-	waitFor(t, func() bool { return voteAt(et.edges[0].url, "q", "a", "dan", "dan-1").status == "accepted" })
+	testwait.For(t, 40*time.Second, "the edge answering again", func() bool { return voteAt(et.edges[0].url, "q", "a", "dan", "dan-1").status == "accepted" })
 }
 
 // A stranger on a full node's NATS port: without the cluster's

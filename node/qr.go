@@ -75,7 +75,7 @@ func (c *qrCache) get(url string, size int, now time.Time) ([]byte, error) {
 // started is 404, as on every other public endpoint.
 func (n *Node) handleQR(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
-	if def, ok := n.state.Poll(id); !ok || def.Parked() {
+	if def, ok := n.state.Poll(id); !ok || def.Withheld(n.cfg.Now().UnixMilli()) {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}

@@ -1,6 +1,8 @@
 package poll
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -110,7 +112,52 @@ type QuizQuestion struct {
 	// host, and its OpensAt and ClosesAt are placeholders. It is part of
 	// the schedule and merges with it (state.PutPoll). The question's
 	// reveal is its Definition.Hidden going false, as for any poll.
-	Started bool `json:"started,omitempty"`
+	Started bool `json:"started"`
+	// legacy is set by UnmarshalJSON for a question written before
+	// Started existed; Definition.Upgrade resolves it.
+	legacy bool
+}
+
+// UnmarshalJSON decodes a quiz question strictly (an unknown field is an
+// error, as everywhere between nodes) and notes one written before the
+// "started" field existed.
+func (q *QuizQuestion) UnmarshalJSON(b []byte) error {
+	type plain QuizQuestion
+	var p struct {
+		plain
+		Started *bool `json:"started"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: data after the quiz question", ErrInvalid)
+	}
+	*q = QuizQuestion(p.plain)
+	q.Started, q.legacy = p.Started != nil && *p.Started, p.Started == nil
+	return nil
+}
+
+// legacyParkLead is how far ahead of its write the versions before
+// QuizQuestion.Started parked a question (29 days): one that far ahead
+// was parked, one not was started.
+const legacyParkLead = 29 * 24 * time.Hour
+
+// Upgrade resolves a quiz question written before Started existed (by a
+// node of an earlier version, or in a data dir it left): such a version
+// parked a question by opening it 29 days after the write that set its
+// schedule, so one opening that far ahead is parked and any other was
+// started. The state calls it on every definition it takes.
+func (d *Definition) Upgrade() {
+	if d.Quiz == nil || !d.Quiz.legacy {
+		return
+	}
+	q := *d.Quiz
+	q.legacy = false
+	q.Started = d.CloseStamp == nil || d.OpensAt-d.CloseStamp.Wall < legacyParkLead.Milliseconds()-3_600_000
+	d.Quiz = &q
 }
 
 // Limits are a poll's own vote rate limits (votes per second, with a burst
@@ -178,6 +225,13 @@ func StoreKey(id string) string { return "poll/" + id }
 // host sees it, it takes no answers and its window has not begun
 // (docs/quiz.md).
 func (d *Definition) Parked() bool { return d.Quiz != nil && !d.Quiz.Started }
+
+// Withheld reports whether only the host sees d at nowMs: a quiz question
+// is shown to no one else before it opens, whether parked or created with
+// a later opens_at.
+func (d *Definition) Withheld(nowMs int64) bool {
+	return d.Quiz != nil && (d.Parked() || nowMs < d.OpensAt)
+}
 
 // GraceEnd is the wall time (Unix ms) at which the poll's grace window
 // ends: from then on it may be certified. A parked question's never ends

@@ -1,8 +1,11 @@
 package poll
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +70,38 @@ func TestQuizQuestionRefusesMistakes(t *testing.T) {
 		if _, err := s.Definition(1_796_000_000_000); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: got %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// A question written before the started field existed is read as the
+// earlier version meant it: parked when it opens 29 days after the write
+// of its schedule, started otherwise; one written now says so itself, and
+// unknown fields are refused.
+func TestQuestionsOfAnEarlierVersionUpgrade(t *testing.T) {
+	const wrote = 1_796_000_000_000
+	legacy := func(opens int64) Definition {
+		var d Definition
+		b := fmt.Sprintf(`{"id":"q-1","question":"?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"opens_at":%d,"closes_at":%d,"grace_ms":0,`+
+			`"quiz":{"quiz":"q","index":0,"correct":["a"],"points":1000,"limit_ms":20000},"close_stamp":{"wall":%d,"logical":0,"replica":"eu-1"}}`, opens, opens+20_000, wrote)
+		if err := json.Unmarshal([]byte(b), &d); err != nil {
+			t.Fatal(err)
+		}
+		d.Upgrade()
+		return d
+	}
+	if d := legacy(wrote + 29*24*3600*1000); !d.Parked() {
+		t.Fatal("a question parked by an earlier version reads as started")
+	}
+	if d := legacy(wrote); d.Parked() {
+		t.Fatal("a question started by an earlier version reads as parked")
+	}
+	d := legacy(wrote)
+	b, _ := json.Marshal(d)
+	var again Definition
+	if err := json.Unmarshal(b, &again); err != nil || again.Quiz.legacy || !again.Quiz.Started || !strings.Contains(string(b), `"started":true`) {
+		t.Fatalf("written again: %s %v", b, err)
+	}
+	if err := json.Unmarshal([]byte(`{"quiz":"q","index":0,"points":1,"limit_ms":5000,"started":true,"extra":1}`), new(QuizQuestion)); err == nil {
+		t.Fatal("an unknown field in a quiz question was accepted")
 	}
 }

@@ -11,12 +11,16 @@
 #                                   # data in data/cluster-18081
 #   ./scripts/cluster.sh [--tls] -- --require-session --trusted-proxies 127.0.0.1/32
 #                                   # flags after -- go to every node
+#   ./scripts/cluster.sh --edges 2  # and two edges per region (--role edge) that take
+#                                   # votes and relay them to the region's full node:
+#                                   # HTTP on P+10+3i+j for region i, edge j (8091 … 8099)
 #   ./scripts/cluster.sh stop us-east      # while it runs (another shell): stop one region
 #   ./scripts/cluster.sh restart us-east   # … and start it again, with the same flags
 #
 # Ports, from the base P (8081): HTTP P+i, admin P+1020+i, gossip P-134+i,
 # NATS client P-3858+i, routes P-1858+i, gateways P-858+i, for region i = 0,
-# 1, 2 (P from 3900 to 64000).
+# 1, 2 (P from 3900 to 64000). Edge j of region i takes the same offsets
+# from P+10+3i+j (no admin port: edges answer no admin writes).
 #
 # --tls makes a throwaway CA and one certificate per node with openssl
 # (data/cluster/tls; trust ca.pem in your browser or with SSL_CERT_FILE).
@@ -36,12 +40,16 @@ tlsflags=()
 curlca=()
 extra=()
 tlsmode=false
+edges=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --tls) tlsmode=true; shift ;;
     --port-base)
       [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 3900 ] && [ "$2" -le 64000 ] || { echo "cluster.sh: --port-base wants a port from 3900 to 64000, not '${2:-}'" >&2; exit 2; }
       port=$2; shift 2 ;;
+    --edges)
+      [[ "${2:-}" =~ ^[0-3]$ ]] || { echo "cluster.sh: --edges wants 0 to 3 edges per region, not '${2:-}'" >&2; exit 2; }
+      edges=$2; shift 2 ;;
     stop|restart)
       action=$1; region_arg=${2:-}
       [[ " ${regions[*]} " == *" $region_arg "* ]] || { echo "cluster.sh: $1 wants a region: ${regions[*]}" >&2; exit 2; }
@@ -131,6 +139,9 @@ stop() {
   echo
   # All at once: each drains (--drain, 5 s) before it stops.
   for region in "${regions[@]}"; do stop_region "$region" 2>/dev/null & done
+  for ((j = 0; j < edges; j++)); do
+    for region in "${regions[@]}"; do stop_region "$region-edge-$j" 2>/dev/null & done
+  done
   wait
   exit 0
 }
@@ -151,11 +162,37 @@ for i in 0 1 2; do
   echo $! > "$base/$region.pid"
 done
 
+# Edges: they join the full nodes, serve viewers and relay votes.
+for ((j = 0; j < edges; j++)); do
+  for i in 0 1 2; do
+    region=${regions[$i]} k=$((10 + 3 * i + j)) name=${regions[$i]}-edge-$j
+    [ "$scheme" = https ] && tlsflags=(--tls-cert "$tls/$region.pem" --tls-key "$tls/$region-key.pem" --tls-ca "$tls/ca.pem")
+    cmd=(./bin/tally-node --role edge --region "$region" --node-name "$name" --data-dir "$base/$name" "${tlsflags[@]}"
+      --http-addr "127.0.0.1:$((port + k))" --gossip-addr "127.0.0.1:$((port - 134 + k))" --join "$seeds"
+      --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
+      --nats-addr "127.0.0.1:$((port - 3858 + k))" --nats-cluster-addr "127.0.0.1:$((port - 1858 + k))"
+      --nats-gateway-addr "127.0.0.1:$((port - 858 + k))" --demo=false "${extra[@]}")
+    printf '%s\0' "${cmd[@]}" > "$base/$name.cmd"
+    "${cmd[@]}" > "$base/$name.log" 2>&1 &
+    echo $! > "$base/$name.pid"
+  done
+done
+
 for i in 0 1 2; do
   url="$scheme://127.0.0.1:$((port + i))"
   if ! ready "$url" "$(cat "$base/${regions[$i]}.pid")"; then
     echo "${regions[$i]} is not ready within 30 s ($url/readyz); its log:"; tail -20 "$base/${regions[$i]}.log"; exit 1
   fi
+done
+
+for ((j = 0; j < edges; j++)); do
+  for i in 0 1 2; do
+    name=${regions[$i]}-edge-$j url="$scheme://127.0.0.1:$((port + 10 + 3 * i + j))"
+    if ! ready "$url" "$(cat "$base/$name.pid")"; then
+      echo "$name is not ready within 30 s ($url/readyz); its log:"; tail -20 "$base/$name.log"; exit 1
+    fi
+    echo "  edge $name: $url/#/poll/demo (log: $base/$name.log)"
+  done
 done
 
 echo "three regions up and ready (admin token in $base/admin-token; secrets are passed by file, never on a command line)"

@@ -52,6 +52,7 @@ func (d *Definitions) load() error {
 		if err := json.Unmarshal(value, &reg); err != nil {
 			return fmt.Errorf("%w: cannot decode %s: %w", ErrStore, name, err)
 		}
+		reg.Value.Upgrade()
 		if err := reg.Value.Validate(); err != nil {
 			// Written by an earlier version with looser rules: the node
 			// still starts; the poll is left out and reported.
@@ -76,6 +77,7 @@ func (d *Definitions) SetAside() map[string]error { return d.setAside }
 // result before applying it and reports whether the held definition
 // changed.
 func (d *Definitions) PutPoll(def poll.Definition, ts hlc.Timestamp) (bool, error) {
+	def.Upgrade() // a peer of an earlier version wrote it
 	if err := def.Validate(); err != nil {
 		return false, err
 	}
