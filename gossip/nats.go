@@ -467,3 +467,10 @@ func (g *Gossip) bindHost() string {
 	}
 	return h
 }
+
+// NATSCredential is the user and password of the embedded NATS server of
+// a node whose first cluster key is key: for tools that stand in for an
+// edge (bench/relayload).
+func NATSCredential(key []byte) (user, password string) {
+	return natsUser, natsPasswords([][]byte{key})[0]
+}

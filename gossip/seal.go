@@ -91,3 +91,11 @@ func (g *Gossip) SealRelay(b []byte) []byte { return g.keys.forRelay().seal(b) }
 
 // OpenRelay checks a relay message's seal and returns the message.
 func (g *Gossip) OpenRelay(b []byte) ([]byte, error) { return g.keys.forRelay().open(b) }
+
+// RelaySealer seals and opens relay messages under keys as a node of the
+// cluster does (the first key seals): for tools that stand in for edges
+// (bench/relayload).
+func RelaySealer(keys [][]byte) (seal func([]byte) []byte, open func([]byte) ([]byte, error)) {
+	k := newKeyring(keys).forRelay()
+	return k.seal, k.open
+}

@@ -199,7 +199,7 @@ echo "three regions up and ready (admin token in $base/admin-token; secrets are 
 for i in 0 1 2; do
   echo "  ${regions[$i]}: $scheme://localhost:$((port + i))/#/poll/demo   (log: $base/${regions[$i]}.log)"
 done
-echo "  cluster view (members, NATS links): curl -s ${curlca[*]} $scheme://localhost:$((port + 1020))/v1/cluster   metrics: $scheme://localhost:$((port + 1020))/metrics"
+echo "  cluster view (members, NATS links): curl -s${curlca[*]:+ ${curlca[*]}} $scheme://localhost:$((port + 1020))/v1/cluster   metrics: $scheme://localhost:$((port + 1020))/metrics"
 [ "$scheme" = https ] && echo "  the tally CLI trusts the local CA with: export SSL_CERT_FILE=$tls/ca.pem"
 echo "Ctrl-C stops the three nodes; ./scripts/cluster.sh $([ "$port" = 8081 ] || echo "--port-base $port ")stop|restart REGION, from another shell, one."
 while :; do sleep 1; done # the nodes may be restarted by another shell: they are not all this shell's children

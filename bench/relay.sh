@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The edge tier's vote path (issue 29), side by side in one run: a full
+# node's CPU per vote when its votes come as direct single-vote HTTP, and
+# when they come through an edge (--role edge) that batches them into relay
+# messages, at the same steady rate; the edge's own CPU per vote beside the
+# bare decode-and-ack server's per request at that rate; the ack latency
+# through the edge; and the full node's highest rate when fed relay
+# batches by bench/relayload (standing in for many edges), with records
+# per fsync. Loopback: a sender's write also runs the receiver's TCP path,
+# so per-request CPU on each side is higher than on a real NIC.
+#
+#   ./bench/relay.sh      (RATE=8000, DURATION=10s)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rate=${RATE:-8000}
+dur=${DURATION:-10s}
+. bench/lib.sh # $tmp, $pids and their cleanup, $tmp/node, $tmp/tally
+go build -o "$tmp/usual" ./bench/usual
+go build -o "$tmp/relayload" ./bench/relayload
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks, 100 a second
+head -c 32 /dev/urandom | base64 > "$tmp/key"
+common=(--rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false --gossip-key-file "$tmp/key" --gossip-profile local --nats-gateway-addr '')
+"$tmp/node" --data-dir "$tmp/full" --http-addr 127.0.0.1:18281 --nats-addr 127.0.0.1:18282 --gossip-addr 127.0.0.1:18283 \
+  --nats-cluster-addr 127.0.0.1:18284 --region eu-west --node-name full "${common[@]}" > "$tmp/full.log" 2>&1 &
+full=$!; pids+=($full)
+until curl -sf http://127.0.0.1:18281/readyz >/dev/null; do kill -0 $full || { cat "$tmp/full.log"; exit 1; }; sleep 0.2; done
+"$tmp/node" --role edge --data-dir "$tmp/edge" --http-addr 127.0.0.1:18291 --nats-addr 127.0.0.1:18292 --gossip-addr 127.0.0.1:18293 \
+  --nats-cluster-addr 127.0.0.1:18294 --join 127.0.0.1:18283 --region eu-west --node-name edge "${common[@]}" > "$tmp/edge.log" 2>&1 &
+edge=$!; pids+=($edge)
+until curl -sf http://127.0.0.1:18291/readyz >/dev/null; do kill -0 $edge || { cat "$tmp/edge.log"; exit 1; }; sleep 0.2; done
+"$tmp/usual" --store none --addr 127.0.0.1:18299 > "$tmp/bare.log" 2>&1 &
+bare=$!; pids+=($bare)
+until curl -s -o /dev/null http://127.0.0.1:18299/; do sleep 0.2; done
+curl -sf -X POST http://127.0.0.1:18281/v1/polls -H 'Content-Type: application/json' \
+  -H "Authorization: Bearer $(cat "$tmp/full/admin-token")" \
+  -d '{"id":"p","question":"Relay?","options":[{"id":"red","label":"Red"},{"id":"green","label":"Green"},{"id":"blue","label":"Blue"},{"id":"gold","label":"Gold"}],"duration_s":3600}' >/dev/null
+until curl -sf http://127.0.0.1:18291/v1/polls/p >/dev/null; do sleep 0.2; done
+fmetric() { curl -s http://127.0.0.1:18281/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+emetric() { curl -s http://127.0.0.1:18291/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+
+# row NAME URL: a steady load at $rate; the full node's, the edge's and the
+# bare server's CPU µs per acknowledged vote (or request), p50/p99.
+row() {
+  local name=$1 url=$2 f0 e0 b0 f1 e1 b1 out votes
+  f0=$(cpu $full); e0=$(cpu $edge); b0=$(cpu $bare)
+  out=$("$tmp/tally" load --url "$url" --poll p --rate "$rate" --duration "$dur" --connections 400 --json 2>/dev/null)
+  f1=$(cpu $full); e1=$(cpu $edge); b1=$(cpu $bare)
+  read -r votes vps p50 p99 < <(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["votes"], r["votes_per_sec"], r["p50_ms"], r["p99_ms"])')
+  awk -v n="$name" -v v="$votes" -v r="$vps" -v f=$((f1 - f0)) -v e=$((e1 - e0)) -v b=$((b1 - b0)) -v p50="$p50" -v p99="$p99" \
+    'BEGIN { printf "| %s | %.0f | %.1f | %.1f | %.1f | %s | %s |\n", n, r, f * 10000 / v, e * 10000 / v, b * 10000 / v, p50, p99 }'
+}
+echo "| load at $rate/s for $dur | votes/s acked | full node CPU µs/vote | edge CPU µs/vote | bare CPU µs/request | p50 ms | p99 ms |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+row "direct single-vote HTTP to the full node" http://127.0.0.1:18281
+row "single-vote HTTP through the edge (relayed)" http://127.0.0.1:18291
+row "bare decode + ack server" http://127.0.0.1:18299
+echo
+echo "edge: $(emetric tally_relay_batches_total) relay messages for $(emetric tally_relay_requests_total) requests so far"
+
+# The full node fed relay batches as fast as it answers them.
+s0=$(fmetric tally_ledger_batch_records_sum); c0=$(fmetric tally_ledger_batch_records_count); f0=$(cpu $full)
+out=$("$tmp/relayload" --nats nats://127.0.0.1:18282 --key-file "$tmp/key" --poll p --duration "$dur" --batch "${BATCH:-256}" --inflight "${INFLIGHT:-16}")
+f1=$(cpu $full); s1=$(fmetric tally_ledger_batch_records_sum); c1=$(fmetric tally_ledger_batch_records_count)
+echo "relayload: $out"
+acc=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accepted"])')
+awk -v a="$acc" -v f=$((f1 - f0)) -v s="$s1" -v s0="$s0" -v c="$c1" -v c0="$c0" \
+  'BEGIN { printf "full node fed relay batches: %.1f CPU µs per vote, %.0f records per fsync\n", f * 10000 / a, (s - s0) / (c - c0) }'
