@@ -184,6 +184,10 @@ func TestEdgeNode(t *testing.T) {
 			t.Errorf("%s %s on an edge: %d %s", req[0], req[1], r.status, r.raw)
 		}
 	}
+	// Whatever the token (an edge holds none of the cluster's), 421.
+	if r := edge.call(t, "POST", "/v1/quizzes/q/start", ""); r.status != http.StatusMisdirectedRequest || r.code() != "edge_node" {
+		t.Errorf("a quiz start at an edge without a token: %d %s", r.status, r.raw)
+	}
 	// A vote at the edge is the full node's: its status, its replica's
 	// vote id; a retry at the full node gets the same answer.
 	status, id := edge.castVote(t, "p", "a", "y", "edge-1")

@@ -32,34 +32,36 @@ func (n *Node) routes() http.Handler {
 	sessions := in.HandleSession
 	extend, reveal := host.HandleExtend, host.HandleReveal
 	createQuiz, quizStart, quizClose, quizReveal, quizEnd := host.HandleCreateQuiz, host.HandleQuizStart, host.HandleQuizClose, host.HandleQuizReveal, host.HandleQuizEnd
+	// write guards the host's writes: the admin token at a full node; at
+	// an edge a 421 whatever the token (an edge holds none of the
+	// cluster's: the writes are the full nodes').
+	write := admin
 	if n.cfg.Role == gossip.RoleEdge {
 		votes, sessions = n.edge.HandleVotes, n.edge.HandleSession // relayed to a full node (package relay)
-		create, closePoll, certifyNow = refuseOnEdge, refuseOnEdge, refuseOnEdge
-		extend, reveal = refuseOnEdge, refuseOnEdge
-		createQuiz, quizStart, quizClose, quizReveal, quizEnd = refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge, refuseOnEdge
+		write = func(http.HandlerFunc) http.Handler { return http.HandlerFunc(refuseOnEdge) }
 	}
 	// Public reads show a hidden poll's counts to the admin token only.
 	public := func(h http.HandlerFunc) http.Handler { return ready(n.cors(api.OptionalBearer(n.adminTokens, h))) }
-	mux.Handle("POST /v1/polls", ready(admin(create)))
+	mux.Handle("POST /v1/polls", ready(write(create)))
 	mux.Handle("GET /v1/polls", public(host.HandleListPolls))
 	mux.Handle("GET /v1/polls/{poll}", public(host.HandleGetPoll))
-	mux.Handle("POST /v1/polls/{poll}/close", ready(admin(closePoll)))
-	mux.Handle("POST /v1/polls/{poll}/extend", ready(admin(extend)))
-	mux.Handle("POST /v1/polls/{poll}/reveal", ready(admin(reveal)))
+	mux.Handle("POST /v1/polls/{poll}/close", ready(write(closePoll)))
+	mux.Handle("POST /v1/polls/{poll}/extend", ready(write(extend)))
+	mux.Handle("POST /v1/polls/{poll}/reveal", ready(write(reveal)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(host.HandleLedger)))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(sessions)))
-	mux.Handle("POST /v1/quizzes", ready(admin(createQuiz)))
+	mux.Handle("POST /v1/quizzes", ready(write(createQuiz)))
 	mux.Handle("GET /v1/quizzes/{quiz}", public(host.HandleGetQuiz))
-	mux.Handle("POST /v1/quizzes/{quiz}/start", ready(admin(quizStart)))
-	mux.Handle("POST /v1/quizzes/{quiz}/close", ready(admin(quizClose)))
-	mux.Handle("POST /v1/quizzes/{quiz}/reveal", ready(admin(quizReveal)))
-	mux.Handle("POST /v1/quizzes/{quiz}/end", ready(admin(quizEnd)))
+	mux.Handle("POST /v1/quizzes/{quiz}/start", ready(write(quizStart)))
+	mux.Handle("POST /v1/quizzes/{quiz}/close", ready(write(quizClose)))
+	mux.Handle("POST /v1/quizzes/{quiz}/reveal", ready(write(quizReveal)))
+	mux.Handle("POST /v1/quizzes/{quiz}/end", ready(write(quizEnd)))
 	mux.Handle("GET /v1/quizzes/{quiz}/leaderboard", public(n.certify.HandleLeaderboard))
 	mux.Handle("GET /v1/quizzes/{quiz}/live", ready(http.HandlerFunc(n.fanout.HandleQuizLive)))
 	mux.Handle("GET /v1/backup", ready(admin(n.handleBackup)))
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
-	mux.Handle("POST /v1/polls/{poll}/certify", ready(admin(certifyNow)))
+	mux.Handle("POST /v1/polls/{poll}/certify", ready(write(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
 	mux.Handle("GET /v1/polls/{poll}/events", ready(n.cors(http.HandlerFunc(n.fanout.HandleEvents))))
 	n.pageRoutes(mux, ready)
