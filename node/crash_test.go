@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -235,12 +234,7 @@ func regionAndProcessFlags(t *testing.T) (eu *testNode, dir string, flags []stri
 	t.Helper()
 	eu = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "eu-west", time.Now })
 	eu.createPoll(t, "p")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gossipAddr := l.Addr().String()
-	l.Close()
+	gossipAddr := freePort(t)
 	return eu, t.TempDir(), []string{"--region", "us-east", "--node-name", "us-east-proc", "--join", eu.GossipAddr(), "--gossip-addr", gossipAddr,
 		"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0"}
 }

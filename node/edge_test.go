@@ -290,3 +290,15 @@ func TestStrangerPosingAsAnEdge(t *testing.T) {
 		t.Fatalf("the stranger's vote counted: %v", tot)
 	}
 }
+
+// The README's key-less single node: a stranger cannot reach its relay,
+// its NATS port refuses the connection. (It also runs no relay server:
+// startRelay starts none without a key.)
+func TestSingleNodeAnswersNoRelay(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.GossipKey = "" })
+	tn.createPoll(t, "p")
+	if nc, err := nats.Connect(tn.gossip.EmbeddedNATSURL(), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("a stranger connected to a single node's NATS")
+	}
+}

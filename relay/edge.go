@@ -81,15 +81,7 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.Deadline <= 0 {
 		cfg.Deadline = 1800 * time.Millisecond
 	}
-	if cfg.Seal == nil {
-		cfg.Seal = func(b []byte) []byte { return b }
-	}
-	if cfg.Open == nil {
-		cfg.Open = func(b []byte) ([]byte, error) { return b, nil }
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Seal, cfg.Open, cfg.Logger = defaults(cfg.Seal, cfg.Open, cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

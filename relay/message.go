@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"tally/api"
@@ -177,4 +179,16 @@ func DecodeAnswers(b []byte, want int) ([]Answer, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the last answer", ErrMalformed, r.Len())
 	}
 	return as, nil
+}
+
+// defaults fills what both sides may leave unset: without Seal and Open
+// messages pass as they are (tests), without a logger slog's default.
+func defaults(seal func([]byte) []byte, open func([]byte) ([]byte, error), log *slog.Logger) (func([]byte) []byte, func([]byte) ([]byte, error), *slog.Logger) {
+	if seal == nil {
+		seal = func(b []byte) []byte { return b }
+	}
+	if open == nil {
+		open = func(b []byte) ([]byte, error) { return b, nil }
+	}
+	return seal, open, cmp.Or(log, slog.Default())
 }

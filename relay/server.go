@@ -64,15 +64,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 64
 	}
-	if cfg.Seal == nil {
-		cfg.Seal = func(b []byte) []byte { return b }
-	}
-	if cfg.Open == nil {
-		cfg.Open = func(b []byte) ([]byte, error) { return b, nil }
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Seal, cfg.Open, cfg.Logger = defaults(cfg.Seal, cfg.Open, cfg.Logger)
 	s := &Server{cfg: cfg, sem: make(chan struct{}, cfg.InFlight)}
 	own, err := cfg.Conn.Subscribe(NodeSubject(cfg.Cluster, cfg.Replica), s.receive)
 	if err != nil {
