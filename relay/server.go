@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -76,6 +77,10 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s.subs = []*nats.Subscription{own, shared}
+	// The subscriptions are at the server when this returns, so an edge
+	// that sees the node listed finds its subject. Disconnected, the client
+	// replays them on reconnect; the error is not the caller's to handle.
+	_ = cfg.Conn.FlushTimeout(time.Second)
 	return s, nil
 }
 
