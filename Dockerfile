@@ -19,7 +19,7 @@ COPY --from=build --chown=nonroot:nonroot /out/data /data
 ENV TALLY_DATA_DIR=/data TALLY_HTTP_ADDR=:8080 TALLY_GOSSIP_ADDR=:7946
 # HTTP (API, page, metrics), memberlist (TCP and UDP), embedded NATS
 # (client, routes, gateways) when no TALLY_NATS_URL is given.
-EXPOSE 8080 7946 7946/udp 4222 6222 7222
+EXPOSE 8080 7946 7946/udp 4222 6222 7222 7422
 VOLUME ["/data"]
 # The image has no shell: the node checks itself (/readyz on loopback).
 HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 CMD ["/usr/local/bin/tally-node", "healthcheck"]

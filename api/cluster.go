@@ -42,4 +42,7 @@ type ClusterNATS struct {
 	Embedded  bool     `json:"embedded"`
 	Routes    int      `json:"routes"`
 	Gateways  []string `json:"gateways"`
+	// LeafNodes counts leaf connections: a full node's from its edges, an
+	// edge's (0 or 1) to a full node.
+	LeafNodes int `json:"leaf_nodes"`
 }

@@ -25,7 +25,7 @@ go build -o "$tmp/tally" ./cmd/tally
 start_node() {
   url=http://127.0.0.1:$1
   "$tmp/node" --data-dir "$tmp/data" --http-addr "127.0.0.1:$1" --gossip-addr 127.0.0.1:0 --nats-addr 127.0.0.1:0 \
-    --nats-cluster-addr '' --nats-gateway-addr '' --rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false \
+    --nats-cluster-addr '' --nats-gateway-addr '' --nats-leaf-addr '' --rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false \
     --max-viewers-per-ip 100000 > "$tmp/node.log" 2>&1 &
   node=$!; pids+=($node)
   until curl -sf "$url/readyz" >/dev/null; do

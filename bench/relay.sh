@@ -21,11 +21,11 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks, 100 a second
 head -c 32 /dev/urandom | base64 > "$tmp/key"
 common=(--rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false --gossip-key-file "$tmp/key" --gossip-profile local --nats-gateway-addr '')
 "$tmp/node" --data-dir "$tmp/full" --http-addr 127.0.0.1:18281 --nats-addr 127.0.0.1:18282 --gossip-addr 127.0.0.1:18283 \
-  --nats-cluster-addr 127.0.0.1:18284 --region eu-west --node-name full "${common[@]}" > "$tmp/full.log" 2>&1 &
+  --nats-cluster-addr 127.0.0.1:18284 --nats-leaf-addr 127.0.0.1:18285 --region eu-west --node-name full "${common[@]}" > "$tmp/full.log" 2>&1 &
 full=$!; pids+=($full)
 until curl -sf http://127.0.0.1:18281/readyz >/dev/null; do kill -0 $full || { cat "$tmp/full.log"; exit 1; }; sleep 0.2; done
 "$tmp/node" --role edge --data-dir "$tmp/edge" --http-addr 127.0.0.1:18291 --nats-addr 127.0.0.1:18292 --gossip-addr 127.0.0.1:18293 \
-  --nats-cluster-addr 127.0.0.1:18294 --join 127.0.0.1:18283 --region eu-west --node-name edge "${common[@]}" > "$tmp/edge.log" 2>&1 &
+  --join 127.0.0.1:18283 --region eu-west --node-name edge "${common[@]}" > "$tmp/edge.log" 2>&1 &
 edge=$!; pids+=($edge)
 until curl -sf http://127.0.0.1:18291/readyz >/dev/null; do kill -0 $edge || { cat "$tmp/edge.log"; exit 1; }; sleep 0.2; done
 "$tmp/usual" --store none --addr 127.0.0.1:18299 > "$tmp/bare.log" 2>&1 &

@@ -336,7 +336,7 @@ func TestDockerfile(t *testing.T) {
 	if n := strings.Count(text, "\nFROM "); n < 2 {
 		t.Errorf("want a multi-stage build, got %d FROM lines", n)
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/node", "./cmd/tally", `ENTRYPOINT ["/usr/local/bin/tally-node"]`, "EXPOSE 8080 7946 7946/udp 4222 6222 7222",
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/node", "./cmd/tally", `ENTRYPOINT ["/usr/local/bin/tally-node"]`, "EXPOSE 8080 7946 7946/udp 4222 6222 7222 7422",
 		`HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 CMD ["/usr/local/bin/tally-node", "healthcheck"]`, "STOPSIGNAL SIGTERM"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Dockerfile lacks %q", want)

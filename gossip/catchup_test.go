@@ -57,10 +57,10 @@ func TestEmbeddedNATSRetriesATakenPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.natsWant = [3]string{"127.0.0.1:0", "", ""}
+	g.natsWant = [4]string{"127.0.0.1:0", "", "", ""}
 	g.cfg.NATSAddr = taken.Addr().String() // as if another socket took the picked port
 	start := time.Now()
-	emb, err := g.startEmbedded(nil, nil)
+	emb, err := g.startEmbedded(links{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,11 +99,15 @@ type Config struct {
 
 	// NATSURL is an external NATS to use; empty: an embedded server.
 	NATSURL string
-	// Embedded server listeners (port 0: any free port). ClusterAddr and
-	// GatewayAddr empty: no routes or gateways.
+	// Embedded server listeners (port 0: any free port). ClusterAddr,
+	// GatewayAddr and LeafAddr empty: no routes, gateways or leaf nodes.
+	// A full node's leaf listener takes its region's edges; an edge opens
+	// none of the three and connects to its region's full nodes as a leaf
+	// node instead.
 	NATSAddr        string
 	NATSClusterAddr string
 	NATSGatewayAddr string
+	NATSLeafAddr    string
 	// Cluster names the NATS subject (tally.<Cluster>.state).
 	Cluster string
 	// TLS, when set, encrypts the embedded server's routes and gateways
@@ -160,7 +164,7 @@ type Gossip struct {
 	localPass   string       // a single node's embedded NATS client password (single.go)
 	order       order        // the newest send time per path and replica (replay.go)
 
-	natsWant  [3]string     // the embedded server's client, route and gateway addresses as configured (port 0: any)
+	natsWant  [4]string     // the embedded server's client, route, gateway and leaf addresses as configured (port 0: any)
 	wait      waiters       // memberlist catch-up requests awaiting answers
 	answering chan struct{} // bounds memberlist catch-up answers in flight
 	userMu    sync.Mutex    // orders memberlist answers' wg.Add before Close's wg.Wait
@@ -281,13 +285,19 @@ func (g *Gossip) Start() error {
 	if g.single() {
 		// A node without a key is a single node: no route or gateway
 		// listener for a stranger to connect to.
-		cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "", ""
+		cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr = "", "", ""
+		g.cfg = cfg
+	}
+	if cfg.Role == RoleEdge {
+		// An edge is a leaf of its region's full nodes: the route mesh
+		// and the gateways hold full nodes only, however many edges come.
+		cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr = "", "", ""
 		g.cfg = cfg
 	}
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
-		g.natsWant = [3]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr}
+		g.natsWant = [4]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr}
 		var err error
 		if cfg.NATSAddr, err = freePort(cmp.Or(cfg.NATSAddr, "127.0.0.1:4222")); err != nil {
 			return &FieldError{Field: "NATSAddr", Value: cfg.NATSAddr, Err: err}
@@ -300,6 +310,11 @@ func (g *Gossip) Start() error {
 		if cfg.NATSGatewayAddr != "" {
 			if g.self.NATSGateway, err = freePort(cfg.NATSGatewayAddr); err != nil {
 				return &FieldError{Field: "NATSGatewayAddr", Value: cfg.NATSGatewayAddr, Err: err}
+			}
+		}
+		if cfg.NATSLeafAddr != "" {
+			if g.self.NATSLeaf, err = freePort(cfg.NATSLeafAddr); err != nil {
+				return &FieldError{Field: "NATSLeafAddr", Value: cfg.NATSLeafAddr, Err: err}
 			}
 		}
 		g.cfg = cfg

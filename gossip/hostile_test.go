@@ -276,9 +276,10 @@ func TestStrangerCannotConnectToNATS(t *testing.T) {
 	for port, connect := range map[string]string{
 		a.self.NATSCluster: `{"verbose":false,"pedantic":false,"user":"tally","pass":"guess","tls_required":false,"name":"stranger","cluster":"eu-west"}`,
 		a.self.NATSGateway: `{"verbose":false,"pedantic":false,"user":"tally","pass":"guess","tls_required":false,"name":"stranger","gateway":"nowhere"}`,
+		a.self.NATSLeaf:    `{"verbose":false,"pedantic":false,"user":"tally","pass":"guess","tls_required":false,"name":"stranger"}`,
 	} {
 		if port == "" {
-			t.Fatal("a opened no route or gateway port")
+			t.Fatal("a opened no route, gateway or leaf port")
 		}
 		conn, err := net.DialTimeout("tcp", port, 5*time.Second)
 		if err != nil {
@@ -299,7 +300,10 @@ func TestStrangerCannotConnectToNATS(t *testing.T) {
 	if routes, gateways := a.NATSLinks(); routes != 0 || len(gateways) != 0 {
 		t.Fatalf("links after the stranger: %d routes, gateways %v", routes, gateways)
 	}
-	want := map[string]float64{"client": 4, "route": 1, "gateway": 1}
+	if a.NATSLeafNodes() != 0 {
+		t.Fatalf("a took the stranger as a leaf node")
+	}
+	want := map[string]float64{"client": 4, "route": 1, "gateway": 1, "leaf": 1}
 	waitFor(t, 5*time.Second, "every refusal counted", func() bool {
 		for port, n := range want {
 			if testutil.ToFloat64(a.m.refused.WithLabelValues(port, "auth")) < n {

@@ -55,7 +55,7 @@ func startMember(t testing.TB, name, region string, seeds []string, mutate func(
 	cfg := Config{
 		NodeName: name, Region: region, Replica: name + "-r", HTTPAddr: "127.0.0.1:1",
 		BindAddr: "127.0.0.1:0", Join: seeds, Profile: "local", PushPull: 300 * time.Millisecond,
-		NATSAddr: "127.0.0.1:0", NATSClusterAddr: "127.0.0.1:0", NATSGatewayAddr: "127.0.0.1:0",
+		NATSAddr: "127.0.0.1:0", NATSClusterAddr: "127.0.0.1:0", NATSGatewayAddr: "127.0.0.1:0", NATSLeafAddr: "127.0.0.1:0",
 		State: st, Clock: clock, Registerer: reg, Logger: quiet, Keys: [][]byte{testKey},
 	}
 	if mutate != nil {

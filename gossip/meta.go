@@ -47,6 +47,7 @@ type meta struct {
 	HTTPS       bool   `json:"https,omitempty"`        // HTTP serves TLS only
 	NATSCluster string `json:"nats_cluster,omitempty"` // embedded server's route listener
 	NATSGateway string `json:"nats_gateway,omitempty"` // embedded server's gateway listener
+	NATSLeaf    string `json:"nats_leaf,omitempty"`    // embedded server's leaf node listener (full nodes)
 	// Pub is the replica's Ed25519 public key (base64): the key its
 	// certificates are verified with. Memberlist's keyring authenticates
 	// the metadata that carries it.

@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 			Name: "tally_gossip_catchup_total", Help: "Catch-up requests for ballots this node lacked, by outcome (fetched: a batch arrived; failed: no answer or no progress).",
 		}, []string{"outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tally_nats_refused_total", Help: "Connections to or from the embedded NATS server that failed authentication (reason auth: no or a wrong credential) or TLS (reason tls: no or an untrusted certificate), by port (client, route, gateway).",
+			Name: "tally_nats_refused_total", Help: "Connections to or from the embedded NATS server that failed authentication (reason auth: no or a wrong credential) or TLS (reason tls: no or an untrusted certificate), by port (client, route, gateway, leaf).",
 		}, []string{"port", "reason"}),
 	}
 	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

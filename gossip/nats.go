@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net"
 	"net/url"
@@ -19,9 +20,15 @@ import (
 
 // embedded is the in-process NATS server and what it was configured with.
 type embedded struct {
-	srv      *server.Server
+	srv *server.Server
+	links
+}
+
+// links are the other servers an embedded server connects to.
+type links struct {
 	routes   map[string]string // node name → route URL
 	gateways map[string]string // region → gateway URL
+	hubs     []string          // an edge's: leaf URLs of full nodes, in the order tried
 }
 
 func (e *embedded) shutdown() {
@@ -30,22 +37,45 @@ func (e *embedded) shutdown() {
 }
 
 // peers returns the NATS addresses the other members announce: route URLs
-// of the nodes in this region, one gateway URL per other region.
-func (g *Gossip) peers() (routes, gateways map[string]string) {
-	routes, gateways = map[string]string{}, map[string]string{}
+// of the nodes in this region, one gateway URL per other region; for an
+// edge, the full nodes' leaf URLs.
+func (g *Gossip) peers() links {
+	l := links{routes: map[string]string{}, gateways: map[string]string{}}
+	var region, others []string
 	for _, p := range g.memberList() { // sorted: the first node of a region is its gateway
 		m := p.meta
 		if p.name == g.cfg.NodeName {
 			continue
 		}
 		if m.Region == g.cfg.Region && m.NATSCluster != "" && g.self.NATSCluster != "" {
-			routes[p.name] = "nats-route://" + resolve(m.NATSCluster, p.addr)
+			l.routes[p.name] = "nats-route://" + resolve(m.NATSCluster, p.addr)
 		}
-		if _, ok := gateways[m.Region]; !ok && m.Region != g.cfg.Region && m.NATSGateway != "" && g.self.NATSGateway != "" {
-			gateways[m.Region] = "nats://" + resolve(m.NATSGateway, p.addr)
+		if _, ok := l.gateways[m.Region]; !ok && m.Region != g.cfg.Region && m.NATSGateway != "" && g.self.NATSGateway != "" {
+			l.gateways[m.Region] = "nats://" + resolve(m.NATSGateway, p.addr)
+		}
+		if g.cfg.Role == RoleEdge && m.NATSLeaf != "" {
+			u := "nats-leaf://" + resolve(m.NATSLeaf, p.addr)
+			if m.Region == g.cfg.Region {
+				region = append(region, u)
+			} else {
+				others = append(others, u)
+			}
 		}
 	}
-	return routes, gateways
+	l.hubs = append(rotate(region, g.cfg.NodeName), rotate(others, g.cfg.NodeName)...)
+	return l
+}
+
+// rotate starts urls at a place picked by name, so a region's edges
+// spread over its full nodes while each edge tries them in a fixed order.
+func rotate(urls []string, name string) []string {
+	if len(urls) == 0 {
+		return nil
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	i := int(h.Sum32() % uint32(len(urls)))
+	return append(urls[i:len(urls):len(urls)], urls[:i]...)
 }
 
 // startEmbedded starts a NATS server whose cluster is this region (routes
@@ -53,11 +83,11 @@ func (g *Gossip) peers() (routes, gateways map[string]string) {
 // picked free a moment before (configured as 0) can be taken by another
 // socket before the server binds it; then the server is started again on
 // newly picked ports (announced to the members), up to three times.
-func (g *Gossip) startEmbedded(routes, gateways map[string]string) (*embedded, error) {
+func (g *Gossip) startEmbedded(l links) (*embedded, error) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var emb *embedded
-		if emb, err = g.startEmbeddedOnce(routes, gateways); err == nil {
+		if emb, err = g.startEmbeddedOnce(l); err == nil {
 			return emb, nil
 		}
 		if !g.repickPorts() {
@@ -90,10 +120,12 @@ func (g *Gossip) repickPorts() bool {
 			g.self.NATSCluster = addr
 		case 2:
 			g.self.NATSGateway = addr
+		case 3:
+			g.self.NATSLeaf = addr
 		}
 		picked = true
 	}
-	if picked && g.ml != nil && (g.natsWant[1] != "" || g.natsWant[2] != "") {
+	if picked && g.ml != nil && (g.natsWant[1] != "" || g.natsWant[2] != "" || g.natsWant[3] != "") {
 		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
 			g.log.Warn("announcing new NATS ports", "err", err)
 		}
@@ -101,7 +133,7 @@ func (g *Gossip) repickPorts() bool {
 	return picked
 }
 
-func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedded, error) {
+func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 	host, port, err := hostPort(g.cfg.NATSAddr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: nats address: %v", ErrConfig, err)
@@ -129,9 +161,7 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 		}
 		return out, nil
 	}
-	if len(passwords) > 0 {
-		opts.Username, opts.Password = natsUser, passwords[0]
-	}
+	setAccounts(opts, passwords)
 	self := net.ParseIP(splitHost(g.GossipAddr()))
 	if g.self.NATSCluster != "" {
 		h, p, _ := hostPort(g.self.NATSCluster)
@@ -143,8 +173,8 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 		if g.cfg.TLS != nil {
 			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
 		}
-		for _, name := range slices.Sorted(maps.Keys(routes)) {
-			us, err := withCreds(routes[name])
+		for _, name := range slices.Sorted(maps.Keys(l.routes)) {
+			us, err := withCreds(l.routes[name])
 			if err != nil {
 				return nil, fmt.Errorf("gossip: route to %s: %w", name, err)
 			}
@@ -161,13 +191,16 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 		if g.cfg.TLS != nil {
 			opts.Gateway.TLSConfig, opts.Gateway.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
 		}
-		for _, region := range slices.Sorted(maps.Keys(gateways)) {
-			us, err := withCreds(gateways[region])
+		for _, region := range slices.Sorted(maps.Keys(l.gateways)) {
+			us, err := withCreds(l.gateways[region])
 			if err != nil {
 				return nil, fmt.Errorf("gossip: gateway to %s: %w", region, err)
 			}
 			opts.Gateway.Gateways = append(opts.Gateway.Gateways, &server.RemoteGatewayOpts{Name: region, URLs: us})
 		}
+	}
+	if err := g.leafOptions(opts, l.hubs, self, withCreds); err != nil {
+		return nil, err
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -186,7 +219,64 @@ func (g *Gossip) startEmbeddedOnce(routes, gateways map[string]string) (*embedde
 			return nil, fmt.Errorf("gossip: embedded nats did not start on %s: %s", g.cfg.NATSAddr, why)
 		}
 	}
-	return &embedded{srv: srv, routes: routes, gateways: gateways}, nil
+	return &embedded{srv: srv, links: l}, nil
+}
+
+// setAccounts names the accounts. NATS wants a system account where leaf
+// nodes meet gateways; with only that and the global account it would let
+// clients in without a password, so with a key the node's clients and its
+// edges' leaf connections share one named account (natsAccount). Every
+// server of a cluster is set alike, whatever its role.
+func setAccounts(opts *server.Options, passwords []string) {
+	if len(passwords) == 0 {
+		// A key-less single node opens no gateway or leaf listener; a
+		// key-less cluster (AllowInsecure) keeps the global account.
+		opts.Accounts = []*server.Account{server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)}
+		opts.SystemAccount = server.DEFAULT_SYSTEM_ACCOUNT
+		return
+	}
+	opts.Accounts = []*server.Account{server.NewAccount(natsAccount), server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)}
+	opts.SystemAccount = server.DEFAULT_SYSTEM_ACCOUNT
+	opts.Users = []*server.User{{Username: natsUser, Password: passwords[0], Account: opts.Accounts[0]}}
+}
+
+// leafOptions sets a full node's leaf listener, which takes its region's
+// edges with the cluster's credential (and TLS where configured), or an
+// edge's one remote: the full nodes' leaf URLs, tried in order (its
+// region's first), one connection at a time. Over it the edge gets the
+// counters, definitions and certificates and sends its relay batches;
+// the full node it reaches carries them through the region's routes and
+// gateways.
+func (g *Gossip) leafOptions(opts *server.Options, hubs []string, self net.IP, withCreds func(string) ([]*url.URL, error)) error {
+	if g.self.NATSLeaf != "" {
+		h, p, _ := hostPort(g.self.NATSLeaf)
+		opts.LeafNode = server.LeafNodeOpts{Host: cmp.Or(h, g.bindHost()), Port: p, Advertise: resolve(g.self.NATSLeaf, self)}
+		if pw := g.clientPasswords(); len(pw) > 0 {
+			opts.LeafNode.Username, opts.LeafNode.Password, opts.LeafNode.Account = natsUser, pw[0], natsAccount
+		}
+		if g.cfg.TLS != nil {
+			opts.LeafNode.TLSConfig, opts.LeafNode.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
+		}
+	}
+	if len(hubs) == 0 {
+		return nil
+	}
+	remote := &server.RemoteLeafOpts{NoRandomize: true}
+	if len(g.clientPasswords()) > 0 {
+		remote.LocalAccount = natsAccount
+	}
+	for _, hub := range hubs {
+		us, err := withCreds(hub)
+		if err != nil {
+			return fmt.Errorf("gossip: leaf node remote %s: %w", hub, err)
+		}
+		remote.URLs = append(remote.URLs, us...)
+	}
+	if g.cfg.TLS != nil {
+		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, g.cfg.TLS.Clone(), natsTLSTimeout
+	}
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	return nil
 }
 
 // startNATS starts the embedded server (unless an external one is
@@ -372,8 +462,9 @@ func (g *Gossip) repairLoop(ctx context.Context) {
 // server is restarted to reach it (NATS usually connects it by itself).
 const repairAfter = 5 * time.Second
 
-// NATSLinks returns the embedded server's live routes and the regions its
-// gateways reach (outbound); zero without an embedded server.
+// NATSLinks returns how many nodes the embedded server has live routes to
+// and the regions its gateways reach (outbound); zero without an embedded
+// server.
 func (g *Gossip) NATSLinks() (routes int, gateways []string) {
 	g.natsMu.Lock()
 	emb := g.emb
@@ -381,7 +472,15 @@ func (g *Gossip) NATSLinks() (routes int, gateways []string) {
 	if emb == nil {
 		return 0, nil
 	}
-	routes = emb.srv.NumRoutes()
+	// NATS pools several connections per route (and one per pinned
+	// account): count the nodes routed to.
+	if rz, err := emb.srv.Routez(nil); err == nil {
+		peers := map[string]bool{}
+		for _, r := range rz.Routes {
+			peers[r.RemoteName] = true
+		}
+		routes = len(peers)
+	}
 	if gz, err := emb.srv.Gatewayz(nil); err == nil {
 		for region, gw := range gz.OutboundGateways {
 			if gw.Connection != nil {
@@ -393,6 +492,19 @@ func (g *Gossip) NATSLinks() (routes int, gateways []string) {
 	return routes, gateways
 }
 
+// NATSLeafNodes counts the embedded server's leaf connections: a full
+// node's from edges, an edge's to a full node; 0 without an embedded
+// server.
+func (g *Gossip) NATSLeafNodes() int {
+	g.natsMu.Lock()
+	emb := g.emb
+	g.natsMu.Unlock()
+	if emb == nil {
+		return 0
+	}
+	return emb.srv.NumLeafNodes()
+}
+
 // missingPeers reports whether a member's route or gateway is neither
 // configured nor connected.
 func (g *Gossip) missingPeers() bool {
@@ -402,14 +514,17 @@ func (g *Gossip) missingPeers() bool {
 	if emb == nil {
 		return false
 	}
-	routes, gateways := g.peers()
 	connected := map[string]bool{}
 	if rz, err := emb.srv.Routez(nil); err == nil {
 		for _, r := range rz.Routes {
 			connected[r.RemoteName] = true
 		}
 	}
-	for name := range routes {
+	l := g.peers()
+	if len(l.hubs) > 0 && emb.srv.NumLeafNodes() == 0 && !slices.Equal(l.hubs, emb.hubs) {
+		return true // an edge not connected, and full nodes it was not told of
+	}
+	for name := range l.routes {
 		if _, ok := emb.routes[name]; !ok && !connected[name] {
 			return true
 		}
@@ -418,7 +533,7 @@ func (g *Gossip) missingPeers() bool {
 	if err != nil {
 		return false
 	}
-	for region := range gateways {
+	for region := range l.gateways {
 		_, out := gz.OutboundGateways[region]
 		_, in := gz.InboundGateways[region]
 		if _, ok := emb.gateways[region]; !ok && !out && !in {
@@ -429,15 +544,15 @@ func (g *Gossip) missingPeers() bool {
 }
 
 func (g *Gossip) restartEmbedded() {
-	routes, gateways := g.peers()
+	l := g.peers()
 	g.natsMu.Lock()
 	defer g.natsMu.Unlock()
-	g.log.Info("restarting embedded nats to reach new peers", "routes", len(routes), "gateways", len(gateways))
+	g.log.Info("restarting embedded nats to reach new peers", "routes", len(l.routes), "gateways", len(l.gateways), "leaf_hubs", len(l.hubs))
 	g.emb.shutdown()
-	emb, err := g.startEmbedded(routes, gateways)
+	emb, err := g.startEmbedded(l)
 	if err != nil {
 		g.log.Error("embedded nats restart failed; retrying at the next check", "err", err)
-		g.emb = &embedded{srv: g.emb.srv, routes: map[string]string{}, gateways: map[string]string{}}
+		g.emb = &embedded{srv: g.emb.srv, links: links{routes: map[string]string{}, gateways: map[string]string{}}}
 		return
 	}
 	g.emb = emb
@@ -446,6 +561,10 @@ func (g *Gossip) restartEmbedded() {
 
 // natsUser is the user name of the embedded server's every port.
 const natsUser = "tally"
+
+// natsAccount is the NATS account of a keyed cluster's clients and leaf
+// nodes.
+const natsAccount = "TALLY"
 
 // natsPasswords derives the embedded NATS password from each cluster key
 // (the first is the server's own); none without a key.

@@ -77,9 +77,11 @@ func refusal(line string) string {
 
 // natsPort tells which of the server's ports a log line is about, from
 // the connection id the server prefixes it with (cid: client, rid:
-// route, gid: gateway).
+// route, gid: gateway, lid: leaf node).
 func natsPort(line string) string {
 	switch {
+	case strings.Contains(line, " - lid:"), strings.Contains(line, "TLS leafnode"):
+		return "leaf"
 	case strings.Contains(line, " - rid:"), strings.Contains(line, "TLS route"):
 		return "route"
 	case strings.Contains(line, " - gid:"), strings.Contains(line, "TLS gateway"):

@@ -31,9 +31,10 @@ func tlsIdentity(t *testing.T, ca *testtls.CA, name string) *tlsconf.Identity {
 	return id
 }
 
-// With certificates, routes and gateways run over mutual TLS: with
+// With certificates, routes, gateways and an edge's leaf connection run
+// over mutual TLS: with
 // memberlist partitioned, counts still travel (so over NATS), and a
-// stranger is refused on the route and gateway ports whether it speaks
+// stranger is refused on the route, gateway and leaf ports whether it speaks
 // plain text, shows another CA's certificate, or shows a good certificate
 // without the credential. Each refusal is counted.
 func TestNATSRoutesAndGatewaysOverTLS(t *testing.T) {
@@ -46,11 +47,13 @@ func TestNATSRoutesAndGatewaysOverTLS(t *testing.T) {
 	a := startMember(t, "a", "eu-west", nil, withTLS("a"))
 	a2 := startMember(t, "a2", "eu-west", []string{a.GossipAddr()}, withTLS("a2"))
 	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, withTLS("b"))
-	all := []*member{a, a2, b}
-	waitFor(t, 20*time.Second, "a route in eu-west and gateways both ways", func() bool {
+	edgeTLS := withTLS("e")
+	e := startMember(t, "e", "eu-west", []string{a.GossipAddr()}, func(c *Config) { edgeTLS(c); c.Role = RoleEdge })
+	all := []*member{a, a2, b, e}
+	waitFor(t, 20*time.Second, "a route in eu-west, gateways both ways, the edge a leaf", func() bool {
 		ra, ga := a.NATSLinks()
 		_, gb := b.NATSLinks()
-		return ra > 0 && len(ga) == 1 && len(gb) == 1
+		return ra > 0 && len(ga) == 1 && len(gb) == 1 && e.NATSLeafNodes() == 1
 	})
 	for _, m := range all {
 		net.Isolate(m.GossipAddr())
@@ -72,22 +75,24 @@ func TestNATSRoutesAndGatewaysOverTLS(t *testing.T) {
 	for _, port := range []struct{ name, addr, hello string }{
 		{"route", a.self.NATSCluster, `"cluster":"eu-west"`},
 		{"gateway", a.self.NATSGateway, `"gateway":"nowhere"`},
+		{"leaf", a.self.NATSLeaf, `"headers":true`},
 	} {
 		before := func(reason string) float64 {
 			return testutil.ToFloat64(a.m.refused.WithLabelValues(port.name, reason))
 		}
 		tlsBefore, authBefore := before("tls"), before("auth")
 
-		// Plain text where TLS is required: no handshake, no answer.
-		if line := knock(t, port.addr, nil, port.hello); strings.Contains(line, "INFO") || strings.Contains(line, "PONG") {
+		// Plain text where TLS is required: no handshake, no answer (a
+		// leaf port says its INFO first, then wants the handshake).
+		if line := knock(t, port.name == "leaf", port.addr, nil, port.hello); strings.Contains(line, "PONG") || (port.name != "leaf" && strings.Contains(line, "INFO")) {
 			t.Errorf("%s answered a stranger in plain text: %q", port.name, line)
 		}
 		// Another CA's certificate: the handshake fails.
-		if line := knock(t, port.addr, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{foreign}}, port.hello); strings.HasPrefix(line, "PONG") {
+		if line := knock(t, port.name == "leaf", port.addr, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{foreign}}, port.hello); strings.HasPrefix(line, "PONG") {
 			t.Errorf("%s took another CA's certificate", port.name)
 		}
 		// The cluster CA's certificate without the credential.
-		if line := knock(t, port.addr, good, port.hello); !strings.Contains(line, "Authorization Violation") {
+		if line := knock(t, port.name == "leaf", port.addr, good, port.hello); !strings.Contains(line, "Authorization Violation") {
 			t.Errorf("%s with a good certificate and no credential: %q", port.name, line)
 		}
 		waitFor(t, 5*time.Second, port.name+" refusals counted", func() bool {
@@ -99,12 +104,12 @@ func TestNATSRoutesAndGatewaysOverTLS(t *testing.T) {
 	}
 }
 
-// knock speaks the NATS protocol to a route or gateway port as a stranger's
+// knock speaks the NATS protocol to a route, gateway or leaf port as a stranger's
 // server would and returns the server's answer to its CONNECT, or what
 // ended the exchange. With cfg it opens with the TLS handshake (where TLS
-// is required the server shakes hands before its INFO); without, it sends
-// its CONNECT in plain text at once.
-func knock(t *testing.T, addr string, cfg *tls.Config, hello string) string {
+// is required a route or gateway shakes hands before its INFO, a leaf
+// port after it); without, it sends its CONNECT in plain text at once.
+func knock(t *testing.T, leaf bool, addr string, cfg *tls.Config, hello string) string {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -113,6 +118,12 @@ func knock(t *testing.T, addr string, cfg *tls.Config, hello string) string {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	var c net.Conn = conn
+	r := bufio.NewReader(c)
+	if cfg != nil && leaf {
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
+			return fmt.Sprintf("before the handshake: %q %v", line, err)
+		}
+	}
 	if cfg != nil {
 		cfg = cfg.Clone()
 		cfg.ServerName = "127.0.0.1"
@@ -121,8 +132,8 @@ func knock(t *testing.T, addr string, cfg *tls.Config, hello string) string {
 			return "handshake: " + err.Error()
 		}
 		c = tc
+		r = bufio.NewReader(c)
 	}
-	r := bufio.NewReader(c)
 	fmt.Fprintf(c, "CONNECT {\"verbose\":false,\"pedantic\":false,\"user\":\"tally\",\"pass\":\"guess\",\"tls_required\":%t,\"name\":\"stranger\",%s}\r\nPING\r\n", cfg != nil, hello)
 	var lines []string
 	for {

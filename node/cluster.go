@@ -16,7 +16,7 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, r, http.StatusOK, api.ClusterView{
 		Self: n.cfg.NodeName, Region: n.cfg.Region, Replica: n.replica, Role: n.cfg.Role,
 		Members: n.gossip.Members(), Replicas: n.gossip.Staleness(), Regions: n.freshness(),
-		NATS: &api.ClusterNATS{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways},
+		NATS: &api.ClusterNATS{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways, LeafNodes: n.gossip.NATSLeafNodes()},
 	})
 }
 

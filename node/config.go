@@ -64,6 +64,7 @@ type Config struct {
 	NATSAddr                                         string         // embedded NATS client listen address
 	NATSClusterAddr                                  string         // embedded NATS route listener (nodes of one region); empty: none
 	NATSGatewayAddr                                  string         // embedded NATS gateway listener (other regions); empty: none
+	NATSLeafAddr                                     string         // embedded NATS leaf node listener (this region's edges); empty: none
 	Retention                                        time.Duration  // closed polls stop being gossiped this long after close
 	Role                                             string         // full or edge
 	CertifySettle                                    time.Duration  // after close + grace, before certifying
@@ -153,6 +154,7 @@ func DefaultConfig() Config {
 		NATSAddr:          "127.0.0.1:4222",
 		NATSClusterAddr:   ":6222",
 		NATSGatewayAddr:   ":7222",
+		NATSLeafAddr:      ":7422",
 		Retention:         24 * time.Hour,
 		CertifySettle:     time.Second,
 		CheckpointEvery:   time.Minute,
@@ -234,6 +236,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS client listen address")
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
+	fs.StringVar(&c.NATSLeafAddr, "nats-leaf-addr", c.NATSLeafAddr, "embedded NATS leaf node listener for this region's edges (empty: none); an edge opens none of the three and connects to its full nodes' as a leaf node")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
 	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret(s) (16+ bytes each, comma-separated during a rotation: the first signs, all verify) signing voter tokens and puzzles; every region must share them (default: generated in the data dir, tokens then work only at this node)")
 	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")
@@ -470,6 +473,7 @@ func adminTokens(s string) []string {
 var gossipFlags = map[string]string{
 	"BindAddr": "--gossip-addr", "Join": "--join", "NodeName": "--node-name",
 	"NATSAddr": "--nats-addr", "NATSClusterAddr": "--nats-cluster-addr", "NATSGatewayAddr": "--nats-gateway-addr",
+	"NATSLeafAddr":  "--nats-leaf-addr",
 	"NATSCredsFile": "--nats-creds", "NATSNKeyFile": "--nats-nkey",
 	"Role": "--role", "Keys": "--gossip-key",
 }

@@ -64,7 +64,7 @@ func startProcess(t *testing.T, bin, dir string, extra ...string) *procNode {
 func startProcessNoWait(t *testing.T, bin, dir string, extra ...string) *procNode {
 	t.Helper()
 	args := append([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
-		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--admin-token", testToken,
+		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--nats-leaf-addr", "", "--admin-token", testToken,
 		"--rate-ip", "0", "--rate-voter", "0", "--trust-floor", "0", "--demo=false"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TALLY_GOSSIP_KEY="+testGossipKey) // never on a command line
@@ -236,7 +236,7 @@ func regionAndProcessFlags(t *testing.T) (eu *testNode, dir string, flags []stri
 	eu.createPoll(t, "p")
 	gossipAddr := freePort(t)
 	return eu, t.TempDir(), []string{"--region", "us-east", "--node-name", "us-east-proc", "--join", eu.GossipAddr(), "--gossip-addr", gossipAddr,
-		"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0"}
+		"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}
 }
 
 // TestKill9InACluster: a node of a two-region cluster is killed with

@@ -40,7 +40,7 @@ func TestSIGTERMDrainsWithoutFailingAnAck(t *testing.T) {
 	a.createPoll(t, "p")
 	dir := t.TempDir()
 	b := startProcess(t, bin, dir, "--region", "us-east", "--node-name", "us-east-proc", "--join", a.GossipAddr(),
-		"--gossip-profile", "local", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--drain", "1s")
+		"--gossip-profile", "local", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0", "--drain", "1s")
 	waitFor(t, func() bool {
 		res, err := http.Get(b.url + "/v1/polls/p")
 		if err != nil {
@@ -135,7 +135,7 @@ func TestSIGTERMDrainsWithoutFailingAnAck(t *testing.T) {
 		stored[rec.Idem] = true
 	}
 	b2 := startProcess(t, bin, dir, "--region", "us-east", "--node-name", "us-east-proc", "--join", a.GossipAddr(),
-		"--gossip-profile", "local", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0")
+		"--gossip-profile", "local", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0")
 	req, _ := http.NewRequest("GET", b2.url+"/v1/polls/p/ledger", nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	res, err := http.DefaultClient.Do(req)

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 
+	"tally/api"
 	"tally/internal/testwait"
 	"tally/relay"
 )
@@ -50,7 +51,7 @@ func startEdgeTier(t *testing.T) *edgeTier {
 			"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}
 	}
 	for i := range 2 {
-		flags := append(common(fmt.Sprintf("eu-full-%d", i), freePort(t)), "--nats-gateway-addr", "127.0.0.1:0")
+		flags := append(common(fmt.Sprintf("eu-full-%d", i), freePort(t)), "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0")
 		dir := t.TempDir()
 		et.fullDirs, et.fullFlags = append(et.fullDirs, dir), append(et.fullFlags, flags)
 		et.full = append(et.full, startProcess(t, et.bin, dir, flags...))
@@ -58,7 +59,7 @@ func startEdgeTier(t *testing.T) *edgeTier {
 	for i := range 2 {
 		addr := freePort(t)
 		et.edgeGossip = append(et.edgeGossip, addr)
-		e := startProcessNoWait(t, et.bin, t.TempDir(), append(common(fmt.Sprintf("eu-edge-%d", i), addr), "--role", "edge", "--nats-gateway-addr", "127.0.0.1:0")...)
+		e := startProcessNoWait(t, et.bin, t.TempDir(), append(common(fmt.Sprintf("eu-edge-%d", i), addr), "--role", "edge")...)
 		et.edges = append(et.edges, e)
 		deadline := time.Now().Add(20 * time.Second)
 		for {
@@ -85,7 +86,44 @@ func startEdgeTier(t *testing.T) *edgeTier {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	et.waitLinks(t)
 	return et
+}
+
+// waitLinks waits for the tier's NATS shape: each edge a leaf of one
+// full node and routed to none, the full nodes routed to each other
+// only (the edges are in no route mesh) and holding both edges' leaf
+// connections.
+func (et *edgeTier) waitLinks(t *testing.T) {
+	t.Helper()
+	nats := func(p *procNode) api.ClusterNATS {
+		var v api.ClusterView
+		res, err := http.Get(p.url + "/v1/cluster")
+		if err == nil {
+			json.NewDecoder(res.Body).Decode(&v)
+			res.Body.Close()
+		}
+		if v.NATS == nil {
+			return api.ClusterNATS{}
+		}
+		return *v.NATS
+	}
+	testwait.For(t, 30*time.Second, "edges as leaf nodes of the full nodes", func() bool {
+		leaves := 0
+		for _, f := range et.full {
+			n := nats(f)
+			if n.Routes != 1 || len(n.Gateways) != 1 {
+				return false
+			}
+			leaves += n.LeafNodes
+		}
+		for _, e := range et.edges {
+			if n := nats(e); n.LeafNodes != 1 || n.Routes != 0 || len(n.Gateways) != 0 || !n.Connected {
+				return false
+			}
+		}
+		return leaves == len(et.edges)
+	})
 }
 
 // seePoll waits until every process serves the poll.

@@ -101,7 +101,7 @@ func testConfig(dir string, clock *fakeClock) Config {
 	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken = dir, "127.0.0.1:0", testToken
 	cfg.NodeName = fmt.Sprintf("node-%d", nodeNames.Add(1))
 	cfg.GossipAddr, cfg.GossipProfile = "127.0.0.1:0", "local"
-	cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Now, cfg.Stdout = clock.now, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Demo = false

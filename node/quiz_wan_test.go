@@ -65,7 +65,7 @@ func TestQuizIsFairAcrossRegionsWithWANDelay(t *testing.T) {
 		c.Now = clocks[i].now
 		c.WrapGossip = wan.Wrap
 		c.GossipProfile = "lan" // probes wait 500 ms: over the 200 ms round trip (wan's 3 s outlive the test)
-		c.NATSClusterAddr, c.NATSGatewayAddr = "", ""
+		c.NATSClusterAddr, c.NATSGatewayAddr, c.NATSLeafAddr = "", "", ""
 	})
 	if r := nodes[0].admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.raw)

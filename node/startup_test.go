@@ -50,6 +50,7 @@ func TestStartFailsOnATakenPortNamingIt(t *testing.T) {
 	for flag, set := range map[string]func(*Config){
 		"--nats-cluster-addr": func(c *Config) { c.NATSClusterAddr = addr },
 		"--nats-gateway-addr": func(c *Config) { c.NATSGatewayAddr = addr },
+		"--nats-leaf-addr":    func(c *Config) { c.NATSLeafAddr = addr },
 		"--nats-addr":         func(c *Config) { c.NATSAddr = addr },
 		"--gossip-addr":       func(c *Config) { c.GossipAddr = addr },
 		"--admin-addr":        func(c *Config) { c.AdminAddr = addr },

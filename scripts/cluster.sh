@@ -18,9 +18,11 @@
 #   ./scripts/cluster.sh restart us-east   # … and start it again, with the same flags
 #
 # Ports, from the base P (8081): HTTP P+i, admin P+1020+i, gossip P-134+i,
-# NATS client P-3858+i, routes P-1858+i, gateways P-858+i, for region i = 0,
-# 1, 2 (P from 3900 to 64000). Edge j of region i takes the same offsets
-# from P+10+3i+j (no admin port: edges answer no admin writes).
+# NATS client P-3858+i, routes P-1858+i, gateways P-858+i, leaf nodes
+# P-2858+i, for region i = 0, 1, 2 (P from 3900 to 64000). Edge j of
+# region i takes HTTP, gossip and NATS client at the same offsets from
+# P+10+3i+j (no admin port: edges answer no admin writes; no route,
+# gateway or leaf port: an edge is a leaf of its region's full nodes).
 #
 # --tls makes a throwaway CA and one certificate per node with openssl
 # (data/cluster/tls; trust ca.pem in your browser or with SSL_CERT_FILE).
@@ -155,14 +157,16 @@ for i in 0 1 2; do
     --http-addr "127.0.0.1:$((port + i))" --admin-addr "127.0.0.1:$((port + 1020 + i))" --gossip-addr "127.0.0.1:$((port - 134 + i))" --join "$seeds"
     --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
     --nats-addr "127.0.0.1:$((port - 3858 + i))" --nats-cluster-addr "127.0.0.1:$((port - 1858 + i))"
-    --nats-gateway-addr "127.0.0.1:$((port - 858 + i))" --admin-token-file "$base/admin-token" --session-secret-file "$base/session-secret" --demo="$demo"
+    --nats-gateway-addr "127.0.0.1:$((port - 858 + i))" --nats-leaf-addr "127.0.0.1:$((port - 2858 + i))" --admin-token-file "$base/admin-token" --session-secret-file "$base/session-secret" --demo="$demo"
     "${extra[@]}")
   printf '%s\0' "${cmd[@]}" > "$base/$region.cmd"
   "${cmd[@]}" > "$base/$region.log" 2>&1 &
   echo $! > "$base/$region.pid"
 done
 
-# Edges: they join the full nodes, serve viewers and relay votes.
+# Edges: they join the full nodes, serve viewers and relay votes. Each
+# one's embedded NATS is a leaf of its region's full nodes: it opens no
+# route, gateway or leaf port.
 for ((j = 0; j < edges; j++)); do
   for i in 0 1 2; do
     region=${regions[$i]} k=$((10 + 3 * i + j)) name=${regions[$i]}-edge-$j
@@ -170,8 +174,7 @@ for ((j = 0; j < edges; j++)); do
     cmd=(./bin/tally-node --role edge --region "$region" --node-name "$name" --data-dir "$base/$name" "${tlsflags[@]}"
       --http-addr "127.0.0.1:$((port + k))" --gossip-addr "127.0.0.1:$((port - 134 + k))" --join "$seeds"
       --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
-      --nats-addr "127.0.0.1:$((port - 3858 + k))" --nats-cluster-addr "127.0.0.1:$((port - 1858 + k))"
-      --nats-gateway-addr "127.0.0.1:$((port - 858 + k))" --demo=false "${extra[@]}")
+      --nats-addr "127.0.0.1:$((port - 3858 + k))" --demo=false "${extra[@]}")
     printf '%s\0' "${cmd[@]}" > "$base/$name.cmd"
     "${cmd[@]}" > "$base/$name.log" 2>&1 &
     echo $! > "$base/$name.pid"

@@ -73,7 +73,7 @@ func startCluster(bin, dir string, names []string, maxViewers int) (*cluster, er
 			"--gossip-key-file", filepath.Join(dir, "gossip-key"), "--admin-token-file", filepath.Join(dir, "admin-token"),
 			"--session-secret-file", filepath.Join(dir, "session-secret"),
 			"--nats-addr", fmt.Sprintf("127.0.0.1:%d", 18421+i), "--nats-cluster-addr", fmt.Sprintf("127.0.0.1:%d", 18621+i),
-			"--nats-gateway-addr", fmt.Sprintf("127.0.0.1:%d", 18721+i),
+			"--nats-gateway-addr", fmt.Sprintf("127.0.0.1:%d", 18721+i), "--nats-leaf-addr", fmt.Sprintf("127.0.0.1:%d", 18821+i),
 			// Voters behave like the page: tokens required, the trust score
 			// on at its default floor, per-address limits at their defaults.
 			"--require-session", "--trusted-proxies", "127.0.0.0/8",

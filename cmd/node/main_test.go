@@ -120,7 +120,7 @@ func TestJSONLogsAndACleanStop(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "tally.yaml")
-	os.WriteFile(cfgFile, []byte("http-addr: 127.0.0.1:0\ngossip-addr: 127.0.0.1:0\nnats-addr: 127.0.0.1:0\nnats-cluster-addr: ''\nnats-gateway-addr: ''\ndrain: 0s\nlog-format: json\n"), 0o600)
+	os.WriteFile(cfgFile, []byte("http-addr: 127.0.0.1:0\ngossip-addr: 127.0.0.1:0\nnats-addr: 127.0.0.1:0\nnats-cluster-addr: ''\nnats-gateway-addr: ''\nnats-leaf-addr: ''\ndrain: 0s\nlog-format: json\n"), 0o600)
 	cmd := exec.Command(bin, "--config", cfgFile, "--data-dir", filepath.Join(dir, "data"), "--region", "eu-west")
 	cmd.Env = append(os.Environ(), "TALLY_LOG_LEVEL=debug")
 	stdout, _ := cmd.StdoutPipe()

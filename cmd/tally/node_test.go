@@ -18,7 +18,7 @@ func startTestNode(t *testing.T, dataDir string) string {
 	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken, cfg.Demo = dataDir, "127.0.0.1:0", "tok", false
-	cfg.GossipAddr, cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "", ""
+	cfg.GossipAddr, cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr = "127.0.0.1:0", "127.0.0.1:0", "", "", ""
 	cfg.NodeName, cfg.CertifySettle, cfg.Region, cfg.Drain = "audit", 10*time.Millisecond, "eu-west", 0
 	cfg.Logger, cfg.Stdout = slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard
 	n, err := node.New(cfg)
