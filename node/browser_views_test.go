@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"tally/state"
@@ -125,6 +127,10 @@ func TestBrowserVoterView(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, func() bool { return tn.totals(t, "p")["b"] == 1 })
+			// The tap went on the live socket the page holds, not over HTTP.
+			if n := metricValue(t, []*testNode{tn}, "tally_http_requests_total", `route="POST /v1/polls/{poll}/votes"`); n != 0 {
+				t.Fatalf("the page sent its vote over HTTP (%v requests) with its socket open", n)
+			}
 			// The tap reached the server under the token's voter.
 			for r, err := range tn.ledger.Scan("p") {
 				if err != nil || len(r.Voter) != 32 {
@@ -372,5 +378,31 @@ func TestBrowserRetriesAPacedToken(t *testing.T) {
 		if err != nil || len(r.Voter) != 32 {
 			t.Fatalf("the page voted as %q (%v), not as its token's voter", r.Voter, err)
 		}
+	}
+}
+
+// TestBrowserVotesOverHTTPWithoutASocket: a browser without WebSocket
+// follows the poll over Server-Sent Events and sends its votes over HTTP
+// (the page's fallback), in one batch request.
+func TestBrowserVotesOverHTTPWithoutASocket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	ctx := browser(t)
+	tn := startNode(t, t.TempDir(), nil)
+	tn.createPoll(t, "p")
+	noSocket := func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: "window.WebSocket = undefined;"})
+		return chromedp.Void{}, err
+	}
+	if err := chromedp.Do(ctx, noSocket, chromedp.Navigate(tn.url+"/#/poll/p"), chromedp.WaitVisible(`button[data-option="a"]`),
+		until(`document.querySelector("#conn").textContent.includes("Server-Sent Events")`),
+		chromedp.Click(`button[data-option="b"]`),
+		until(`document.querySelector('button[data-option="b"] .count').textContent === "1 vote"`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return tn.totals(t, "p")["b"] == 1 })
+	if n := metricValue(t, []*testNode{tn}, "tally_http_requests_total", `code="200",route="POST /v1/polls/{poll}/votes"`); n != 1 {
+		t.Fatalf("%v vote requests over HTTP, want 1", n)
 	}
 }

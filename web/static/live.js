@@ -54,7 +54,7 @@ async function again(f) {
 class LiveStream {
   constructor(poll, onChange, onConn = () => {}) {
     this.poll = poll; this.onChange = onChange; this.onConn = onConn; this.state = null;
-    this.failures = 0; this.closed = false; this.transport = "";
+    this.failures = 0; this.closed = false; this.transport = ""; this.pending = {};
     this.connect();
   }
   connect() {
@@ -66,10 +66,13 @@ class LiveStream {
     ws.onopen = () => { this.failures = 0; this.transport = "WebSocket"; this.onConn(this.transport); };
     ws.onmessage = ev => {
       const m = JSON.parse(ev.data);
-      if (m.type === "ack" || m.type === "error") { if (this.onReply) this.onReply(m); return; }
+      if (m.type === "ack" || m.type === "error") { const p = this.pending[m.ref]; if (p) p.done(m); return; }
       this.handle(m, msg => ws.send(JSON.stringify(msg)));
     };
-    ws.onclose = () => { if (!this.closed) { this.failures++; this.retry(); } };
+    ws.onclose = () => {
+      for (const p of Object.values(this.pending)) p.done(null); // their votes go over HTTP
+      if (!this.closed) { this.failures++; this.retry(); }
+    };
   }
   connectSSE() {
     const es = new EventSource(`/v1/polls/${encodeURIComponent(this.poll)}/events`);
@@ -100,11 +103,19 @@ class LiveStream {
     if (m.regions) this.state.regions = m.regions;
     this.onChange(this.state);
   }
-  // send writes a message on the socket; false when it is not open.
-  send(msg) {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return false;
-    this.ws.send(JSON.stringify(msg));
-    return true;
+  // request sends msg on the socket with a fresh ref and resolves with
+  // the node's reply (ack or error), or with null when the socket is not
+  // open, closes first, or no reply comes within ms: the caller then sends
+  // the same votes over HTTP, where their idempotency keys make a vote
+  // the socket did deliver answer duplicate.
+  request(msg, ms = 5000) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return Promise.resolve(null);
+    const ref = uuid();
+    return new Promise(resolve => {
+      const timer = setTimeout(() => this.pending[ref].done(null), ms);
+      this.pending[ref] = { done: m => { clearTimeout(timer); delete this.pending[ref]; resolve(m); } };
+      this.ws.send(JSON.stringify({ ...msg, ref }));
+    });
   }
   close() { this.closed = true; if (this.ws) this.ws.close(); if (this.es) this.es.close(); }
 }
@@ -141,7 +152,9 @@ function session() {
 }
 
 // Voting: taps are shown at once, sent in batches (400 ms window, at most
-// 10 per request), and reverted with the reason if the server refuses them.
+// 10 per message) on the live socket the view holds, over HTTP when it is
+// down (or an edge has no full node to hand them to), and reverted with
+// the reason if the server refuses them.
 const outbox = [];
 let flushTimer = null;
 function tap(poll, option, view) {
@@ -161,8 +174,15 @@ async function flush() {
       let sess = null;
       try { sess = await session(); } catch (err) { /* a node without sessions: vote without a token */ }
       const votes = batch.map(b => sess ? { ...b.vote, voter: sess.voter } : b.vote);
-      const headers = sess ? { "Tally-Session": sess.token } : {};
-      const res = await api("POST", `/v1/polls/${encodeURIComponent(poll)}/votes`, { votes }, undefined, headers);
+      const stream = batch[0].view.stream;
+      const reply = stream ? await stream.request({ type: "vote", token: sess ? sess.token : undefined, body: { votes } }) : null;
+      let res;
+      if (reply && reply.type === "ack") res = reply.result;
+      else if (reply && reply.error && reply.error.code !== "unavailable") throw new Error(reply.error.message);
+      else {
+        const headers = sess ? { "Tally-Session": sess.token } : {};
+        res = await api("POST", `/v1/polls/${encodeURIComponent(poll)}/votes`, { votes }, undefined, headers);
+      }
       const late = res.results.some(r => r.status === "late");
       batch[batch.length - 1].view.settled(late ? t("late") : "");
     } catch (err) {

@@ -44,6 +44,11 @@ class QuizView {
     ws.onmessage = ev => this.handle(JSON.parse(ev.data));
     ws.onclose = () => {
       if (this.ws === ws) this.ws = null;
+      // Answers the socket took but did not answer go again over HTTP,
+      // with the same idempotency keys: one it delivered answers duplicate.
+      const unanswered = Object.values(this.pending);
+      this.pending = {};
+      for (const p of unanswered) this.overHTTP(p.q, p.option, p.body, p.token);
       if (this.closed) return;
       this.failures++;
       setTimeout(() => this.connect(), Math.min(10000, 500 * 2 ** this.failures) * (0.5 + Math.random()));
@@ -142,12 +147,18 @@ class QuizView {
     const ws = this.ws;
     if (ws && ws.readyState === WebSocket.OPEN) {
       const ref = uuid();
-      this.pending[ref] = { q, option, voter: body.voter };
-      ws.send(JSON.stringify({ type: "vote", ref, poll: q.poll, token: sess ? sess.token : undefined, body }));
+      const token = sess ? sess.token : undefined;
+      this.pending[ref] = { q, option, voter: body.voter, body, token };
+      ws.send(JSON.stringify({ type: "vote", ref, poll: q.poll, token, body }));
       return;
     }
-    try { // no socket: over HTTP, timed from the question's opening at the node
-      const headers = sess ? { "Tally-Session": sess.token } : {};
+    this.overHTTP(q, option, body, sess ? sess.token : undefined);
+  }
+  // overHTTP sends an answer without the socket: timed from the question's
+  // opening at the node.
+  async overHTTP(q, option, body, token) {
+    try {
+      const headers = token ? { "Tally-Session": token } : {};
       const res = await api("POST", `/v1/polls/${encodeURIComponent(q.poll)}/votes`, body, undefined, headers);
       this.replied(q, option, { type: "ack", result: res });
     } catch (err) { this.replied(q, option, { type: "error", error: { message: err.message } }); }
