@@ -4,7 +4,8 @@
 # when they come through an edge (--role edge) that batches them into relay
 # messages, at the same steady rate; the edge's own CPU per vote beside the
 # bare decode-and-ack server's per request at that rate; the ack latency
-# through the edge; and the full node's highest rate when fed relay
+# through the edge, for HTTP votes and for votes on live sockets; memory
+# per viewer at the edge; and the full node's highest rate when fed relay
 # batches by bench/relayload (standing in for many edges), with records
 # per fsync. Loopback: a sender's write also runs the receiver's TCP path,
 # so per-request CPU on each side is higher than on a real NIC.
@@ -38,12 +39,15 @@ until curl -sf http://127.0.0.1:18291/v1/polls/p >/dev/null; do sleep 0.2; done
 fmetric() { curl -s http://127.0.0.1:18281/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 emetric() { curl -s http://127.0.0.1:18291/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 
-# row NAME URL: a steady load at $rate; the full node's, the edge's and the
-# bare server's CPU µs per acknowledged vote (or request), p50/p99.
+# row NAME URL [FLAGS]: a steady load at $rate; the full node's, the
+# edge's and the bare server's CPU µs per acknowledged vote (or request),
+# p50/p99. FLAGS go to tally load (--socket: votes as messages on 1,000
+# live sockets, as the page sends them).
 row() {
   local name=$1 url=$2 f0 e0 b0 f1 e1 b1 out votes
+  shift 2
   f0=$(cpu $full); e0=$(cpu $edge); b0=$(cpu $bare)
-  out=$("$tmp/tally" load --url "$url" --poll p --rate "$rate" --duration "$dur" --connections 400 --json 2>/dev/null)
+  out=$("$tmp/tally" load --url "$url" --poll p --rate "$rate" --duration "$dur" --connections 400 "$@" --json 2>/dev/null)
   f1=$(cpu $full); e1=$(cpu $edge); b1=$(cpu $bare)
   read -r votes vps p50 p99 < <(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["votes"], r["votes_per_sec"], r["p50_ms"], r["p99_ms"])')
   awk -v n="$name" -v v="$votes" -v r="$vps" -v f=$((f1 - f0)) -v e=$((e1 - e0)) -v b=$((b1 - b0)) -v p50="$p50" -v p99="$p99" \
@@ -53,9 +57,15 @@ echo "| load at $rate/s for $dur | votes/s acked | full node CPU µs/vote | edge
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 row "direct single-vote HTTP to the full node" http://127.0.0.1:18281
 row "single-vote HTTP through the edge (relayed)" http://127.0.0.1:18291
+row "socket votes to the full node" http://127.0.0.1:18281 --socket --connections 1000
+row "socket votes through the edge (relayed)" http://127.0.0.1:18291 --socket --connections 1000
 row "bare decode + ack server" http://127.0.0.1:18299
 echo
 echo "edge: $(emetric tally_relay_batches_total) relay messages for $(emetric tally_relay_requests_total) requests so far"
+
+# Memory per viewer at the edge: a swarm of viewers on its live stream.
+"$tmp/tally" watch --url http://127.0.0.1:18291 --poll p --swarm "${VIEWERS:-3000}" --ramp 6s --duration 5s --server-pid "$edge" --json 2>/dev/null |
+  python3 -c 'import json,sys; r=json.load(sys.stdin); print("edge with %d viewers: %.1f KB RSS per viewer, %d frames missed" % (r["connected"], r["rss_per_viewer_kb"], r["missed"]))'
 
 # The full node fed relay batches as fast as it answers them.
 s0=$(fmetric tally_ledger_batch_records_sum); c0=$(fmetric tally_ledger_batch_records_count); f0=$(cpu $full)

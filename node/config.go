@@ -236,7 +236,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NATSAddr, "nats-addr", c.NATSAddr, "embedded NATS client listen address")
 	fs.StringVar(&c.NATSClusterAddr, "nats-cluster-addr", c.NATSClusterAddr, "embedded NATS route listener for the nodes of this region (empty: none)")
 	fs.StringVar(&c.NATSGatewayAddr, "nats-gateway-addr", c.NATSGatewayAddr, "embedded NATS gateway listener for the other regions (empty: none)")
-	fs.StringVar(&c.NATSLeafAddr, "nats-leaf-addr", c.NATSLeafAddr, "embedded NATS leaf node listener for this region's edges (empty: none); an edge opens none of the three and connects to its full nodes' as a leaf node")
+	fs.StringVar(&c.NATSLeafAddr, "nats-leaf-addr", c.NATSLeafAddr, "embedded NATS leaf node listener for this region's edges (empty: none); an edge opens no route, gateway or leaf listener and connects to its region's full nodes as a leaf node")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
 	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret(s) (16+ bytes each, comma-separated during a rotation: the first signs, all verify) signing voter tokens and puzzles; every region must share them (default: generated in the data dir, tokens then work only at this node)")
 	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")

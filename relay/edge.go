@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"tally/api"
+	"tally/ids"
 )
 
 // EdgeConfig configures an Edge.
@@ -135,6 +136,10 @@ func (e *Edge) Run(ctx context.Context) {
 // longer than the edge's deadline (and the gathering): with no full node
 // reachable the answer is 503 unavailable, with Retry-After.
 func (e *Edge) Relay(ctx context.Context, req Request) Answer {
+	req, refused := fit(req)
+	if refused != nil {
+		return ErrorAnswer(refused)
+	}
 	p := &pending{req: req, key: affinityKey(req), done: make(chan Answer, 1)}
 	t := time.NewTimer(e.cfg.Deadline)
 	defer t.Stop()
@@ -230,6 +235,27 @@ func unavailable(msg string) Answer {
 	e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", msg)
 	e.RetryAfter = time.Second
 	return ErrorAnswer(e)
+}
+
+// fit holds a request to what a relay message carries, so one client
+// cannot make the batch it shares with others undecodable: a poll id that
+// cannot be is answered here as a full node answers it (404), an
+// overlong token is refused, an overlong User-Agent is cut.
+func fit(req Request) (Request, *api.Error) {
+	switch {
+	case req.Kind == KindVote && ids.Valid(req.Poll) != nil:
+		return req, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", req.Poll)
+	case len(req.Body) > MaxBody:
+		return req, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeInvalidRequest, "request body larger than %d bytes", MaxBody)
+	case len(req.Sender.Token) > maxToken:
+		return req, api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "voter token too long")
+	case len(req.Sender.IP) > maxIP:
+		return req, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "client address too long")
+	}
+	if len(req.Sender.UserAgent) > maxUserAgent {
+		req.Sender.UserAgent = req.Sender.UserAgent[:maxUserAgent]
+	}
+	return req, nil
 }
 
 // ErrorAnswer is the Answer of an API error, as the full node writes it.

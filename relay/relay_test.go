@@ -330,3 +330,43 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 		}
 	}
 }
+
+// A client whose request a relay message cannot carry (a poll id that
+// cannot be, an overlong token) is answered at the edge, and the honest
+// clients gathered into the same batch are answered as ever; an overlong
+// User-Agent is cut, not refused.
+func TestOneClientCannotSpoilABatch(t *testing.T) {
+	conn := startNATS(t)
+	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
+	edge, m := startEdge(t, conn(), "k", nil)
+	hostile := map[string]Request{
+		"poll id with a space": {Kind: KindVote, Poll: "BAD ID", Body: []byte(`{}`)},
+		"poll id too long":     {Kind: KindVote, Poll: strings.Repeat("p", 300), Body: []byte(`{}`)},
+		"poll id not ASCII":    {Kind: KindVote, Poll: "été", Body: []byte(`{}`)},
+		"token too long":       {Kind: KindVote, Poll: "p", Body: []byte(`{}`), Sender: api.Sender{Token: strings.Repeat("t", maxToken+1)}},
+	}
+	want := map[string]int{"poll id with a space": 404, "poll id too long": 404, "poll id not ASCII": 404, "token too long": 401}
+	for round := range 20 {
+		var wg sync.WaitGroup
+		for name, req := range hostile {
+			wg.Go(func() {
+				if a := edge.Relay(context.Background(), req); a.Status != want[name] {
+					t.Errorf("%s: %d %s", name, a.Status, a.Body)
+				}
+			})
+		}
+		for i := range 5 {
+			wg.Go(func() {
+				req := voteReq(round*10 + i)
+				req.Sender.UserAgent = strings.Repeat("u", 5000)
+				if a := edge.Relay(context.Background(), req); a.Status != 200 || !strings.Contains(string(a.Body), "accepted") {
+					t.Errorf("an honest vote beside hostile ones: %d %s", a.Status, a.Body)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := testutil.ToFloat64(m.resends); n != 0 {
+		t.Fatalf("%v batches resent: a hostile request reached a relay message", n)
+	}
+}

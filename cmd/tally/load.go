@@ -64,6 +64,7 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	options := fs.String("options", "red,green,blue,gold", "option ids to vote for")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	plotTo := fs.String("plot", "", "write an HTML plot of latency over time to this file")
+	socket := fs.Bool("socket", false, "send the votes as messages on live WebSockets (--connections of them), as the page does, instead of HTTP requests")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -81,7 +82,13 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	if *plotTo != "" {
 		p = plot.New(plot.Title(fmt.Sprintf("tally load: %s, batch %d", *pollID, *batch)))
 	}
-	rep, err := load(cfg, stderr, p)
+	var rep *loadReport
+	var err error
+	if *socket {
+		rep, err = loadSockets(cfg, stderr)
+	} else {
+		rep, err = load(cfg, stderr, p)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tally load: %v\n", err)
 		return 1

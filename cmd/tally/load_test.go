@@ -52,3 +52,23 @@ func TestLoadSendsValidVotesWithRetries(t *testing.T) {
 		t.Fatalf("percentiles %+v", rep)
 	}
 }
+
+// --socket sends its votes as messages on live sockets, and every message
+// sent is answered and timed; the node counts them.
+func TestLoadOverSockets(t *testing.T) {
+	base := startTestNode(t, t.TempDir())
+	if c := post(t, base+"/v1/polls", `{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":600}`); c != 201 {
+		t.Fatalf("create: %d", c)
+	}
+	rep, err := loadSockets(loadConfig{urls: []string{base}, poll: "p", rate: 40, duration: time.Second, batch: 1,
+		voters: 1000, connections: 8, options: []string{"a", "b"}}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests < 30 || rep.Codes[200]+rep.Errors != rep.Requests || rep.Acks["accepted"] == 0 || rep.P50Ms <= 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if _, err := loadSockets(loadConfig{urls: []string{base}, poll: "p", rate: 1000, duration: time.Second, batch: 1, voters: 1, connections: 8, options: []string{"a"}}, io.Discard); err == nil {
+		t.Fatal("125 messages a second a socket was not refused")
+	}
+}
