@@ -130,8 +130,8 @@ func snapshot(t *testing.T, m *member) string {
 // counted as no_key.
 func TestKeylessNodeTakesNoMembers(t *testing.T) {
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys, c.BindAddr = nil, ":0" })
-	if a.self.NATSCluster != "" || a.self.NATSGateway != "" {
-		t.Fatalf("a keyless node opened route %q / gateway %q", a.self.NATSCluster, a.self.NATSGateway)
+	if a.self.NATSCluster != "" || a.self.NATSGateway != "" || a.self.NATSLeaf != "" {
+		t.Fatalf("a keyless node opened route %q / gateway %q / leaf %q", a.self.NATSCluster, a.self.NATSGateway, a.self.NATSLeaf)
 	}
 	if h := splitHost(a.GossipAddr()); h != "127.0.0.1" {
 		t.Fatalf("a keyless node binds gossip to %s, want loopback", a.GossipAddr())

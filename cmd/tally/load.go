@@ -220,14 +220,20 @@ func load(cfg loadConfig, progress io.Writer, p *plot.Plot) (*loadReport, error)
 		}
 	}
 	fmt.Fprintln(progress)
-	rep.Seconds = time.Since(start).Seconds()
 	if rep.Requests == 0 {
 		return nil, fmt.Errorf("no requests were sent")
 	}
+	rep.finish(start, lat)
+	return rep, nil
+}
+
+// finish sets the report's rates from the run's start and its
+// percentiles from the latencies (at least one).
+func (rep *loadReport) finish(start time.Time, lat []time.Duration) {
+	rep.Seconds = time.Since(start).Seconds()
 	rep.RequestsPerS = float64(rep.Requests) / rep.Seconds
 	rep.VotesPerS = float64(rep.Votes) / rep.Seconds
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	rep.P50Ms, rep.P90Ms, rep.P99Ms, rep.P999Ms, rep.MaxMs = q(0.5), q(0.9), q(0.99), q(0.999), q(1)
-	return rep, nil
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -138,15 +137,10 @@ func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 		})
 	}
 	wg.Wait()
-	rep.Seconds = time.Since(start).Seconds()
 	if len(lat) == 0 {
 		return nil, fmt.Errorf("no vote was answered")
 	}
-	rep.RequestsPerS = float64(rep.Requests) / rep.Seconds
-	rep.VotesPerS = float64(rep.Votes) / rep.Seconds
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	rep.P50Ms, rep.P90Ms, rep.P99Ms, rep.P999Ms, rep.MaxMs = q(0.5), q(0.9), q(0.99), q(0.999), q(1)
+	rep.finish(start, lat)
 	return rep, nil
 }
 
