@@ -37,14 +37,28 @@ func (p *Pipeline) Vote(pollID string, body []byte, s api.Sender) (any, error) {
 // to its address and User-Agent; its voter replaces the body's) and
 // submits the votes.
 func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse, error) {
-	votes, err := DecodeVotes(body)
+	votes, client, err := p.decode(pollID, body, s)
 	if err != nil {
 		return VoteResponse{}, err
+	}
+	results, err := p.SubmitFrom(pollID, votes, client)
+	if err != nil {
+		return VoteResponse{}, err
+	}
+	return VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()}, nil
+}
+
+// decode reads a request's votes and checks its sender's voter token
+// (bound to its address and User-Agent; its voter replaces the body's).
+func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Client, error) {
+	votes, err := DecodeVotes(body)
+	if err != nil {
+		return nil, Client{}, err
 	}
 	def, _ := p.cfg.State.Poll(pollID)
 	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.Public)
 	if err != nil {
-		return VoteResponse{}, err
+		return nil, Client{}, err
 	}
 	client := Client{Sender: s, TokenAge: -1}
 	if tok.Voter != "" {
@@ -53,9 +67,5 @@ func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse,
 		}
 		client.TokenAge, client.TokenSlot = p.cfg.Now().Sub(tok.Issued), tok.Slot
 	}
-	results, err := p.SubmitFrom(pollID, votes, client)
-	if err != nil {
-		return VoteResponse{}, err
-	}
-	return VoteResponse{Results: results, ServerTime: p.cfg.Now().UnixMilli()}, nil
+	return votes, client, nil
 }

@@ -148,6 +148,15 @@ type Client struct {
 func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, error) {
 	start := time.Now()
 	results, err := p.submit(pollID, votes, c)
+	p.observe(start, len(votes), results, err)
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// observe counts a request's votes by their answer and its latency.
+func (p *Pipeline) observe(start time.Time, votes int, results []Result, err error) {
 	p.m.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		reason := api.CodeInternal
@@ -155,23 +164,62 @@ func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, 
 		if errors.As(err, &e) {
 			reason = e.Code
 		}
-		p.m.votes.WithLabelValues(StatusRejected, reason).Add(float64(len(votes)))
-		return nil, err
+		p.m.votes.WithLabelValues(StatusRejected, reason).Add(float64(votes))
+		return
 	}
 	for _, r := range results {
 		p.m.votes.WithLabelValues(r.Status, "").Inc()
 	}
-	return results, nil
 }
 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
+	pr, err := p.prepare(pollID, votes, c)
+	if err != nil {
+		return nil, err
+	}
+	defer pr.release()
+	if len(pr.recs) == 0 {
+		return pr.results, nil
+	}
+	p.inflight.RLock()
+	defer p.inflight.RUnlock()
+	appended, err := p.cfg.Ledger.Append(pr.recs...)
+	if err != nil {
+		pr.giveBack()
+		return nil, ledgerErr(err)
+	}
+	return p.countAppended(pollID, pr.results, pr.fresh, pr.hashes, pr.recs, appended)
+}
+
+// prepared is one request's votes between their checks and their ledger
+// append: the answers known already (retries), the records of the new
+// votes, and what to undo or let go once they are appended or not.
+type prepared struct {
+	results  []Result
+	hashes   [][2]uint64
+	fresh    []int
+	recs     []ledger.Record // one per fresh vote; empty: every vote answered
+	giveBack func()          // returns the rate limits' tokens (the append failed)
+	release  func()          // ends a quiz answer's reservation, after the count
+}
+
+func nothing() {}
+
+// prepare runs a request's checks, answers its retries, takes its rate
+// limits' tokens and stamps the records of its new votes. An error refuses
+// the whole request and leaves nothing taken.
+func (p *Pipeline) prepare(pollID string, votes []Vote, c Client) (*prepared, error) {
 	def, err := p.checkRequest(pollID, votes)
 	if err != nil {
 		return nil, err
 	}
 	results, hashes, fresh, err := p.answerRetries(pollID, votes)
-	if err != nil || len(fresh) == 0 {
-		return results, err
+	if err != nil {
+		return nil, err
+	}
+	pr := &prepared{results: results, hashes: hashes, fresh: fresh, giveBack: nothing, release: nothing}
+	if len(fresh) == 0 {
+		return pr, nil
 	}
 	if err := p.takesNewVotes(pollID, &def); err != nil {
 		return nil, err
@@ -183,32 +231,28 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, erro
 		if len(votes) > 1 {
 			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a quiz answer is one vote, not a batch")
 		}
-		release, err := p.reserveAnswer(pollID, hashes[0][0])
-		if err != nil {
+		if pr.release, err = p.reserveAnswer(pollID, hashes[0][0]); err != nil {
 			return nil, err
 		}
-		defer release()
 	}
-
 	now := p.cfg.Now()
 	addr := p.addrKey(c.IP) // the client as the per-address limits count it
-	giveBack, err := p.reserveRates(&def, addr, votes, fresh, now)
-	if err != nil {
+	if pr.giveBack, err = p.reserveRates(&def, addr, votes, fresh, now); err != nil {
+		pr.release()
 		return nil, err
 	}
-	recs, err := p.stamp(&def, votes, fresh, hashes, c, addr, now)
-	if err != nil {
-		giveBack()
+	if pr.recs, err = p.stamp(&def, votes, fresh, hashes, c, addr, now); err != nil {
+		pr.giveBack()
+		pr.release()
 		return nil, err
 	}
-	p.inflight.RLock()
-	defer p.inflight.RUnlock()
-	appended, err := p.cfg.Ledger.Append(recs...)
-	if err != nil {
-		giveBack()
-		return nil, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
-	}
-	return p.countAppended(pollID, results, fresh, hashes, recs, appended)
+	return pr, nil
+}
+
+// ledgerErr is the answer to a request whose records the ledger could not
+// take.
+func ledgerErr(err error) error {
+	return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
 }
 
 // reserveRates takes the rate limits' tokens for the new votes: the

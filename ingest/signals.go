@@ -8,13 +8,17 @@ import (
 )
 
 // tracker keeps per-address counts for the signals, bounded: idle
-// addresses are swept as new ones arrive.
+// addresses are swept as new ones arrive, once a shard has taken as many
+// new addresses as it kept at its last sweep (at least 1,024), so a sweep
+// costs O(1) an insert however many addresses there are and a shard holds
+// at most about twice its live ones.
 type tracker struct {
 	seed   maphash.Seed
 	shards [32]struct {
 		mu      sync.Mutex
 		m       map[string]*ipStats
-		inserts int
+		inserts int // since the last sweep
+		kept    int // addresses the last sweep kept
 	}
 }
 
@@ -45,12 +49,13 @@ func (t *tracker) observe(ip, voter string, now time.Time) (perMin float64, vote
 	s := sh.m[ip]
 	if s == nil {
 		sh.inserts++
-		if sh.inserts%1024 == 0 { // sweep idle addresses now and then
+		if sh.inserts >= max(1024, sh.kept) {
 			for k, v := range sh.m {
 				if now.Sub(v.last) > votersWindow {
 					delete(sh.m, k)
 				}
 			}
+			sh.inserts, sh.kept = 0, len(sh.m)
 		}
 		s = &ipStats{minute: now, votersSince: now, voters: newDistinct()}
 		sh.m[ip] = s

@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,5 +32,34 @@ func TestTrackerWindowsAndBounds(t *testing.T) {
 	}
 	if total > 70_000 {
 		t.Fatalf("%d addresses kept; idle ones should be swept", total)
+	}
+}
+
+// The sweep is amortized: every address idle past the voters' window is
+// gone once each shard has taken about as many new ones as it holds, and
+// the live ones stay.
+func TestTrackerSweepsIdleAddressesAtAnyScale(t *testing.T) {
+	tr := newTracker()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const n = 80_000 // 2,500 a shard on average, past the 1,024 floor
+	for i := range n {
+		tr.observe(fmt.Sprintf("10.1.%d.%d", i/256, i%256), "v", now)
+	}
+	later := now.Add(votersWindow + time.Minute)
+	for i := range n {
+		tr.observe(fmt.Sprintf("10.2.%d.%d", i/256, i%256), "v", later)
+	}
+	old, live := 0, 0
+	for i := range tr.shards {
+		for ip := range tr.shards[i].m {
+			if strings.HasPrefix(ip, "10.1.") {
+				old++
+			} else {
+				live++
+			}
+		}
+	}
+	if old != 0 || live != n {
+		t.Fatalf("kept %d idle and %d live addresses, want 0 and %d", old, live, n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"tally/api"
 	"tally/gossip"
+	"tally/ingest"
 	"tally/relay"
 )
 
@@ -47,11 +48,26 @@ func (n *Node) startRelay() (stop func(), err error) {
 // clients: the same pipeline, the same refusal while it is not ready.
 type relayHandler struct{ n *Node }
 
-func (h relayHandler) Vote(poll string, body []byte, s api.Sender) (any, error) {
+func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Reply {
+	out := make([]relay.Reply, len(reqs))
 	if err := h.n.readyErr(); err != nil {
-		return nil, err
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
 	}
-	return h.n.ingest.Vote(poll, body, s)
+	in := make([]ingest.Request, len(reqs))
+	for i, q := range reqs {
+		in[i] = ingest.Request{Body: q.Body, Sender: q.Sender}
+	}
+	for i, r := range h.n.ingest.VoteBatch(poll, in) {
+		if r.Err != nil {
+			out[i].Err = r.Err
+			continue
+		}
+		out[i].Value = r.Response
+	}
+	return out
 }
 
 func (h relayHandler) Session(body []byte, s api.Sender) (any, error) {

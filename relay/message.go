@@ -1,11 +1,13 @@
 package relay
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"tally/api"
@@ -85,7 +87,7 @@ func RequestSize(r Request) int {
 
 // DecodeBatch reads a relay message. It refuses, whole, one that is
 // damaged, over the bounds, or names a kind or poll id that cannot be.
-// The bodies are copies: nothing returned aliases b.
+// The bodies alias one copy of b, made here: nothing returned aliases b.
 func DecodeBatch(b []byte) ([]Request, error) {
 	if len(b) > MaxBatchBytes+len(batchMagic) {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
@@ -93,19 +95,22 @@ func DecodeBatch(b []byte) ([]Request, error) {
 	if len(b) < len(batchMagic) || string(b[:len(batchMagic)]) != batchMagic {
 		return nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
-	r := wire.NewReader(b[len(batchMagic):], ErrMalformed)
+	r := wire.NewReader(bytes.Clone(b[len(batchMagic):]), ErrMalformed)
 	n := r.Count(MaxBatch, "requests")
 	if r.Err() != nil {
 		return nil, r.Err()
 	}
 	reqs := make([]Request, 0, n)
+	var poll, ua string // most requests share the previous one's: one string, not one each
 	for range n {
 		var q Request
 		q.Kind = r.Byte()
-		q.Poll = r.String(ids.MaxLen, "poll id")
-		q.Body = append([]byte(nil), r.LenBytes(MaxBody, "body")...)
+		q.Poll = same(&poll, r.LenBytes(ids.MaxLen, "poll id"))
+		if q.Body = r.LenBytes(MaxBody, "body"); len(q.Body) == 0 {
+			q.Body = nil
+		}
 		q.Sender.IP = r.String(maxIP, "address")
-		q.Sender.UserAgent = r.String(maxUserAgent, "user agent")
+		q.Sender.UserAgent = same(&ua, r.LenBytes(maxUserAgent, "user agent"))
 		q.Sender.Token = r.String(maxToken, "token")
 		q.Sender.SocketAge = time.Duration(r.Varint())
 		q.Sender.ShownMs = r.Varint()
@@ -130,9 +135,22 @@ func DecodeBatch(b []byte) ([]Request, error) {
 	return reqs, nil
 }
 
+// same returns *prev if it spells b, else b as a new string, kept in prev.
+func same(prev *string, b []byte) string {
+	if string(b) != *prev {
+		*prev = string(b)
+	}
+	return *prev
+}
+
 // AppendAnswers appends the reply to a relay message (one answer per
 // request, in order) to b.
 func AppendAnswers(b []byte, as []Answer) []byte {
+	size := len(answerMagic) + binary.MaxVarintLen64
+	for _, a := range as {
+		size += 3*binary.MaxVarintLen64 + len(a.Body)
+	}
+	b = slices.Grow(b, size)
 	b = append(b, answerMagic...)
 	b = binary.AppendUvarint(b, uint64(len(as)))
 	for _, a := range as {

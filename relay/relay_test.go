@@ -95,6 +95,14 @@ func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (any, error) {
 	return api.VoteResponse{Results: []api.VoteResult{{Idem: s.IP, Status: status, VoteID: id}}}, nil
 }
 
+func (f *fullNode) Votes(poll string, reqs []Request) []Reply {
+	out := make([]Reply, len(reqs))
+	for i, q := range reqs {
+		out[i].Value, out[i].Err = f.Vote(poll, q.Body, q.Sender)
+	}
+	return out
+}
+
 func (f *fullNode) Session(body []byte, s api.Sender) (any, error) {
 	return api.SessionResponse{Status: "issued", Voter: s.UserAgent}, nil
 }

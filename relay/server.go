@@ -3,6 +3,7 @@ package relay
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -27,8 +28,17 @@ const queueGroup = "full"
 // sender's facts are the edge's, believed because the message was sealed
 // by a member.
 type Handler interface {
-	Vote(poll string, body []byte, s api.Sender) (any, error)
+	// Votes answers a batch's vote requests for one poll together (one
+	// ledger commit for all), a Reply per request, in order.
+	Votes(poll string, reqs []Request) []Reply
 	Session(body []byte, s api.Sender) (any, error)
+}
+
+// Reply is a Handler's answer to one request: the value it would have
+// written as JSON, or the error it would have answered with.
+type Reply struct {
+	Value any
+	Err   error
 }
 
 // ServerConfig configures a Server.
@@ -67,10 +77,10 @@ type Server struct {
 	once    sync.Once
 }
 
-// job is one request of a batch, for a worker to answer into out.
+// job is part of a batch for a worker to answer: a poll's votes, or a
+// session request.
 type job struct {
-	req  Request
-	out  *Answer
+	run  func()
 	done *sync.WaitGroup
 }
 
@@ -88,7 +98,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	for range cfg.Workers {
 		s.workers.Go(func() {
 			for j := range s.jobs {
-				*j.out = s.answer(j.req)
+				j.run()
 				j.done.Done()
 			}
 		})
@@ -140,7 +150,7 @@ func (s *Server) submit(j job) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.stopped {
-		*j.out = s.answer(j.req)
+		j.run()
 		j.done.Done()
 		return
 	}
@@ -174,11 +184,16 @@ func (s *Server) handle(m *nats.Msg) {
 	s.cfg.Metrics.served(len(reqs))
 	answers := make([]Answer, len(reqs))
 	var wg sync.WaitGroup
-	wg.Add(len(reqs))
-	for i := range reqs {
-		// Answered side by side by the workers: the ledger gathers their
-		// records into one synced commit.
-		s.submit(job{req: reqs[i], out: &answers[i], done: &wg})
+	// A poll's votes are answered together (one append, one commit);
+	// sessions and other polls' votes side by side by the workers, whose
+	// records the ledger gathers into the same synced commit.
+	for _, idx := range byPoll(reqs) {
+		wg.Add(1)
+		if reqs[idx[0]].Kind != KindVote {
+			s.submit(job{run: func() { answers[idx[0]] = s.answerSession(reqs[idx[0]]) }, done: &wg})
+			continue
+		}
+		s.submit(job{run: func() { s.answerVotes(reqs, idx, answers) }, done: &wg})
 	}
 	wg.Wait()
 	if err := m.Respond(s.cfg.Seal(AppendAnswers(nil, answers))); err != nil {
@@ -186,16 +201,54 @@ func (s *Server) handle(m *nats.Msg) {
 	}
 }
 
-// answer is the full node's answer to one request.
-func (s *Server) answer(q Request) Answer {
-	var v any
-	var err error
-	switch q.Kind {
-	case KindVote:
-		v, err = s.cfg.Handler.Vote(q.Poll, q.Body, q.Sender)
-	case KindSession:
-		v, err = s.cfg.Handler.Session(q.Body, q.Sender)
+// byPoll groups a batch's requests: the vote requests of each poll
+// together, in order, and each session request alone.
+func byPoll(reqs []Request) [][]int {
+	var groups [][]int
+	at := map[string]int{} // poll → its group
+	for i, q := range reqs {
+		if q.Kind != KindVote {
+			groups = append(groups, []int{i})
+			continue
+		}
+		g, ok := at[q.Poll]
+		if !ok {
+			g = len(groups)
+			at[q.Poll] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
 	}
+	return groups
+}
+
+// answerVotes answers the vote requests reqs[idx] of one poll into
+// answers, with one Handler call.
+func (s *Server) answerVotes(reqs []Request, idx []int, answers []Answer) {
+	group := make([]Request, len(idx))
+	for j, i := range idx {
+		group[j] = reqs[i]
+	}
+	replies := s.cfg.Handler.Votes(group[0].Poll, group)
+	for j, i := range idx {
+		var r Reply
+		if j < len(replies) {
+			r = replies[j]
+		} else {
+			r.Err = fmt.Errorf("relay: the handler answered %d of %d requests", len(replies), len(group))
+		}
+		answers[i] = s.answer(reqs[i], r.Value, r.Err)
+	}
+}
+
+// answerSession is the full node's answer to a session request.
+func (s *Server) answerSession(q Request) Answer {
+	v, err := s.cfg.Handler.Session(q.Body, q.Sender)
+	return s.answer(q, v, err)
+}
+
+// answer is the Answer holding a Handler's reply to q.
+func (s *Server) answer(q Request, v any, err error) Answer {
 	if err != nil {
 		var e *api.Error
 		if !errors.As(err, &e) {
@@ -205,7 +258,7 @@ func (s *Server) answer(q Request) Answer {
 		return ErrorAnswer(e)
 	}
 	if j, ok := v.(interface{ AppendJSON([]byte) []byte }); ok {
-		return Answer{Status: http.StatusOK, Body: j.AppendJSON(nil)}
+		return Answer{Status: http.StatusOK, Body: j.AppendJSON(make([]byte, 0, 160))} // a single vote's fits
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -1,0 +1,99 @@
+package ingest
+
+import (
+	"net/http"
+	"time"
+
+	"tally/api"
+	"tally/ledger"
+)
+
+// Request is one client's vote request as another node relayed it: the
+// body it sent and what is known of it.
+type Request struct {
+	Body   []byte
+	Sender api.Sender
+}
+
+// Reply is the answer to one Request: a VoteResponse, or an error for that
+// request alone (an *api.Error, as HandleVotes would have written it).
+type Reply struct {
+	Response VoteResponse
+	Err      error
+}
+
+// VoteBatch answers many clients' vote requests for one poll at once, as
+// an edge relays them: each is decoded, checked and stamped on its own,
+// and answered exactly as Vote would answer it, but the new votes of all
+// of them go to the ledger in one append, so the batch costs one commit
+// and one wait instead of one per request. A request refused on its own
+// merits refuses only itself; a failed append refuses every request that
+// had new votes.
+func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
+	start := time.Now()
+	replies := make([]Reply, len(reqs))
+	preps := make([]*prepared, len(reqs))
+	sizes := make([]int, len(reqs)) // votes per request, for the metrics; 0: refused before the pipeline
+	recs := make([]ledger.Record, 0, len(reqs))
+	for i, q := range reqs {
+		pr, n, err := p.prepareRequest(pollID, q)
+		sizes[i] = n
+		if err != nil {
+			replies[i].Err = err
+			continue
+		}
+		preps[i] = pr
+		recs = append(recs, pr.recs...)
+	}
+	// The records, appended together, are the ones each request's answer
+	// reads: the ledger numbers them in place.
+	var appended []ledger.Appended
+	var appendErr error
+	if len(recs) > 0 {
+		p.inflight.RLock()
+		defer p.inflight.RUnlock()
+		if appended, appendErr = p.cfg.Ledger.Append(recs...); appendErr != nil {
+			appendErr = ledgerErr(appendErr)
+		}
+	}
+	off := 0
+	now := p.cfg.Now().UnixMilli()
+	for i, pr := range preps {
+		if pr == nil {
+			if sizes[i] > 0 {
+				p.observe(start, sizes[i], nil, replies[i].Err)
+			}
+			continue
+		}
+		n := len(pr.recs)
+		results, err := pr.results, error(nil)
+		switch {
+		case n > 0 && appendErr != nil:
+			pr.giveBack()
+			results, err = nil, appendErr
+		case n > 0:
+			results, err = p.countAppended(pollID, pr.results, pr.fresh, pr.hashes, recs[off:off+n], appended[off:off+n])
+		}
+		off += n
+		pr.release()
+		p.observe(start, sizes[i], results, err)
+		replies[i] = Reply{Response: VoteResponse{Results: results, ServerTime: now}, Err: err}
+	}
+	return replies
+}
+
+// prepareRequest is one relayed request up to its append: the body's
+// size, its decoding and token, and prepare. It returns how many votes the
+// request carried, for the metrics, or 0 if it was refused before the
+// pipeline (as Vote does not count those either).
+func (p *Pipeline) prepareRequest(pollID string, q Request) (*prepared, int, error) {
+	if int64(len(q.Body)) > p.cfg.Limits.MaxBody {
+		return nil, 0, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
+	}
+	votes, client, err := p.decode(pollID, q.Body, q.Sender)
+	if err != nil {
+		return nil, 0, err
+	}
+	pr, err := p.prepare(pollID, votes, client)
+	return pr, len(votes), err
+}
