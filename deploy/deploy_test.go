@@ -148,7 +148,7 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 	httpPorts := map[string]string{}          // tally service → HTTP port
 	metricsPorts := map[string]string{}       // tally service → where /metrics is served
 	gossipPorts := map[string]string{}        // tally service → memberlist port
-	var tallies []string
+	var tallies, edges []string // full nodes, edges
 	for name, s := range c.Services {
 		for _, d := range s.DependsOn {
 			if _, ok := c.Services[d]; !ok {
@@ -179,13 +179,17 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 		if strings.HasPrefix(name, "tally-") {
 			tallies = append(tallies, name)
 		}
+		if strings.HasPrefix(name, "edge-") {
+			edges = append(edges, name)
+		}
 	}
-	if len(tallies) != 3 || len(natsPorts) != 3 {
-		t.Fatalf("want three regions of NATS + tally, got %v and %d NATS", tallies, len(natsPorts))
+	if len(tallies) != 3 || len(natsPorts) != 3 || len(edges) != 3 {
+		t.Fatalf("want three regions of NATS, a full node and an edge, got %v, %v and %d NATS", tallies, edges, len(natsPorts))
 	}
 	configs := map[string]node.Config{}
-	for _, name := range tallies {
+	for _, name := range append(slices.Clone(tallies), edges...) {
 		s := c.Services[name]
+		edge := strings.HasPrefix(name, "edge-")
 		if s.Build != "." {
 			t.Errorf("%s builds %v, want the repository's Dockerfile", name, s.Build)
 		}
@@ -225,12 +229,19 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s: the node refuses its configuration: %v", name, err)
 		}
-		region := strings.TrimPrefix(name, "tally-")
+		_, region, _ := strings.Cut(name, "-")
 		if cfg.Region != region || cfg.NodeName != name {
 			t.Errorf("%s: region %q, node name %q", name, cfg.Region, cfg.NodeName)
 		}
-		if cfg.GossipKey == "" || cfg.AdminToken == "" || cfg.SessionSecret == "" {
-			t.Errorf("%s: gossip key, admin token and session secret must be set", name)
+		switch {
+		case !edge && (cfg.Role != "full" || cfg.GossipKey == "" || cfg.AdminToken == "" || cfg.SessionSecret == ""):
+			t.Errorf("%s: a full node, with the gossip key, admin token and session secret: role %q", name, cfg.Role)
+		case edge && (cfg.Role != "edge" || cfg.GossipKey == "" || slices.Contains(s.Secrets, "admin_token")):
+			// An edge needs the key only: the full nodes answer admin
+			// calls and issue and check voter tokens.
+			t.Errorf("%s: an edge, with the gossip key and no admin token: role %q, secrets %v", name, cfg.Role, s.Secrets)
+		case edge && !slices.Contains(s.DependsOn, "tally-"+region):
+			t.Errorf("%s does not start after its region's full node", name)
 		}
 		// Docker must wait out the drain and the shutdown before it kills.
 		grace, err := time.ParseDuration(s.StopGracePeriod)
@@ -267,8 +278,8 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 		}
 		for _, seed := range seeds {
 			h, p, err := net.SplitHostPort(seed)
-			if err != nil || gossipPorts[h] != p {
-				t.Errorf("%s: seed %s is no tally service's gossip address", name, seed)
+			if err != nil || gossipPorts[h] != p || !slices.Contains(tallies, h) {
+				t.Errorf("%s: seed %s is no full node's gossip address", name, seed)
 			}
 		}
 	}
@@ -318,7 +329,7 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range tallies {
+	for name := range configs {
 		if !scraped[name] {
 			t.Errorf("prometheus does not scrape %s", name)
 		}

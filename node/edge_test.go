@@ -340,3 +340,34 @@ func TestSingleNodeAnswersNoRelay(t *testing.T) {
 		t.Fatal("a stranger connected to a single node's NATS")
 	}
 }
+
+// The shape of docker-compose.multi.yml: every node, the edge too, a
+// client of its region's external NATS server (no leaf connection), the
+// regions' servers joined by gateways. The edge's votes are its region's
+// full node's; with that node gone, the other region's, through the
+// gateway.
+func TestEdgeOnAnExternalNATS(t *testing.T) {
+	urls := supercluster(t, []string{"eu-west", "us-east"}, 0)
+	eu := startNode(t, t.TempDir(), func(c *Config) { c.Region, c.NATSURL = "eu-west", urls["eu-west"] })
+	us := startNode(t, t.TempDir(), func(c *Config) {
+		c.Region, c.NATSURL, c.Join = "us-east", urls["us-east"], []string{eu.GossipAddr()}
+	})
+	edge := startNode(t, t.TempDir(), func(c *Config) {
+		c.Region, c.Role, c.AdminToken = "eu-west", "edge", ""
+		c.NATSURL, c.Join = urls["eu-west"], []string{eu.GossipAddr()}
+	})
+	waitFor(t, func() bool { return len(edge.gossip.Members()) == 3 && len(us.gossip.Members()) == 3 })
+	eu.createPoll(t, "p")
+	waitFor(t, func() bool { _, ok := edge.state.Poll("p"); return ok })
+	a := voteAt(edge.url, "p", "a", "ann", "ann-1")
+	if a.status != "accepted" || !strings.HasPrefix(a.voteID, eu.replica+"/") {
+		t.Fatalf("a vote through the edge: %+v, want eu-west's %s", a, eu.replica)
+	}
+	if err := eu.stop(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 30*time.Second, "us-east answering through the edge", func() bool {
+		a = voteAt(edge.url, "p", "b", "bob", "bob-1")
+		return (a.status == "accepted" || a.status == "duplicate") && strings.HasPrefix(a.voteID, us.replica+"/")
+	})
+}

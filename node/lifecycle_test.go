@@ -19,6 +19,7 @@ import (
 	"pgregory.net/rapid"
 
 	"tally/api"
+	"tally/gossip"
 	"tally/poll"
 )
 
@@ -29,7 +30,9 @@ import (
 // only shadowed votes, 32 options, the longest ids, windows at their
 // bounds, scheduled polls, polls closed before they open), votes, retries
 // at the same or another region, changes of mind, closes, restarts and
-// certifications. After every step it checks that every node is ready and
+// certifications. An edge (--role edge) of eu-west takes votes and retries
+// too, and restarts like the others; its answers are those of the full
+// node that ledgered them. After every step it checks that every node is ready and
 // that every acknowledgement is the one the model predicts; whenever a
 // certificate is out, it must equal the result the model computes from
 // the acknowledgements by the certification rules (docs/ledger.md).
@@ -102,6 +105,7 @@ type lcNode struct {
 	dir    string
 	name   string
 	region string
+	edge   bool // --role edge: takes votes for the full nodes, no admin
 	clock  *fakeClock
 	stop   func() error
 }
@@ -117,7 +121,10 @@ type lifecycle struct {
 	dcFile string
 }
 
-const lcShadow = 2 // the node whose clients all count as datacenter addresses
+const (
+	lcShadow = 2 // the node whose clients all count as datacenter addresses
+	lcFull   = 3 // nodes 0-2 are full nodes; the last is an edge of eu-west
+)
 
 func newLifecycle(t *testing.T, rt *rapid.T) *lifecycle {
 	lc := &lifecycle{t: t, rt: rt, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli(), polls: map[string]*mpoll{}}
@@ -129,8 +136,15 @@ func newLifecycle(t *testing.T, rt *rapid.T) *lifecycle {
 		lc.nodes = append(lc.nodes, &lcNode{dir: t.TempDir(), name: fmt.Sprintf("lc-%d-%s", nodeNames.Add(1), region), region: region})
 		lc.start(i)
 	}
+	lc.nodes = append(lc.nodes, &lcNode{dir: t.TempDir(), name: fmt.Sprintf("lc-%d-edge", nodeNames.Add(1)), region: "eu-west", edge: true})
+	lc.start(lcFull)
 	lc.waitMembers()
 	return lc
+}
+
+// fullNode draws one of the full nodes: the ones that take admin calls.
+func (lc *lifecycle) fullNode(rt *rapid.T) *lcNode {
+	return lc.nodes[rapid.IntRange(0, lcFull-1).Draw(rt, "full node")]
 }
 
 // start runs node i on its data dir at the cluster's time.
@@ -149,6 +163,9 @@ func (lc *lifecycle) start(i int) {
 	cfg.Retention = 100 * 365 * 24 * time.Hour
 	if i == lcShadow {
 		cfg.DatacenterFile = lc.dcFile
+	}
+	if ln.edge {
+		cfg.Role, cfg.AdminToken = gossip.RoleEdge, ""
 	}
 	if ln.gossip != "" {
 		cfg.GossipAddr = ln.gossip // back at its address, as a restarted server is
@@ -201,9 +218,9 @@ func (lc *lifecycle) stopAll() {
 }
 
 func (lc *lifecycle) waitMembers() {
-	lc.waitUntil("every node sees every member", func() bool {
+	lc.waitUntil("every node sees every member, and the edge is a leaf node of a full node", func() bool {
 		for _, ln := range lc.nodes {
-			if len(ln.n.gossip.Members()) != len(lc.nodes) {
+			if len(ln.n.gossip.Members()) != len(lc.nodes) || ln.edge && ln.n.gossip.NATSLeafNodes() == 0 {
 				return false
 			}
 		}
@@ -278,7 +295,7 @@ func (lc *lifecycle) create(rt *rapid.T) {
 	opens := lc.now + leadMs
 	body := fmt.Sprintf(`{"id":%q,"question":"Which one?","options":[%s],"opens_at":%d,"duration_s":%g,"grace_s":%g}`,
 		id, strings.Join(optJSON, ","), opens, float64(durMs)/1000, float64(graceMs)/1000)
-	at := lc.nodes[rapid.IntRange(0, len(lc.nodes)-1).Draw(rt, "node")]
+	at := lc.fullNode(rt)
 	r := lc.call(at, "POST", "/v1/polls", body, true)
 	if r.status != http.StatusCreated {
 		rt.Fatalf("create %s: %d %s", body, r.status, r.raw)
@@ -350,6 +367,11 @@ func (lc *lifecycle) send(rt *rapid.T, p *mpoll, v mvote, i int) {
 	ln := lc.nodes[i]
 	r := lc.call(ln, "POST", "/v1/polls/"+p.id+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, v.option, v.voter, v.idem), false)
 	replica := ln.n.replica
+	if ln.edge {
+		// The full node the edge relayed it to: its region's, unless that
+		// one was not reachable; the vote id names it.
+		replica, _, _ = strings.Cut(lcVoteID(r), "/")
+	}
 	if p.held[v.idem+"@"+replica] {
 		// A retry at a node that ledgered it: the same answer, nothing new.
 		if r.status != http.StatusOK || lcStatus(r) != "duplicate" {
@@ -383,7 +405,7 @@ func (lc *lifecycle) send(rt *rapid.T, p *mpoll, v mvote, i int) {
 		rt.Fatalf("vote %+v at %s, t=%d in [%d,%d)+%d: got %d %s, model says %s", v, ln.name, lc.now, p.opens, p.closes, p.grace, r.status, r.raw, want)
 	}
 	if got == "accepted" || got == "late" {
-		p.records = append(p.records, mrecord{voter: v.voter, option: v.option, idem: v.idem, late: got == "late", shadowed: i == lcShadow})
+		p.records = append(p.records, mrecord{voter: v.voter, option: v.option, idem: v.idem, late: got == "late", shadowed: replica == lc.nodes[lcShadow].n.replica})
 		p.held[v.idem+"@"+replica] = true
 	}
 }
@@ -391,6 +413,14 @@ func (lc *lifecycle) send(rt *rapid.T, p *mpoll, v mvote, i int) {
 func lcStatus(r lcResponse) string {
 	if res, ok := r.body["results"].([]any); ok && len(res) == 1 {
 		s, _ := res[0].(map[string]any)["status"].(string)
+		return s
+	}
+	return ""
+}
+
+func lcVoteID(r lcResponse) string {
+	if res, ok := r.body["results"].([]any); ok && len(res) == 1 {
+		s, _ := res[0].(map[string]any)["vote_id"].(string)
 		return s
 	}
 	return ""
@@ -408,7 +438,7 @@ func lcCode(r lcResponse) string {
 // already closed: then nothing changes).
 func (lc *lifecycle) close(rt *rapid.T) {
 	p := lc.pick(rt)
-	at := lc.nodes[rapid.IntRange(0, len(lc.nodes)-1).Draw(rt, "node")]
+	at := lc.fullNode(rt)
 	lc.tick(time.Second)
 	r := lc.call(at, "POST", "/v1/polls/"+p.id+"/close", "", true)
 	if r.status != http.StatusOK {
