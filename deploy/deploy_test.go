@@ -148,7 +148,7 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 	httpPorts := map[string]string{}          // tally service → HTTP port
 	metricsPorts := map[string]string{}       // tally service → where /metrics is served
 	gossipPorts := map[string]string{}        // tally service → memberlist port
-	var tallies, edges []string // full nodes, edges
+	var tallies, edges []string               // full nodes, edges
 	for name, s := range c.Services {
 		for _, d := range s.DependsOn {
 			if _, ok := c.Services[d]; !ok {
