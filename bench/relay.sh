@@ -60,6 +60,8 @@ row "single-vote HTTP through the edge (relayed)" http://127.0.0.1:18291
 row "socket votes to the full node" http://127.0.0.1:18281 --socket --connections 1000
 row "socket votes through the edge (relayed)" http://127.0.0.1:18291 --socket --connections 1000
 row "bare decode + ack server" http://127.0.0.1:18299
+low=${LOW_RATE:-2000}
+rate=$low row "single-vote HTTP through the edge at $low/s (the cores not saturated)" http://127.0.0.1:18291
 echo
 echo "edge: $(emetric tally_relay_batches_total) relay messages for $(emetric tally_relay_requests_total) requests so far"
 
@@ -75,3 +77,25 @@ echo "relayload: $out"
 acc=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accepted"])')
 awk -v a="$acc" -v f=$((f1 - f0)) -v s="$s1" -v s0="$s0" -v c="$c1" -v c0="$c0" \
   'BEGIN { printf "full node fed relay batches: %.1f CPU µs per vote, %.0f records per fsync\n", f * 10000 / a, (s - s0) / (c - c0) }'
+
+# The ack through the edge while one of the region's two full nodes is
+# killed with SIGKILL: a second full node joins, votes flow through the
+# edge at $low/s, and the first full node dies 3 s in. Every answer is
+# counted, 503s included (the edge's resend to the other full node is
+# the latency tail).
+"$tmp/node" --data-dir "$tmp/full2" --http-addr 127.0.0.1:18301 --nats-addr 127.0.0.1:18302 --gossip-addr 127.0.0.1:18303 \
+  --nats-cluster-addr 127.0.0.1:18304 --nats-leaf-addr 127.0.0.1:18305 --join 127.0.0.1:18283 --region eu-west --node-name full2 "${common[@]}" > "$tmp/full2.log" 2>&1 &
+pids+=($!)
+until curl -sf http://127.0.0.1:18301/readyz >/dev/null && curl -sf http://127.0.0.1:18301/v1/polls/p >/dev/null; do sleep 0.2; done
+until curl -sf http://127.0.0.1:18291/v1/cluster | python3 -c 'import json,sys; m=json.load(sys.stdin)["members"]; sys.exit(0 if sum(1 for x in m if x.get("role")=="full" and x.get("status","alive")=="alive")==2 else 1)' 2>/dev/null; do sleep 0.2; done
+"$tmp/tally" load --url http://127.0.0.1:18291 --poll p --rate "$low" --duration 10s --connections 400 --json > "$tmp/kill.json" 2>/dev/null &
+load=$!
+sleep 3
+kill -9 $full
+wait $load
+python3 - "$tmp/kill.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("through the edge at %.0f requests/s, a full node killed 3 s in: %d votes acknowledged, codes %s, p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms"
+      % (r["requests_per_sec"], r["votes"], r["codes"], r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"]))
+PY

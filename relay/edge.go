@@ -60,6 +60,9 @@ type EdgeConfig struct {
 type Edge struct {
 	cfg EdgeConfig
 	in  chan *pending
+	// lostLog throttles the warning about batches no full node answered:
+	// with a region's full nodes down, every batch would write one.
+	lostLog throttle
 }
 
 type pending struct {
@@ -89,7 +92,7 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.MaxBody <= 0 || cfg.MaxBody > MaxBody {
 		cfg.MaxBody = MaxBody
 	}
-	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch)}
+	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch), lostLog: throttle{every: 5 * time.Second}}
 }
 
 // Run gathers requests into batches and sends each on its own goroutine
@@ -167,7 +170,9 @@ func (e *Edge) send(ctx context.Context, route []string, batch []*pending) {
 	}
 	answers, err := e.exchange(ctx, route, reqs)
 	if err != nil {
-		e.cfg.Logger.Warn("relay: batch not answered", "requests", len(batch), "err", err)
+		if ok, n := e.lostLog.allow(time.Now()); ok {
+			e.cfg.Logger.Warn("relay: batch not answered", "requests", len(batch), "err", err, "suppressed", n)
+		}
 		a := unavailable("no full node answered in time; try again")
 		for _, p := range batch {
 			p.done <- a

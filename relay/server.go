@@ -75,6 +75,8 @@ type Server struct {
 	wg      sync.WaitGroup // batches in hand
 	workers sync.WaitGroup
 	once    sync.Once
+	// malformedLog throttles the warning about undecodable batches.
+	malformedLog throttle
 }
 
 // job is part of a batch for a worker to answer: a poll's votes, or a
@@ -94,7 +96,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		cfg.Workers = 512
 	}
 	cfg.Seal, cfg.Open, cfg.Logger = defaults(cfg.Seal, cfg.Open, cfg.Logger)
-	s := &Server{cfg: cfg, sem: make(chan struct{}, cfg.InFlight), jobs: make(chan job)}
+	s := &Server{cfg: cfg, sem: make(chan struct{}, cfg.InFlight), jobs: make(chan job), malformedLog: throttle{every: 10 * time.Second}}
 	for range cfg.Workers {
 		s.workers.Go(func() {
 			for j := range s.jobs {
@@ -178,7 +180,9 @@ func (s *Server) handle(m *nats.Msg) {
 	reqs, err := DecodeBatch(body)
 	if err != nil {
 		s.cfg.Metrics.refused("malformed")
-		s.cfg.Logger.Warn("relay: malformed batch from a member", "err", err)
+		if ok, n := s.malformedLog.allow(time.Now()); ok {
+			s.cfg.Logger.Warn("relay: malformed batch from a member", "err", err, "suppressed", n)
+		}
 		return
 	}
 	s.cfg.Metrics.served(len(reqs))
