@@ -178,15 +178,17 @@ func TestEdgeNode(t *testing.T) {
 	full.vote(t, "p", "b", "x")
 	agree(t, nodes, "p", map[string]int64{"a": 0, "b": 1, "c": 0})
 
-	for _, req := range [][2]string{{"POST", "/v1/polls"}, {"POST", "/v1/polls/p/close"}} {
+	for _, req := range [][2]string{{"POST", "/v1/polls"}, {"POST", "/v1/polls/p/close"}, {"GET", "/v1/polls/p/ledger"}, {"GET", "/v1/backup"}} {
 		r := edge.admin(t, req[0], req[1], `{"option":"a","voter":"v","idem":"i"}`)
 		if r.status != http.StatusMisdirectedRequest || r.code() != "edge_node" {
 			t.Errorf("%s %s on an edge: %d %s", req[0], req[1], r.status, r.raw)
 		}
 	}
 	// Whatever the token (an edge holds none of the cluster's), 421.
-	if r := edge.call(t, "POST", "/v1/quizzes/q/start", ""); r.status != http.StatusMisdirectedRequest || r.code() != "edge_node" {
-		t.Errorf("a quiz start at an edge without a token: %d %s", r.status, r.raw)
+	for _, req := range [][2]string{{"POST", "/v1/quizzes/q/start"}, {"GET", "/v1/polls/p/ledger"}} {
+		if r := edge.call(t, req[0], req[1], ""); r.status != http.StatusMisdirectedRequest || r.code() != "edge_node" {
+			t.Errorf("%s %s at an edge without a token: %d %s", req[0], req[1], r.status, r.raw)
+		}
 	}
 	// A vote at the edge is the full node's: its status, its replica's
 	// vote id; a retry at the full node gets the same answer.

@@ -35,10 +35,14 @@ func (n *Node) routes() http.Handler {
 	// write guards the host's writes: the admin token at a full node; at
 	// an edge a 421 whatever the token (an edge holds none of the
 	// cluster's: the writes are the full nodes').
+	// The ledger and the backup are a full node's too: an edge keeps no
+	// votes, and its own token is not the cluster's.
 	write := admin
+	ledger, backup := n.adminOrPeer(host.HandleLedger), admin(n.handleBackup)
 	if n.cfg.Role == gossip.RoleEdge {
 		votes, sessions = n.edge.HandleVotes, n.edge.HandleSession // relayed to a full node (package relay)
 		write = func(http.HandlerFunc) http.Handler { return http.HandlerFunc(refuseOnEdge) }
+		ledger, backup = http.HandlerFunc(refuseOnEdge), http.HandlerFunc(refuseOnEdge)
 	}
 	// Public reads show a hidden poll's counts to the admin token only.
 	public := func(h http.HandlerFunc) http.Handler { return ready(n.cors(api.OptionalBearer(n.adminTokens, h))) }
@@ -49,7 +53,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/extend", ready(write(extend)))
 	mux.Handle("POST /v1/polls/{poll}/reveal", ready(write(reveal)))
 	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
-	mux.Handle("GET /v1/polls/{poll}/ledger", ready(n.adminOrPeer(host.HandleLedger)))
+	mux.Handle("GET /v1/polls/{poll}/ledger", ready(ledger))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(sessions)))
 	mux.Handle("POST /v1/quizzes", ready(write(createQuiz)))
 	mux.Handle("GET /v1/quizzes/{quiz}", public(host.HandleGetQuiz))
@@ -59,7 +63,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/quizzes/{quiz}/end", ready(write(quizEnd)))
 	mux.Handle("GET /v1/quizzes/{quiz}/leaderboard", public(n.certify.HandleLeaderboard))
 	mux.Handle("GET /v1/quizzes/{quiz}/live", ready(http.HandlerFunc(n.fanout.HandleQuizLive)))
-	mux.Handle("GET /v1/backup", ready(admin(n.handleBackup)))
+	mux.Handle("GET /v1/backup", ready(backup))
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(write(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
