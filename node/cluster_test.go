@@ -199,6 +199,22 @@ func TestEdgeNode(t *testing.T) {
 	if s, again := full.castVote(t, "p", "a", "y", "edge-1"); s != "duplicate" || again != id {
 		t.Fatalf("its retry at the full node: %s %s, want duplicate %s", s, again, id)
 	}
+	// A token from the full node holds at the edge, however long the
+	// User-Agent it is bound to (the edge relays its first 1 KiB, which is
+	// what binds it); an overlong token is what a full node says it is.
+	full.createPoll(t, "p2")
+	waitFor(t, func() bool { _, ok := edge.state.Poll("p2"); return ok })
+	ua := "Mozilla/5.0 " + strings.Repeat("x", 1500)
+	tok, _, _ := full.getToken(t, ua)
+	if r := edge.call(t, "POST", "/v1/polls/p2/votes", vote("b", "ignored", "edge-tok"), "User-Agent", ua, "Tally-Session", tok); r.status != http.StatusOK {
+		t.Errorf("a full node's token at the edge with a long User-Agent: %d %s", r.status, r.raw)
+	}
+	long := strings.Repeat("t", 2049)
+	for _, at := range []*testNode{full, edge} {
+		if r := at.call(t, "POST", "/v1/polls/p2/votes", vote("b", "z", "edge-long"), "Tally-Session", long); r.status != http.StatusUnauthorized || r.code() != "session_invalid" {
+			t.Errorf("an overlong token at %s: %d %s", at.cfg.Role, r.status, r.raw)
+		}
+	}
 	if r := edge.call(t, "POST", "/v1/polls/p/votes", `{"option":"zz","voter":"y","idem":"edge-2"}`); r.status != http.StatusUnprocessableEntity || r.code() != "invalid_option" {
 		t.Fatalf("a bad vote at the edge: %d %s", r.status, r.raw)
 	}

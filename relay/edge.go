@@ -71,6 +71,10 @@ type pending struct {
 	done chan Answer // buffered: the batch never waits for a client
 }
 
+// startMargin is how long before an edge's deadline a full node must have
+// started a batch: its commit and the answer's way back fit in it.
+const startMargin = 300 * time.Millisecond
+
 // NewEdge returns an Edge; its batches go out once Run runs.
 func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.Wait <= 0 {
@@ -194,8 +198,11 @@ var errNoFullNode = errors.New("relay: no full node answered")
 // with the shared queue group, where NATS picks any full node — of the
 // edge's own region while it has one, then of another (a gateway).
 func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]Answer, error) {
-	msg := e.cfg.Seal(AppendBatch(nil, reqs))
 	deadline := time.Now().Add(e.cfg.Deadline)
+	// A full node starts it by then or not at all, so that what it
+	// ledgers it answers before the clients hear 503 (startMargin for the
+	// commit and the way back; wall clocks, kept on NTP).
+	msg := e.cfg.Seal(AppendBatchBy(nil, deadline.Add(-min(startMargin, e.cfg.Deadline/4)).UnixMilli(), reqs))
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	e.cfg.Metrics.batch(len(reqs))
@@ -251,14 +258,14 @@ func fit(req Request) (Request, *api.Error) {
 	case req.Kind == KindVote && ids.Valid(req.Poll) != nil:
 		return req, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", req.Poll)
 	case len(req.Body) > MaxBody:
-		return req, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeInvalidRequest, "request body larger than %d bytes", MaxBody)
+		return req, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", MaxBody)
 	case len(req.Sender.Token) > maxToken:
-		return req, api.Errorf(http.StatusUnauthorized, api.CodeUnauthorized, "voter token too long")
+		return req, api.Errorf(http.StatusUnauthorized, api.CodeSessionInvalid, "session: malformed token") // as a full node says
 	case len(req.Sender.IP) > maxIP:
 		return req, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "client address too long")
 	}
-	if len(req.Sender.UserAgent) > maxUserAgent {
-		req.Sender.UserAgent = req.Sender.UserAgent[:maxUserAgent]
+	if len(req.Sender.UserAgent) > MaxUserAgent {
+		req.Sender.UserAgent = req.Sender.UserAgent[:MaxUserAgent]
 	}
 	return req, nil
 }

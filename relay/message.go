@@ -26,7 +26,7 @@ const (
 	MaxBatchBytes = 768 << 10 // under NATS's default 1 MiB payload
 	MaxBody       = 64 << 10  // one request's body
 	maxIP         = 64        // an IPv6 address with a zone fits
-	maxUserAgent  = 1024
+	MaxUserAgent  = 1024      // bytes of a User-Agent relayed: what binds a token (session.BoundUserAgent)
 	maxToken      = 2048
 )
 
@@ -55,13 +55,22 @@ type Answer struct {
 }
 
 const (
-	batchMagic  = "TRQ1"
-	answerMagic = "TRA1"
+	batchMagic   = "TRQ2" // TRQ1, and the time a full node may start it by (unix ms; 0: any time)
+	batchMagicV1 = "TRQ1" // read still: an edge of the release before
+	answerMagic  = "TRA1"
 )
 
-// AppendBatch appends the relay message of reqs to b.
-func AppendBatch(b []byte, reqs []Request) []byte {
+// AppendBatch appends the relay message of reqs to b, with no bound on
+// when it may be answered (tests, bench/relayload).
+func AppendBatch(b []byte, reqs []Request) []byte { return AppendBatchBy(b, 0, reqs) }
+
+// AppendBatchBy appends the relay message of reqs to b: a full node may
+// start answering it until startBy (unix ms; 0: any time), and drops it
+// unanswered after — by then its edge has answered its clients 503, and
+// a vote ledgered later would count though its voter was told it failed.
+func AppendBatchBy(b []byte, startBy int64, reqs []Request) []byte {
 	b = append(b, batchMagic...)
+	b = binary.AppendVarint(b, startBy)
 	b = binary.AppendUvarint(b, uint64(len(reqs)))
 	for _, r := range reqs {
 		b = append(b, r.Kind)
@@ -85,22 +94,38 @@ func RequestSize(r Request) int {
 	return 1 + len(r.Poll) + len(r.Body) + len(r.Sender.IP) + len(r.Sender.UserAgent) + len(r.Sender.Token) + 6*binary.MaxVarintLen64
 }
 
-// DecodeBatch reads a relay message. It refuses, whole, one that is
+// DecodeBatch reads a relay message's requests (DecodeBatchBy).
+func DecodeBatch(b []byte) ([]Request, error) {
+	_, reqs, err := DecodeBatchBy(b)
+	return reqs, err
+}
+
+// DecodeBatchBy reads a relay message: when a full node may start it by
+// (unix ms; 0: any time) and its requests. It refuses, whole, one that is
 // damaged, over the bounds, or names a kind or poll id that cannot be.
 // The bodies alias one copy of b, made here: nothing returned aliases b.
-func DecodeBatch(b []byte) ([]Request, error) {
-	if len(b) > MaxBatchBytes+len(batchMagic) {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
+func DecodeBatchBy(b []byte) (startBy int64, reqs []Request, err error) {
+	if len(b) > MaxBatchBytes+len(batchMagic)+binary.MaxVarintLen64 {
+		return 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
 	}
-	if len(b) < len(batchMagic) || string(b[:len(batchMagic)]) != batchMagic {
-		return nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+	if len(b) < len(batchMagic) {
+		return 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+	}
+	magic := string(b[:len(batchMagic)])
+	if magic != batchMagic && magic != batchMagicV1 {
+		return 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
 	r := wire.NewReader(bytes.Clone(b[len(batchMagic):]), ErrMalformed)
+	if magic == batchMagic {
+		if startBy = r.Varint(); startBy < 0 {
+			return 0, nil, fmt.Errorf("%w: start-by %d", ErrMalformed, startBy)
+		}
+	}
 	n := r.Count(MaxBatch, "requests")
 	if r.Err() != nil {
-		return nil, r.Err()
+		return 0, nil, r.Err()
 	}
-	reqs := make([]Request, 0, n)
+	reqs = make([]Request, 0, n)
 	var poll, ua string // most requests share the previous one's: one string, not one each
 	for range n {
 		var q Request
@@ -110,29 +135,29 @@ func DecodeBatch(b []byte) ([]Request, error) {
 			q.Body = nil
 		}
 		q.Sender.IP = r.String(maxIP, "address")
-		q.Sender.UserAgent = same(&ua, r.LenBytes(maxUserAgent, "user agent"))
+		q.Sender.UserAgent = same(&ua, r.LenBytes(MaxUserAgent, "user agent"))
 		q.Sender.Token = r.String(maxToken, "token")
 		q.Sender.SocketAge = time.Duration(r.Varint())
 		q.Sender.ShownMs = r.Varint()
 		q.Sender.RTTMs = r.Varint()
 		q.Sender.ReceivedMs = r.Varint()
 		if r.Err() != nil {
-			return nil, r.Err()
+			return 0, nil, r.Err()
 		}
 		switch {
 		case q.Kind != KindVote && q.Kind != KindSession:
-			return nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
+			return 0, nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
 		case q.Kind == KindVote && ids.Valid(q.Poll) != nil:
-			return nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
+			return 0, nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
 		case q.Kind == KindSession && q.Poll != "":
-			return nil, fmt.Errorf("%w: a session request names a poll", ErrMalformed)
+			return 0, nil, fmt.Errorf("%w: a session request names a poll", ErrMalformed)
 		}
 		reqs = append(reqs, q)
 	}
 	if r.Len() != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
+		return 0, nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
 	}
-	return reqs, nil
+	return startBy, reqs, nil
 }
 
 // same returns *prev if it spells b, else b as a new string, kept in prev.

@@ -55,7 +55,7 @@ func TestDecodeBatchRefusesHostileInput(t *testing.T) {
 		"empty poll id":  AppendBatch(nil, []Request{{Kind: KindVote}}),
 		"session poll":   AppendBatch(nil, []Request{{Kind: KindSession, Poll: "p"}}),
 		"long body":      AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Body: make([]byte, MaxBody+1)}}),
-		"long agent":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{UserAgent: strings.Repeat("x", maxUserAgent+1)}}}),
+		"long agent":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{UserAgent: strings.Repeat("x", MaxUserAgent+1)}}}),
 		"long token":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{Token: strings.Repeat("x", maxToken+1)}}}),
 	} {
 		if _, err := DecodeBatch(b); !errors.Is(err, ErrMalformed) {
@@ -86,17 +86,19 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(AppendBatch(nil, sampleBatch()))
 	f.Add([]byte(batchMagic))
 	f.Add(append([]byte(batchMagic), 0xff, 0xff, 0xff))
+	f.Add(AppendBatchBy(nil, 1796000000000, sampleBatch()))
+	f.Add([]byte(batchMagicV1 + "\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		reqs, err := DecodeBatch(b)
+		by, reqs, err := DecodeBatchBy(b)
 		if err != nil {
 			return
 		}
-		if len(reqs) > MaxBatch {
-			t.Fatalf("%d requests", len(reqs))
+		if len(reqs) > MaxBatch || by < 0 {
+			t.Fatalf("%d requests, start-by %d", len(reqs), by)
 		}
-		again, err := DecodeBatch(AppendBatch(nil, reqs))
-		if err != nil || len(again) != len(reqs) {
-			t.Fatalf("re-encoding: %d %v", len(again), err)
+		by2, again, err := DecodeBatchBy(AppendBatchBy(nil, by, reqs))
+		if err != nil || len(again) != len(reqs) || by2 != by {
+			t.Fatalf("re-encoding: %d %d %v", len(again), by2, err)
 		}
 	})
 }

@@ -22,7 +22,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}}),
 		resends:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_resends_total", Help: "Relay messages this edge sent again (no answer in time, no full node, a lost connection)."}),
 		answered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_served_requests_total", Help: "Relayed requests this full node answered."}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_refused_total", Help: "Relay messages this full node dropped unanswered, by reason (unauthenticated, malformed)."}, []string{"reason"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_refused_total", Help: "Relay messages this full node dropped unanswered, by reason (unauthenticated, malformed, expired: past the time its edge gave it, by this node's clock)."}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.batches, m.requests, m.batchSize, m.resends, m.answered, m.refusals} {
 		if err := reg.Register(c); err != nil {

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"tally/api"
+	"tally/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -376,5 +377,56 @@ func TestOneClientCannotSpoilABatch(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(m.resends); n != 0 {
 		t.Fatalf("%v batches resent: a hostile request reached a relay message", n)
+	}
+}
+
+// stallingNode holds its first batch until released, as a full node that
+// froze (SIGSTOP, a long GC pause, a stuck disk) with batches queued.
+type stallingNode struct {
+	*fullNode
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stallingNode) Votes(poll string, reqs []Request) []Reply {
+	s.once.Do(func() { <-s.release })
+	return s.fullNode.Votes(poll, reqs)
+}
+
+// A batch a full node reaches only after its edge told the clients 503 is
+// dropped unanswered: the vote its voter was told failed never counts,
+// so it cannot override the vote they sent since (found by an outside
+// review: a frozen node ledgered 503'd votes 12 s later, over the
+// voter's acknowledged change of mind).
+func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
+	conn := startNATS(t)
+	reg := prometheus.NewRegistry()
+	m, _ := NewMetrics(reg)
+	stall := &stallingNode{fullNode: &fullNode{name: "eu-1"}, release: make(chan struct{})}
+	seal, open := sealer("k")
+	s, err := StartServer(ServerConfig{Conn: conn(), Cluster: "test", Replica: "eu-1", Seal: seal, Open: open, Handler: stall, InFlight: 1, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	edge, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 400 * time.Millisecond; c.Attempt = 400 * time.Millisecond })
+	first := make(chan Answer, 1)
+	go func() { first <- edge.Relay(context.Background(), voteReq(1)) }()
+	testwait.For(t, 5*time.Second, "the first batch in the node's hands", func() bool { return testutil.ToFloat64(m.answered) == 1 })
+	if a := edge.Relay(context.Background(), voteReq(2)); a.Status != http.StatusServiceUnavailable {
+		t.Fatalf("the second vote while the node is stalled: %d %s", a.Status, a.Body)
+	}
+	<-first
+	close(stall.release)
+	testwait.For(t, 5*time.Second, "the queued batch dropped as expired", func() bool {
+		return testutil.ToFloat64(m.refusals.WithLabelValues("expired")) == 1
+	})
+	if n := stall.votes.Load(); n != 1 {
+		t.Fatalf("%d votes taken; the one answered 503 must not count", n)
+	}
+	// A start-by in the past, sent by hand: not answered either.
+	nc := conn()
+	if _, err := nc.Request(subject, seal(AppendBatchBy(nil, time.Now().Add(-time.Millisecond).UnixMilli(), []Request{voteReq(3)})), 300*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("an expired batch was answered: %v", err)
 	}
 }

@@ -177,12 +177,19 @@ func (s *Server) handle(m *nats.Msg) {
 		s.cfg.Metrics.refused("unauthenticated")
 		return
 	}
-	reqs, err := DecodeBatch(body)
+	startBy, reqs, err := DecodeBatchBy(body)
 	if err != nil {
 		s.cfg.Metrics.refused("malformed")
 		if ok, n := s.malformedLog.allow(time.Now()); ok {
 			s.cfg.Logger.Warn("relay: malformed batch from a member", "err", err, "suppressed", n)
 		}
+		return
+	}
+	if startBy > 0 && time.Now().UnixMilli() > startBy {
+		// Its edge has told the clients 503 (or is about to): answering
+		// now would count votes their voters were told failed, after the
+		// votes they sent since (a node that stalled with the batch queued).
+		s.cfg.Metrics.refused("expired")
 		return
 	}
 	s.cfg.Metrics.served(len(reqs))

@@ -81,8 +81,17 @@ type Token struct {
 // MaxSlot is the largest slot a token records; later ones record it.
 const MaxSlot = 1<<16 - 1
 
-// ClientHash binds a token to a client: its IP address and user agent.
+// BoundUserAgent is how much of a User-Agent binds a token: an edge
+// relays no more of it (relay.MaxUserAgent), so a token issued at a full
+// node holds at an edge and the other way round, however long the header.
+const BoundUserAgent = 1024
+
+// ClientHash binds a token to a client: its IP address and user agent (its
+// first BoundUserAgent bytes).
 func ClientHash(ip, userAgent string) [8]byte {
+	if len(userAgent) > BoundUserAgent {
+		userAgent = userAgent[:BoundUserAgent]
+	}
 	h := sha256.Sum256([]byte(ip + "\x00" + userAgent))
 	return [8]byte(h[:8])
 }
