@@ -276,8 +276,19 @@ func (g *Gossip) leafOptions(opts *server.Options, hubs []string, self net.IP, w
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, g.cfg.TLS.Clone(), natsTLSTimeout
 	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	// A hub that froze (not closed: a stopped process, a stuck host) is
+	// noticed in about leafPing*(leafPingsOut+1), not NATS's 2-minute
+	// default, and the leaf moves to the next full node: everything the
+	// edge does goes through this one connection.
+	opts.PingInterval, opts.MaxPingsOut = leafPing, leafPingsOut
 	return nil
 }
+
+// How an edge's embedded NATS pings its hub.
+const (
+	leafPing     = 2 * time.Second
+	leafPingsOut = 2
+)
 
 // startNATS starts the embedded server (unless an external one is
 // configured), connects, and subscribes to the cluster's subject.

@@ -21,7 +21,7 @@ import (
 // catchingUp reports whether the gate is still closed, opening it for good
 // once caught up or once the wait is over.
 func (n *Node) catchingUp() bool {
-	if n.caughtUp.Load() {
+	if n.caughtUp.Load() || n.edge != nil { // an edge holds no ballots: the full nodes it relays to hold back
 		return false
 	}
 	if !n.ready.Load() {

@@ -355,6 +355,7 @@ func TestEdgeOnAnExternalNATS(t *testing.T) {
 	edge := startNode(t, t.TempDir(), func(c *Config) {
 		c.Region, c.Role, c.AdminToken = "eu-west", "edge", ""
 		c.NATSURL, c.Join = urls["eu-west"], []string{eu.GossipAddr()}
+		c.CatchUpWait = time.Minute // an edge holds no ballots: it never waits for them
 	})
 	waitFor(t, func() bool { return len(edge.gossip.Members()) == 3 && len(us.gossip.Members()) == 3 })
 	eu.createPoll(t, "p")
@@ -369,5 +370,16 @@ func TestEdgeOnAnExternalNATS(t *testing.T) {
 	testwait.For(t, 30*time.Second, "us-east answering through the edge", func() bool {
 		a = voteAt(edge.url, "p", "b", "bob", "bob-1")
 		return (a.status == "accepted" || a.status == "duplicate") && strings.HasPrefix(a.voteID, us.replica+"/")
+	})
+	if r := edge.call(t, "GET", "/readyz", ""); r.status != http.StatusOK {
+		t.Fatalf("the edge with a full node: %d %s", r.status, r.raw)
+	}
+	// No full node left: the edge says it is not ready, and why.
+	if err := us.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		r := edge.call(t, "GET", "/readyz", "")
+		return r.status == http.StatusServiceUnavailable && strings.Contains(r.raw, "no full node")
 	})
 }

@@ -157,7 +157,27 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
 		return
 	}
+	if why := n.edgeNotReady(); why != "" {
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", why))
+		return
+	}
 	api.WriteJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// edgeNotReady says why an edge cannot take votes now, or "" when it can:
+// it must know a full node and reach the cluster's NATS (as a leaf of a
+// full node, or as a client of an external server).
+func (n *Node) edgeNotReady() string {
+	if n.edge == nil {
+		return ""
+	}
+	if region, others := n.fullNodes(); len(region)+len(others) == 0 {
+		return "an edge with no full node in the cluster: votes would get 503 (check --join and the gossip key)"
+	}
+	if !n.gossip.NATSConnected() || n.cfg.NATSURL == "" && n.gossip.NATSLeafNodes() == 0 {
+		return "an edge not connected to a full node's NATS: votes would get 503"
+	}
+	return ""
 }
 
 // debugMux serves Go's profiles, for --debug-addr.
