@@ -21,8 +21,10 @@
 # NATS client P-3858+i, routes P-1858+i, gateways P-858+i, leaf nodes
 # P-2858+i, for region i = 0, 1, 2 (P from 3900 to 64000). Edge j of
 # region i takes HTTP, gossip and NATS client at the same offsets from
-# P+10+3i+j (no admin port: edges answer no admin writes; no route,
-# gateway or leaf port: an edge is a leaf of its region's full nodes).
+# P+10+3i+j, and its metrics and /v1/cluster on the admin port at the same
+# offset (P+1030+3i+j: off the public port, which would show a hidden
+# poll's ballot counts in /metrics); no route, gateway or leaf port: an
+# edge is a leaf of its region's full nodes.
 #
 # --tls makes a throwaway CA and one certificate per node with openssl
 # (data/cluster/tls; trust ca.pem in your browser or with SSL_CERT_FILE).
@@ -172,7 +174,7 @@ for ((j = 0; j < edges; j++)); do
     region=${regions[$i]} k=$((10 + 3 * i + j)) name=${regions[$i]}-edge-$j
     [ "$scheme" = https ] && tlsflags=(--tls-cert "$tls/$region.pem" --tls-key "$tls/$region-key.pem" --tls-ca "$tls/ca.pem")
     cmd=(./bin/tally-node --role edge --region "$region" --node-name "$name" --data-dir "$base/$name" "${tlsflags[@]}"
-      --http-addr "127.0.0.1:$((port + k))" --gossip-addr "127.0.0.1:$((port - 134 + k))" --join "$seeds"
+      --http-addr "127.0.0.1:$((port + k))" --admin-addr "127.0.0.1:$((port + 1020 + k))" --gossip-addr "127.0.0.1:$((port - 134 + k))" --join "$seeds"
       --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
       --nats-addr "127.0.0.1:$((port - 3858 + k))" --demo=false "${extra[@]}")
     printf '%s\0' "${cmd[@]}" > "$base/$name.cmd"
