@@ -150,7 +150,7 @@ func readDatacenters(path string) ([]netip.Prefix, error) {
 func (n *Node) listenAll() (err error) {
 	cfg := n.cfg
 	if n.listener, err = n.listen(cfg.HTTPAddr); err != nil {
-		return fmt.Errorf("node: cannot listen on %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("%w: --http-addr %s: %v", ErrConfig, cfg.HTTPAddr, err)
 	}
 	if cfg.AdminAddr != "" {
 		if n.adminLn, err = n.listen(cfg.AdminAddr); err != nil {

@@ -55,6 +55,7 @@ func TestStartFailsOnATakenPortNamingIt(t *testing.T) {
 		"--gossip-addr":       func(c *Config) { c.GossipAddr = addr },
 		"--admin-addr":        func(c *Config) { c.AdminAddr = addr },
 		"--debug-addr":        func(c *Config) { c.DebugAddr = addr },
+		"--http-addr":         func(c *Config) { c.HTTPAddr = addr },
 	} {
 		t.Run(flag, func(t *testing.T) {
 			cfg := testConfig(t.TempDir(), &fakeClock{})
