@@ -23,10 +23,13 @@ const (
 // Frame is one frame of a live stream (docs/api.md, "The live stream"). Snapshots and finals carry every
 // option in Totals; diffs only the options that changed since seq-1.
 type Frame struct {
-	Type        string           `json:"type"`
-	Poll        string           `json:"poll"`
-	Seq         uint64           `json:"seq"`
-	AsOfMs      int64            `json:"as_of_ms"`
+	Type   string `json:"type"`
+	Poll   string `json:"poll"`
+	Seq    uint64 `json:"seq"`
+	AsOfMs int64  `json:"as_of_ms"`
+	// TickMs is the stream's tick now: --tick, longer while the node is
+	// busy (at most --max-tick); the next frame comes within it.
+	TickMs      int64            `json:"tick_ms,omitempty"`
 	Status      string           `json:"status"`
 	Totals      map[string]int64 `json:"totals,omitempty"`
 	Total       int64            `json:"total"`

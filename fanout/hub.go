@@ -89,7 +89,7 @@ func (h *hub) remove(v *viewer, reason string) bool {
 // run ticks until stopped.
 func (h *hub) run() {
 	defer h.s.wg.Done()
-	t := time.NewTicker(h.s.cfg.Tick)
+	t := time.NewTimer(h.s.pacer.tick())
 	defer t.Stop()
 	for { // join has ticked once already
 		select {
@@ -99,6 +99,7 @@ func (h *hub) run() {
 			return
 		case <-t.C:
 			h.tick()
+			t.Reset(h.s.pacer.tick()) // stretched under load (pace.go)
 		}
 	}
 }
@@ -195,7 +196,7 @@ func (h *pollHub) tick() {
 	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
 		h.since = now
 		beat := &Message{
-			Type: TypeHeartbeat, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
+			Type: TypeHeartbeat, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), TickMs: h.s.pacer.tick().Milliseconds(), Status: cur.status,
 			Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers, Regions: regions,
 		}
 		if cur.hidden {
@@ -221,7 +222,7 @@ func (h *pollHub) encodeChange(cur view, def *poll.Definition, cert state.Certif
 		typ = TypeFinal
 	}
 	snap := &Message{
-		Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), Status: cur.status,
+		Type: typ, Poll: h.poll, Seq: h.seq, AsOfMs: now.UnixMilli(), TickMs: h.s.pacer.tick().Milliseconds(), Status: cur.status,
 		Totals: cur.totals, Total: cur.total, VotesPerMin: vpm, Viewers: cur.viewers,
 		Region: h.s.cfg.Region, Question: def.Question, OpensAt: def.OpensAt, ClosesAt: def.ClosesAt, Event: def.Event,
 		Leader: leader(cur.totals), Events: events(h.last, cur), Regions: regions,

@@ -9,6 +9,7 @@ type metrics struct {
 	slow     prometheus.Counter
 	tick     prometheus.Histogram
 	encoded  prometheus.Counter
+	interval prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,11 +33,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		encoded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_fanout_encoded_bytes_total", Help: "Bytes of frames encoded (once per tick, not per viewer).",
 		}),
+		interval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_fanout_interval_seconds", Help: "The hubs' tick now: --tick, stretched up to --max-tick while the node's CPU use is over --fanout-cpu.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.viewers, m.sent, m.replaced, m.slow, m.tick, m.encoded} {
+	for _, c := range []prometheus.Collector{m.viewers, m.sent, m.replaced, m.slow, m.tick, m.encoded, m.interval} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -68,7 +68,13 @@ type Config struct {
 	// digest changes, and the quiz's stream tells each participant theirs.
 	Standings func(quiz string) Standings
 
-	Tick         time.Duration // default 250ms
+	Tick time.Duration // default 250ms
+	// MaxTick is how far the tick stretches while the node's CPU use is
+	// over CPUBudget cores (pace.go); default 1s. CPU is the process's CPU
+	// time so far; with it nil or CPUBudget 0 the tick stays at Tick.
+	MaxTick      time.Duration
+	CPUBudget    float64
+	CPU          func() time.Duration
 	RTTEvery     time.Duration // how often a quiz participant's socket is pinged; default 5s
 	Heartbeat    time.Duration // default 15s
 	WriteTimeout time.Duration // a viewer stuck this long on one write is dropped; default 5s
@@ -100,6 +106,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	queue  chan *viewer
+	pacer  *pacer
 
 	mu      sync.Mutex
 	hubs    map[string]*hub
@@ -122,6 +129,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	setDefault(&cfg.Tick, 250*time.Millisecond)
+	setDefault(&cfg.MaxTick, time.Second)
 	setDefault(&cfg.Heartbeat, 15*time.Second)
 	setDefault(&cfg.RTTEvery, 5*time.Second)
 	setDefault(&cfg.WriteTimeout, 5*time.Second)
@@ -151,8 +159,14 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, src: cfg.Source, m: m,
 		queue: make(chan *viewer, cfg.MaxViewers+1024),
 		hubs:  make(map[string]*hub), perIP: make(map[string]int),
+		pacer: newPacer(cfg.Tick, cfg.MaxTick, cfg.CPUBudget, cfg.CPU),
 	}
+	m.interval.Set(cfg.Tick.Seconds())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if cfg.CPU != nil && cfg.CPUBudget > 0 {
+		s.wg.Add(1)
+		go s.pace()
+	}
 	for range cfg.Writers {
 		s.wg.Add(1)
 		go s.writer()
@@ -302,6 +316,22 @@ func (s *Server) writer() {
 
 // watchdog disconnects viewers whose current write has taken longer than
 // WriteTimeout; closing the connection ends the stuck write.
+// pace moves the hubs' tick once a second by the node's CPU use.
+func (s *Server) pace() {
+	defer s.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.pacer.step(now)
+			s.m.interval.Set(s.pacer.tick().Seconds())
+		}
+	}
+}
+
 func (s *Server) watchdog() {
 	defer s.wg.Done()
 	t := time.NewTicker(max(s.cfg.WriteTimeout/4, 10*time.Millisecond))

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"runtime"
 	"strings"
 	"time"
 
@@ -81,6 +82,8 @@ type Config struct {
 	DatacenterFile                                   string         // CIDRs of datacenters/proxies, one per line: votes from them score low
 	TakeoverAfter                                    time.Duration  // how long each next node waits before taking certification over
 	Tick                                             time.Duration  // fan-out tick
+	MaxTick                                          time.Duration  // how far the tick stretches under load
+	FanoutCPU                                        float64        // cores the node may use before the tick stretches; 0: never
 	TrustedProxies                                   []netip.Prefix // peers whose X-Forwarded-For is believed
 	Limits                                           ingest.Limits
 	TrustFloor                                       float64
@@ -169,6 +172,8 @@ func DefaultConfig() Config {
 		TakeoverAfter:     5 * time.Second,
 		Role:              gossip.RoleFull,
 		Tick:              250 * time.Millisecond,
+		MaxTick:           time.Second,
+		FanoutCPU:         float64(runtime.NumCPU()) / 2,
 		Limits:            ingest.DefaultLimits(),
 		Demo:              true,
 		MaxViewers:        19_000,
@@ -254,6 +259,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (ledgers votes and serves viewers) or edge (serves viewers and relays their votes to the full nodes, which ledger them)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
+	fs.DurationVar(&c.MaxTick, "max-tick", c.MaxTick, "the longest the fan-out tick stretches to while the node's CPU use is over --fanout-cpu (at most 2s)")
+	fs.Float64Var(&c.FanoutCPU, "fanout-cpu", c.FanoutCPU, "cores the node may use before the fan-out tick stretches toward --max-tick (default half the cores); 0: the tick never stretches")
 	fs.Func("trusted-proxies", "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP", cidrFlag(&c.TrustedProxies))
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")
 	fs.IntVar(&c.Limits.IPBurst, "rate-ip-burst", c.Limits.IPBurst, "burst of votes per client IP")
@@ -339,6 +346,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PowBits < 0 || c.PowBits > session.MaxBasePowBits {
 		return fmt.Errorf("%w: --pow-bits %d: want 0-%d (0: no puzzle; each bit doubles a phone's work)", ErrConfig, c.PowBits, session.MaxBasePowBits)
+	}
+	if c.MaxTick < c.Tick || c.MaxTick > 2*time.Second {
+		return fmt.Errorf("%w: --max-tick %v: want from --tick (%v) to 2s (a viewer is within 2 s of the tally)", ErrConfig, c.MaxTick, c.Tick)
+	}
+	if !(c.FanoutCPU >= 0 && c.FanoutCPU <= 1024) { // NaN fails both
+		return fmt.Errorf("%w: --fanout-cpu %v: want 0-1024 cores (0: the tick never stretches)", ErrConfig, c.FanoutCPU)
 	}
 	if c.CatchUpWait < 0 || c.CatchUpWait > 10*time.Minute {
 		return fmt.Errorf("%w: --catch-up-wait %v: want 0-10m", ErrConfig, c.CatchUpWait)

@@ -423,6 +423,7 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		{"--tokens-per-minute", "0"}, {"--vouched-tokens", "0"}, {"--pow-bits", "300"}, {"--pow-bits", "33"}, {"--pow-bits", "-5"},
 		{"--trust-floor", "2"}, {"--trust-floor", "-0.1"}, {"--trust-floor", "NaN"}, {"--rate-ip", "NaN"}, {"--rate-voter", "NaN"},
 		{"--rate-ip", "-1"}, {"--rate-voter", "+Inf"}, {"--rate-ip-burst", "-1"}, {"--catch-up-wait", "-1s"}, {"--catch-up-wait", "1h"},
+		{"--max-tick", "5s"}, {"--max-tick", "100ms"}, {"--fanout-cpu", "-1"}, {"--fanout-cpu", "NaN"}, {"--fanout-cpu", "+Inf"},
 		{"--join", "eu-1.example.net"}, {"--join", ":7946"}, {"--join", "a:1,b"}, {"--trusted-proxies", "10.0.0.0/40"}, {"--trusted-proxies", "proxy"},
 	} {
 		cfg := DefaultConfig()
