@@ -22,6 +22,8 @@ const DefaultMaxBody = 16 << 10
 type Exporter interface {
 	ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) (int, error)
 	ExportStream(w io.Writer, poll string) (int, error)
+	ExportStreamAfter(w io.Writer, poll, replica string, after uint64) (int, error)
+	Replica() string
 }
 
 var _ Exporter = (*ledger.Ledger)(nil)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,10 +40,11 @@ func (c *fakeClock) add(d time.Duration) {
 
 // rig is a Host over a real state and ledger (in memory) with its routes.
 type rig struct {
-	t     *testing.T
-	clock *fakeClock
-	state *state.State
-	mux   *http.ServeMux
+	t      *testing.T
+	clock  *fakeClock
+	state  *state.State
+	ledger *ledger.Ledger
+	mux    *http.ServeMux
 }
 
 func newRig(t *testing.T) *rig {
@@ -79,7 +81,7 @@ func newRig(t *testing.T) *rig {
 	mux.HandleFunc("POST /v1/quizzes/{quiz}/close", h.HandleQuizClose)
 	mux.HandleFunc("POST /v1/quizzes/{quiz}/reveal", h.HandleQuizReveal)
 	mux.HandleFunc("POST /v1/quizzes/{quiz}/end", h.HandleQuizEnd)
-	return &rig{t: t, clock: clk, state: st, mux: mux}
+	return &rig{t: t, clock: clk, state: st, ledger: l, mux: mux}
 }
 
 // do sends a request and returns the status and the decoded body.
@@ -290,6 +292,51 @@ func TestLedgerExportOfAMissingPoll(t *testing.T) {
 	def, _ := r.state.Poll("p")
 	if want := fmt.Sprintf(`{"close":{"poll":"p","closes_at":%d}}`+"\n", def.ClosesAt); string(body) != want {
 		t.Fatalf("export of an empty poll: %q, want its close line %q", body, want)
+	}
+}
+
+// The binary export with after=N is the tail of the node's own chain; a
+// bad after is refused and streams nothing.
+func TestLedgerExportAfterASeq(t *testing.T) {
+	r := newRig(t)
+	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
+	def, _ := r.state.Poll("p")
+	for i := range 4 {
+		v := fmt.Sprint("v", i)
+		if _, err := r.ledger.Append(ledger.Record{Poll: "p", Voter: v, Option: "a", Idem: v, Wall: def.OpensAt + 1, Trust: 1, Counted: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(q string) (int, []uint64) {
+		w := httptest.NewRecorder()
+		r.mux.ServeHTTP(w, httptest.NewRequest("GET", "/v1/polls/p/ledger?"+q, nil))
+		var seqs []uint64
+		if w.Code == http.StatusOK {
+			for rec, err := range ledger.ReadStream(w.Body) {
+				if err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+				seqs = append(seqs, rec.Seq)
+			}
+		}
+		return w.Code, seqs
+	}
+	for q, want := range map[string][]uint64{
+		"format=binary":                            {1, 2, 3, 4},
+		"format=binary&after=0":                    {1, 2, 3, 4},
+		"format=binary&after=2":                    {3, 4},
+		"format=binary&after=4":                    nil,
+		"format=binary&after=18446744073709551615": nil,
+	} {
+		if st, got := get(q); st != http.StatusOK || !slices.Equal(got, want) {
+			t.Errorf("%s: %d %v, want %v", q, st, got, want)
+		}
+	}
+	for _, q := range []string{"format=binary&after=", "format=binary&after=-1", "format=binary&after=1e3", "format=binary&after=NaN",
+		"format=binary&after=18446744073709551616", "format=binary&after=" + strings.Repeat("9", 5000), "after=2"} {
+		if st, _ := get(q); st != http.StatusBadRequest {
+			t.Errorf("%.60s: %d, want 400", q, st)
+		}
 	}
 }
 

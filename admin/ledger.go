@@ -2,6 +2,7 @@ package admin
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"tally/api"
@@ -9,7 +10,9 @@ import (
 )
 
 // HandleLedger serves GET /v1/polls/{poll}/ledger (admin): this node's
-// records for the poll as NDJSON, streamed.
+// records for the poll as NDJSON, streamed; with format=binary the binary
+// record stream, and with after=N too only the tail of this node's own
+// chain above seq N.
 func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
 	def, ok := h.cfg.State.Poll(id)
@@ -17,12 +20,28 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}
+	q := r.URL.Query()
+	binary := q.Get("format") == "binary" // node to node, for certification
+	var after uint64
+	if q.Has("after") {
+		n, err := strconv.ParseUint(q.Get("after"), 10, 64)
+		if err != nil || !binary {
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest,
+				"after %q: want a record seq (a decimal count, 0 or more) with format=binary", q.Get("after")))
+			return
+		}
+		after = n
+	}
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Now().Add(10 * time.Minute))
 	// Headers are gone by the time an error could happen; a truncated
 	// stream fails verification.
-	if r.URL.Query().Get("format") == "binary" { // node to node, for certification
+	if binary {
 		w.Header().Set("Content-Type", ledger.StreamContentType)
+		if q.Has("after") { // the tail of this node's own chain (certification's prefetch)
+			h.cfg.Ledger.ExportStreamAfter(w, id, h.cfg.Ledger.Replica(), after)
+			return
+		}
 		h.cfg.Ledger.ExportStream(w, id)
 		return
 	}

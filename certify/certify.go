@@ -15,8 +15,10 @@ import (
 	"net/url"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,8 +49,11 @@ type Peer struct {
 	Full     bool // takes votes (edge nodes hold no ledger of their own)
 }
 
-// Fetcher opens a peer's export of one poll's records (NDJSON).
-type Fetcher func(ctx context.Context, p Peer, poll string) (io.ReadCloser, error)
+// Fetcher opens a peer's export of one poll's records (the binary stream
+// or NDJSON): its own chain above seq after. It may hand over more (the
+// whole chain, other replicas' records): what is already copied must
+// match, the rest is skipped.
+type Fetcher func(ctx context.Context, p Peer, poll string, after uint64) (io.ReadCloser, error)
 
 // Config configures a Certifier. Zero durations mean the defaults.
 type Config struct {
@@ -73,6 +78,12 @@ type Config struct {
 	// certificates go unsigned (and other nodes drop them).
 	Sign       func([]byte) []byte
 	TrustFloor float64
+
+	// Prefetch is how many records this node may hold copied from every
+	// replica's chain of the polls that run (prefetch.go), so that at close
+	// only the tail is read; 0: none, every chain is read whole at close.
+	Prefetch      int
+	PrefetchEvery time.Duration // how often the copies are topped up while polls run; default 1s
 
 	Every         time.Duration // how often the loop looks; default 100ms
 	Settle        time.Duration // after close + grace, for the last counts to spread; default 1s
@@ -99,6 +110,10 @@ type Certifier struct {
 	lastTry  map[string]time.Time // poll → last attempt (monotonic)
 
 	pendingLog pendingLog // when a pending reason is logged
+
+	copies         *copies // the replicas' chains of the polls that run (copies.go)
+	prefetchErrors prometheus.Counter
+	budgetLogged   atomic.Bool // the prefetch budget's warning is written once
 }
 
 // New checks cfg.
@@ -115,13 +130,18 @@ func New(cfg Config) (*Certifier, error) {
 	def(&cfg.Settle, time.Second)
 	def(&cfg.TakeoverAfter, 5*time.Second)
 	def(&cfg.Retry, 2*time.Second)
+	def(&cfg.PrefetchEvery, time.Second)
+	if cfg.Prefetch < 0 {
+		return nil, fmt.Errorf("certify: Prefetch %d: want 0 or more records", cfg.Prefetch)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), lastTry: map[string]time.Time{}, dueSince: map[string]time.Time{}}
+	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), lastTry: map[string]time.Time{}, dueSince: map[string]time.Time{},
+		copies: newCopies(cfg.Prefetch)}
 	c.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_certify_attempts_total",
 		Help: "Certification attempts by outcome: reconciled, pending, error, panic.",
@@ -131,8 +151,16 @@ func New(cfg Config) (*Certifier, error) {
 		Help:    "Time one certification attempt took (collecting every replica's records and reconciling them), by outcome: reconciled, pending, error.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
 	}, []string{"outcome"})
+	c.prefetchErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_certify_prefetch_errors_total",
+		Help: "Failed top-ups of this node's copies of other replicas' chains while their polls run (a peer unreachable or its export refused); certification reads what is missing at close.",
+	})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tally_certify_prefetched_records",
+		Help: "Records this node holds copied from every replica's chain of the polls that run or wait to be certified, so that certification at close reads only the tail (at most --certify-prefetch while the polls run).",
+	}, func() float64 { return float64(c.copies.size()) })
 	if cfg.Registerer != nil {
-		for _, m := range []prometheus.Collector{c.attempts, c.seconds} {
+		for _, m := range []prometheus.Collector{c.attempts, c.seconds, c.prefetchErrors, held} {
 			if err := cfg.Registerer.Register(m); err != nil {
 				return nil, fmt.Errorf("certify: cannot register metrics: %w", err)
 			}
@@ -157,8 +185,12 @@ func Order(poll string, replicas []string) []string {
 	return out
 }
 
-// Run looks for polls to certify every cfg.Every until ctx is done.
+// Run looks for polls to certify every cfg.Every, and tops up the copies
+// of the polls that run every cfg.PrefetchEvery, until ctx is done.
 func (c *Certifier) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { c.prefetch(ctx) })
 	t := time.NewTicker(c.cfg.Every)
 	defer t.Stop()
 	for {
@@ -326,11 +358,11 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	streams := make([]iter.Seq2[ledger.Record, error], 0, len(replicas))
-	for _, r := range replicas {
-		streams = append(streams, c.stream(ctx, poll, r, peers[r]))
+	var res *ledger.Result
+	chains, err := c.collect(ctx, poll, replicas, peers)
+	if err == nil {
+		res, err = ledger.ReconcileChains(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, chains...)
 	}
-	res, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, streams...)
 	if err != nil {
 		detail.Missing = append(detail.Missing, api.Missing{Replica: replicaOf(err), Error: err.Error()})
 		return c.pending(poll, detail)
@@ -367,6 +399,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	c.pendingLog.forget(poll)
 	cert, err := c.write(poll, state.Reconciled, "", detail)
 	if err == nil {
+		c.copies.forget(poll)
 		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude), "lost", len(detail.Lost))
 	}
 	return cert, err
@@ -381,58 +414,109 @@ func (c *Certifier) localCount(poll string) uint64 {
 	return n
 }
 
-// stream yields replica's records of the poll: from this ledger for this
-// replica, else from the peer's export. Records of other replicas or polls
-// in an export are skipped; every error names the replica.
-func (c *Certifier) stream(ctx context.Context, poll, replica string, p Peer) iter.Seq2[ledger.Record, error] {
-	return func(yield func(ledger.Record, error) bool) {
-		// Reconcile reads each stream on a goroutine of its own: a panic in
-		// the fetch or a decoder must end this replica's stream with an
-		// error, not the process.
-		inYield := false
-		defer func() {
-			if v := recover(); v != nil {
-				if inYield {
-					panic(v)
+// collect brings this node's copy of every replica's chain of the poll up
+// to date (what the prefetch has not copied yet: all of it, for a poll that
+// ran before this node did) and returns the copies, in replicas' order.
+// Replicas are read at once; the first error, in replicas' order, names
+// its replica.
+func (c *Certifier) collect(ctx context.Context, poll string, replicas []string, peers map[string]Peer) ([][]*ledger.Record, error) {
+	chains := make([][]*ledger.Record, len(replicas))
+	errs := make([]error, len(replicas))
+	var wg sync.WaitGroup
+	for i, r := range replicas {
+		wg.Go(func() {
+			for try := 0; ; try++ {
+				cc := c.copies.get(poll, r)
+				cc.mu.Lock()
+				_, err := c.topUp(ctx, cc, peers[r], false)
+				if err == nil {
+					chains[i] = cc.records()
 				}
-				c.log.Error("reading a replica's records panicked", "poll", poll, "replica", replica, "panic", v, "stack", string(debug.Stack()))
-				yield(ledger.Record{}, &replicaError{replica, fmt.Errorf("internal error: %v", v)})
+				cc.mu.Unlock()
+				var stale *staleCopyError
+				if errs[i] = err; try > 0 || !errors.As(err, &stale) {
+					return
+				}
+				// The copy no longer matches the replica's chain: read it
+				// whole, now.
 			}
-		}()
-		var src iter.Seq2[ledger.Record, error]
-		if replica == c.cfg.Replica {
-			src = c.cfg.Ledger.Scan(poll)
-		} else {
-			body, err := c.cfg.Fetch(ctx, p, poll)
-			if err != nil {
-				yield(ledger.Record{}, &replicaError{replica, err})
-				return
-			}
-			defer body.Close()
-			br := bufio.NewReaderSize(body, 64<<10)
-			if ledger.IsStream(br) {
-				src = ledger.ReadStream(br)
-			} else {
-				src = ledger.ReadNDJSON(br)
-			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
+	}
+	return chains, nil
+}
+
+// topUp extends cc with the records its replica holds beyond it: from this
+// node's ledger for its own replica, else from the peer's export after the
+// last seq but one the copy holds. That one must come back unchanged: a
+// replica that no longer holds what was copied (restored from an older
+// backup) or hands over a different chain has its copy dropped
+// (*staleCopyError), and collect reads its chain whole, as an auditor
+// would. The caller holds
+// cc.mu. Every error names the replica; a panic in the fetch or a decoder
+// ends with an error, not the process.
+func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bool) (added int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("reading a replica's records panicked", "poll", cc.poll, "replica", cc.replica, "panic", v, "stack", string(debug.Stack()))
+			err = &replicaError{cc.replica, fmt.Errorf("internal error: %v", v)}
+		}
+		if err != nil && !errors.Is(err, errBudget) {
+			c.copies.drop(cc)
+			if len(cc.recs) > 0 && (errors.Is(err, ledger.ErrChain) || errors.Is(err, ledger.ErrConflict)) {
+				err = &staleCopyError{err}
+			}
+			err = &replicaError{cc.replica, err}
+		}
+	}()
+	held := uint64(len(cc.recs))
+	after := max(held, 1) - 1
+	var src iter.Seq2[ledger.Record, error]
+	if cc.replica == c.cfg.Replica {
+		src = c.cfg.Ledger.ScanAfter(cc.poll, cc.replica, after)
+	} else {
+		body, err := c.cfg.Fetch(ctx, p, cc.poll, after)
+		if err != nil {
+			return 0, err
+		}
+		defer body.Close()
+		br := bufio.NewReaderSize(body, 64<<10)
+		if ledger.IsStream(br) {
+			src = ledger.ReadStream(br)
+		} else {
+			src = ledger.ReadNDJSON(br)
+		}
+	}
+	sawLast := held == 0
+	checked := func(yield func(ledger.Record, error) bool) {
 		for r, err := range src {
-			if err != nil {
-				yield(ledger.Record{}, &replicaError{replica, err})
-				return
+			if err == nil && r.Seq == held && r.Poll == cc.poll && r.Replica == cc.replica {
+				sawLast = true
 			}
-			if r.Replica != replica || r.Poll != poll {
-				continue
-			}
-			inYield = true
-			more := yield(r, nil)
-			inYield = false
-			if !more {
+			if !yield(r, err) {
 				return
 			}
 		}
 	}
+	added, err = c.copies.extend(cc, checked, bounded)
+	if err == nil && !sawLast {
+		err = fmt.Errorf("%w: holds fewer than the %d records copied of it while the poll ran", ledger.ErrChain, held)
+	}
+	return added, err
 }
+
+// staleCopyError is a top-up that found the copy no longer matching its
+// replica's chain (or the export broken): the copy is dropped, and read
+// again whole.
+type staleCopyError struct{ err error }
+
+func (e *staleCopyError) Error() string { return e.err.Error() }
+func (e *staleCopyError) Unwrap() error { return e.err }
 
 // replicaError is an error while reading one replica's records.
 type replicaError struct {
@@ -500,7 +584,7 @@ func (c *Certifier) write(poll, status, reason string, detail api.ResultDetail) 
 
 // fetchHTTP asks a peer for its records over HTTP(S) with the cluster credential, in
 // the binary stream format (NDJSON is the auditor's; both are accepted).
-func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.ReadCloser, error) {
+func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after uint64) (io.ReadCloser, error) {
 	if p.HTTPAddr == "" {
 		return nil, errors.New("member announces no HTTP address")
 	}
@@ -508,7 +592,7 @@ func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string) (io.Read
 	if p.HTTPS {
 		scheme = "https://"
 	}
-	u := scheme + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary"
+	u := scheme + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary&after=" + strconv.FormatUint(after, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err

@@ -284,6 +284,15 @@ func (l *Ledger) Scan(poll string) iter.Seq2[Record, error] {
 	return l.scan(p, prefixEnd(p))
 }
 
+// ScanAfter yields replica's records of one poll whose seq is above after,
+// in seq order: the tail of a chain someone already holds up to after.
+func (l *Ledger) ScanAfter(poll, replica string, after uint64) iter.Seq2[Record, error] {
+	if after == math.MaxUint64 {
+		return func(func(Record, error) bool) {}
+	}
+	return l.scan(recordKey(nil, poll, replica, after+1), recordKey(nil, poll, replica, math.MaxUint64))
+}
+
 // Replay yields every record in the ledger, poll by poll, each replica's
 // chain in sequence order. A node rebuilds its state from it at start-up.
 func (l *Ledger) Replay() iter.Seq2[Record, error] {

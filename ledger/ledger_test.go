@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,5 +192,49 @@ func TestASecondOpenSaysTheDirIsInUse(t *testing.T) {
 	_, err = Open(Config{Dir: dir, ReadOnly: true})
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "is in use") {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// ScanAfter yields one replica's chain of one poll above a seq: not the
+// records below it, not another poll's, not those of a replica whose id
+// starts with this one's.
+func TestScanAfterYieldsOneChainsTail(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openMem(t, fs, "eu")
+	for i := range 5 {
+		if _, err := l.Append(vote("p", "v"+string(rune('a'+i)), "red", "k"+string(rune('a'+i)), int64(10+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Append(vote("p2", "v", "red", "k", 20)); err != nil {
+		t.Fatal(err)
+	}
+	other := openMem(t, vfs.NewMem(), "eu-2") // a replica id with "eu" as its prefix
+	if _, err := other.Append(vote("p", "w", "red", "w", 30)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Import(other.Scan("p")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		after uint64
+		want  []uint64
+	}{{0, []uint64{1, 2, 3, 4, 5}}, {3, []uint64{4, 5}}, {5, nil}, {99, nil}, {^uint64(0), nil}} {
+		var got []uint64
+		for r, err := range l.ScanAfter("p", "eu", c.after) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Poll != "p" || r.Replica != "eu" {
+				t.Fatalf("after %d: record of %s/%s", c.after, r.Poll, r.Replica)
+			}
+			got = append(got, r.Seq)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("ScanAfter(p, eu, %d) = %v, want %v", c.after, got, c.want)
+		}
+	}
+	if n := len(collect(t, l.ScanAfter("p", "eu-2", 0))); n != 1 {
+		t.Errorf("the imported chain's tail: %d records, want 1", n)
 	}
 }

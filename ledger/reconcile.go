@@ -118,6 +118,31 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 			byReplica[rep] = append(byReplica[rep], recs...)
 		}
 	}
+	return reconcile(cfg, poll, byReplica)
+}
+
+// ReconcileChains is ReconcileWith over records already in memory, each
+// slice one replica's (a certifier's copies, read while the poll ran): the
+// same rules, checks and result, without decoding or copying the records
+// again. Neither the records nor the slices are changed.
+func ReconcileChains(cfg ReconcileConfig, chains ...[]*Record) (*Result, error) {
+	byReplica := make(map[string][]*Record)
+	poll := cfg.Poll
+	for _, recs := range chains {
+		for _, r := range recs {
+			if poll == "" {
+				poll = r.Poll
+			} else if r.Poll != poll {
+				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
+			}
+			byReplica[r.Replica] = append(byReplica[r.Replica], r)
+		}
+	}
+	return reconcile(cfg, poll, byReplica)
+}
+
+// reconcile applies the rules to one poll's records, by replica.
+func reconcile(cfg ReconcileConfig, poll string, byReplica map[string][]*Record) (*Result, error) {
 	replicas := slices.Sorted(maps.Keys(byReplica))
 	chains, err := checkChains(replicas, byReplica)
 	if err != nil {

@@ -198,6 +198,28 @@ func TestReconcileMatchesModel(t *testing.T) {
 		if res2.Digest != res.Digest {
 			t.Fatalf("digest depends on stream order: %s vs %s", res.Digest, res2.Digest)
 		}
+
+		// The same records already in memory (a certifier's copies) give
+		// the same result, and are left as they were.
+		var chains [][]*Record
+		for _, p := range parts {
+			var ptrs []*Record
+			for i := range p {
+				ptrs = append(ptrs, &p[i])
+			}
+			chains = append(chains, ptrs)
+		}
+		before := slices.Clone(chains[0])
+		res3, err := ReconcileChains(ReconcileConfig{ClosesAt: closesAt}, chains...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res3.Digest != res.Digest {
+			t.Fatalf("ReconcileChains digest %s, ReconcileWith %s", res3.Digest, res.Digest)
+		}
+		if !slices.Equal(before, chains[0]) {
+			t.Fatal("ReconcileChains reordered its input")
+		}
 	})
 }
 
@@ -221,6 +243,13 @@ func TestReconcileRejectsBadStreams(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := Reconcile(sliceSeq(c.recs)); !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			var ptrs []*Record
+			for i := range c.recs {
+				ptrs = append(ptrs, &c.recs[i])
+			}
+			if _, err := ReconcileChains(ReconcileConfig{}, ptrs); !errors.Is(err, c.want) {
+				t.Fatalf("ReconcileChains: err = %v, want %v", err, c.want)
 			}
 		})
 	}

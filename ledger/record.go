@@ -131,6 +131,16 @@ func (r *Record) Hash() Hash {
 	return sha256.Sum256(r.AppendBinary(buf[:0]))
 }
 
+// KeepHash computes the record's hash once and keeps it, so later Hash
+// calls are free: for records held unchanged (a certifier's copies of a
+// chain). A record changed after KeepHash must not be hashed again.
+func (r *Record) KeepHash() Hash {
+	if !r.summed {
+		r.sum, r.summed = r.Hash(), true
+	}
+	return r.sum
+}
+
 // After orders records by (HLC, replica, seq): the order that decides which
 // of a voter's votes is the latest and which copy of a retry is the first.
 func (r *Record) After(o *Record) bool {

@@ -56,6 +56,13 @@ func (l *Ledger) ExportStream(w io.Writer, poll string) (int, error) {
 	return WriteStream(w, l.Scan(poll))
 }
 
+// ExportStreamAfter writes replica's records of one poll with a seq above
+// after in the binary stream format: the tail of a chain a peer already
+// holds up to after (certification's prefetch).
+func (l *Ledger) ExportStreamAfter(w io.Writer, poll, replica string, after uint64) (int, error) {
+	return WriteStream(w, l.ScanAfter(poll, replica, after))
+}
+
 // IsStream reports whether br starts with the binary stream's magic.
 func IsStream(br *bufio.Reader) bool {
 	b, err := br.Peek(len(streamMagic))

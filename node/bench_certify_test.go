@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tally/internal/testwait"
 	"tally/ledger"
 )
 
@@ -15,14 +16,27 @@ import (
 // ledger in synced batches, their record counts spread by gossip), then the
 // poll closes: the time from close + grace (+ the 1 s settle, which the
 // test's clocks skip) to the certified result served by every region. The
-// coordinator fetches the two other replicas' records over HTTP as NDJSON
+// coordinator fetches the two other replicas' records over HTTP (binary stream)
 // and reconciles all three with its own, on the same two cores that serve
-// the exports. It prints seconds; nothing is asserted about time. Run with
-// ./bench/certify.sh.
+// the exports. With prefetch (the default) every node has copied the three
+// chains while the poll ran, and the close reads only what is new; without
+// (--certify-prefetch 0) the two other chains are read whole at close.
+// Both include the 1 s --certify-settle. It prints seconds; nothing is
+// asserted about time. Run with ./bench/certify.sh.
 func BenchmarkCertifyMillionVotes(b *testing.B) {
+	for _, prefetch := range []int{DefaultConfig().CertifyPrefetch, 0} {
+		name := "prefetch"
+		if prefetch == 0 {
+			name = "no-prefetch"
+		}
+		b.Run(name, func(b *testing.B) { benchmarkCertify(b, prefetch) })
+	}
+}
+
+func benchmarkCertify(b *testing.B, prefetch int) {
 	const votes = 1_000_000
 	for range b.N {
-		nodes := startCluster(b, []string{"eu-west", "us-east", "ap-south"}, nil)
+		nodes := startCluster(b, []string{"eu-west", "us-east", "ap-south"}, func(_ int, c *Config) { c.CertifyPrefetch = prefetch })
 		nodes[0].createPoll(b, "p") // 60 s, grace 5 s
 		havePoll(b, nodes, "p")
 		def, _ := nodes[0].state.Poll("p")
@@ -72,6 +86,17 @@ func BenchmarkCertifyMillionVotes(b *testing.B) {
 			}
 			return true
 		})
+		var copied time.Duration
+		if prefetch > 0 {
+			// While a poll runs, every full node copies every chain of it
+			// (its own included) as the counts arrive: the poll would run
+			// on while it does, so the close waits for it here.
+			start := time.Now()
+			testwait.For(b, 5*time.Minute, "every node's copies of the three chains", func() bool {
+				return metricValue(b, nodes, "tally_certify_prefetched_records", "") == float64(len(nodes)*votes)
+			})
+			copied = time.Since(start)
+		}
 		b.ResetTimer()
 		advanceAll(nodes, 67*time.Second) // past close (60 s), grace (5 s) and settle (1 s)
 		start := time.Now()
@@ -100,6 +125,9 @@ func BenchmarkCertifyMillionVotes(b *testing.B) {
 		c, _ := nodes[0].state.Certificate("p")
 		if c.Total != votes {
 			b.Fatalf("certified total %d, want %d", c.Total, votes)
+		}
+		if copied > 0 {
+			b.ReportMetric(copied.Seconds(), "s-copied-after-counts")
 		}
 		b.ReportMetric(first.Seconds(), "s-first-region")
 		b.ReportMetric(all.Seconds(), "s-every-region")

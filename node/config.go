@@ -34,9 +34,10 @@ import (
 // (Logger, Registry, Now, Stdout), Role, Region, the HTTP timeouts,
 // Retention, SessionTTL and ForgetEvery when zero — from DefaultConfig.
 // Everywhere else zero is a setting of its own, as its flag says:
-// CheckpointEvery 0 checkpoints only at shutdown, PowBits 0 sets no
-// puzzle, Drain 0 stops at once, CatchUpWait 0 does not wait, TrustFloor 0
-// counts every vote, Demo false creates no demo poll. List flags (--join,
+// CheckpointEvery 0 checkpoints only at shutdown, CertifyPrefetch 0 copies
+// nothing while polls run, PowBits 0 sets no puzzle, Drain 0 stops at
+// once, CatchUpWait 0 does not wait, TrustFloor 0 counts every vote, Demo
+// false creates no demo poll. List flags (--join,
 // --origins, --trusted-proxies, --shared-networks) are parsed when the
 // flag is set.
 type Config struct {
@@ -69,6 +70,7 @@ type Config struct {
 	Retention                                        time.Duration  // closed polls stop being gossiped this long after close
 	Role                                             string         // full or edge
 	CertifySettle                                    time.Duration  // after close + grace, before certifying
+	CertifyPrefetch                                  int            // records copied from every replica's chains while polls run; 0: none
 	CheckpointEvery                                  time.Duration  // how often the vote state is checkpointed; 0: only at shutdown
 	SessionSecret                                    string         // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
 	RequireSession                                   bool           // refuse votes without a voter token
@@ -160,6 +162,7 @@ func DefaultConfig() Config {
 		NATSLeafAddr:      ":7422",
 		Retention:         24 * time.Hour,
 		CertifySettle:     time.Second,
+		CertifyPrefetch:   2_000_000,
 		CheckpointEvery:   time.Minute,
 		PowBits:           16,
 		TrustFloor:        trust.DefaultFloor,
@@ -255,6 +258,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Func("shared-networks", "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute", cidrFlag(&c.SharedNetworks))
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a voter token is good for (1m-24h): a broadcast's length, so tokens cannot be stockpiled long before")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
+	fs.IntVar(&c.CertifyPrefetch, "certify-prefetch", c.CertifyPrefetch, "records a full node may hold copied from every region's ledgers while polls run (about 300 bytes each), so that certification at close reads only the last ones; 0: none, every ledger is read whole at close")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (ledgers votes and serves viewers) or edge (serves viewers and relays their votes to the full nodes, which ledger them)")
@@ -343,6 +347,9 @@ func (c *Config) Validate() error {
 		if f.v < 1 || f.v > 1_000_000 {
 			return fmt.Errorf("%w: --%s %d: want 1-1000000", ErrConfig, f.name, f.v)
 		}
+	}
+	if c.CertifyPrefetch < 0 || c.CertifyPrefetch > 100_000_000 {
+		return fmt.Errorf("%w: --certify-prefetch %d: want 0-100000000 records (0: none; each holds about 300 bytes)", ErrConfig, c.CertifyPrefetch)
 	}
 	if c.PowBits < 0 || c.PowBits > session.MaxBasePowBits {
 		return fmt.Errorf("%w: --pow-bits %d: want 0-%d (0: no puzzle; each bit doubles a phone's work)", ErrConfig, c.PowBits, session.MaxBasePowBits)

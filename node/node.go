@@ -180,7 +180,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.certify, err = certify.New(certify.Config{
 		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
 		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Client: n.peerClient(), Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
-		Settle: cfg.CertifySettle, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
+		Settle: cfg.CertifySettle, Prefetch: cfg.CertifyPrefetch, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,278 @@
+package certify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"tally/crdt"
+	"tally/hlc"
+	"tally/ledger"
+	"tally/poll"
+	"tally/state"
+)
+
+// prefetchRig is a certifier of replica eu-1 over real ledgers: its own and
+// two peers' (us-1, ap-1), whose exports its Fetch reads as a node's
+// handler writes them, counting the records each fetch hands over.
+type prefetchRig struct {
+	t       *testing.T
+	now     time.Time
+	st      *state.State
+	c       *Certifier
+	ledgers map[string]*ledger.Ledger
+	def     poll.Definition
+	sent    atomic.Int64 // records the peers' exports handed over
+	whole   bool         // the peers export whole chains, whatever after says
+}
+
+func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
+	t.Helper()
+	r := &prefetchRig{t: t, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), ledgers: map[string]*ledger.Ledger{}}
+	for _, rep := range []string{"eu-1", "us-1", "ap-1"} {
+		l, err := ledger.Open(ledger.Config{Dir: "l", FS: vfs.NewMem(), Replica: rep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		r.ledgers[rep] = l
+	}
+	var err error
+	if r.st, err = state.New(state.Config{Replica: "eu-1", Store: r.ledgers["eu-1"]}); err != nil {
+		t.Fatal(err)
+	}
+	clock, err := hlc.New(hlc.Config{Replica: "eu-1", Now: func() time.Time { return r.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := clock.Now()
+	r.def = poll.Definition{ID: "p", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
+		OpensAt: r.now.Add(-time.Minute).UnixMilli(), ClosesAt: r.now.Add(time.Minute).UnixMilli()}
+	if _, err := r.st.PutPoll(r.def, ts); err != nil {
+		t.Fatal(err)
+	}
+	r.c, err = New(Config{
+		State: r.st, Ledger: r.ledgers["eu-1"], Replica: "eu-1", Name: "n1", Full: true, Clock: clock, Registerer: prometheus.NewRegistry(),
+		Prefetch: budget,
+		Peers: func() []Peer {
+			return []Peer{{Name: "n1", Replica: "eu-1", Full: true}, {Name: "n2", Replica: "us-1", Full: true}, {Name: "n3", Replica: "ap-1", Full: true}}
+		},
+		Fetch: func(_ context.Context, p Peer, pollID string, after uint64) (io.ReadCloser, error) {
+			var buf bytes.Buffer
+			l := r.ledgers[p.Replica]
+			if l == nil {
+				return nil, errors.New("connection refused")
+			}
+			if r.whole {
+				after = 0 // an export from a node of an earlier version: the whole chain
+			}
+			n, err := l.ExportStreamAfter(&buf, pollID, p.Replica, after)
+			r.sent.Add(int64(n))
+			return io.NopCloser(&buf), err
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:    func() time.Time { return r.now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// vote appends n votes to replica's ledger and reports its count as
+// gossip would.
+func (r *prefetchRig) vote(replica string, n int, option string) {
+	r.t.Helper()
+	head, _, _ := r.ledgers[replica].Head("p", replica)
+	for i := range n {
+		v := fmt.Sprintf("%s-v%d", replica, int(head)+i)
+		rec := ledger.Record{Poll: "p", Voter: v, Option: option, Idem: v, Wall: r.def.OpensAt + int64(head) + int64(i) + 1, Trust: 1, Counted: true}
+		if _, err := r.ledgers[replica].Append(rec); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.setCount(replica)
+}
+
+func (r *prefetchRig) setCount(replica string) {
+	r.t.Helper()
+	n, _, _ := r.ledgers[replica].Head("p", replica)
+	if replica == "eu-1" {
+		held, _, _ := r.st.OwnRecords("p")
+		if err := r.st.AddRecords("p", n-held); err != nil {
+			r.t.Fatal(err)
+		}
+		return
+	}
+	d := crdt.NewTally()
+	d.AddRecords(replica, n)
+	if _, err := r.st.Merge("p", d); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *prefetchRig) certify() state.Certificate {
+	r.t.Helper()
+	cert, err := r.c.Certify(context.Background(), "p", Decisions{})
+	if err != nil {
+		r.t.Fatalf("certify: %v", err)
+	}
+	return cert
+}
+
+// While a poll runs the copies follow the gossiped counts, each record
+// fetched once; at close only the tail is read, and the result is the one
+// a certifier without copies computes from the whole ledgers.
+func TestPrefetchReadsEachRecordOnceAndChangesNoResult(t *testing.T) {
+	r := newPrefetchRig(t, 1000)
+	r.vote("eu-1", 5, "a")
+	r.vote("us-1", 7, "b")
+	r.vote("ap-1", 3, "a")
+	r.c.prefetchOnce(context.Background())
+	if got := r.c.copies.size(); got != 15 {
+		t.Fatalf("copies after the first top-up: %d records, want 15", got)
+	}
+	r.vote("us-1", 4, "a")
+	r.c.prefetchOnce(context.Background())
+	r.c.prefetchOnce(context.Background()) // nothing new: nothing fetched
+	if got := r.c.copies.size(); got != 19 {
+		t.Fatalf("copies after the second: %d, want 19", got)
+	}
+	// Each top-up hands back the last record copied (to prove the peer
+	// still holds it) and the new ones: 7+3, then 1+4.
+	if r.sent.Load() != 15 {
+		t.Fatalf("peers handed over %d records, want 15", r.sent.Load())
+	}
+	r.vote("ap-1", 2, "b") // the tail, after the last top-up
+	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
+	cert := r.certify()
+	if r.sent.Load() != 15+3+1 {
+		t.Fatalf("at close the peers handed over %d records in all, want 19 (the tail and one each)", r.sent.Load())
+	}
+
+	// The same ledgers certified by a certifier that copied nothing.
+	fresh := newPrefetchRig(t, 0)
+	fresh.ledgers, fresh.st = r.ledgers, r.st
+	fresh.c.cfg.State, fresh.c.cfg.Ledger = r.st, r.ledgers["eu-1"]
+	fresh.now = r.now
+	again, err := fresh.c.Certify(context.Background(), "p", Decisions{})
+	if err != nil || again.Digest != cert.Digest || cert.Total != 21 {
+		t.Fatalf("with copies: total %d digest %s; without: %+v %v", cert.Total, cert.Digest, again, err)
+	}
+	if n := r.c.copies.size(); n != 0 {
+		t.Fatalf("a certified poll's copies are kept: %d records", n)
+	}
+}
+
+// A node of an earlier version exports its whole chain whatever after
+// says: what is already copied is checked and skipped.
+func TestPrefetchTakesAWholeExport(t *testing.T) {
+	r := newPrefetchRig(t, 1000)
+	r.whole = true
+	r.vote("us-1", 3, "a")
+	r.c.prefetchOnce(context.Background())
+	r.vote("us-1", 2, "b")
+	r.c.prefetchOnce(context.Background())
+	if got := r.c.copies.count("p", "us-1"); got != 5 {
+		t.Fatalf("copied %d of us-1, want 5", got)
+	}
+	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
+	if cert := r.certify(); cert.Total != 5 {
+		t.Fatalf("certified %d, want 5", cert.Total)
+	}
+}
+
+// The budget bounds what the prefetch holds; what it did not copy is read
+// at close, and the result is the same.
+func TestPrefetchKeepsToItsBudget(t *testing.T) {
+	r := newPrefetchRig(t, 4)
+	r.vote("us-1", 6, "a")
+	r.vote("ap-1", 6, "b")
+	for range 3 {
+		r.c.prefetchOnce(context.Background())
+	}
+	if got := r.c.copies.size(); got != 4 {
+		t.Fatalf("copies hold %d records, budget 4", got)
+	}
+	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
+	if cert := r.certify(); cert.Total != 12 {
+		t.Fatalf("certified %d, want 12", cert.Total)
+	}
+}
+
+// A replica that no longer holds what was copied of it (restored from an
+// older backup, then new votes at the same seqs) is read whole again in
+// the same attempt: the certificate says what its ledger says, as an
+// auditor's merge of the ledgers would, and never holds records no ledger
+// has.
+func TestPrefetchDropsACopyItsReplicaNoLongerHolds(t *testing.T) {
+	r := newPrefetchRig(t, 1000)
+	r.vote("us-1", 4, "a")
+	r.c.prefetchOnce(context.Background())
+	// us-1 is restored from a backup holding two records, and takes two
+	// other votes as seq 3 and 4.
+	fs := vfs.NewMem()
+	restored, err := ledger.Open(ledger.Config{Dir: "l", FS: fs, Replica: "us-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close()
+	var first []ledger.Record
+	for rec, err := range r.ledgers["us-1"].Scan("p") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Seq <= 2 {
+			first = append(first, rec)
+		}
+	}
+	if _, err := restored.Import(func(yield func(ledger.Record, error) bool) {
+		for _, rec := range first {
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.ledgers["us-1"] = restored
+	for i := range 2 {
+		v := fmt.Sprint("other-", i)
+		if _, err := restored.Append(ledger.Record{Poll: "p", Voter: v, Option: "b", Idem: v, Wall: r.def.OpensAt + 100, Trust: 1, Counted: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.setCount("us-1")
+	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
+	cert := r.certify() // read whole at once: what its ledger holds now
+	if cert.Totals["a"] != 2 || cert.Totals["b"] != 2 {
+		t.Fatalf("certified %v, want us-1's ledger as it is (a 2, b 2)", cert.Totals)
+	}
+}
+
+// The prefetch's figures are on the registry.
+func TestPrefetchMetrics(t *testing.T) {
+	r := newPrefetchRig(t, 1000)
+	r.vote("us-1", 3, "a")
+	r.c.prefetchOnce(context.Background())
+	delete(r.ledgers, "us-1") // its exports fail from now on
+	d := crdt.NewTally()
+	d.AddRecords("us-1", 5)
+	if _, err := r.st.Merge("p", d); err != nil {
+		t.Fatal(err)
+	}
+	r.c.prefetchOnce(context.Background())
+	if n := testutil.ToFloat64(r.c.prefetchErrors); n != 1 {
+		t.Fatalf("prefetch errors counted: %v, want 1", n)
+	}
+}
