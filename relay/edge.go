@@ -216,9 +216,11 @@ func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]
 			last = errors.New("relay: not connected to NATS")
 		} else {
 			actx, acancel := context.WithTimeout(ctx, e.cfg.Attempt)
+			e.cfg.Metrics.moved("out", len(msg))
 			reply, err := nc.RequestWithContext(actx, route[attempt%len(route)], msg)
 			acancel()
 			if err == nil {
+				e.cfg.Metrics.moved("in", len(reply.Data))
 				body, err := e.cfg.Open(reply.Data)
 				if err == nil {
 					return DecodeAnswers(body, len(reqs))

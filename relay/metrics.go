@@ -11,6 +11,7 @@ type Metrics struct {
 	resends   prometheus.Counter
 	answered  prometheus.Counter
 	refusals  *prometheus.CounterVec
+	bytes     *prometheus.CounterVec // sealed relay messages' bytes at the edge, by direction
 }
 
 // NewMetrics registers the relay's metrics with reg.
@@ -23,8 +24,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		resends:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_resends_total", Help: "Relay messages this edge sent again (no answer in time, no full node, a lost connection)."}),
 		answered: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_relay_served_requests_total", Help: "Relayed requests this full node answered."}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_refused_total", Help: "Relay messages this full node dropped unanswered, by reason (unauthenticated, malformed, expired: past the time its edge gave it, by this node's clock)."}, []string{"reason"}),
+		bytes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_bytes_total", Help: "Bytes of the sealed relay messages this edge sent (out, resends included) and of the answers it received (in): what the relay puts on NATS."}, []string{"direction"}),
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.requests, m.batchSize, m.resends, m.answered, m.refusals} {
+	for _, c := range []prometheus.Collector{m.batches, m.requests, m.batchSize, m.resends, m.answered, m.refusals, m.bytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -37,6 +39,12 @@ func (m *Metrics) batch(n int) {
 		m.batches.Inc()
 		m.requests.Add(float64(n))
 		m.batchSize.Observe(float64(n))
+	}
+}
+
+func (m *Metrics) moved(direction string, n int) {
+	if m != nil {
+		m.bytes.WithLabelValues(direction).Add(float64(n))
 	}
 }
 

@@ -175,6 +175,10 @@ func TestEdgeGathersClientsIntoBatches(t *testing.T) {
 	if full.votes.Load() != n || batches >= n || testutil.ToFloat64(reg.requests) != n {
 		t.Fatalf("%d votes taken in %v batches", full.votes.Load(), batches)
 	}
+	// What went on NATS: at least each request's body and each answer's.
+	if out, in := testutil.ToFloat64(reg.bytes.WithLabelValues("out")), testutil.ToFloat64(reg.bytes.WithLabelValues("in")); out < n*20 || in < n*20 {
+		t.Fatalf("relay bytes out %v, in %v for %d requests", out, in, n)
+	}
 }
 
 // A full node that dies holding a batch: the edge sends it again, another
