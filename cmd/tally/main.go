@@ -45,6 +45,10 @@ Measurement:
   quiz swarm         N quiz participants on the quiz's stream answering a
                      question's burst: frames, acks, standings
 
+Capacity:
+  fleet plan         the fleet for a night (votes, burst, viewers, regions,
+                     machines) from figures measured by bench/fleet-figures.sh
+
   version            print the version (also --version)
 
 "tally <command> --help" describes a command. Exit status: 0 on success, 1
@@ -70,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runWatch(args[1:], stdout, stderr)
 	case "load":
 		return runLoad(args[1:], stdout, stderr)
+	case "fleet":
+		return runFleet(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "tally", buildinfo.Read())
 		return 0

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"tally/fleet"
+)
+
+// runFleet runs `tally fleet plan`: the capacity model's fleet for a night.
+func runFleet(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || isHelp(args[0]) {
+		w := stderr
+		if len(args) > 0 {
+			w = stdout
+		}
+		fmt.Fprint(w, "usage: tally fleet plan [flags]   (tally fleet plan --help lists them)\n")
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] != "plan" {
+		fmt.Fprintf(stderr, "tally fleet: unknown subcommand %q (want plan)\n", args[0])
+		return 2
+	}
+	fs := newFlags("tally fleet plan", "tally fleet plan [--votes N --window D --burst N --viewers N --regions N --cores N --memory GIB] [--figures FILE]")
+	figures := fs.String("figures", "bench/fleet/figures.json", "the per-process figures measured by ./bench/fleet-figures.sh")
+	votes := fs.Float64("votes", 1_000_000, "votes in the window, the whole cluster")
+	window := fs.Duration("window", 30*time.Second, "how long voting lasts")
+	burst := fs.Float64("burst", 100_000, "votes a second at the peak, the whole cluster")
+	viewers := fs.Float64("viewers", 5_000_000, "viewers at the peak, the whole cluster")
+	regions := fs.Int("regions", 3, "regions (1-64), the load spread evenly over them")
+	cores := fs.Float64("cores", 8, "cores per machine")
+	memory := fs.Float64("memory", 32, "memory per machine, GiB")
+	tick := fs.Duration("tick", time.Second, "the fan-out's tick at the peak (the node's --max-tick; it bends up to it under load)")
+	busy := fs.Float64("busy", 0.6, "share of each machine's cores and memory the plan fills at the peak (the rest is headroom)")
+	files := fs.Float64("files", 1_000_000, "sockets a process may hold (its open-file limit)")
+	rtt := fs.Duration("rtt", 20*time.Millisecond, "a viewer's round trip to its edge plus the edge's to its full node")
+	crossRTT := fs.Duration("cross-rtt", 200*time.Millisecond, "the round trip between the farthest regions")
+	settle := fs.Duration("settle", time.Second, "the full nodes' --certify-settle")
+	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() != 0 {
+		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	f, err := os.Open(*figures)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally fleet plan: --figures %s: %v (run ./bench/fleet-figures.sh to measure them)\n", *figures, errors.Unwrap(err))
+		return 2
+	}
+	fig, err := fleet.ReadFigures(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "tally fleet plan: --figures %s: %v\n", *figures, err)
+		return 2
+	}
+	plan, err := fleet.Make(fleet.Night{
+		Votes: *votes, Window: *window, Burst: *burst, Viewers: *viewers, Regions: *regions, Cores: *cores, Memory: *memory * (1 << 30),
+		Tick: *tick, Busy: *busy, Files: *files, RTT: *rtt, CrossRTT: *crossRTT, Settle: *settle,
+	}, fig)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	fmt.Fprintf(stdout, "figures: %s (measured %s on %s)\n", *figures, fig.Measured, fig.Machine)
+	plan.Write(stdout)
+	return 0
+}

@@ -1,0 +1,140 @@
+package fleet
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// figures close to a 2-core machine's (bench/fleet/figures.json's shape).
+func testFigures() Figures {
+	f := Figures{
+		FullIdleCores: 0.013, EdgeIdleCores: 0.013, FullBaseRSS: 60e6, EdgeBaseRSS: 50e6,
+		FullPerMessageUs: 500, FullPerVoteUs: 25, EdgePerVoteUs: 80, RelayBytesPerVote: 400,
+		FullRSSPerVote: 600, EdgeRSSPerViewer: 25_000, EdgePerFrameUs: 14, GossipBallotBytesPerVote: 60,
+		MergeRecordsPerS: 1e6,
+	}
+	f.Gossip.Polls1, f.Gossip.Polls11 = 2000, 8000
+	f.Ack.Rate, f.Ack.P50, f.Ack.P99, f.Ack.FullCores = 2000, 4, 29, 0.3
+	return f
+}
+
+func seedNight() Night {
+	return Night{Votes: 1e6, Window: 30 * time.Second, Burst: 1e5, Viewers: 5e6, Regions: 3, Cores: 8, Memory: 32 << 30,
+		Tick: time.Second, Busy: 0.6, Files: 1e6, RTT: 20 * time.Millisecond, CrossRTT: 200 * time.Millisecond, Settle: time.Second}
+}
+
+// The plan's counts follow its formulas: enough edges for the frames, the
+// votes, the memory and the sockets of a region, each within its share of
+// a machine; enough full nodes for the relay messages and votes.
+func TestPlanKeepsEveryProcessWithinItsShare(t *testing.T) {
+	n, f := seedNight(), testFigures()
+	p, err := Make(n, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Edge.Cores > n.Cores*n.Busy+1e-9 || p.Edge.RSS > n.Memory*n.Busy || p.Full.Cores > n.Cores*n.Busy+1e-9 {
+		t.Fatalf("a process past its share: %+v", p)
+	}
+	// One edge fewer would not do.
+	viewers, votes := n.Viewers/3, n.Burst/3
+	fewer := float64(p.Edge.Count - 1)
+	need := (votes*f.EdgePerVoteUs + viewers/n.Tick.Seconds()*f.EdgePerFrameUs) / 1e6
+	if need/fewer <= n.Cores*n.Busy-f.EdgeIdleCores && viewers*f.EdgeRSSPerViewer/fewer <= n.Memory*n.Busy-f.EdgeBaseRSS {
+		t.Fatalf("%d edges planned where %v would do", p.Edge.Count, fewer)
+	}
+	if p.Headroom < 0.3 || p.Headroom > 1 {
+		t.Fatalf("headroom %v", p.Headroom)
+	}
+	var b strings.Builder
+	p.Write(&b)
+	for _, want := range []string{"per region:", "edge at the peak", "full node at the peak", "NATS:", "certified", "headroom"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("plan lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// More of the load means no fewer processes; a longer tick, no more edges.
+func TestPlanGrowsWithTheNight(t *testing.T) {
+	f := testFigures()
+	small := seedNight()
+	small.Viewers, small.Burst, small.Votes = 1e5, 5000, 1e5
+	ps, _ := Make(small, f)
+	pb, _ := Make(seedNight(), f)
+	if pb.Edge.Count < ps.Edge.Count || pb.Full.Count < ps.Full.Count || pb.Certify < ps.Certify {
+		t.Fatalf("a bigger night got a smaller plan: %+v vs %+v", pb, ps)
+	}
+	fast := seedNight()
+	fast.Tick = 250 * time.Millisecond
+	pf, _ := Make(fast, f)
+	if pf.Edge.Count < pb.Edge.Count || pf.FreshP99 >= pb.FreshP99 {
+		t.Fatalf("a shorter tick: %d edges, fresh %v; at 1 s: %d, %v", pf.Edge.Count, pf.FreshP99, pb.Edge.Count, pb.FreshP99)
+	}
+}
+
+// Relay messages: a message per window at low rates, full batches at high.
+func TestPlanBatchesRelayMessages(t *testing.T) {
+	f := testFigures()
+	n := seedNight()
+	n.Viewers, n.Burst, n.Votes, n.Regions = 1000, 300, 3000, 1
+	p, _ := Make(n, f)
+	if math.Abs(p.VotesPerMessage-1) > 1e-9 {
+		t.Fatalf("at 300 votes/s: %v votes a message, want 1", p.VotesPerMessage)
+	}
+	n.Burst, n.Votes = 2e5, 2e6
+	p, _ = Make(n, f)
+	if p.VotesPerMessage < 40 || p.Edge.Count < 2 || p.Full.Count < 2 {
+		t.Fatalf("at 200,000 votes/s: %d edges, %d full nodes, %v votes a message", p.Edge.Count, p.Full.Count, p.VotesPerMessage)
+	}
+}
+
+// Bad nights and figures are refused with the field named.
+func TestPlanRefusesBadInput(t *testing.T) {
+	f := testFigures()
+	for name, mutate := range map[string]func(*Night){
+		"regions": func(n *Night) { n.Regions = 0 },
+		"cores":   func(n *Night) { n.Cores = 0 },
+		"memory":  func(n *Night) { n.Memory = 1 },
+		"tick":    func(n *Night) { n.Tick = 5 * time.Second },
+		"busy":    func(n *Night) { n.Busy = math.NaN() },
+		"votes":   func(n *Night) { n.Votes = math.Inf(1) },
+		"viewers": func(n *Night) { n.Viewers = -1 },
+		"burst":   func(n *Night) { n.Burst = 10 },
+		"window":  func(n *Night) { n.Window = 0 },
+		"files":   func(n *Night) { n.Files = 0 },
+	} {
+		n := seedNight()
+		mutate(&n)
+		if _, err := Make(n, f); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for _, in := range []string{"", "{", "null", `{"full_us_per_relayed_vote":0}`, `{"edge_us_per_frame":-1}`, strings.Repeat("[", 1<<21)} {
+		if _, err := ReadFigures(strings.NewReader(in)); !errors.Is(err, ErrInput) {
+			t.Errorf("figures %.20q: %v", in, err)
+		}
+	}
+}
+
+// FuzzReadFigures: any bytes are refused or give figures the model plans
+// from without NaN.
+func FuzzReadFigures(f *testing.F) {
+	f.Add(`{"full_us_per_relayed_vote":25,"edge_us_per_socket_vote":80,"edge_us_per_frame":14,"edge_rss_bytes_per_viewer":25000,"full_rss_bytes_per_vote":600,"merge_records_per_s":1e6,"relay_bytes_per_vote":400}`)
+	f.Add(`{}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		fig, err := ReadFigures(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		p, err := Make(seedNight(), fig)
+		if err != nil {
+			return
+		}
+		if math.IsNaN(p.AckP99) || math.IsNaN(p.Certify) || p.Edge.Count < 1 || p.Full.Count < 1 {
+			t.Fatalf("plan from %q: %+v", in, p)
+		}
+	})
+}
