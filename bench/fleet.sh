@@ -21,6 +21,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
 regions=(eu-west us-east ap-south)
 head -c 32 /dev/urandom | base64 > "$tmp/key"
+head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$tmp/admin-token"
 common=(--rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false --gossip-key-file "$tmp/key" --gossip-profile local
   --max-viewers-per-ip 100000)
 # Ports: full node of region i at 18600+20i (HTTP), +1 NATS, +2 gossip,
@@ -34,7 +35,6 @@ for i in 0 1 2; do
     --gossip-addr "127.0.0.1:$((b + 2))" --nats-cluster-addr "127.0.0.1:$((b + 3))" --nats-leaf-addr "127.0.0.1:$((b + 4))" \
     --nats-gateway-addr "127.0.0.1:$((b + 5))" --join "$seeds" --admin-token-file "$tmp/admin-token" "${common[@]}" > "$tmp/$r.log" 2>&1 &
   pid[$r-full]=$!; pids+=($!)
-  [ "$i" = 0 ] && until [ -s "$tmp/admin-token" ]; do sleep 0.1; done
 done
 for i in 0 1 2; do
   until curl -sf "http://127.0.0.1:$((18600 + 20 * i))/readyz" >/dev/null; do kill -0 "${pid[${regions[$i]}-full]}" || { cat "$tmp/${regions[$i]}.log"; exit 1; }; sleep 0.2; done
@@ -55,7 +55,7 @@ done
 echo "21 processes ready: $(for p in "${pid[@]}"; do ls /proc/$p/fd | wc -l; done | awk '{s += $1} END {print s}') open files among them"
 admin="Authorization: Bearer $(cat "$tmp/admin-token")"
 curl -sf -X POST http://127.0.0.1:18600/v1/polls -H 'Content-Type: application/json' -H "$admin" \
-  -d '{"id":"p","question":"Fleet?","options":[{"id":"red","label":"Red"},{"id":"green","label":"Green"},{"id":"blue","label":"Blue"},{"id":"gold","label":"Gold"}],"duration_s":120,"grace_s":2}' >/dev/null
+  -d '{"id":"p","question":"Fleet?","options":[{"id":"red","label":"Red"},{"id":"green","label":"Green"},{"id":"blue","label":"Blue"},{"id":"gold","label":"Gold"}],"duration_s":300,"grace_s":2}' >/dev/null
 for i in 0 1 2; do for ((j = 0; j < edges; j++)); do
   until curl -sf "http://127.0.0.1:$((18700 + 10 * i + j))/v1/polls/p" >/dev/null; do sleep 0.2; done
 done; done
@@ -67,6 +67,7 @@ m = c.get("members", [])
 print("members %d (full %d, edge %d); NATS at eu-west-full: %s" % (len(m), sum(1 for x in m if x.get("role") == "full"), sum(1 for x in m if x.get("role") == "edge"),
       {k: v for k, v in c.get("nats", {}).items() if k in ("routes", "gateways", "leaf_nodes", "connected")}))'
 
+if [ -n "${HOLD:-}" ]; then echo "holding the cluster (HOLD set): kill $$ to stop it"; while :; do sleep 1; done; fi
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { s += $2 } END { print s + 0 }'; }
 gossip_out() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^tally_gossip_bytes_total\{.*direction="out"/ { s += $2 } END { print s + 0 }'; }
 declare -A c0 c1
@@ -82,20 +83,26 @@ for i in 0 1 2; do for ((j = 0; j < edges; j++)); do
     --source-offset $((k * (viewers / 100 + 1))) --json > "$tmp/watch-$k.json" 2>/dev/null &
   "$tmp/tally" load --url "http://127.0.0.1:$e" --poll p --rate "$rate" --duration "$dur" --socket --connections 20 --json > "$tmp/load-$k.json" 2>/dev/null &
 done; done
-wait_all() { for f in "$tmp"/watch-*.json "$tmp"/load-*.json; do :; done; }
 while pgrep -f "$tmp/tally" >/dev/null; do sleep 0.5; done
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')
 for n in "${!pid[@]}"; do c1[$n]=$(cpu "${pid[$n]}"); done
 g1=$(for i in 0 1 2; do gossip_out $((18600 + 20 * i)); done | awk '{s += $1} END {print s}')
 rb1=$(for i in 0 1 2; do for ((j = 0; j < edges; j++)); do metric $((18700 + 10 * i + j)) 'tally_relay_bytes_total{direction="out"}'; metric $((18700 + 10 * i + j)) 'tally_relay_bytes_total{direction="in"}'; done; done | awk '{s += $1} END {print s}')
 
-# Converged: every region's live total is the sum of acknowledged votes.
-acked=$(cat "$tmp"/load-*.json | python3 -c 'import json,sys; print(sum(json.loads(l)["codes"].get("200", 0) for l in sys.stdin if l.strip()))')
+# Converged: every region's live total the same, and unchanged over
+# half a second (votes answered after their client gave up count too, so
+# the acknowledged sum is a floor, not the total).
+acked=$(python3 -c 'import glob,json,sys; print(sum(json.load(open(f))["codes"].get("200", 0) for f in glob.glob(sys.argv[1] + "/load-*.json")))' "$tmp")
 t0=$(date +%s.%N)
-for i in 0 1 2; do
-  until [ "$(curl -sf "http://127.0.0.1:$((18600 + 20 * i))/v1/polls/p" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')" = "$acked" ]; do sleep 0.05; done
+totals() { for i in 0 1 2; do curl -sf "http://127.0.0.1:$((18600 + 20 * i))/v1/polls/p" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; done | sort -u | tr '\n' ' '; }
+prev=""
+while :; do
+  now=$(totals)
+  [ "$(echo $now | wc -w)" = 1 ] && [ "$now" = "$prev" ] && break
+  prev=$now; sleep 0.5
 done
-conv=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+live=$now
+conv=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s - 0.5 }')
 # Certified: close now; time from close + grace (2 s) to every region's certificate.
 curl -sf -X POST http://127.0.0.1:18600/v1/polls/p/close -H "$admin" >/dev/null
 tc=$(date +%s.%N)
@@ -105,7 +112,7 @@ done
 cert=$(awk -v s="$tc" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s - 2 }')
 ctotal=$(curl -sf http://127.0.0.1:18600/v1/polls/p/result | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 
-python3 - "$tmp" "$elapsed" "$acked" "$conv" "$cert" "$ctotal" "$viewers" "$rate" "$((g1 - g0))" "$(awk -v a="$rb1" -v b="$rb0" 'BEGIN{print a-b}')" <<PY "$(for n in "${!pid[@]}"; do echo "$n:$(( ${c1[$n]} - ${c0[$n]} )):$(rss "${pid[$n]}")"; done)"
+python3 - "$tmp" "$elapsed" "$acked" "$conv" "$cert" "$ctotal" "$viewers" "$rate" "$((g1 - g0))" "$(awk -v a="$rb1" -v b="$rb0" 'BEGIN{print a-b}')" <<'PY' "$(for n in "${!pid[@]}"; do echo "$n:$(( ${c1[$n]} - ${c0[$n]} )):$(rss "${pid[$n]}")"; done)"
 import glob, json, sys
 tmp, elapsed, acked, conv, cert, ctotal, viewers, rate, gossip, relaybytes = sys.argv[1:11]
 procs = [l.split(":") for l in sys.argv[11].split()]
@@ -148,6 +155,11 @@ row("full node RSS", m_full_rss / 1e6, full_rss / 1e6, "MB", "%.0f")
 row("relay bytes per edge", float(relaybytes) / 18 / elapsed / 1e3, votes_edge * fig["relay_bytes_per_vote"] / 1e3, "KB/s", "%.1f")
 row("gossip bytes out per full node", float(gossip) / 3 / elapsed / 1e3, (fig["gossip_bytes_per_s_per_full_node"]["polls_1"] + region_votes * fig.get("gossip_bytes_per_vote", 0)) / 1e3, "KB/s", "%.1f")
 print()
-print("converged (every region's live total = the %s acknowledged) %s s after the load ended; certified at every region %s s after close + grace" % (acked, conv, cert))
+print("converged (every region's live total the same) within %s s of the load's end; %s votes acknowledged (a floor: answers that came after a client gave up count too); certified at every region %s s after close + grace" % (conv, acked, cert))
+codes = {}
+for l in load:
+    for k, v in l["codes"].items():
+        codes[k] = codes.get(k, 0) + v
+print("vote answers by status (0: none before the client's timeout): %s; ack p50 %.0f ms, p99 %.0f ms (mean over edges)" % (codes, sum(l["p50_ms"] for l in load) / len(load), sum(l["p99_ms"] for l in load) / len(load)))
 print("per process (name: CPU ticks over the run, RSS bytes): " + ", ".join("%s %s %s" % tuple(p) for p in sorted(procs)))
 PY
