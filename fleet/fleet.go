@@ -43,24 +43,45 @@ type Figures struct {
 	MergeRecordsPerS float64 `json:"merge_records_per_s"`
 }
 
-// ReadFigures decodes and checks a figures file.
+// ReadFigures decodes and checks a figures file: one JSON object, every
+// figure the formulas use measured (above zero), finite and within reason.
 func ReadFigures(r io.Reader) (Figures, error) {
 	var f Figures
 	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
 	if err := dec.Decode(&f); err != nil {
 		return f, fmt.Errorf("%w: figures: %w", ErrInput, err)
 	}
-	for name, v := range map[string]float64{
-		"full_us_per_relayed_vote": f.FullPerVoteUs, "edge_us_per_socket_vote": f.EdgePerVoteUs, "edge_us_per_frame": f.EdgePerFrameUs,
-		"edge_rss_bytes_per_viewer": f.EdgeRSSPerViewer, "full_rss_bytes_per_vote": f.FullRSSPerVote, "merge_records_per_s": f.MergeRecordsPerS,
-		"relay_bytes_per_vote": f.RelayBytesPerVote,
+	if dec.More() {
+		return f, fmt.Errorf("%w: figures: more than one JSON value", ErrInput)
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+		max  float64
+	}{
+		{"full_idle_cores", f.FullIdleCores, 2}, {"edge_idle_cores", f.EdgeIdleCores, 2},
+		{"full_base_rss_bytes", f.FullBaseRSS, 1 << 36}, {"edge_base_rss_bytes", f.EdgeBaseRSS, 1 << 36},
+		{"full_us_per_relay_message", f.FullPerMessageUs, 1e6}, {"full_us_per_relayed_vote", f.FullPerVoteUs, 1e6},
+		{"edge_us_per_socket_vote", f.EdgePerVoteUs, 1e6}, {"relay_bytes_per_vote", f.RelayBytesPerVote, 1 << 20},
+		{"full_rss_bytes_per_vote", f.FullRSSPerVote, 1 << 20}, {"edge_rss_bytes_per_viewer", f.EdgeRSSPerViewer, 1 << 24},
+		{"edge_us_per_frame", f.EdgePerFrameUs, 1e6}, {"gossip_bytes_per_vote", f.GossipBallotBytesPerVote, 1 << 20},
+		{"gossip_bytes_per_s_per_full_node.polls_1", f.Gossip.Polls1, 1 << 30},
+		{"ack_ms.rate", f.Ack.Rate, 1e9}, {"ack_ms.p50", f.Ack.P50, 1e6}, {"ack_ms.p99", f.Ack.P99, 1e6},
+		{"ack_ms.full_cores_busy", f.Ack.FullCores, 2}, {"merge_records_per_s", f.MergeRecordsPerS, 1e12},
 	} {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return f, fmt.Errorf("%w: figures: %s is %v: want a measured value above 0 (rerun ./bench/fleet-figures.sh)", ErrInput, name, v)
+		if !(c.v > 0 && c.v < c.max) {
+			return f, fmt.Errorf("%w: figures: %s is %g: want a measured value above 0 and below %g (rerun ./bench/fleet-figures.sh)", ErrInput, c.name, c.v, c.max)
 		}
+	}
+	if f.Ack.P99 < f.Ack.P50 {
+		return f, fmt.Errorf("%w: figures: ack_ms.p99 %g is below its p50 %g", ErrInput, f.Ack.P99, f.Ack.P50)
 	}
 	return f, nil
 }
+
+// figuresCores is the core count of the machine bench/fleet-figures.sh
+// ran on: the ack's busy share is measured against it.
+const figuresCores = 2
 
 // Night is what a broadcaster plans for.
 type Night struct {
@@ -83,8 +104,10 @@ type Night struct {
 	Settle        time.Duration // --certify-settle
 }
 
-// Relay window and batch size (relay package defaults).
+// Relay window and batch size (relay package defaults); maxFull bounds
+// the full nodes the model tries a region.
 const (
+	maxFull     = 64
 	relayWindow = 2 * time.Millisecond
 	relayBatch  = 256
 )
@@ -128,10 +151,17 @@ func Make(n Night, f Figures) (Plan, error) {
 	// per socket.
 	edgeCores := votes*f.EdgePerVoteUs/1e6 + viewers*fps*f.EdgePerFrameUs/1e6
 	edgeMem := viewers * f.EdgeRSSPerViewer
-	byCPU := edgeCores / (n.Cores*n.Busy - f.EdgeIdleCores)
-	byMem := edgeMem / (n.Memory*n.Busy - f.EdgeBaseRSS)
+	cpuShare, memShare := n.Cores*n.Busy-f.EdgeIdleCores, n.Memory*n.Busy-f.EdgeBaseRSS
+	if cpuShare <= 0 || memShare <= 0 {
+		return Plan{}, fmt.Errorf("%w: busy %g leaves an edge no room past its idle CPU and base memory", ErrDoesNotFit, n.Busy)
+	}
+	byCPU := edgeCores / cpuShare
+	byMem := edgeMem / memShare
 	byFiles := viewers / n.Files
 	e := math.Ceil(max(byCPU, byMem, byFiles, 1))
+	if !(e <= maxPerRegion) {
+		return Plan{}, fmt.Errorf("%w: more than %d edges a region; plan bigger machines or fewer viewers a region", ErrDoesNotFit, maxPerRegion)
+	}
 	p.Limit = "edges by CPU"
 	switch max(byCPU, byMem, byFiles) {
 	case byMem:
@@ -152,7 +182,7 @@ func Make(n Night, f Figures) (Plan, error) {
 		p.VotesPerMessage = perLink / max(msgs, 1e-9)
 		cores := f.FullIdleCores + (p.MessagesPerS*f.FullPerMessageUs+votes/F*f.FullPerVoteUs)/1e6
 		full = Process{Count: int(F), Cores: cores, RSS: f.FullBaseRSS + n.Votes*f.FullRSSPerVote}
-		if cores <= n.Cores*n.Busy || F >= 64 {
+		if cores <= n.Cores*n.Busy || F >= maxFull {
 			break
 		}
 	}
@@ -168,7 +198,7 @@ func Make(n Night, f Figures) (Plan, error) {
 
 	// Ack: the measured light-load ack, plus the round trip, stretched as
 	// a queue's wait is by the full node's busy share (M/M/1: 1/(1-ρ)).
-	rhoMeasured := min(f.Ack.FullCores/2, 0.95) // the figures' machine has 2 cores
+	rhoMeasured := min(f.Ack.FullCores/figuresCores, 0.95)
 	rho := min(full.Cores/n.Cores, 0.95)
 	rtt := float64(n.RTT) / float64(time.Millisecond)
 	p.AckP50 = f.Ack.P50 + rtt
@@ -186,46 +216,86 @@ func Make(n Night, f Figures) (Plan, error) {
 	if full.RSS > n.Memory*n.Busy {
 		p.Limit = "full node memory: every full node holds every vote's ballot and record copy"
 	}
-	return p, nil
+	return p, p.fits()
 }
 
 func (n Night) check() error {
-	for name, v := range map[string]float64{"votes": n.Votes, "burst": n.Burst, "viewers": n.Viewers, "cores": n.Cores, "memory": n.Memory, "files": n.Files} {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("%w: %s %v: want a number, 0 or more", ErrInput, name, v)
+	for _, c := range []struct {
+		name      string
+		v, lo, hi float64
+	}{
+		{"cores", n.Cores, 1, 1024}, {"votes", n.Votes, 0, 1e12}, {"burst", n.Burst, 0, 1e9}, {"viewers", n.Viewers, 0, 1e10},
+		{"memory (GiB)", n.Memory / (1 << 30), 1, 1 << 16}, {"files", n.Files, 100, 1e8}, {"busy", n.Busy, 0.05, 1},
+	} {
+		if !(c.v >= c.lo && c.v <= c.hi) {
+			return fmt.Errorf("%w: %s %g: want %g-%g", ErrInput, c.name, c.v, c.lo, c.hi)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    time.Duration
+		hi   time.Duration
+	}{{"rtt", n.RTT, time.Minute}, {"cross-rtt", n.CrossRTT, time.Minute}, {"settle", n.Settle, time.Hour}, {"window", n.Window, 24 * time.Hour}} {
+		if c.v < 0 || c.v > c.hi {
+			return fmt.Errorf("%w: %s %v: want 0-%v", ErrInput, c.name, c.v, c.hi)
 		}
 	}
 	switch {
 	case n.Regions < 1 || n.Regions > 64:
 		return fmt.Errorf("%w: regions %d: want 1-64", ErrInput, n.Regions)
-	case n.Cores < 1:
-		return fmt.Errorf("%w: cores %v: want at least 1 per machine", ErrInput, n.Cores)
-	case n.Memory < 1<<30:
-		return fmt.Errorf("%w: memory %v bytes: want at least 1 GiB per machine", ErrInput, n.Memory)
 	case n.Tick < 50*time.Millisecond || n.Tick > 2*time.Second:
 		return fmt.Errorf("%w: tick %v: want 50ms-2s (the node's --tick .. --max-tick)", ErrInput, n.Tick)
-	case !(n.Busy > 0 && n.Busy <= 1):
-		return fmt.Errorf("%w: busy %v: want a share above 0, at most 1", ErrInput, n.Busy)
-	case n.Files < 100:
-		return fmt.Errorf("%w: files %v: want at least 100 sockets a process", ErrInput, n.Files)
 	case n.Window <= 0:
 		return fmt.Errorf("%w: window %v: want a duration above 0", ErrInput, n.Window)
 	case n.Burst < n.Votes/n.Window.Seconds():
-		return fmt.Errorf("%w: burst %v votes/s is below the window's average %.0f", ErrInput, n.Burst, n.Votes/n.Window.Seconds())
+		return fmt.Errorf("%w: burst %g votes/s is below the window's average %.0f", ErrInput, n.Burst, n.Votes/n.Window.Seconds())
 	}
 	return nil
 }
 
+// ErrDoesNotFit is returned for a night no fleet of these machines holds
+// within the model's bounds.
+var ErrDoesNotFit = errors.New("fleet: does not fit")
+
+// fits refuses a plan past the model's bounds: a process over its share
+// of a machine, or more processes than the model plans.
+func (p Plan) fits() error {
+	n := p.Night
+	switch {
+	case p.Edge.Count > maxPerRegion:
+		return fmt.Errorf("%w: more than %d edges a region (%d); plan bigger machines or fewer viewers a region", ErrDoesNotFit, maxPerRegion, p.Edge.Count)
+	case p.Full.Cores > n.Cores*n.Busy:
+		return fmt.Errorf("%w: %d full nodes a region still need %.1f cores each, over %.1f (busy %g of %g cores): the relay's messages grow with edges × full nodes", ErrDoesNotFit, p.Full.Count, p.Full.Cores, n.Cores*n.Busy, n.Busy, n.Cores)
+	case p.Edge.Cores > n.Cores*n.Busy+1e-9 || p.Edge.RSS > n.Memory*n.Busy:
+		return fmt.Errorf("%w: an edge needs %.1f cores and %.1f GiB, over its share (busy %g)", ErrDoesNotFit, p.Edge.Cores, p.Edge.RSS/(1<<30), n.Busy)
+	case p.Full.RSS > n.Memory:
+		return fmt.Errorf("%w: a full node needs %.1f GiB (every vote's ballot and record copy), over the machine's %.1f GiB", ErrDoesNotFit, p.Full.RSS/(1<<30), n.Memory/(1<<30))
+	}
+	for _, v := range []float64{p.Edge.Cores, p.Edge.RSS, p.Full.Cores, p.Full.RSS, p.AckP50, p.AckP99, p.FreshP99, p.Certify, p.Headroom, p.RelayLinkBytes, p.GossipBytes} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: the plan does not come out finite", ErrDoesNotFit)
+		}
+	}
+	return nil
+}
+
+// maxPerRegion bounds the processes of one kind the model plans a region.
+const maxPerRegion = 10_000
+
 // Write prints the plan.
 func (p Plan) Write(w io.Writer) {
 	n := p.Night
-	fmt.Fprintf(w, "night: %.0f votes in %v (average %.0f/s, burst %.0f/s), %.0f viewers, %d regions; machines of %.0f cores and %.1f GiB, tick %v, %.0f%% busy at the peak\n",
+	fmt.Fprintf(w, "night: %.0f votes in %v (average %.0f/s, burst %.0f/s), %.0f viewers, %d region(s); machines of %.0f cores and %.1f GiB, tick %v, %.0f%% busy at the peak\n",
 		n.Votes, n.Window, n.Votes/n.Window.Seconds(), n.Burst, n.Viewers, n.Regions, n.Cores, n.Memory/(1<<30), n.Tick, n.Busy*100)
 	fmt.Fprintf(w, "per region: %d full node(s), %d edge(s)   (whole fleet: %d full nodes, %d edges; %s)\n",
 		p.Full.Count, p.Edge.Count, p.Full.Count*n.Regions, p.Edge.Count*n.Regions, p.Limit)
 	fmt.Fprintf(w, "  edge at the peak: %.0f votes/s, %.0f viewers, %.2f cores, %.2f GiB RSS\n", p.VotesPerEdge, p.ViewersPerEdge, p.Edge.Cores, p.Edge.RSS/(1<<30))
 	fmt.Fprintf(w, "  full node at the peak: %.0f relay messages/s of %.1f votes, %.2f cores, %.2f GiB RSS\n", p.MessagesPerS, p.VotesPerMessage, p.Full.Cores, p.Full.RSS/(1<<30))
-	fmt.Fprintf(w, "  NATS: %.2f MB/s on each edge → full node link; gossip %.2f MB/s from each full node to each other region\n", p.RelayLinkBytes/1e6, p.GossipBytes/1e6)
+	if n.Regions > 1 {
+		fmt.Fprintf(w, "  NATS: %.2f MB/s on each edge → full node link; gossip %.2f MB/s from each full node to each other region\n", p.RelayLinkBytes/1e6, p.GossipBytes/1e6)
+	} else {
+		fmt.Fprintf(w, "  NATS: %.2f MB/s on each edge → full node link; gossip %.2f MB/s from each full node\n", p.RelayLinkBytes/1e6, p.GossipBytes/1e6)
+	}
 	fmt.Fprintf(w, "predicted: ack p50 %.0f ms, p99 %.0f ms; every viewer updated within %.0f ms (p99); certified %.1f s after close + grace\n",
 		p.AckP50, p.AckP99, p.FreshP99, p.Certify)
 	fmt.Fprintf(w, "headroom at the peak: %.0f%% of the busiest resource\n", p.Headroom*100)

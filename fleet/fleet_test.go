@@ -105,11 +105,38 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		"burst":   func(n *Night) { n.Burst = 10 },
 		"window":  func(n *Night) { n.Window = 0 },
 		"files":   func(n *Night) { n.Files = 0 },
+		"rtt":     func(n *Night) { n.RTT = -time.Second },
+		"settle":  func(n *Night) { n.Settle = -time.Second },
+		"burst ":  func(n *Night) { n.Burst = 1e308 },
+		"memory ": func(n *Night) { n.Memory = math.Inf(1) },
 	} {
 		n := seedNight()
 		mutate(&n)
-		if _, err := Make(n, f); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), name) {
+		if _, err := Make(n, f); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Nights no fleet of these machines holds within the model's bounds
+	// are refused, never printed as a plan past its machines.
+	for name, mutate := range map[string]func(*Night){
+		"ten million votes a second":               func(n *Night) { n.Burst = 1e7 },
+		"busy at the idle":                         func(n *Night) { n.Busy = 0.05; n.Cores = 1 },
+		"a billion viewers, 100 sockets a process": func(n *Night) { n.Viewers = 1e9; n.Files = 100 },
+	} {
+		n := seedNight()
+		mutate(&n)
+		if p, err := Make(n, f); !errors.Is(err, ErrDoesNotFit) {
+			t.Errorf("%s: %v, plan %+v", name, err, p)
+		}
+	}
+	good := `{"full_idle_cores":0.02,"edge_idle_cores":0.02,"full_base_rss_bytes":4e7,"edge_base_rss_bytes":4e7,"full_us_per_relay_message":1400,"full_us_per_relayed_vote":28,"edge_us_per_socket_vote":215,"relay_bytes_per_vote":286,"full_rss_bytes_per_vote":1100,"edge_rss_bytes_per_viewer":32000,"edge_us_per_frame":100,"gossip_bytes_per_vote":22,"gossip_bytes_per_s_per_full_node":{"polls_1":463},"ack_ms":{"rate":1500,"p50":14,"p99":98,"full_cores_busy":0.3},"merge_records_per_s":9e5}`
+	if _, err := ReadFigures(strings.NewReader(good)); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{strings.Replace(good, `"full_us_per_relay_message":1400,`, "", 1), strings.Replace(good, `"full_idle_cores":0.02`, `"full_idle_cores":100`, 1),
+		strings.Replace(good, `"p99":98`, `"p99":9`, 1), good + `{"b":2}`} {
+		if _, err := ReadFigures(strings.NewReader(in)); !errors.Is(err, ErrInput) {
+			t.Errorf("figures %q: %v", in[len(in)-60:], err)
 		}
 	}
 	for _, in := range []string{"", "{", "null", `{"full_us_per_relayed_vote":0}`, `{"edge_us_per_frame":-1}`, strings.Repeat("[", 1<<21)} {

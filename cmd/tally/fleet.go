@@ -63,6 +63,10 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 		Votes: *votes, Window: *window, Burst: *burst, Viewers: *viewers, Regions: *regions, Cores: *cores, Memory: *memory * (1 << 30),
 		Tick: *tick, Busy: *busy, Files: *files, RTT: *rtt, CrossRTT: *crossRTT, Settle: *settle,
 	}, fig)
+	if errors.Is(err, fleet.ErrDoesNotFit) {
+		fmt.Fprintf(stderr, "tally fleet plan: %v\n", err)
+		return 1
+	}
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
