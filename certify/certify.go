@@ -111,7 +111,8 @@ type Certifier struct {
 
 	pendingLog pendingLog // when a pending reason is logged
 
-	copies         *copies // the replicas' chains of the polls that run (copies.go)
+	copies         *copies                // the replicas' chains of the polls that run (copies.go)
+	merges         *prometheus.CounterVec // by how: incremental, whole
 	prefetchErrors prometheus.Counter
 	budgetLogged   atomic.Bool // the prefetch budget's warning is written once
 }
@@ -155,12 +156,16 @@ func New(cfg Config) (*Certifier, error) {
 		Name: "tally_certify_prefetch_errors_total",
 		Help: "Failed top-ups of this node's copies of other replicas' chains while their polls run (a peer unreachable or its export refused); certification reads what is missing at close.",
 	})
+	c.merges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_certify_merges_total",
+		Help: "Exact merges certification made, by how: incremental (the copies' merge kept while the poll ran, finished at close) or whole (every collected record merged at close: no prefetch, a copy read again, a replica excluded).",
+	}, []string{"how"})
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tally_certify_prefetched_records",
 		Help: "Records this node holds copied from every replica's chain of the polls that run or wait to be certified, so that certification at close reads only the tail (at most --certify-prefetch while the polls run).",
 	}, func() float64 { return float64(c.copies.size()) })
 	if cfg.Registerer != nil {
-		for _, m := range []prometheus.Collector{c.attempts, c.seconds, c.prefetchErrors, held} {
+		for _, m := range []prometheus.Collector{c.attempts, c.seconds, c.prefetchErrors, c.merges, held} {
 			if err := cfg.Registerer.Register(m); err != nil {
 				return nil, fmt.Errorf("certify: cannot register metrics: %w", err)
 			}
@@ -361,7 +366,11 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	var res *ledger.Result
 	chains, err := c.collect(ctx, poll, replicas, peers)
 	if err == nil {
-		res, err = ledger.ReconcileChains(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, chains...)
+		var incremental bool
+		res, incremental, err = c.reconcile(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, chains)
+		if err == nil {
+			c.merges.WithLabelValues(map[bool]string{true: "incremental", false: "whole"}[incremental]).Inc()
+		}
 	}
 	if err != nil {
 		detail.Missing = append(detail.Missing, api.Missing{Replica: replicaOf(err), Error: err.Error()})
@@ -430,6 +439,7 @@ func (c *Certifier) collect(ctx context.Context, poll string, replicas []string,
 				cc.mu.Lock()
 				_, err := c.topUp(ctx, cc, peers[r], false)
 				if err == nil {
+					c.copies.feed(cc, true)
 					chains[i] = cc.records()
 				}
 				cc.mu.Unlock()

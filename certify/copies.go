@@ -26,10 +26,13 @@ type copies struct {
 	polls map[string]map[string]*chainCopy // poll → replica → copy
 	held  atomic.Int64                     // records held, every poll's
 	max   int64                            // records the prefetch may hold; Certify may go past it
+	// merges are the polls' incremental merges of their copies (merge.go);
+	// nil: given up.
+	merges map[string]*ledger.Merge
 }
 
 func newCopies(max int) *copies {
-	return &copies{polls: map[string]map[string]*chainCopy{}, max: int64(max)}
+	return &copies{polls: map[string]map[string]*chainCopy{}, max: int64(max), merges: map[string]*ledger.Merge{}}
 }
 
 // chainCopy is one replica's chain of one poll, as far as it is copied.
@@ -80,6 +83,9 @@ func (cs *copies) drop(c *chainCopy) {
 	if cs.polls[c.poll][c.replica] == c {
 		delete(cs.polls[c.poll], c.replica)
 	}
+	if _, ok := cs.merges[c.poll]; ok {
+		cs.merges[c.poll] = nil // it holds the dropped copy's records
+	}
 	cs.mu.Unlock()
 	c.release(cs)
 }
@@ -97,6 +103,7 @@ func (cs *copies) forget(poll string) {
 	cs.mu.Lock()
 	byReplica := cs.polls[poll]
 	delete(cs.polls, poll)
+	delete(cs.merges, poll)
 	cs.mu.Unlock()
 	for _, c := range byReplica {
 		c.mu.Lock()

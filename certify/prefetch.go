@@ -74,6 +74,7 @@ func (c *Certifier) prefetchOnce(ctx context.Context) {
 				continue // a certification attempt is reading it
 			}
 			_, err := c.topUp(ctx, cc, p, true)
+			c.copies.feed(cc, false)
 			cc.mu.Unlock()
 			if err != nil && !errors.Is(err, errBudget) && ctx.Err() == nil {
 				c.prefetchErrors.Inc()

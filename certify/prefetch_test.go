@@ -3,6 +3,7 @@ package certify
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"tally/api"
 	"tally/crdt"
 	"tally/hlc"
 	"tally/ledger"
@@ -172,41 +174,102 @@ func TestPrefetchReadsEachRecordOnceAndChangesNoResult(t *testing.T) {
 	if n := r.c.copies.size(); n != 0 {
 		t.Fatalf("a certified poll's copies are kept: %d records", n)
 	}
+	if inc, whole := merges(r), merges(fresh); inc != [2]float64{1, 0} || whole != [2]float64{0, 1} {
+		t.Fatalf("merges (incremental, whole): with copies %v, want one incremental; without %v, want one whole", inc, whole)
+	}
 }
 
-// A node of an earlier version exports its whole chain whatever after
-// says: what is already copied is checked and skipped.
-func TestPrefetchTakesAWholeExport(t *testing.T) {
+// merges is how many incremental and whole merges the rig's certifier made.
+func merges(r *prefetchRig) [2]float64 {
+	return [2]float64{testutil.ToFloat64(r.c.merges.WithLabelValues("incremental")), testutil.ToFloat64(r.c.merges.WithLabelValues("whole"))}
+}
+
+// The merge kept while the poll runs gives the certificate a certifier
+// without copies gives, with retries reaching two regions (the earlier
+// copy stands whichever region's chain was copied first), voters changing
+// their minds in another region, late and shadowed votes; and a decision
+// that leaves a replica out is merged whole.
+func TestIncrementalMergeMatchesAWholeOne(t *testing.T) {
+	// night: the votes, with the copies topped up twice while they come.
+	night := func(r *prefetchRig) {
+		add := func(replica, voter, option, idem string, wall int64, counted bool) {
+			t.Helper()
+			rec := ledger.Record{Poll: "p", Voter: voter, Option: option, Idem: idem, Wall: r.def.OpensAt + wall, Trust: 1, Counted: counted}
+			if !counted {
+				rec.Trust = 0.05
+			}
+			if _, err := r.ledgers[replica].Append(rec); err != nil {
+				t.Fatal(err)
+			}
+			r.setCount(replica)
+		}
+		add("us-1", "v1", "a", "k1", 10, true)
+		add("ap-1", "v2", "b", "k2", 11, true)
+		r.c.prefetchOnce(context.Background())
+		add("eu-1", "v1", "a", "k1", 5, true)   // the same vote, earlier, copied later: it stands
+		add("eu-1", "v2", "a", "k3", 20, true)  // v2 changes its mind in another region
+		add("us-1", "v3", "b", "k4", 12, false) // shadowed
+		r.c.prefetchOnce(context.Background())
+		add("ap-1", "v3", "a", "k5", 13, true)
+		add("us-1", "v4", "a", "k6", 2*time.Minute.Milliseconds()+1, true) // in the grace window: late
+		r.now = time.UnixMilli(r.def.GraceEnd() + 1)
+	}
 	r := newPrefetchRig(t, 1000)
-	r.whole = true
-	r.vote("us-1", 3, "a")
-	r.c.prefetchOnce(context.Background())
-	r.vote("us-1", 2, "b")
-	r.c.prefetchOnce(context.Background())
-	if got := r.c.copies.count("p", "us-1"); got != 5 {
-		t.Fatalf("copied %d of us-1, want 5", got)
+	night(r)
+	cert := r.certify()
+
+	fresh := newPrefetchRig(t, 0)
+	fresh.ledgers, fresh.st = r.ledgers, r.st
+	fresh.c.cfg.State, fresh.c.cfg.Ledger = r.st, r.ledgers["eu-1"]
+	fresh.now = r.now
+	again, err := fresh.c.Certify(context.Background(), "p", Decisions{})
+	if err != nil || again.Digest != cert.Digest {
+		t.Fatalf("incremental: %s\nwhole: %s %v", cert.Detail, again.Detail, err)
 	}
-	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
-	if cert := r.certify(); cert.Total != 5 {
-		t.Fatalf("certified %d, want 5", cert.Total)
+	if res := result(t, cert); cert.Totals["a"] != 3 || cert.Total != 3 || res.Duplicates != 1 || res.Late != 1 || res.Shadowed != 1 || res.Records != 7 {
+		t.Fatalf("certified %s", cert.Detail)
 	}
+	if merges(r) != [2]float64{1, 0} {
+		t.Fatalf("merges (incremental, whole) %v, want one incremental", merges(r))
+	}
+
+	// Leaving us-1 out: the merge holds its records, so the attempt merges
+	// what it collected whole.
+	r = newPrefetchRig(t, 1000)
+	night(r)
+	excl, err := r.c.Certify(context.Background(), "p", Decisions{Exclude: []api.Exclusion{{Replica: "us-1", Reason: "test"}}})
+	if err != nil || result(t, excl).Records != 4 || merges(r) != [2]float64{0, 1} {
+		t.Fatalf("us-1 left out: %s %v; merges %v, want one whole", excl.Detail, err, merges(r))
+	}
+}
+
+func result(t *testing.T, cert state.Certificate) *ledger.Result {
+	t.Helper()
+	var detail api.ResultDetail
+	if err := json.Unmarshal(cert.Detail, &detail); err != nil || detail.Result == nil {
+		t.Fatalf("certificate detail %s: %v", cert.Detail, err)
+	}
+	return detail.Result
 }
 
 // The budget bounds what the prefetch holds; what it did not copy is read
 // at close, and the result is the same.
 func TestPrefetchKeepsToItsBudget(t *testing.T) {
-	r := newPrefetchRig(t, 4)
+	r := newPrefetchRig(t, 2)
 	r.vote("us-1", 6, "a")
 	r.vote("ap-1", 6, "b")
 	for range 3 {
 		r.c.prefetchOnce(context.Background())
 	}
-	if got := r.c.copies.size(); got != 4 {
-		t.Fatalf("copies hold %d records, budget 4", got)
+	if got := r.c.copies.size(); got != 2 {
+		t.Fatalf("copies hold %d records, budget 2", got)
 	}
 	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
 	if cert := r.certify(); cert.Total != 12 {
 		t.Fatalf("certified %d, want 12", cert.Total)
+	}
+	if merges(r) != [2]float64{0, 1} {
+		t.Fatalf("merges (incremental, whole) %v: a tail longer than the merge is merged whole", merges(r))
 	}
 }
 
@@ -257,6 +320,9 @@ func TestPrefetchDropsACopyItsReplicaNoLongerHolds(t *testing.T) {
 	cert := r.certify() // read whole at once: what its ledger holds now
 	if cert.Totals["a"] != 2 || cert.Totals["b"] != 2 {
 		t.Fatalf("certified %v, want us-1's ledger as it is (a 2, b 2)", cert.Totals)
+	}
+	if merges(r) != [2]float64{0, 1} {
+		t.Fatalf("merges (incremental, whole) %v: the merge held the dropped copy's records", merges(r))
 	}
 }
 

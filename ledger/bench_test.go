@@ -222,6 +222,52 @@ func BenchmarkReconcileChains(b *testing.B) {
 	b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "records/s")
 }
 
+// BenchmarkMerge: the same million records merged as a certifier's copies
+// grow while the poll runs (add: per record, in the background), and the
+// result asked of it at close (result: the whole of the work left then),
+// beside BenchmarkReconcileChains over the same records.
+func BenchmarkMerge(b *testing.B) {
+	const n = 1_000_000
+	hist := syntheticHistory(n, []string{"ap-1", "eu-1", "us-1"})
+	for _, h := range hist {
+		for k := range h {
+			h[k].KeepHash()
+		}
+	}
+	build := func() *Merge {
+		m := NewMerge("p")
+		for k := range hist[0] { // the chains interleaved, as top-ups arrive
+			for _, h := range hist {
+				if k < len(h) {
+					if err := m.Add(&h[k]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		return m
+	}
+	b.Run("add", func(b *testing.B) {
+		start := time.Now()
+		for range b.N {
+			build()
+		}
+		b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "records/s")
+	})
+	b.Run("result", func(b *testing.B) {
+		m := build()
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			res, err := m.Result(ReconcileConfig{Poll: "p"})
+			if err != nil || res.Records != n {
+				b.Fatal(res, err)
+			}
+		}
+		b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "records/s")
+	})
+}
+
 func BenchmarkReplay(b *testing.B) {
 	const n = 1_000_000
 	l, err := Open(Config{Dir: b.TempDir(), Replica: "eu-1"})
