@@ -40,7 +40,11 @@ type Figures struct {
 		P99       float64 `json:"p99"`
 		FullCores float64 `json:"full_cores_busy"`
 	} `json:"ack_ms"`
-	MergeRecordsPerS float64 `json:"merge_records_per_s"`
+	// The certifier's incremental merge (ledger.Merge): records fed to it
+	// a second (the tail read at close), and records a second its result
+	// at close covers.
+	MergeAddRecordsPerS    float64 `json:"merge_add_records_per_s"`
+	MergeResultRecordsPerS float64 `json:"merge_result_records_per_s"`
 }
 
 // ReadFigures decodes and checks a figures file: one JSON object, every
@@ -67,7 +71,7 @@ func ReadFigures(r io.Reader) (Figures, error) {
 		{"edge_us_per_frame", f.EdgePerFrameUs, 1e6}, {"gossip_bytes_per_vote", f.GossipBallotBytesPerVote, 1 << 20},
 		{"gossip_bytes_per_s_per_full_node.polls_1", f.Gossip.Polls1, 1 << 30},
 		{"ack_ms.rate", f.Ack.Rate, 1e9}, {"ack_ms.p50", f.Ack.P50, 1e6}, {"ack_ms.p99", f.Ack.P99, 1e6},
-		{"ack_ms.full_cores_busy", f.Ack.FullCores, 2}, {"merge_records_per_s", f.MergeRecordsPerS, 1e12},
+		{"ack_ms.full_cores_busy", f.Ack.FullCores, 2}, {"merge_add_records_per_s", f.MergeAddRecordsPerS, 1e12}, {"merge_result_records_per_s", f.MergeResultRecordsPerS, 1e12},
 	} {
 		if !(c.v > 0 && c.v < c.max) {
 			return f, fmt.Errorf("%w: figures: %s is %g: want a measured value above 0 and below %g (rerun ./bench/fleet-figures.sh)", ErrInput, c.name, c.v, c.max)
@@ -141,7 +145,6 @@ func Make(n Night, f Figures) (Plan, error) {
 	if err := n.check(); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Night: n}
 	R := float64(n.Regions)
 	votes := n.Burst / R     // a region's votes a second at the peak
 	viewers := n.Viewers / R // a region's viewers
@@ -162,44 +165,81 @@ func Make(n Night, f Figures) (Plan, error) {
 	if !(e <= maxPerRegion) {
 		return Plan{}, fmt.Errorf("%w: more than %d edges a region; plan bigger machines or fewer viewers a region", ErrDoesNotFit, maxPerRegion)
 	}
-	p.Limit = "edges by CPU"
+	limit := "edges by CPU"
 	switch max(byCPU, byMem, byFiles) {
 	case byMem:
-		p.Limit = "edges by memory"
+		limit = "edges by memory"
 	case byFiles:
-		p.Limit = "edges by open files"
+		limit = "edges by open files"
 	}
-	p.Edge = Process{Count: int(e), Cores: f.EdgeIdleCores + edgeCores/e, RSS: f.EdgeBaseRSS + edgeMem/e}
-	p.VotesPerEdge, p.ViewersPerEdge = votes/e, viewers/e
 
-	// Full nodes: each edge sends each of the F full nodes its share of
-	// its votes, a message per relay window or per full batch.
-	var full Process
-	for F := 1.0; ; F++ {
-		perLink := votes / e / F
-		msgs := max(perLink/relayBatch, min(perLink, 1/relayWindow.Seconds())) // per edge → full link
-		p.MessagesPerS = msgs * e
-		p.VotesPerMessage = perLink / max(msgs, 1e-9)
-		cores := f.FullIdleCores + (p.MessagesPerS*f.FullPerMessageUs+votes/F*f.FullPerVoteUs)/1e6
-		full = Process{Count: int(F), Cores: cores, RSS: f.FullBaseRSS + n.Votes*f.FullRSSPerVote}
-		if cores <= n.Cores*n.Busy || F >= maxFull {
+	// Full nodes: as many as it takes for one to fit its share of a
+	// machine (the relay's messages grow with edges × full nodes).
+	var p Plan
+	for F := 1; ; F++ {
+		p = at(n, f, F, int(e))
+		if p.Full.Cores <= n.Cores*n.Busy || F >= maxFull {
 			break
 		}
 	}
-	p.Full = full
-	if float64(full.Count) > 1 && full.Cores > p.Edge.Cores {
+	p.Limit = limit
+	if p.Full.Count > 1 && p.Full.Cores > p.Edge.Cores {
 		p.Limit = "full nodes by CPU"
 	}
-	perLink := votes / e / float64(full.Count)
+	if p.Full.RSS > n.Memory*n.Busy {
+		p.Limit = "full node memory: every full node holds every vote's ballot and record copy"
+	}
+	return p, p.fits()
+}
+
+// At is the model's figures for n with the full nodes and edges a region
+// given, instead of the counts Make would choose: what those processes
+// should use at n's peak, to put beside what they did (bench/night
+// --edges). It checks n but not that the plan fits its machines.
+func At(n Night, f Figures, full, edges int) (Plan, error) {
+	if err := n.check(); err != nil {
+		return Plan{}, err
+	}
+	if full < 1 || full > maxFull || edges < 1 || edges > maxPerRegion {
+		return Plan{}, fmt.Errorf("%w: %d full node(s) and %d edge(s) a region: want 1-%d and 1-%d", ErrInput, full, edges, maxFull, maxPerRegion)
+	}
+	p := at(n, f, full, edges)
+	p.Limit = "given"
+	return p, nil
+}
+
+// at applies the formulas (docs/capacity.md) to F full nodes and e edges
+// a region.
+func at(n Night, f Figures, F, e int) Plan {
+	p := Plan{Night: n}
+	R := float64(n.Regions)
+	votes := n.Burst / R     // a region's votes a second at the peak
+	viewers := n.Viewers / R // a region's viewers
+	fps := 1 / n.Tick.Seconds()
+	E, Ff := float64(e), float64(F)
+
+	edgeCores := votes*f.EdgePerVoteUs/1e6 + viewers*fps*f.EdgePerFrameUs/1e6
+	edgeMem := viewers * f.EdgeRSSPerViewer
+	p.Edge = Process{Count: e, Cores: f.EdgeIdleCores + edgeCores/E, RSS: f.EdgeBaseRSS + edgeMem/E}
+	p.VotesPerEdge, p.ViewersPerEdge = votes/E, viewers/E
+
+	// Each edge sends each of the F full nodes its share of its votes, a
+	// message per relay window or per full batch.
+	perLink := votes / E / Ff
+	msgs := max(perLink/relayBatch, min(perLink, 1/relayWindow.Seconds())) // per edge → full link
+	p.MessagesPerS = msgs * E
+	p.VotesPerMessage = perLink / max(msgs, 1e-9)
+	p.Full = Process{Count: F, Cores: f.FullIdleCores + (p.MessagesPerS*f.FullPerMessageUs+votes/Ff*f.FullPerVoteUs)/1e6,
+		RSS: f.FullBaseRSS + n.Votes*f.FullRSSPerVote}
 	p.RelayLinkBytes = perLink * f.RelayBytesPerVote
 	// Every full node publishes its own votes' ballots and counts to every
 	// other region; the count entries' flat rate is the one-poll figure.
-	p.GossipBytes = f.Gossip.Polls1 + votes/float64(full.Count)*f.GossipBallotBytesPerVote
+	p.GossipBytes = f.Gossip.Polls1 + votes/Ff*f.GossipBallotBytesPerVote
 
 	// Ack: the measured light-load ack, plus the round trip, stretched as
 	// a queue's wait is by the full node's busy share (M/M/1: 1/(1-ρ)).
 	rhoMeasured := min(f.Ack.FullCores/figuresCores, 0.95)
-	rho := min(full.Cores/n.Cores, 0.95)
+	rho := min(p.Full.Cores/n.Cores, 0.95)
 	rtt := float64(n.RTT) / float64(time.Millisecond)
 	p.AckP50 = f.Ack.P50 + rtt
 	p.AckP99 = f.Ack.P99*(1-rhoMeasured)/(1-rho) + rtt
@@ -208,15 +248,13 @@ func Make(n Night, f Figures) (Plan, error) {
 	// next tick of the viewer's hub; the frame's write is the edge's.
 	p.FreshP99 = 100 + float64(n.CrossRTT)/float64(time.Millisecond)/2 + float64(n.Tick)/float64(time.Millisecond) + p.AckP99/2
 	// Certification: settle, the last second's records of the other
-	// regions fetched, then the merge of every record at one node.
+	// regions fetched into the merge kept while the poll ran, then its
+	// result over every record.
 	tail := n.Burst * (R - 1) / R
-	p.Certify = n.Settle.Seconds() + tail/f.MergeRecordsPerS + n.Votes/f.MergeRecordsPerS + float64(n.CrossRTT)/float64(time.Second)
+	p.Certify = n.Settle.Seconds() + tail/f.MergeAddRecordsPerS + n.Votes/f.MergeResultRecordsPerS + float64(n.CrossRTT)/float64(time.Second)
 
-	p.Headroom = 1 - max(p.Edge.Cores/n.Cores, p.Edge.RSS/n.Memory, full.Cores/n.Cores, full.RSS/n.Memory)
-	if full.RSS > n.Memory*n.Busy {
-		p.Limit = "full node memory: every full node holds every vote's ballot and record copy"
-	}
-	return p, p.fits()
+	p.Headroom = 1 - max(p.Edge.Cores/n.Cores, p.Edge.RSS/n.Memory, p.Full.Cores/n.Cores, p.Full.RSS/n.Memory)
+	return p
 }
 
 func (n Night) check() error {

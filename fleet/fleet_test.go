@@ -14,7 +14,7 @@ func testFigures() Figures {
 		FullIdleCores: 0.013, EdgeIdleCores: 0.013, FullBaseRSS: 60e6, EdgeBaseRSS: 50e6,
 		FullPerMessageUs: 500, FullPerVoteUs: 25, EdgePerVoteUs: 80, RelayBytesPerVote: 400,
 		FullRSSPerVote: 600, EdgeRSSPerViewer: 25_000, EdgePerFrameUs: 14, GossipBallotBytesPerVote: 60,
-		MergeRecordsPerS: 1e6,
+		MergeAddRecordsPerS: 7e5, MergeResultRecordsPerS: 1e7,
 	}
 	f.Gossip.Polls1, f.Gossip.Polls11 = 2000, 8000
 	f.Ack.Rate, f.Ack.P50, f.Ack.P99, f.Ack.FullCores = 2000, 4, 29, 0.3
@@ -129,7 +129,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: %v, plan %+v", name, err, p)
 		}
 	}
-	good := `{"full_idle_cores":0.02,"edge_idle_cores":0.02,"full_base_rss_bytes":4e7,"edge_base_rss_bytes":4e7,"full_us_per_relay_message":1400,"full_us_per_relayed_vote":28,"edge_us_per_socket_vote":215,"relay_bytes_per_vote":286,"full_rss_bytes_per_vote":1100,"edge_rss_bytes_per_viewer":32000,"edge_us_per_frame":100,"gossip_bytes_per_vote":22,"gossip_bytes_per_s_per_full_node":{"polls_1":463},"ack_ms":{"rate":1500,"p50":14,"p99":98,"full_cores_busy":0.3},"merge_records_per_s":9e5}`
+	good := `{"full_idle_cores":0.02,"edge_idle_cores":0.02,"full_base_rss_bytes":4e7,"edge_base_rss_bytes":4e7,"full_us_per_relay_message":1400,"full_us_per_relayed_vote":28,"edge_us_per_socket_vote":215,"relay_bytes_per_vote":286,"full_rss_bytes_per_vote":1100,"edge_rss_bytes_per_viewer":32000,"edge_us_per_frame":100,"gossip_bytes_per_vote":22,"gossip_bytes_per_s_per_full_node":{"polls_1":463},"ack_ms":{"rate":1500,"p50":14,"p99":98,"full_cores_busy":0.3},"merge_add_records_per_s":7e5,"merge_result_records_per_s":1e7}`
 	if _, err := ReadFigures(strings.NewReader(good)); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 // FuzzReadFigures: any bytes are refused or give figures the model plans
 // from without NaN.
 func FuzzReadFigures(f *testing.F) {
-	f.Add(`{"full_us_per_relayed_vote":25,"edge_us_per_socket_vote":80,"edge_us_per_frame":14,"edge_rss_bytes_per_viewer":25000,"full_rss_bytes_per_vote":600,"merge_records_per_s":1e6,"relay_bytes_per_vote":400}`)
+	f.Add(`{"full_us_per_relayed_vote":25,"edge_us_per_socket_vote":80,"edge_us_per_frame":14,"edge_rss_bytes_per_viewer":25000,"full_rss_bytes_per_vote":600,"merge_add_records_per_s":7e5,"merge_result_records_per_s":1e7,"relay_bytes_per_vote":400}`)
 	f.Add(`{}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		fig, err := ReadFigures(strings.NewReader(in))
@@ -164,4 +164,31 @@ func FuzzReadFigures(f *testing.F) {
 			t.Fatalf("plan from %q: %+v", in, p)
 		}
 	})
+}
+
+// At the counts Make chose, At gives Make's figures; other counts move
+// them the way the formulas say (more edges: less CPU each); counts out
+// of range are refused.
+func TestAtIsMakeAtItsCounts(t *testing.T) {
+	n, f := seedNight(), testFigures()
+	p, err := Make(n, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := At(n, f, p.Full.Count, p.Edge.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Edge != p.Edge || a.Full != p.Full || a.AckP99 != p.AckP99 || a.Certify != p.Certify || a.GossipBytes != p.GossipBytes {
+		t.Fatalf("At at Make's counts: %+v\nMake: %+v", a, p)
+	}
+	more, err := At(n, f, p.Full.Count, p.Edge.Count*2)
+	if err != nil || !(more.Edge.Cores < a.Edge.Cores) || more.Edge.Count != 2*p.Edge.Count {
+		t.Fatalf("twice the edges: %+v %v", more.Edge, err)
+	}
+	for _, c := range [][2]int{{0, 1}, {1, 0}, {65, 1}, {1, 10_001}, {-1, -1}} {
+		if _, err := At(n, f, c[0], c[1]); !errors.Is(err, ErrInput) {
+			t.Fatalf("At(%d full, %d edges): %v, want ErrInput", c[0], c[1], err)
+		}
+	}
 }

@@ -10,13 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// region is one node process of the cluster.
+// region is one node process of the cluster: a region's full node, or
+// one of its edges.
 type region struct {
 	name     string
 	url      string // public HTTP
@@ -29,15 +31,17 @@ type region struct {
 // secrets an operator would give them, in files.
 type cluster struct {
 	dir           string
-	regions       []*region
+	regions       []*region   // the full nodes, one a region
+	edges         [][]*region // per region, its edges (--edges)
 	adminToken    string
 	sessionSecret []byte
 }
 
-// startCluster starts one node per region on loopback, joined over
+// startCluster starts one full node per region on loopback, joined over
 // encrypted memberlist, NATS gateways between regions, voter tokens
-// required. It returns once every node answers /readyz.
-func startCluster(bin, dir string, names []string, maxViewers int) (*cluster, error) {
+// required, and edges (--role edge, NATS leaves of their region's full
+// node) a region. It returns once every node answers /readyz.
+func startCluster(bin, dir string, names []string, maxViewers, edges int) (*cluster, error) {
 	c := &cluster{dir: dir}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -84,20 +88,62 @@ func startCluster(bin, dir string, names []string, maxViewers int) (*cluster, er
 			// Profiles while the night runs: go tool pprof http://127.0.0.1:1831x/debug/pprof/profile
 			"--debug-addr", fmt.Sprintf("127.0.0.1:%d", 18311+i),
 		}
-		log, err := os.Create(r.logPath)
-		if err != nil {
-			return nil, err
-		}
-		r.cmd = exec.Command(bin, args...)
-		r.cmd.Stdout, r.cmd.Stderr = log, log
-		r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := r.cmd.Start(); err != nil {
-			return nil, err
+		if err := r.start(bin, args); err != nil {
+			return c, err
 		}
 		c.regions = append(c.regions, r)
 	}
+	if err := waitReady(c.regions); err != nil {
+		return c, err
+	}
+	// Edges: viewers' sockets and their votes, relayed to their region's
+	// full node; they need the gossip key only. Ports: HTTP 19000+20i+j,
+	// admin +100, gossip +200, NATS client +300.
+	for i, name := range names {
+		var rs []*region
+		for j := range edges {
+			base := 19000 + 20*i + j
+			r := &region{name: fmt.Sprintf("%s-edge-%d", name, j), url: fmt.Sprintf("http://127.0.0.1:%d", base),
+				adminURL: fmt.Sprintf("http://127.0.0.1:%d", base+100), logPath: filepath.Join(dir, fmt.Sprintf("%s-edge-%d.log", name, j))}
+			args := []string{
+				"--role", "edge", "--region", name, "--node-name", r.name, "--data-dir", filepath.Join(dir, r.name),
+				"--http-addr", strings.TrimPrefix(r.url, "http://"), "--admin-addr", strings.TrimPrefix(r.adminURL, "http://"),
+				"--gossip-addr", fmt.Sprintf("127.0.0.1:%d", base+200), "--join", strings.Join(seeds, ","), "--gossip-profile", "lan",
+				"--push-pull-interval", "5s", "--gossip-key-file", filepath.Join(dir, "gossip-key"),
+				"--nats-addr", fmt.Sprintf("127.0.0.1:%d", base+300),
+				"--trusted-proxies", "127.0.0.0/8", "--max-viewers", strconv.Itoa(maxViewers), "--demo=false", "--drain", "0",
+			}
+			if err := r.start(bin, args); err != nil {
+				return c, err
+			}
+			rs = append(rs, r)
+		}
+		c.edges = append(c.edges, rs)
+	}
+	for _, rs := range c.edges {
+		if err := waitReady(rs); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// start runs the node binary with args, its output to the region's log.
+func (r *region) start(bin string, args []string) error {
+	log, err := os.Create(r.logPath)
+	if err != nil {
+		return err
+	}
+	r.cmd = exec.Command(bin, args...)
+	r.cmd.Stdout, r.cmd.Stderr = log, log
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return r.cmd.Start()
+}
+
+// waitReady waits up to a minute for every node's /readyz.
+func waitReady(rs []*region) error {
 	deadline := time.Now().Add(60 * time.Second)
-	for _, r := range c.regions {
+	for _, r := range rs {
 		for {
 			res, err := http.Get(r.url + "/readyz")
 			if err == nil {
@@ -107,23 +153,32 @@ func startCluster(bin, dir string, names []string, maxViewers int) (*cluster, er
 				}
 			}
 			if time.Now().After(deadline) {
-				return c, fmt.Errorf("%s not ready within 60 s; its log: %s", r.name, tail(r.logPath))
+				return fmt.Errorf("%s not ready within 60 s; its log: %s", r.name, tail(r.logPath))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	return c, nil
+	return nil
+}
+
+// all is every process: full nodes, then edges.
+func (c *cluster) all() []*region {
+	out := slices.Clone(c.regions)
+	for _, rs := range c.edges {
+		out = append(out, rs...)
+	}
+	return out
 }
 
 // stop ends every node with SIGTERM and waits for it.
 func (c *cluster) stop() {
-	for _, r := range c.regions {
-		if r.cmd.Process != nil {
+	for _, r := range c.all() {
+		if r.cmd != nil && r.cmd.Process != nil {
 			r.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	for _, r := range c.regions {
-		if r.cmd.Process != nil {
+	for _, r := range c.all() {
+		if r.cmd != nil && r.cmd.Process != nil {
 			r.cmd.Wait()
 		}
 	}

@@ -32,6 +32,7 @@ func main() {
 	bin := flag.String("node-bin", "", "the node binary (bench/night.sh builds it)")
 	workers := flag.Int("workers", 640, "requests in flight at most, all regions together")
 	dir := flag.String("dir", "", "where the nodes keep their data (default: a temporary directory, removed)")
+	edges := flag.Int("edges", 0, "edges a region (0-20): viewers and voters on the edges, votes on the viewers' sockets (0: on the full nodes, votes over HTTP)")
 	flag.Parse()
 	if *small {
 		*votes, *nviewers = 100_000, 2_000
@@ -40,7 +41,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "night: --node-bin is required (run ./bench/night.sh)")
 		os.Exit(2)
 	}
-	if err := run(*bin, *dir, *votes, *nviewers, *workers); err != nil {
+	if *edges < 0 || *edges > 20 {
+		fmt.Fprintf(os.Stderr, "night: --edges %d: want 0-20 edges a region\n", *edges)
+		os.Exit(2)
+	}
+	if *edges > 0 && *nviewers < 3**edges {
+		fmt.Fprintf(os.Stderr, "night: --viewers %d: with --edges %d want at least %d (the voters' sockets are the viewers')\n", *nviewers, *edges, 3**edges)
+		os.Exit(2)
+	}
+	if err := run(*bin, *dir, *votes, *nviewers, *workers, *edges); err != nil {
 		fmt.Fprintln(os.Stderr, "night:", err)
 		os.Exit(1)
 	}
@@ -52,9 +61,10 @@ type outcome struct {
 	lat    time.Duration
 	phase  int
 	lag    time.Duration // sent this long after its planned time
+	socket bool          // sent on a socket (--edges), not over HTTP
 }
 
-func run(bin, dir string, votes, nviewers, workers int) error {
+func run(bin, dir string, votes, nviewers, workers, edges int) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "night")
 		if err != nil {
@@ -64,8 +74,8 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 		dir = d
 	}
 	names := []string{"eu-west", "us-east", "ap-south"}
-	fmt.Printf("night: %d votes, %d viewers, three regions; data in %s\n", votes, nviewers, dir)
-	cl, err := startCluster(bin, dir, names, nviewers)
+	fmt.Printf("night: %d votes, %d viewers, three regions, %d edge(s) a region; data in %s\n", votes, nviewers, edges, dir)
+	cl, err := startCluster(bin, dir, names, nviewers, edges)
 	if cl != nil {
 		defer cl.stop()
 	}
@@ -85,6 +95,28 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 		return err
 	}
 
+	// Where voters and viewers are: on the full nodes (votes over HTTP), or
+	// on the edges (--edges: votes on the viewers' sockets; see sockets.go).
+	onEdges := edges > 0
+	perRegion := nviewers / len(names) // sockets a region, with --edges
+	socketOf := func(v int) int { return v%len(names) + len(names)*(v/len(names)%perRegion) }
+	addrOf := voterIP
+	if onEdges {
+		addrOf = func(v int) string { return viewerAddr(socketOf(v)) }
+	}
+	voteURL := func(region, voter int) string { // where a vote goes over HTTP
+		if onEdges {
+			return cl.edges[region][voter%edges].url
+		}
+		return urls[region]
+	}
+	at := func(i int) (string, string, string) { return urls[i%len(urls)], viewerAddr(i), "night-viewer/1" }
+	if onEdges {
+		at = func(i int) (string, string, string) {
+			return cl.edges[i%len(names)][i/len(names)%edges].url, viewerAddr(i), userAgent
+		}
+	}
+
 	rng := rand.New(rand.NewPCG(20261130, 1))
 	p := makePlan(votes, len(names), rng)
 	fmt.Printf("night: plan: %d voters, %d requests, planned peak %.0f votes/s\n", p.voters, len(p.sends), p.peak)
@@ -96,7 +128,7 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	tokens := make([]string, p.voters+2000)
 	voterIDs := make([]string, len(tokens))
 	for i := range tokens {
-		tok, t, err := signer.Issue(session.ClientHash(voterIP(i), userAgent), false, 1)
+		tok, t, err := signer.Issue(session.ClientHash(addrOf(i), userAgent), false, 1)
 		if err != nil {
 			return err
 		}
@@ -108,26 +140,23 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	defer cancel()
 	start = time.Now()
 	var vw viewers
-	vw.connect(ctx, urls, "night", nviewers)
+	vw.connect(ctx, at, "night", nviewers, onEdges)
 	fmt.Printf("night: %d viewers connected in %s (%d failed)\n", int64(nviewers)-vw.failed.Load(), time.Since(start).Round(time.Millisecond), vw.failed.Load())
 	var pr prober
-	if err := pr.watch(ctx, urls[2], "probe"); err != nil {
+	if err := pr.watch(ctx, voteURL(2, 0), "probe"); err != nil {
 		return err
 	}
 
-	clients := make([]*http.Client, len(urls))
-	for i := range clients {
-		clients[i] = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers, IdleConnTimeout: time.Minute}}
-	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers, IdleConnTimeout: time.Minute}}
 	post := func(region int, voter int, option, idem, poll string) (string, time.Duration) {
 		body := fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, option, voterIDs[voter], idem)
-		req, _ := http.NewRequest(http.MethodPost, urls[region]+"/v1/polls/"+poll+"/votes", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, voteURL(region, voter)+"/v1/polls/"+poll+"/votes", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Forwarded-For", voterIP(voter))
+		req.Header.Set("X-Forwarded-For", addrOf(voter))
 		req.Header.Set("User-Agent", userAgent)
 		req.Header.Set(ingest.SessionHeader, tokens[voter])
 		t0 := time.Now()
-		res, err := clients[region].Do(req)
+		res, err := client.Do(req)
 		if err != nil {
 			return "error", time.Since(t0)
 		}
@@ -190,6 +219,10 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	pending := map[int][]int{}
 	var wg sync.WaitGroup
 	begin := time.Now().Add(broadcast.silence)
+	cpuBefore := map[*region]float64{}
+	for _, r := range cl.all() {
+		cpuBefore[r] = procUsage(r.cmd.Process.Pid).cpu
+	}
 	var do func(i int)
 	do = func(i int) {
 		s := p.sends[i]
@@ -209,7 +242,23 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 		}
 		o := outcome{phase: broadcast.phase(s.at), lag: time.Since(begin.Add(s.at))}
 		idem := fmt.Sprintf("n%d-%d", s.voter, s.vote)
-		o.status, o.lat = post(int(s.region), int(s.voter), optionIDs[p.options[s.voter][s.vote]], idem, "night")
+		option := optionIDs[p.options[s.voter][s.vote]]
+		// With --edges a vote at its voter's home region goes on its
+		// socket; one at another region (3%, and a third of the retries)
+		// over HTTP to an edge there, as the page falls back.
+		var sock *voterSocket
+		if onEdges && int(s.region) == int(s.voter)%len(names) {
+			sock = vw.socks[socketOf(int(s.voter))]
+		}
+		if sock != nil {
+			var paced time.Duration
+			body := fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, option, voterIDs[s.voter], idem)
+			o.status, o.lat, paced = sock.vote(ctx, tokens[s.voter], body)
+			o.lag += paced
+			o.socket = true
+		} else {
+			o.status, o.lat = post(int(s.region), int(s.voter), option, idem, "night")
+		}
 		if o.status == "accepted" || o.status == "duplicate" || o.status == "late" {
 			acked[slot].CompareAndSwap(0, 1)
 		}
@@ -260,6 +309,10 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 	close(work)
 	wg.Wait()
 	loadTook := time.Since(begin)
+	busy := map[*region]float64{} // CPU seconds each process spent while the votes came
+	for _, r := range cl.all() {
+		busy[r] = procUsage(r.cmd.Process.Pid).cpu - cpuBefore[r]
+	}
 	close(probeDone)
 	probeWG.Wait()
 
@@ -305,6 +358,11 @@ func run(bin, dir string, votes, nviewers, workers int) error {
 		}
 	}
 	report(p, outcomes, loadTook, &vw, &pr, names, certifiedAfter, cl, cert.Totals, cert.Total, want, wantTotal, cert.Digest)
+	if edges > 0 {
+		if err := besideModel(p, outcomes, loadTook, &vw, int64(nviewers), &pr, certifiedAfter, cl, busy); err != nil {
+			fmt.Println("night: no model beside it:", err)
+		}
+	}
 	for _, o := range optionIDs {
 		if cert.Totals[o] != want[o] {
 			return errors.New("the certified result differs from the acknowledgements")
@@ -375,9 +433,26 @@ func report(p *plan, outs []outcome, took time.Duration, vw *viewers, pr *prober
 		}
 	}
 	fmt.Printf("| certified against the acknowledgements | certified %v total %d; acks say %v total %d: %s (digest %.16s…) |\n", got, gotTotal, want, wantTotal, verdict, digest)
-	for _, r := range cl.regions {
+	for i, r := range cl.regions {
 		u := procUsage(r.cmd.Process.Pid)
 		fmt.Printf("| node %s: CPU seconds, peak RSS | %.1f s, %.0f MB |\n", r.name, u.cpu, u.peakMB)
+		if i < len(cl.edges) && len(cl.edges[i]) > 0 {
+			var cpu, peak float64
+			for _, e := range cl.edges[i] {
+				u := procUsage(e.cmd.Process.Pid)
+				cpu, peak = cpu+u.cpu, max(peak, u.peakMB)
+			}
+			fmt.Printf("| %d edges of %s: CPU seconds (all of them), peak RSS (the largest) | %.1f s, %.0f MB |\n", len(cl.edges[i]), r.name, cpu, peak)
+		}
+	}
+	var onSocket int
+	for _, o := range outs {
+		if o.socket {
+			onSocket++
+		}
+	}
+	if onSocket > 0 {
+		fmt.Printf("| requests on a viewer's socket at an edge, over HTTP to an edge | %d, %d |\n", onSocket, len(outs)-onSocket)
 	}
 	u := procUsage(os.Getpid())
 	fmt.Printf("| generator and viewers: CPU seconds, peak RSS | %.1f s, %.0f MB |\n", u.cpu, u.peakMB)

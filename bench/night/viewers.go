@@ -19,12 +19,26 @@ import (
 type viewers struct {
 	frames, missed, failed, dropped atomic.Int64
 	wg                              sync.WaitGroup
+	// socks are the viewers' sockets that carry votes (--edges), by
+	// viewer; nil where none (or it failed to connect).
+	socks []*voterSocket
 }
 
-// connect opens n viewers, round robin over urls, each from its own
-// address (X-Forwarded-For) as phones on different networks, and returns
-// once they are all connected (or failed to).
-func (v *viewers) connect(ctx context.Context, urls []string, poll string, n int) {
+// viewerAt says where viewer i watches from: the node's URL, its address
+// (X-Forwarded-For) and User-Agent.
+type viewerAt func(i int) (url, addr, userAgent string)
+
+// viewerAddr is viewer i's address: each its own, as phones on different
+// networks.
+func viewerAddr(i int) string { return fmt.Sprintf("172.%d.%d.%d", 16+i>>16&15, i>>8&255, i&255) }
+
+// connect opens n viewers where at says, and returns once they are all
+// connected (or failed to). With carry, every socket also carries votes
+// (socks).
+func (v *viewers) connect(ctx context.Context, at viewerAt, poll string, n int, carry bool) {
+	if carry {
+		v.socks = make([]*voterSocket, n)
+	}
 	var ready sync.WaitGroup
 	sem := make(chan struct{}, 64) // connects in flight
 	for i := range n {
@@ -33,13 +47,19 @@ func (v *viewers) connect(ctx context.Context, urls []string, poll string, n int
 		sem <- struct{}{}
 		go func() {
 			defer v.wg.Done()
+			base, addr, ua := at(i)
 			h := http.Header{}
-			h.Set("X-Forwarded-For", fmt.Sprintf("172.%d.%d.%d", 16+i>>16&15, i>>8&255, i&255))
-			h.Set("User-Agent", "night-viewer/1")
-			url := "ws" + strings.TrimPrefix(urls[i%len(urls)], "http") + "/v1/polls/" + poll + "/live"
+			h.Set("X-Forwarded-For", addr)
+			h.Set("User-Agent", ua)
+			url := "ws" + strings.TrimPrefix(base, "http") + "/v1/polls/" + poll + "/live"
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			c, _, err := websocket.Dial(dctx, url, &websocket.DialOptions{HTTPHeader: h})
 			cancel()
+			var vs *voterSocket
+			if err == nil && carry {
+				vs = newVoterSocket(c)
+				v.socks[i] = vs
+			}
 			<-sem
 			ready.Done()
 			if err != nil {
@@ -56,6 +76,9 @@ func (v *viewers) connect(ctx context.Context, urls []string, poll string, n int
 						v.dropped.Add(1)
 					}
 					return
+				}
+				if vs != nil && vs.answer(b) {
+					continue // a vote's answer, not a frame of the poll
 				}
 				v.frames.Add(1)
 				seq := field(b, `"seq":`)
