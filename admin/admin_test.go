@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -380,4 +381,85 @@ func TestAScheduledQuizQuestionIsWithheldUntilItOpens(t *testing.T) {
 	if st, b := r.do("GET", "/v1/polls/dq-1", ""); st != http.StatusOK {
 		t.Fatalf("once open: %d %v", st, b)
 	}
+}
+
+// A ledger export with fence= makes the node's ledger final up to that
+// time before it reads (certification at close): the fence is called
+// with the time given, before the records are read; a fence that fails
+// answers 503 and no records; a malformed fence, one without
+// format=binary, or one at a node without a fence (an edge) is a 400.
+func TestLedgerExportFences(t *testing.T) {
+	r := newRig(t)
+	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
+	def, _ := r.state.Poll("p")
+	var fenced []hlc.Timestamp
+	fail := false
+	h, err := New(Config{State: r.state, Clock: hlcClock(t, r), Ledger: r.ledger, Fence: func(ts hlc.Timestamp) error {
+		if fail {
+			return hlc.ErrSkew
+		}
+		fenced = append(fenced, ts)
+		// What a fence waits for lands before the export reads.
+		v := fmt.Sprint("in-flight-", ts)
+		_, err := r.ledger.Append(ledger.Record{Poll: "p", Voter: v, Option: "a", Idem: v, Wall: def.OpensAt + 1, Trust: 1, Counted: true})
+		return err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(mux func(http.ResponseWriter, *http.Request), q string) (int, int) {
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/v1/polls/p/ledger?"+q, nil)
+		req.SetPathValue("poll", "p")
+		mux(w, req)
+		n := 0
+		if w.Code == http.StatusOK {
+			for _, err := range ledger.ReadStream(w.Body) {
+				if err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+				n++
+			}
+		}
+		return w.Code, n
+	}
+	// While the poll is open here (this node has not heard of its close),
+	// a fence does not close it: 409, and no records.
+	if code, n := get(h.HandleLedger, "format=binary&fence=1800000009000.3%40us-1"); code != http.StatusConflict || n != 0 {
+		t.Fatalf("a fence inside the poll's window here: %d with %d records, want 409", code, n)
+	}
+	if st, _ := r.do("POST", "/v1/polls/p/close", ""); st != http.StatusOK {
+		t.Fatalf("close: %d", st)
+	}
+	def, _ = r.state.Poll("p")
+	fence := hlc.Timestamp{Wall: def.GraceEnd(), Logical: 3, Replica: "us-1"}
+	fenced = nil
+	if code, n := get(h.HandleLedger, "format=binary&after=0&fence="+url.QueryEscape(fence.String())); code != http.StatusOK || n != 2 {
+		t.Fatalf("a fenced export: %d with %d records, want 200 with the two the fences waited for", code, n)
+	}
+	if len(fenced) != 1 || fenced[0] != fence {
+		t.Fatalf("fenced at %v, want once at %v", fenced, fence)
+	}
+	fail = true
+	if code, _ := get(h.HandleLedger, "format=binary&fence=1800000009000.3%40us-1"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a failed fence: %d, want 503", code)
+	}
+	for _, q := range []string{"format=binary&fence=", "format=binary&fence=x", "format=binary&fence=-1.0", "format=binary&fence=1.99999999999",
+		"format=binary&fence=" + strings.Repeat("9", 5000) + ".0", "fence=1800000009000.0"} {
+		if code, _ := get(h.HandleLedger, q); code != http.StatusBadRequest {
+			t.Errorf("%.60s: %d, want 400", q, code)
+		}
+	}
+	if code, _ := get(func(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }, "format=binary&fence=1800000009000.0"); code != http.StatusBadRequest {
+		t.Fatalf("fence= at a host without a fence: %d, want 400", code)
+	}
+}
+
+func hlcClock(t *testing.T, r *rig) *hlc.Clock {
+	t.Helper()
+	c, err := hlc.New(hlc.Config{Replica: "eu-1", Now: r.clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tally/api"
+	"tally/hlc"
 	"tally/ledger"
 )
 
@@ -31,6 +32,27 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		after = n
+	}
+	if q.Has("fence") {
+		// Certification reading the last records at close: no record of
+		// the poll may land here after the ones it reads.
+		ts, err := hlc.Parse(q.Get("fence"))
+		if err != nil || !binary || h.cfg.Fence == nil {
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest,
+				"fence %.64q: want a hybrid-clock time (wall.logical@replica) with format=binary, at a full node", q.Get("fence")))
+			return
+		}
+		if err := h.cfg.Fence(ts); err != nil {
+			api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err))
+			return
+		}
+		// The fence closes the poll here only if this node's definition
+		// ends its grace by then (it may not have heard of the close yet).
+		if d, ok := h.cfg.State.Poll(id); !ok || d.GraceEnd() > ts.Wall {
+			api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodePollNotClosed,
+				"poll %q: this node's grace window ends at %d, after the fence at %d (the close has not reached it yet)", id, d.GraceEnd(), ts.Wall))
+			return
+		}
 	}
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Now().Add(10 * time.Minute))

@@ -52,8 +52,10 @@ type Peer struct {
 // Fetcher opens a peer's export of one poll's records (the binary stream
 // or NDJSON): its own chain above seq after. It may hand over more (the
 // whole chain, other replicas' records): what is already copied must
-// match, the rest is skipped.
-type Fetcher func(ctx context.Context, p Peer, poll string, after uint64) (io.ReadCloser, error)
+// match, the rest is skipped. With a fence (not zero) the peer first
+// makes its ledger final up to that time (ingest's Pipeline.Fence), so no
+// record of the poll lands there after the ones it hands over.
+type Fetcher func(ctx context.Context, p Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error)
 
 // Config configures a Certifier. Zero durations mean the defaults.
 type Config struct {
@@ -67,6 +69,9 @@ type Config struct {
 	// enough to certify (it merged a peer's full state); nil: always.
 	Synced func() bool
 	Fetch  Fetcher // nil: HTTP with the cluster credential
+	// Fence makes this node's own ledger final up to a time before its
+	// records are read at close (ingest's Pipeline.Fence); nil: none.
+	Fence func(hlc.Timestamp) error
 	// Client makes the HTTP fetch (TLS settings for peers); nil:
 	// http.DefaultClient.
 	Client *http.Client
@@ -86,7 +91,7 @@ type Config struct {
 	PrefetchEvery time.Duration // how often the copies are topped up while polls run; default 1s
 
 	Every         time.Duration // how often the loop looks; default 100ms
-	Settle        time.Duration // after close + grace, for the last counts to spread; default 1s
+	Settle        time.Duration // after close + grace, for the last counts to spread; default 250ms
 	TakeoverAfter time.Duration // each later rank waits this much more; default 5s
 	Retry         time.Duration // between attempts at one poll; default 2s
 
@@ -128,7 +133,7 @@ func New(cfg Config) (*Certifier, error) {
 		}
 	}
 	def(&cfg.Every, 100*time.Millisecond)
-	def(&cfg.Settle, time.Second)
+	def(&cfg.Settle, 250*time.Millisecond)
 	def(&cfg.TakeoverAfter, 5*time.Second)
 	def(&cfg.Retry, 2*time.Second)
 	def(&cfg.PrefetchEvery, time.Second)
@@ -364,7 +369,14 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var res *ledger.Result
-	chains, err := c.collect(ctx, poll, replicas, peers)
+	// The fence: a time past the grace by this node's clock. Every
+	// replica read makes its ledger final up to it first, so no record of
+	// the poll lands after the ones read, whatever its own clock says.
+	fence, err := c.cfg.Clock.Now()
+	if err != nil {
+		return state.Certificate{}, err
+	}
+	chains, err := c.collect(ctx, poll, replicas, peers, fence)
 	if err == nil {
 		var incremental bool
 		res, incremental, err = c.reconcile(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, chains)
@@ -428,7 +440,7 @@ func (c *Certifier) localCount(poll string) uint64 {
 // ran before this node did) and returns the copies, in replicas' order.
 // Replicas are read at once; the first error, in replicas' order, names
 // its replica.
-func (c *Certifier) collect(ctx context.Context, poll string, replicas []string, peers map[string]Peer) ([][]*ledger.Record, error) {
+func (c *Certifier) collect(ctx context.Context, poll string, replicas []string, peers map[string]Peer, fence hlc.Timestamp) ([][]*ledger.Record, error) {
 	chains := make([][]*ledger.Record, len(replicas))
 	errs := make([]error, len(replicas))
 	var wg sync.WaitGroup
@@ -437,7 +449,7 @@ func (c *Certifier) collect(ctx context.Context, poll string, replicas []string,
 			for try := 0; ; try++ {
 				cc := c.copies.get(poll, r)
 				cc.mu.Lock()
-				_, err := c.topUp(ctx, cc, peers[r], false)
+				_, err := c.topUp(ctx, cc, peers[r], false, fence)
 				if err == nil {
 					c.copies.feed(cc, true)
 					chains[i] = cc.records()
@@ -470,7 +482,7 @@ func (c *Certifier) collect(ctx context.Context, poll string, replicas []string,
 // would. The caller holds
 // cc.mu. Every error names the replica; a panic in the fetch or a decoder
 // ends with an error, not the process.
-func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bool) (added int, err error) {
+func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bool, fence hlc.Timestamp) (added int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.log.Error("reading a replica's records panicked", "poll", cc.poll, "replica", cc.replica, "panic", v, "stack", string(debug.Stack()))
@@ -488,9 +500,14 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 	after := max(held, 1) - 1
 	var src iter.Seq2[ledger.Record, error]
 	if cc.replica == c.cfg.Replica {
+		if !fence.IsZero() && c.cfg.Fence != nil {
+			if err := c.cfg.Fence(fence); err != nil {
+				return 0, err
+			}
+		}
 		src = c.cfg.Ledger.ScanAfter(cc.poll, cc.replica, after)
 	} else {
-		body, err := c.cfg.Fetch(ctx, p, cc.poll, after)
+		body, err := c.cfg.Fetch(ctx, p, cc.poll, after, fence)
 		if err != nil {
 			return 0, err
 		}
@@ -594,7 +611,7 @@ func (c *Certifier) write(poll, status, reason string, detail api.ResultDetail) 
 
 // fetchHTTP asks a peer for its records over HTTP(S) with the cluster credential, in
 // the binary stream format (NDJSON is the auditor's; both are accepted).
-func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after uint64) (io.ReadCloser, error) {
+func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
 	if p.HTTPAddr == "" {
 		return nil, errors.New("member announces no HTTP address")
 	}
@@ -603,6 +620,9 @@ func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after ui
 		scheme = "https://"
 	}
 	u := scheme + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary&after=" + strconv.FormatUint(after, 10)
+	if !fence.IsZero() {
+		u += "&fence=" + url.QueryEscape(fence.String())
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"tally/hlc"
 	"tally/state"
 )
 
@@ -73,7 +74,7 @@ func (c *Certifier) prefetchOnce(ctx context.Context) {
 			if !cc.mu.TryLock() {
 				continue // a certification attempt is reading it
 			}
-			_, err := c.topUp(ctx, cc, p, true)
+			_, err := c.topUp(ctx, cc, p, true, hlc.Timestamp{})
 			c.copies.feed(cc, false)
 			cc.mu.Unlock()
 			if err != nil && !errors.Is(err, errBudget) && ctx.Err() == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,11 +37,13 @@ type prefetchRig struct {
 	def     poll.Definition
 	sent    atomic.Int64 // records the peers' exports handed over
 	whole   bool         // the peers export whole chains, whatever after says
+	mu      sync.Mutex
+	fences  map[string][]hlc.Timestamp // replica → the fences its reads came with (zero: none)
 }
 
 func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
 	t.Helper()
-	r := &prefetchRig{t: t, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), ledgers: map[string]*ledger.Ledger{}}
+	r := &prefetchRig{t: t, now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), ledgers: map[string]*ledger.Ledger{}, fences: map[string][]hlc.Timestamp{}}
 	for _, rep := range []string{"eu-1", "us-1", "ap-1"} {
 		l, err := ledger.Open(ledger.Config{Dir: "l", FS: vfs.NewMem(), Replica: rep})
 		if err != nil {
@@ -69,7 +72,9 @@ func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
 		Peers: func() []Peer {
 			return []Peer{{Name: "n1", Replica: "eu-1", Full: true}, {Name: "n2", Replica: "us-1", Full: true}, {Name: "n3", Replica: "ap-1", Full: true}}
 		},
-		Fetch: func(_ context.Context, p Peer, pollID string, after uint64) (io.ReadCloser, error) {
+		Fence: func(ts hlc.Timestamp) error { r.fenced("eu-1", ts); return nil },
+		Fetch: func(_ context.Context, p Peer, pollID string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
+			r.fenced(p.Replica, fence)
 			var buf bytes.Buffer
 			l := r.ledgers[p.Replica]
 			if l == nil {
@@ -89,6 +94,12 @@ func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
 		t.Fatal(err)
 	}
 	return r
+}
+
+func (r *prefetchRig) fenced(replica string, ts hlc.Timestamp) {
+	r.mu.Lock()
+	r.fences[replica] = append(r.fences[replica], ts)
+	r.mu.Unlock()
 }
 
 // vote appends n votes to replica's ledger and reports its count as
@@ -158,6 +169,19 @@ func TestPrefetchReadsEachRecordOnceAndChangesNoResult(t *testing.T) {
 	r.vote("ap-1", 2, "b") // the tail, after the last top-up
 	r.now = time.UnixMilli(r.def.GraceEnd() + 1)
 	cert := r.certify()
+	// The copies while the poll ran came unfenced; at close every replica,
+	// this node's own included, was read after a fence past the grace.
+	for _, rep := range []string{"eu-1", "us-1", "ap-1"} {
+		fs := r.fences[rep]
+		if len(fs) == 0 || fs[len(fs)-1].Wall < r.def.GraceEnd() {
+			t.Fatalf("%s read at close without a fence past the grace: %v", rep, fs)
+		}
+		for _, f := range fs[:len(fs)-1] {
+			if !f.IsZero() {
+				t.Fatalf("%s: a fence while the poll ran: %v", rep, fs)
+			}
+		}
+	}
 	if r.sent.Load() != 15+3+1 {
 		t.Fatalf("at close the peers handed over %d records in all, want 19 (the tail and one each)", r.sent.Load())
 	}

@@ -31,6 +31,8 @@ type Reply struct {
 // had new votes.
 func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 	start := time.Now()
+	p.stamping.RLock()
+	defer p.stamping.RUnlock()
 	replies := make([]Reply, len(reqs))
 	preps := make([]*prepared, len(reqs))
 	sizes := make([]int, len(reqs)) // votes per request, for the metrics; 0: refused before the pipeline

@@ -84,6 +84,7 @@ type Config struct {
 type Pipeline struct {
 	cfg         Config
 	inflight    sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
+	stamping    sync.RWMutex // held shared from a request's checks to its append; a fence takes it whole (fence.go)
 	ipLim       *limiter
 	voteLim     *limiter
 	sessions    *sessionState // nil: tokens off
@@ -173,6 +174,8 @@ func (p *Pipeline) observe(start time.Time, votes int, results []Result, err err
 }
 
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
+	p.stamping.RLock()
+	defer p.stamping.RUnlock()
 	pr, err := p.prepare(pollID, votes, c)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 
 	"tally/api"
 	"tally/certify"
+	"tally/hlc"
 	"tally/ledger"
 )
 
@@ -203,7 +204,7 @@ type tamper struct {
 	hits atomic.Int64
 }
 
-func (tp *tamper) fetch(ctx context.Context, p certify.Peer, poll string, after uint64) (io.ReadCloser, error) {
+func (tp *tamper) fetch(ctx context.Context, p certify.Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+p.HTTPAddr+"/v1/polls/"+poll+"/ledger", nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	res, err := http.DefaultClient.Do(req)
@@ -275,7 +276,7 @@ func TestCoordinatorTakeover(t *testing.T) {
 	)
 	hang := func(name string) certify.Fetcher {
 		tp := &tamper{}
-		return func(ctx context.Context, p certify.Peer, poll string, after uint64) (io.ReadCloser, error) {
+		return func(ctx context.Context, p certify.Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
 			mu.Lock()
 			me := coord == name
 			mu.Unlock()
@@ -287,7 +288,7 @@ func TestCoordinatorTakeover(t *testing.T) {
 				<-ctx.Done() // mid-certification until killed
 				return nil, ctx.Err()
 			}
-			return tp.fetch(ctx, p, poll, after)
+			return tp.fetch(ctx, p, poll, after, fence)
 		}
 	}
 	names := []string{"coord-a", "coord-b", "coord-c"}

@@ -161,7 +161,7 @@ func DefaultConfig() Config {
 		NATSGatewayAddr:   ":7222",
 		NATSLeafAddr:      ":7422",
 		Retention:         24 * time.Hour,
-		CertifySettle:     time.Second,
+		CertifySettle:     250 * time.Millisecond,
 		CertifyPrefetch:   2_000_000,
 		CheckpointEvery:   time.Minute,
 		PowBits:           16,

@@ -53,11 +53,11 @@ func TestCertificationPanicIsContainedAndRetried(t *testing.T) {
 	var broken atomic.Bool
 	broken.Store(true)
 	honest := &tamper{}
-	fetch := func(ctx context.Context, p certify.Peer, poll string, after uint64) (io.ReadCloser, error) {
+	fetch := func(ctx context.Context, p certify.Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
 		if poll == "bad" && broken.Load() {
 			panic("injected fault in the fetch of " + poll)
 		}
-		return honest.fetch(ctx, p, poll, after)
+		return honest.fetch(ctx, p, poll, after, fence)
 	}
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) { c.Fetch = fetch })
 	for _, id := range []string{"bad", "good"} {
