@@ -6,11 +6,13 @@
 #   - idle CPU and RSS of each;
 #   - socket votes through the edge at two rates: the full node's CPU per
 #     relay message and per relayed vote (two equations, two unknowns), the
-#     edge's per vote, bytes on NATS per vote, RSS per vote at the full
+#     edge's CPU and the bytes on NATS the same way (per message, per vote), RSS per vote at the full
 #     node (its voter state and its copy of the chain), gossip bytes per
 #     vote (ballots and counts published), the ack p50/p99;
 #   - viewers on the edge: RSS per viewer, CPU per frame written;
 #   - gossip bytes a full node sends per second with 1 and with 11 polls;
+#   - what each member of the cluster costs the full node and the edge at
+#     rest (CPU, RSS, the full node's gossip), from 8 more edges joined;
 #   - the certifier's incremental merge (ledger.Merge): records a second
 #     fed to it, and records a second its result at close covers.
 # Loopback: a sender's write also runs the receiver's TCP path, so CPU per
@@ -95,6 +97,28 @@ sleep 3
 g0=$(gossip_out); sleep 10; g1=$(gossip_out)
 gossip11=$(awk -v a="$g1" -v b="$g0" 'BEGIN { print (a - b) / 10 }')
 
+# What each member of the cluster costs the others at rest: the full node's
+# and the edge's CPU, RSS and the full node's gossip over 10 s, then again
+# with $members more edges joined (memberlist probes and push/pull, their
+# state, a NATS leaf connection each), the difference per member.
+members=${MEMBERS:-8}
+at_rest() { # prints: full CPU ticks, edge CPU ticks, full RSS, edge RSS, gossip bytes, over 10 s
+  local f0 e0 g0
+  f0=$(cpu $full); e0=$(cpu $edge); g0=$(gossip_out); sleep 10
+  echo "$(($(cpu $full) - f0)) $(($(cpu $edge) - e0)) $(rss $full) $(rss $edge) $(awk -v a="$(gossip_out)" -v b="$g0" 'BEGIN { print a - b }')"
+}
+read -r mf0 me0 mrf0 mre0 mg0 < <(at_rest)
+for ((j = 0; j < members; j++)); do
+  "$tmp/node" --role edge --data-dir "$tmp/member-$j" --http-addr "127.0.0.1:$((18500 + j))" --nats-addr "127.0.0.1:$((18520 + j))" \
+    --gossip-addr "127.0.0.1:$((18540 + j))" --join 127.0.0.1:18483 --region eu-west --node-name "member-$j" "${common[@]}" > "$tmp/member-$j.log" 2>&1 &
+  pids+=($!)
+done
+for ((j = 0; j < members; j++)); do
+  until curl -sf "http://127.0.0.1:$((18500 + j))/readyz" >/dev/null; do sleep 0.2; done
+done
+sleep 3 # past the joins' own work
+read -r mf1 me1 mrf1 mre1 mg1 < <(at_rest)
+
 # The merge: fed while the poll runs (and the tail at close), its result at close.
 mergebench=$(go test ./ledger -run '^$' -bench '^BenchmarkMerge$' -benchtime 2x 2>/dev/null)
 merge_add=$(echo "$mergebench" | awk '/^BenchmarkMerge\/add/ { for (i = 1; i <= NF; i++) if ($(i+1) == "records/s") print $i }')
@@ -109,6 +133,25 @@ hm, hq, hf = $hm, $hq, $hf * 10000.0
 det = lm * hq - hm * lq
 per_msg = (lf * hq - hf * lq) / det if det else 0.0
 per_vote = (lm * hf - hm * lf) / det if det else (hf / hq)
+def solve(l, h):
+    """The per-message and per-vote parts of a cost measured at the two
+    rates (l, h: the cost over each run), each at least 0; without a
+    second equation, all of it per vote."""
+    m = (l * hq - h * lq) / det if det else 0.0
+    v = (lm * h - hm * l) / det if det else (l + h) / (lq + hq)
+    if m < 0 or v <= 0:
+        return 0.0, (l + h) / (lq + hq)
+    return m, v
+edge_msg, edge_vote = solve($le * 10000.0, $he * 10000.0)
+# Gossip while votes flow: a rate of its own (the deltas' publications,
+# ten a second, whatever they carry) and bytes per vote; two runs of the
+# same length, two equations.
+secs = float("$dur".rstrip("s"))
+g_vote = ($hg - $lg) / ($hq - $lq) if $hq != $lq else ($lg + $hg) / max($lq + $hq, 1)
+g_rate = ($lg - g_vote * $lq) / secs - $gossip1
+if g_vote <= 0 or g_rate < 0:
+    g_vote, g_rate = ($lg + $hg) / max($lq + $hq, 1), 0.0
+bytes_msg, bytes_vote = solve(float($lbytes), float($hbytes))
 frames = $s1 - $s0
 fig = {
     "measured": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
@@ -120,17 +163,28 @@ fig = {
     "edge_base_rss_bytes": $rss_edge,
     "full_us_per_relay_message": round(max(per_msg, 0.0), 1),
     "full_us_per_relayed_vote": round(per_vote, 1),
-    "edge_us_per_socket_vote": round(($le + $he) * 10000.0 / ($lq + $hq), 1),
-    "relay_bytes_per_vote": round(($lbytes + $hbytes) / ($lq + $hq), 1),
+    "edge_us_per_relay_message": round(edge_msg, 1),
+    "edge_us_per_socket_vote": round(edge_vote, 1),
+    "relay_bytes_per_message": round(bytes_msg, 1),
+    "relay_bytes_per_vote": round(bytes_vote, 1),
     "votes_per_relay_message": {"at": [$low, $high], "measured": [round($lq / max($lm, 1), 1), round($hq / max($hm, 1), 1)]},
     "full_rss_bytes_per_vote": round(max($lr + $hr, 0) / max($lv + $hv, 1), 1),
     "ack_ms": {"rate": $low, "p50": $lp50, "p99": $lp99, "full_cores_busy": round($lf / 100.0 / float("$dur".rstrip("s")), 2)},
     "ack_ms_high": {"rate": $high, "p50": $hp50, "p99": $hp99, "full_cores_busy": round($hf / 100.0 / float("$dur".rstrip("s")), 2)},
     "edge_rss_bytes_per_viewer": round($rsskb * 1000.0, 0),
     "edge_us_per_frame": round(max($e1 - $e0 - $idle_edge * 600, 0) * 10000.0 / max(frames, 1), 2),
-    "gossip_bytes_per_vote": round(($lg + $hg) / max($lq + $hq, 1), 1),
+    "gossip_bytes_per_vote": round(g_vote, 1),
+    "gossip_bytes_per_s_voting": round(g_rate, 1),
     "viewers_measured": {"connected": $connected, "frames": frames, "missed": $missed},
     "gossip_bytes_per_s_per_full_node": {"polls_1": $gossip1, "polls_11": $gossip11},
+    "per_member": {
+        "members_added": $members,
+        "full_cores": round(max($mf1 - $mf0, 0) / 1000.0 / $members, 5),
+        "edge_cores": round(max($me1 - $me0, 0) / 1000.0 / $members, 5),
+        "full_rss_bytes": round(max($mrf1 - $mrf0, 0) / $members),
+        "edge_rss_bytes": round(max($mre1 - $mre0, 0) / $members),
+        "gossip_bytes_per_s": round(max($mg1 - $mg0, 0) / 10.0 / $members, 1),
+    },
     "merge_add_records_per_s": float("${merge_add:-0}"),
     "merge_result_records_per_s": float("${merge_result:-0}"),
 }

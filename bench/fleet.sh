@@ -117,7 +117,6 @@ import glob, json, sys
 tmp, elapsed, acked, conv, cert, ctotal, viewers, rate, gossip, relaybytes = sys.argv[1:11]
 procs = [l.split(":") for l in sys.argv[11].split()]
 elapsed = float(elapsed)
-fig = json.load(open("bench/fleet/figures.json"))
 watch = [json.load(open(f)) for f in glob.glob(tmp + "/watch-*.json")]
 load = [json.load(open(f)) for f in glob.glob(tmp + "/load-*.json")]
 viewers, rate = int(viewers), float(rate)
@@ -126,14 +125,15 @@ missed = sum(w.get("missed", 0) for w in watch)
 connected = sum(w.get("connected", 0) for w in watch)
 votes_edge = float(sum(l["votes"] for l in load)) / 18 / elapsed
 fps = frames / max(connected, 1) / elapsed
-# The model's formulas (docs/capacity.md) for this load, per process:
-edge_cpu = fig["edge_idle_cores"] + votes_edge * fig["edge_us_per_socket_vote"] / 1e6 + viewers * fps * fig["edge_us_per_frame"] / 1e6
-edge_rss = fig["edge_base_rss_bytes"] + viewers * fig["edge_rss_bytes_per_viewer"]
-per_link = votes_edge
-msgs = 6 * max(per_link / 256, min(per_link, 500))
-region_votes = votes_edge * 6
-full_cpu = fig["full_idle_cores"] + (msgs * fig["full_us_per_relay_message"] + region_votes * fig["full_us_per_relayed_vote"]) / 1e6
-full_rss = fig["full_base_rss_bytes"] + int(acked) * fig["full_rss_bytes_per_vote"]
+# The model (tally fleet plan with the counts given: fleet.At, the
+# formulas of docs/capacity.md) for this load, per process.
+import subprocess
+tick_ms = max(50, min(2000, 1000.0 / max(fps, 0.5)))
+plan = json.loads(subprocess.check_output([tmp + "/tally", "fleet", "plan", "--json", "--full", "1", "--edges", "6", "--regions", "3",
+    "--votes", str(max(int(acked), 1)), "--window", "%.0fs" % max(elapsed, 1), "--burst", "%.1f" % (max(votes_edge * 18, int(acked) / elapsed) + 0.1),
+    "--viewers", str(max(connected, 1)), "--tick", "%dms" % tick_ms, "--cores", "2", "--memory", "24", "--busy", "1", "--files", "20000"]))
+edge_cpu, edge_rss = plan["Edge"]["Cores"], plan["Edge"]["RSS"]
+full_cpu, full_rss = plan["Full"]["Cores"], plan["Full"]["RSS"]
 def row(name, measured, predicted, unit, fmt="%.3f"):
     dev = (measured - predicted) / predicted * 100 if predicted else float("nan")
     print("| %s | %s %s | %s %s | %+.0f%% |" % (name, fmt % measured, unit, fmt % predicted, unit, dev))
@@ -152,8 +152,8 @@ row("edge CPU", m_edge_cpu, edge_cpu, "cores")
 row("edge RSS", m_edge_rss / 1e6, edge_rss / 1e6, "MB", "%.0f")
 row("full node CPU", m_full_cpu, full_cpu, "cores")
 row("full node RSS", m_full_rss / 1e6, full_rss / 1e6, "MB", "%.0f")
-row("relay bytes per edge", float(relaybytes) / 18 / elapsed / 1e3, votes_edge * fig["relay_bytes_per_vote"] / 1e3, "KB/s", "%.1f")
-row("gossip bytes out per full node", float(gossip) / 3 / elapsed / 1e3, (fig["gossip_bytes_per_s_per_full_node"]["polls_1"] + region_votes * fig.get("gossip_bytes_per_vote", 0)) / 1e3, "KB/s", "%.1f")
+row("relay bytes per edge", float(relaybytes) / 18 / elapsed / 1e3, plan["RelayLinkBytes"] / 1e3, "KB/s", "%.1f")
+row("gossip bytes out per full node", float(gossip) / 3 / elapsed / 1e3, plan["GossipBytes"] / 1e3, "KB/s", "%.1f")
 print()
 print("converged (every region's live total the same) within %s s of the load's end; %s votes acknowledged (a floor: answers that came after a client gave up count too); certified at every region %s s after close + grace" % (conv, acked, cert))
 codes = {}

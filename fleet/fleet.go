@@ -26,10 +26,18 @@ type Figures struct {
 	FullPerVoteUs            float64 `json:"full_us_per_relayed_vote"`
 	EdgePerVoteUs            float64 `json:"edge_us_per_socket_vote"`
 	RelayBytesPerVote        float64 `json:"relay_bytes_per_vote"`
+	// The edge's CPU and the relay's bytes per relay message, beside their
+	// per-vote parts (0, or absent: all of it per vote).
+	EdgePerMessageUs     float64 `json:"edge_us_per_relay_message"`
+	RelayBytesPerMessage float64 `json:"relay_bytes_per_message"`
 	FullRSSPerVote           float64 `json:"full_rss_bytes_per_vote"`
 	EdgeRSSPerViewer         float64 `json:"edge_rss_bytes_per_viewer"`
 	EdgePerFrameUs           float64 `json:"edge_us_per_frame"`
 	GossipBallotBytesPerVote float64 `json:"gossip_bytes_per_vote"`
+	// GossipVoting is what a full node publishes a second while votes flow
+	// beyond the per-vote bytes (the deltas' publications); 0 or absent:
+	// nothing.
+	GossipVoting float64 `json:"gossip_bytes_per_s_voting"`
 	Gossip                   struct {
 		Polls1  float64 `json:"polls_1"`
 		Polls11 float64 `json:"polls_11"`
@@ -40,6 +48,17 @@ type Figures struct {
 		P99       float64 `json:"p99"`
 		FullCores float64 `json:"full_cores_busy"`
 	} `json:"ack_ms"`
+	// PerMember is what each member of the cluster (every full node and
+	// edge, every region: memberlist is one cluster) costs a process at
+	// rest: probes and push/pull, its state, a NATS leaf connection. 0
+	// (or absent): nothing.
+	PerMember struct {
+		FullCores float64 `json:"full_cores"`
+		EdgeCores float64 `json:"edge_cores"`
+		FullRSS   float64 `json:"full_rss_bytes"`
+		EdgeRSS   float64 `json:"edge_rss_bytes"`
+		Gossip    float64 `json:"gossip_bytes_per_s"`
+	} `json:"per_member"`
 	// The certifier's incremental merge (ledger.Merge): records fed to it
 	// a second (the tail read at close), and records a second its result
 	// at close covers.
@@ -75,6 +94,21 @@ func ReadFigures(r io.Reader) (Figures, error) {
 	} {
 		if !(c.v > 0 && c.v < c.max) {
 			return f, fmt.Errorf("%w: figures: %s is %g: want a measured value above 0 and below %g (rerun ./bench/fleet-figures.sh)", ErrInput, c.name, c.v, c.max)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+		max  float64
+	}{
+		{"per_member.full_cores", f.PerMember.FullCores, 1}, {"per_member.edge_cores", f.PerMember.EdgeCores, 1},
+		{"per_member.full_rss_bytes", f.PerMember.FullRSS, 1 << 30}, {"per_member.edge_rss_bytes", f.PerMember.EdgeRSS, 1 << 30},
+		{"per_member.gossip_bytes_per_s", f.PerMember.Gossip, 1 << 30},
+		{"edge_us_per_relay_message", f.EdgePerMessageUs, 1e6}, {"relay_bytes_per_message", f.RelayBytesPerMessage, 1 << 20},
+		{"gossip_bytes_per_s_voting", f.GossipVoting, 1 << 30},
+	} {
+		if !(c.v >= 0 && c.v < c.max) {
+			return f, fmt.Errorf("%w: figures: %s is %g: want 0 or more and below %g (rerun ./bench/fleet-figures.sh)", ErrInput, c.name, c.v, c.max)
 		}
 	}
 	if f.Ack.P99 < f.Ack.P50 {
@@ -174,11 +208,18 @@ func Make(n Night, f Figures) (Plan, error) {
 	}
 
 	// Full nodes: as many as it takes for one to fit its share of a
-	// machine (the relay's messages grow with edges × full nodes).
+	// machine (the relay's messages grow with edges × full nodes). Then
+	// one edge more while an edge's relay messages take it past its
+	// share (they depend on both counts).
 	var p Plan
-	for F := 1; ; F++ {
-		p = at(n, f, F, int(e))
-		if p.Full.Cores <= n.Cores*n.Busy || F >= maxFull {
+	for ; ; e++ {
+		for F := 1; ; F++ {
+			p = at(n, f, F, int(e))
+			if p.Full.Cores <= n.Cores*n.Busy || F >= maxFull {
+				break
+			}
+		}
+		if p.Edge.Cores <= n.Cores*n.Busy || e >= maxPerRegion {
 			break
 		}
 	}
@@ -217,10 +258,12 @@ func at(n Night, f Figures, F, e int) Plan {
 	viewers := n.Viewers / R // a region's viewers
 	fps := 1 / n.Tick.Seconds()
 	E, Ff := float64(e), float64(F)
+	members := R * (E + Ff) // one memberlist cluster: every process of every region
+	pm := f.PerMember
 
 	edgeCores := votes*f.EdgePerVoteUs/1e6 + viewers*fps*f.EdgePerFrameUs/1e6
 	edgeMem := viewers * f.EdgeRSSPerViewer
-	p.Edge = Process{Count: e, Cores: f.EdgeIdleCores + edgeCores/E, RSS: f.EdgeBaseRSS + edgeMem/E}
+	p.Edge = Process{Count: e, Cores: f.EdgeIdleCores + members*pm.EdgeCores + edgeCores/E, RSS: f.EdgeBaseRSS + members*pm.EdgeRSS + edgeMem/E}
 	p.VotesPerEdge, p.ViewersPerEdge = votes/E, viewers/E
 
 	// Each edge sends each of the F full nodes its share of its votes, a
@@ -228,13 +271,17 @@ func at(n Night, f Figures, F, e int) Plan {
 	perLink := votes / E / Ff
 	msgs := max(perLink/relayBatch, min(perLink, 1/relayWindow.Seconds())) // per edge → full link
 	p.MessagesPerS = msgs * E
+	p.Edge.Cores += msgs * Ff * f.EdgePerMessageUs / 1e6
 	p.VotesPerMessage = perLink / max(msgs, 1e-9)
-	p.Full = Process{Count: F, Cores: f.FullIdleCores + (p.MessagesPerS*f.FullPerMessageUs+votes/Ff*f.FullPerVoteUs)/1e6,
-		RSS: f.FullBaseRSS + n.Votes*f.FullRSSPerVote}
-	p.RelayLinkBytes = perLink * f.RelayBytesPerVote
+	p.Full = Process{Count: F, Cores: f.FullIdleCores + members*pm.FullCores + (p.MessagesPerS*f.FullPerMessageUs+votes/Ff*f.FullPerVoteUs)/1e6,
+		RSS: f.FullBaseRSS + members*pm.FullRSS + n.Votes*f.FullRSSPerVote}
+	p.RelayLinkBytes = msgs*f.RelayBytesPerMessage + perLink*f.RelayBytesPerVote
 	// Every full node publishes its own votes' ballots and counts to every
 	// other region; the count entries' flat rate is the one-poll figure.
-	p.GossipBytes = f.Gossip.Polls1 + votes/Ff*f.GossipBallotBytesPerVote
+	p.GossipBytes = f.Gossip.Polls1 + members*pm.Gossip + votes/Ff*f.GossipBallotBytesPerVote
+	if votes > 0 {
+		p.GossipBytes += f.GossipVoting
+	}
 
 	// Ack: the measured light-load ack, plus the round trip, stretched as
 	// a queue's wait is by the full node's busy share (M/M/1: 1/(1-ρ)).

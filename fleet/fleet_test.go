@@ -192,3 +192,32 @@ func TestAtIsMakeAtItsCounts(t *testing.T) {
 		}
 	}
 }
+
+// Each member of the cluster (every process of every region) adds its
+// per-member cost to every process; a negative per-member figure is
+// refused.
+func TestMembersCostEveryProcess(t *testing.T) {
+	n, f := seedNight(), testFigures()
+	base, err := At(n, f, 2, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.PerMember.FullCores, f.PerMember.EdgeCores, f.PerMember.FullRSS, f.PerMember.EdgeRSS, f.PerMember.Gossip = 0.001, 0.002, 1e5, 2e5, 30
+	p, err := At(n, f, 2, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const members = 3 * (2 + 10)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9*max(1, math.Abs(b)) }
+	if !near(p.Full.Cores-base.Full.Cores, members*0.001) || !near(p.Edge.Cores-base.Edge.Cores, members*0.002) ||
+		!near(p.Full.RSS-base.Full.RSS, members*1e5) || !near(p.Edge.RSS-base.Edge.RSS, members*2e5) || !near(p.GossipBytes-base.GossipBytes, members*30) {
+		t.Fatalf("with per-member costs: %+v\nwithout: %+v", p, base)
+	}
+	good := `{"full_idle_cores":0.02,"edge_idle_cores":0.02,"full_base_rss_bytes":4e7,"edge_base_rss_bytes":4e7,"full_us_per_relay_message":1400,"full_us_per_relayed_vote":28,"edge_us_per_socket_vote":215,"relay_bytes_per_vote":286,"full_rss_bytes_per_vote":1100,"edge_rss_bytes_per_viewer":32000,"edge_us_per_frame":100,"gossip_bytes_per_vote":22,"gossip_bytes_per_s_per_full_node":{"polls_1":463},"ack_ms":{"rate":1500,"p50":14,"p99":98,"full_cores_busy":0.3},"merge_add_records_per_s":7e5,"merge_result_records_per_s":1e7`
+	if _, err := ReadFigures(strings.NewReader(good + `,"per_member":{"edge_cores":-0.1}}`)); !errors.Is(err, ErrInput) {
+		t.Fatalf("a negative per-member figure: %v", err)
+	}
+	if _, err := ReadFigures(strings.NewReader(good + `,"per_member":{"edge_cores":0.001}}`)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally fleet: unknown subcommand %q (want plan)\n", args[0])
 		return 2
 	}
-	fs := newFlags("tally fleet plan", "tally fleet plan [--votes N --window D --burst N --viewers N --regions N --cores N --memory GIB] [--figures FILE]")
+	fs := newFlags("tally fleet plan", "tally fleet plan [--votes N --window D --burst N --viewers N --regions N --cores N --memory GIB] [--full N --edges N] [--figures FILE] [--json]")
 	figures := fs.String("figures", "bench/fleet/figures.json", "the per-process figures measured by ./bench/fleet-figures.sh")
 	votes := fs.Float64("votes", 1_000_000, "votes in the window, the whole cluster")
 	window := fs.Duration("window", 30*time.Second, "how long voting lasts")
@@ -41,7 +42,10 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	files := fs.Float64("files", 1_000_000, "sockets a process may hold (its open-file limit)")
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "a viewer's round trip to its edge plus the edge's to its full node")
 	crossRTT := fs.Duration("cross-rtt", 200*time.Millisecond, "the round trip between the farthest regions")
-	settle := fs.Duration("settle", time.Second, "the full nodes' --certify-settle")
+	settle := fs.Duration("settle", 250*time.Millisecond, "the full nodes' --certify-settle")
+	full := fs.Int("full", 0, "full nodes a region: with --edges, the model's figures for these counts instead of the ones it would choose (0: it chooses)")
+	edges := fs.Int("edges", 0, "edges a region, with --full")
+	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	if code, done := parseFlags(fs, args[1:], stdout, stderr); done {
 		return code
 	}
@@ -59,16 +63,34 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally fleet plan: --figures %s: %v\n", *figures, err)
 		return 2
 	}
-	plan, err := fleet.Make(fleet.Night{
+	if (*full == 0) != (*edges == 0) {
+		return usageError(fs, stderr, "--full %d --edges %d: give both (the counts to evaluate) or neither (the model chooses)", *full, *edges)
+	}
+	night := fleet.Night{
 		Votes: *votes, Window: *window, Burst: *burst, Viewers: *viewers, Regions: *regions, Cores: *cores, Memory: *memory * (1 << 30),
 		Tick: *tick, Busy: *busy, Files: *files, RTT: *rtt, CrossRTT: *crossRTT, Settle: *settle,
-	}, fig)
+	}
+	var plan fleet.Plan
+	if *full != 0 {
+		plan, err = fleet.At(night, fig, *full, *edges)
+	} else {
+		plan, err = fleet.Make(night, fig)
+	}
 	if errors.Is(err, fleet.ErrDoesNotFit) {
 		fmt.Fprintf(stderr, "tally fleet plan: %v\n", err)
 		return 1
 	}
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(plan); err != nil {
+			fmt.Fprintf(stderr, "tally fleet plan: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	fmt.Fprintf(stdout, "figures: %s (measured %s on %s)\n", *figures, fig.Measured, fig.Machine)
 	plan.Write(stdout)
