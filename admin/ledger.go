@@ -42,15 +42,17 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 				"fence %.64q: want a hybrid-clock time (wall.logical@replica) with format=binary, at a full node", q.Get("fence")))
 			return
 		}
-		if err := h.cfg.Fence(ts); err != nil {
-			api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err))
+		// The fence closes the poll here only if this node's definition
+		// ends its grace by then (it may not have heard of the close yet);
+		// otherwise the clock is left alone: a fence never moves a node's
+		// time into a poll that is still open for it.
+		if def.GraceEnd() > ts.Wall {
+			api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodePollNotClosed,
+				"poll %q: this node's grace window ends at %d, after the fence at %d (the close has not reached it yet)", id, def.GraceEnd(), ts.Wall))
 			return
 		}
-		// The fence closes the poll here only if this node's definition
-		// ends its grace by then (it may not have heard of the close yet).
-		if d, ok := h.cfg.State.Poll(id); !ok || d.GraceEnd() > ts.Wall {
-			api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodePollNotClosed,
-				"poll %q: this node's grace window ends at %d, after the fence at %d (the close has not reached it yet)", id, d.GraceEnd(), ts.Wall))
+		if err := h.cfg.Fence(ts); err != nil {
+			api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err))
 			return
 		}
 	}

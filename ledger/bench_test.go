@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"runtime"
 	"testing"
 	"time"
 
@@ -253,6 +254,15 @@ func BenchmarkMerge(b *testing.B) {
 			build()
 		}
 		b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "records/s")
+		// The merge's own heap, the records aside (they are the copies').
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := build()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/record")
+		runtime.KeepAlive(m)
 	})
 	b.Run("result", func(b *testing.B) {
 		m := build()
