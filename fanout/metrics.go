@@ -10,6 +10,7 @@ type metrics struct {
 	tick     prometheus.Histogram
 	encoded  prometheus.Counter
 	interval prometheus.Gauge
+	wait     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,13 +35,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tally_fanout_encoded_bytes_total", Help: "Bytes of frames encoded (once per tick, not per viewer).",
 		}),
 		interval: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tally_fanout_interval_seconds", Help: "The hubs' tick now: --tick, stretched up to --max-tick while the node's CPU use is over --fanout-cpu.",
+			Name: "tally_fanout_interval_seconds", Help: "The hubs' tick now: --tick, stretched up to --max-tick while the node's CPU use is over --fanout-cpu or its goroutines wait over 10 ms for a core.",
+		}),
+		wait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_fanout_sched_wait_seconds", Help: "How long the node's runnable goroutines waited for a core over the last second, p99 (the Go scheduler's latencies): over 10 ms the fan-out's tick stretches, the machine's cores being taken.",
 		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.viewers, m.sent, m.replaced, m.slow, m.tick, m.encoded, m.interval} {
+	for _, c := range []prometheus.Collector{m.viewers, m.sent, m.replaced, m.slow, m.tick, m.encoded, m.interval, m.wait} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -10,7 +10,7 @@ import (
 // and shrinks back to --tick when the load falls.
 func TestPacerStretchesTheTickUnderLoadAndShrinksItBack(t *testing.T) {
 	var used time.Duration
-	p := newPacer(250*time.Millisecond, time.Second, 1.0, func() time.Duration { return used })
+	p := newPacer(250*time.Millisecond, time.Second, 1.0, func() time.Duration { return used }, nil)
 	now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
 	second := func(cores float64) time.Duration {
 		used += time.Duration(cores * float64(time.Second))
@@ -41,7 +41,7 @@ func TestPacerStretchesTheTickUnderLoadAndShrinksItBack(t *testing.T) {
 
 // Without a CPU reading or a budget the tick never moves.
 func TestPacerOffStaysAtTheTick(t *testing.T) {
-	for _, p := range []*pacer{newPacer(250*time.Millisecond, time.Second, 0, func() time.Duration { return time.Hour }), newPacer(250*time.Millisecond, time.Second, 1, nil)} {
+	for _, p := range []*pacer{newPacer(250*time.Millisecond, time.Second, 0, func() time.Duration { return time.Hour }, nil), newPacer(250*time.Millisecond, time.Second, 1, nil, nil)} {
 		p.step(time.Now())
 		p.step(time.Now().Add(time.Second))
 		if p.tick() != 250*time.Millisecond {
@@ -61,5 +61,35 @@ func TestFramesSayTheirTick(t *testing.T) {
 	waitUntil(t, func() bool { return len(fs.got()) == 1 })
 	if !contains(fs.got()[0], `"tick_ms":3600000`) {
 		t.Fatalf("snapshot: %s", fs.got()[0])
+	}
+}
+
+// The tick stretches while the goroutines wait for a core past
+// ContendedWait, whatever the process's own CPU use (another process has
+// the cores), holds between half of it and it, and shrinks back once the
+// wait is short again.
+func TestPacerStretchesWhileTheCoresAreTaken(t *testing.T) {
+	var used, wait time.Duration
+	p := newPacer(250*time.Millisecond, time.Second, 1.0, func() time.Duration { return used }, func() time.Duration { return wait })
+	now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+	second := func(cores float64, w time.Duration) time.Duration {
+		used += time.Duration(cores * float64(time.Second))
+		wait = w
+		now = now.Add(time.Second)
+		p.step(now)
+		return p.tick()
+	}
+	p.step(now)
+	if got := second(0.2, 30*time.Millisecond); got != 375*time.Millisecond {
+		t.Fatalf("cores taken at 0.2 of the budget: tick %v, want stretched to 375ms", got)
+	}
+	if got := second(0.2, ContendedWait*3/4); got != 375*time.Millisecond {
+		t.Fatalf("a wait between half and all of ContendedWait: %v, want held", got)
+	}
+	if got := second(0.2, time.Millisecond); got != 250*time.Millisecond {
+		t.Fatalf("a short wait again: %v, want back to --tick", got)
+	}
+	if got := time.Duration(p.lastWait.Load()); got != time.Millisecond {
+		t.Fatalf("last wait %v, want the last reading", got)
 	}
 }

@@ -70,11 +70,15 @@ type Config struct {
 
 	Tick time.Duration // default 250ms
 	// MaxTick is how far the tick stretches while the node's CPU use is
-	// over CPUBudget cores (pace.go); default 1s. CPU is the process's CPU
-	// time so far; with it nil or CPUBudget 0 the tick stays at Tick.
+	// over CPUBudget cores, or its goroutines wait for a core longer than
+	// ContendedWait (pace.go); default 1s. CPU is the process's CPU time so
+	// far; with it nil or CPUBudget 0 the tick stays at Tick. Wait is the
+	// goroutines' wait for a core since its last call, p99 (nil: not
+	// watched).
 	MaxTick      time.Duration
 	CPUBudget    float64
 	CPU          func() time.Duration
+	Wait         func() time.Duration
 	RTTEvery     time.Duration // how often a quiz participant's socket is pinged; default 5s
 	Heartbeat    time.Duration // default 15s
 	WriteTimeout time.Duration // a viewer stuck this long on one write is dropped; default 5s
@@ -159,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, src: cfg.Source, m: m,
 		queue: make(chan *viewer, cfg.MaxViewers+1024),
 		hubs:  make(map[string]*hub), perIP: make(map[string]int),
-		pacer: newPacer(cfg.Tick, cfg.MaxTick, cfg.CPUBudget, cfg.CPU),
+		pacer: newPacer(cfg.Tick, cfg.MaxTick, cfg.CPUBudget, cfg.CPU, cfg.Wait),
 	}
 	m.interval.Set(cfg.Tick.Seconds())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -328,6 +332,7 @@ func (s *Server) pace() {
 		case now := <-t.C:
 			s.pacer.step(now)
 			s.m.interval.Set(s.pacer.tick().Seconds())
+			s.m.wait.Set(time.Duration(s.pacer.lastWait.Load()).Seconds())
 		}
 	}
 }

@@ -202,7 +202,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
-		MaxTick: cfg.MaxTick, CPUBudget: cfg.FanoutCPU, CPU: processCPU,
+		MaxTick: cfg.MaxTick, CPUBudget: cfg.FanoutCPU, CPU: processCPU, Wait: schedWait(),
 		Standings:  n.quizStandings,
 		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
