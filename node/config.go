@@ -258,13 +258,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Func("shared-networks", "comma-separated CIDRs many honest people share (a venue's Wi-Fi, a known carrier NAT): their tokens all count, and each address may obtain 50 times --tokens-per-minute", cidrFlag(&c.SharedNetworks))
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a voter token is good for (1m-24h): a broadcast's length, so tokens cannot be stockpiled long before")
 	fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "how often to checkpoint the vote state so a restart replays only the ledger tail (0: only at shutdown)")
-	fs.IntVar(&c.CertifyPrefetch, "certify-prefetch", c.CertifyPrefetch, "records a full node may hold copied from every region's ledgers while polls run, and merged as they arrive (about 480 bytes of heap each: the record and its share of the merge), so that certification at close reads only the last ones; 0: none, every ledger is read whole at close")
+	fs.IntVar(&c.CertifyPrefetch, "certify-prefetch", c.CertifyPrefetch, "records a full node may hold copied from every region's ledgers while polls run, and merged as they arrive (about 450 bytes of heap each: the record, 330, and its share of the merge, 117), so that certification at close reads only the last ones; 0: none, every ledger is read whole at close")
 	fs.DurationVar(&c.CertifySettle, "certify-settle", c.CertifySettle, "after a poll's close plus grace, how long to wait for the last record counts to spread before certifying")
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (ledgers votes and serves viewers) or edge (serves viewers and relays their votes to the full nodes, which ledger them)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
 	fs.DurationVar(&c.MaxTick, "max-tick", c.MaxTick, "the longest the fan-out tick stretches to while the node's CPU use is over --fanout-cpu (at most 2s)")
-	fs.Float64Var(&c.FanoutCPU, "fanout-cpu", c.FanoutCPU, "cores the node may use before the fan-out tick stretches toward --max-tick (default half the cores); 0: the tick never stretches")
+	fs.Float64Var(&c.FanoutCPU, "fanout-cpu", c.FanoutCPU, "cores the node may use before the fan-out tick stretches toward --max-tick (default half the cores); it also stretches while the node's goroutines wait over 10 ms for a core; 0: the tick never stretches")
 	fs.Func("trusted-proxies", "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP", cidrFlag(&c.TrustedProxies))
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")
 	fs.IntVar(&c.Limits.IPBurst, "rate-ip-burst", c.Limits.IPBurst, "burst of votes per client IP")
@@ -349,7 +349,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.CertifyPrefetch < 0 || c.CertifyPrefetch > 100_000_000 {
-		return fmt.Errorf("%w: --certify-prefetch %d: want 0-100000000 records (0: none; each about 480 bytes of heap)", ErrConfig, c.CertifyPrefetch)
+		return fmt.Errorf("%w: --certify-prefetch %d: want 0-100000000 records (0: none; each about 450 bytes of heap)", ErrConfig, c.CertifyPrefetch)
 	}
 	if c.PowBits < 0 || c.PowBits > session.MaxBasePowBits {
 		return fmt.Errorf("%w: --pow-bits %d: want 0-%d (0: no puzzle; each bit doubles a phone's work)", ErrConfig, c.PowBits, session.MaxBasePowBits)

@@ -32,7 +32,7 @@ func besideModel(p *plan, outs []outcome, took time.Duration, vw *viewers, nview
 	tick = min(max(tick, 50*time.Millisecond), 2*time.Second)
 	rate := float64(len(outs)) / took.Seconds()
 	n := fleet.Night{Votes: float64(len(outs)), Window: took, Burst: rate, Viewers: float64(connected), Regions: len(cl.regions),
-		Cores: 2, Memory: 24 << 30, Tick: tick, Busy: 1, Files: 20_000, Settle: time.Second}
+		Cores: 2, Memory: 24 << 30, Tick: tick, Busy: 1, Files: 20_000, Settle: 250 * time.Millisecond} // the node's --certify-settle
 	edges := len(cl.edges[0])
 	plan, err := fleet.At(n, f, 1, edges)
 	if err != nil {
