@@ -18,18 +18,18 @@ type Figures struct {
 	Measured string `json:"measured"`
 	Machine  string `json:"machine"`
 
-	FullIdleCores            float64 `json:"full_idle_cores"`
-	EdgeIdleCores            float64 `json:"edge_idle_cores"`
-	FullBaseRSS              float64 `json:"full_base_rss_bytes"`
-	EdgeBaseRSS              float64 `json:"edge_base_rss_bytes"`
-	FullPerMessageUs         float64 `json:"full_us_per_relay_message"`
-	FullPerVoteUs            float64 `json:"full_us_per_relayed_vote"`
-	EdgePerVoteUs            float64 `json:"edge_us_per_socket_vote"`
-	RelayBytesPerVote        float64 `json:"relay_bytes_per_vote"`
+	FullIdleCores     float64 `json:"full_idle_cores"`
+	EdgeIdleCores     float64 `json:"edge_idle_cores"`
+	FullBaseRSS       float64 `json:"full_base_rss_bytes"`
+	EdgeBaseRSS       float64 `json:"edge_base_rss_bytes"`
+	FullPerMessageUs  float64 `json:"full_us_per_relay_message"`
+	FullPerVoteUs     float64 `json:"full_us_per_relayed_vote"`
+	EdgePerVoteUs     float64 `json:"edge_us_per_socket_vote"`
+	RelayBytesPerVote float64 `json:"relay_bytes_per_vote"`
 	// The edge's CPU and the relay's bytes per relay message, beside their
 	// per-vote parts (0, or absent: all of it per vote).
-	EdgePerMessageUs     float64 `json:"edge_us_per_relay_message"`
-	RelayBytesPerMessage float64 `json:"relay_bytes_per_message"`
+	EdgePerMessageUs         float64 `json:"edge_us_per_relay_message"`
+	RelayBytesPerMessage     float64 `json:"relay_bytes_per_message"`
 	FullRSSPerVote           float64 `json:"full_rss_bytes_per_vote"`
 	EdgeRSSPerViewer         float64 `json:"edge_rss_bytes_per_viewer"`
 	EdgePerFrameUs           float64 `json:"edge_us_per_frame"`
@@ -38,7 +38,7 @@ type Figures struct {
 	// beyond the per-vote bytes (the deltas' publications); 0 or absent:
 	// nothing.
 	GossipVoting float64 `json:"gossip_bytes_per_s_voting"`
-	Gossip                   struct {
+	Gossip       struct {
 		Polls1  float64 `json:"polls_1"`
 		Polls11 float64 `json:"polls_11"`
 	} `json:"gossip_bytes_per_s_per_full_node"`

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"runtime"
 	"testing"
 	"time"
 
