@@ -42,10 +42,10 @@ type Config struct {
 	// Now is the wall clock that decides what a view shows; nil:
 	// time.Now.
 	Now func() time.Time
-	// Fence makes this node's ledger final up to a time (ingest's
+	// Fence makes this node's ledger final for a poll (ingest's
 	// Pipeline.Fence): a ledger export with fence= calls it before reading
 	// (certification, docs/certification.md); nil: fence= is refused.
-	Fence func(hlc.Timestamp) error
+	Fence func(poll string) error
 }
 
 // Host serves the administration endpoints over a node's state.

@@ -2,12 +2,14 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -383,24 +385,26 @@ func TestAScheduledQuizQuestionIsWithheldUntilItOpens(t *testing.T) {
 	}
 }
 
-// A ledger export with fence= makes the node's ledger final up to that
-// time before it reads (certification at close): the fence is called
-// with the time given, before the records are read; a fence that fails
-// answers 503 and no records; a malformed fence, one without
-// format=binary, or one at a node without a fence (an edge) is a 400.
+// A ledger export with fence= makes the node's ledger final for the poll
+// before it reads (certification at close): the fence is called for the
+// poll before the records are read; a fence that fails answers 503 and no
+// records; a fence more than 5 s ahead of the node's clock is 503 and
+// fences nothing; a fence inside the poll's window here is 409 and fences
+// nothing; a malformed or non-canonical fence, one without format=binary,
+// or one at a node without a fence (an edge) is a 400.
 func TestLedgerExportFences(t *testing.T) {
 	r := newRig(t)
 	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
 	def, _ := r.state.Poll("p")
-	var fenced []hlc.Timestamp
+	var fenced []string
 	fail := false
-	h, err := New(Config{State: r.state, Clock: hlcClock(t, r), Ledger: r.ledger, Fence: func(ts hlc.Timestamp) error {
+	h, err := New(Config{State: r.state, Clock: hlcClock(t, r), Ledger: r.ledger, Now: r.clock.now, Fence: func(poll string) error {
 		if fail {
-			return hlc.ErrSkew
+			return errors.New("disk full")
 		}
-		fenced = append(fenced, ts)
+		fenced = append(fenced, poll)
 		// What a fence waits for lands before the export reads.
-		v := fmt.Sprint("in-flight-", ts)
+		v := fmt.Sprint("in-flight-", len(fenced))
 		_, err := r.ledger.Append(ledger.Record{Poll: "p", Voter: v, Option: "a", Idem: v, Wall: def.OpensAt + 1, Trust: 1, Counted: true})
 		return err
 	}})
@@ -423,33 +427,43 @@ func TestLedgerExportFences(t *testing.T) {
 		}
 		return w.Code, n
 	}
+	at := func(wall int64) string {
+		return url.QueryEscape(hlc.Timestamp{Wall: wall, Logical: 3, Replica: "us-1"}.String())
+	}
+	now := r.clock.now().UnixMilli()
 	// While the poll is open here (this node has not heard of its close),
-	// a fence does not close it: 409, no records, and the clock untouched.
-	if code, n := get(h.HandleLedger, "format=binary&fence=1800000009000.3%40us-1"); code != http.StatusConflict || n != 0 || len(fenced) != 0 {
-		t.Fatalf("a fence inside the poll's window here: %d with %d records, fenced %v; want 409, untouched", code, n, fenced)
+	// a fence does not close it: 409, no records, nothing fenced.
+	if code, n := get(h.HandleLedger, "format=binary&fence="+at(now+1000)); code != http.StatusConflict || n != 0 || len(fenced) != 0 {
+		t.Fatalf("a fence inside the poll's window here: %d with %d records, fenced %v; want 409, nothing fenced", code, n, fenced)
 	}
 	if st, _ := r.do("POST", "/v1/polls/p/close", ""); st != http.StatusOK {
 		t.Fatalf("close: %d", st)
 	}
 	def, _ = r.state.Poll("p")
-	fence := hlc.Timestamp{Wall: def.GraceEnd(), Logical: 3, Replica: "us-1"}
-	if code, n := get(h.HandleLedger, "format=binary&after=0&fence="+url.QueryEscape(fence.String())); code != http.StatusOK || n != 1 {
+	if code, _ := get(h.HandleLedger, "format=binary&fence="+at(def.GraceEnd()+6000)); code != http.StatusServiceUnavailable || len(fenced) != 0 {
+		t.Fatalf("a fence 6 s ahead of the node's clock: %d, fenced %v; want 503, nothing fenced", code, fenced)
+	}
+	r.clock.t = time.UnixMilli(def.GraceEnd())
+	if code, n := get(h.HandleLedger, "format=binary&after=0&fence="+at(def.GraceEnd())); code != http.StatusOK || n != 1 {
 		t.Fatalf("a fenced export: %d with %d records, want 200 with the one the fence waited for", code, n)
 	}
-	if len(fenced) != 1 || fenced[0] != fence {
-		t.Fatalf("fenced at %v, want once at %v", fenced, fence)
+	if len(fenced) != 1 || fenced[0] != "p" {
+		t.Fatalf("fenced %v, want p once", fenced)
 	}
 	fail = true
-	if code, _ := get(h.HandleLedger, "format=binary&fence=1800000009000.3%40us-1"); code != http.StatusServiceUnavailable {
+	if code, _ := get(h.HandleLedger, "format=binary&fence="+at(def.GraceEnd())); code != http.StatusServiceUnavailable {
 		t.Fatalf("a failed fence: %d, want 503", code)
 	}
+	w := strconv.FormatInt(def.GraceEnd(), 10)
 	for _, q := range []string{"format=binary&fence=", "format=binary&fence=x", "format=binary&fence=-1.0", "format=binary&fence=1.99999999999",
-		"format=binary&fence=" + strings.Repeat("9", 5000) + ".0", "fence=1800000009000.0"} {
+		"format=binary&fence=" + strings.Repeat("9", 5000) + ".0", "fence=" + w + ".0%40us-1",
+		"format=binary&fence=" + w + ".0", "format=binary&fence=" + w + ".0%40", "format=binary&fence=%2B" + w + ".0%40x",
+		"format=binary&fence=" + w + ".0%40x%40y", "format=binary&fence=0" + w + ".0%40x", "format=binary&fence=" + w + ".0%40" + strings.Repeat("r", 5000)} {
 		if code, _ := get(h.HandleLedger, q); code != http.StatusBadRequest {
-			t.Errorf("%.60s: %d, want 400", q, code)
+			t.Errorf("%.80s: %d, want 400", q, code)
 		}
 	}
-	if code, _ := get(func(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }, "format=binary&fence=1800000009000.0"); code != http.StatusBadRequest {
+	if code, _ := get(func(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }, "format=binary&fence="+at(def.GraceEnd())); code != http.StatusBadRequest {
 		t.Fatalf("fence= at a host without a fence: %d, want 400", code)
 	}
 }

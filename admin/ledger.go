@@ -7,7 +7,9 @@ import (
 
 	"tally/api"
 	"tally/hlc"
+	"tally/ids"
 	"tally/ledger"
+	"tally/poll"
 )
 
 // HandleLedger serves GET /v1/polls/{poll}/ledger (admin): this node's
@@ -36,23 +38,8 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	if q.Has("fence") {
 		// Certification reading the last records at close: no record of
 		// the poll may land here after the ones it reads.
-		ts, err := hlc.Parse(q.Get("fence"))
-		if err != nil || !binary || h.cfg.Fence == nil {
-			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest,
-				"fence %.64q: want a hybrid-clock time (wall.logical@replica) with format=binary, at a full node", q.Get("fence")))
-			return
-		}
-		// The fence closes the poll here only if this node's definition
-		// ends its grace by then (it may not have heard of the close yet);
-		// otherwise the clock is left alone: a fence never moves a node's
-		// time into a poll that is still open for it.
-		if def.GraceEnd() > ts.Wall {
-			api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodePollNotClosed,
-				"poll %q: this node's grace window ends at %d, after the fence at %d (the close has not reached it yet)", id, def.GraceEnd(), ts.Wall))
-			return
-		}
-		if err := h.cfg.Fence(ts); err != nil {
-			api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err))
+		if err := h.fence(def, q.Get("fence"), binary); err != nil {
+			api.WriteError(w, r, err)
 			return
 		}
 	}
@@ -76,4 +63,38 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.cfg.Ledger.ExportSigned(w, id, h.cfg.SigningKey)
+}
+
+// maxFenceAhead bounds how far ahead of this node's clock a fence's time
+// may be (the hybrid clock's own bound on a remote time): a fence closes
+// a poll here at most that much before this node would.
+const maxFenceAhead = 5 * time.Second
+
+// fence checks a fence= (the certifier's hybrid-clock time, in
+// wall.logical@replica form) against this node's view of the poll and,
+// when the poll's grace is over by then, fences it (Config.Fence). A poll
+// whose grace ends later here (the close has not reached this node, or
+// the fence is early) is 409 poll_not_closed, and nothing changes.
+func (h *Host) fence(def poll.Definition, raw string, binary bool) error {
+	ts, err := hlc.Parse(raw)
+	if err != nil || ts.String() != raw || ids.Valid(ts.Replica) != nil || !binary || h.cfg.Fence == nil {
+		return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest,
+			"fence %.64q: want a hybrid-clock time (wall.logical@replica, canonical) with format=binary, at a full node", raw)
+	}
+	now, err := h.cfg.Clock.Now()
+	if err != nil {
+		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot read the clock: %v", err)
+	}
+	if ts.Wall > now.Wall+maxFenceAhead.Milliseconds() {
+		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable,
+			"fence at %d is %d ms ahead of this node's clock (at most %d)", ts.Wall, ts.Wall-now.Wall, maxFenceAhead.Milliseconds())
+	}
+	if end := def.GraceEnd(); end > ts.Wall {
+		return api.Errorf(http.StatusConflict, api.CodePollNotClosed,
+			"poll %q: this node's grace window ends at %d, after the fence at %d (it has not heard of the close, or the fence is early)", def.ID, end, ts.Wall)
+	}
+	if err := h.cfg.Fence(def.ID); err != nil {
+		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err)
+	}
+	return nil
 }

@@ -72,7 +72,11 @@ func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
 		Peers: func() []Peer {
 			return []Peer{{Name: "n1", Replica: "eu-1", Full: true}, {Name: "n2", Replica: "us-1", Full: true}, {Name: "n3", Replica: "ap-1", Full: true}}
 		},
-		Fence: func(ts hlc.Timestamp) error { r.fenced("eu-1", ts); return nil },
+		Fence: func(string) error {
+			ts, _ := clock.Now() // the own ledger is fenced in-process: recorded at the rig's time
+			r.fenced("eu-1", ts)
+			return nil
+		},
 		Fetch: func(_ context.Context, p Peer, pollID string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
 			r.fenced(p.Replica, fence)
 			var buf bytes.Buffer

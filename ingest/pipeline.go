@@ -26,6 +26,9 @@ type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
 	Replica() string
+	// The durable metadata a poll's fence is kept in (fence.go).
+	PutMeta(name string, value []byte) error
+	Meta(name string) ([]byte, bool, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -85,6 +88,7 @@ type Pipeline struct {
 	cfg         Config
 	inflight    sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
 	stamping    sync.RWMutex // held shared from a request's checks to its append; a fence takes it whole (fence.go)
+	fenced      sync.Map     // poll id → bool: fenced here (fence.go)
 	ipLim       *limiter
 	voteLim     *limiter
 	sessions    *sessionState // nil: tokens off
@@ -299,7 +303,11 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 			return nil, err
 		}
 		late := false
-		switch def.WindowAt(ts.Wall) {
+		window := def.WindowAt(ts.Wall)
+		if window != poll.BeforeOpen && p.isFenced(def.ID) {
+			window = poll.AfterGrace // certification read this node's records of it
+		}
+		switch window {
 		case poll.BeforeOpen:
 			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", def.ID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
 		case poll.AfterGrace:

@@ -42,12 +42,17 @@ func (tn *testNode) result(t testing.TB, poll string) api.ResultView {
 }
 
 // certifiedEverywhere waits until every node serves a reconciled result
-// and returns it (the same digest everywhere).
+// and returns it (the same digest everywhere). A quiz question's result
+// hidden at a node (403 result_hidden: the host's reveal has not reached
+// it yet) is not there yet either.
 func certifiedEverywhere(t testing.TB, nodes []*testNode, poll string) api.ResultView {
 	t.Helper()
 	var v api.ResultView
 	waitFor(t, func() bool {
 		for _, n := range nodes {
+			if r := n.call(t, "GET", "/v1/polls/"+poll+"/result", ""); r.status == http.StatusForbidden && strings.Contains(r.raw, api.CodeResultHidden) {
+				return false
+			}
 			if v = n.result(t, poll); v.Status != "reconciled" {
 				return false
 			}
