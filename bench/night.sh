@@ -6,6 +6,9 @@
 #
 #   ./bench/night.sh --small     # 100,000 votes, 2,000 viewers, under a minute
 #   ./bench/night.sh             # 1,000,000 votes in a 30 s broadcast shape, 15,000 viewers
+#   ./bench/night.sh --edges 2   # the same through 2 edges a region: viewers on the edges,
+#                                # votes on their sockets, and the fleet model beside it
+#                                # (about 5 minutes; --small --edges 2 under a minute)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)

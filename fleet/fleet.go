@@ -17,6 +17,11 @@ var ErrInput = errors.New("fleet: bad input")
 type Figures struct {
 	Measured string `json:"measured"`
 	Machine  string `json:"machine"`
+	Command  string `json:"command"`
+	// What the script also records, for the reader; the model reads none.
+	VotesPerRelayMessage json.RawMessage `json:"votes_per_relay_message"`
+	AckHigh              json.RawMessage `json:"ack_ms_high"`
+	ViewersMeasured      json.RawMessage `json:"viewers_measured"`
 
 	FullIdleCores     float64 `json:"full_idle_cores"`
 	EdgeIdleCores     float64 `json:"edge_idle_cores"`
@@ -53,11 +58,12 @@ type Figures struct {
 	// rest: probes and push/pull, its state, a NATS leaf connection. 0
 	// (or absent): nothing.
 	PerMember struct {
-		FullCores float64 `json:"full_cores"`
-		EdgeCores float64 `json:"edge_cores"`
-		FullRSS   float64 `json:"full_rss_bytes"`
-		EdgeRSS   float64 `json:"edge_rss_bytes"`
-		Gossip    float64 `json:"gossip_bytes_per_s"`
+		MembersAdded float64 `json:"members_added"` // how many joined to measure them
+		FullCores    float64 `json:"full_cores"`
+		EdgeCores    float64 `json:"edge_cores"`
+		FullRSS      float64 `json:"full_rss_bytes"`
+		EdgeRSS      float64 `json:"edge_rss_bytes"`
+		Gossip       float64 `json:"gossip_bytes_per_s"`
 	} `json:"per_member"`
 	// The certifier's incremental merge (ledger.Merge): records fed to it
 	// a second (the tail read at close), and records a second its result
@@ -71,6 +77,7 @@ type Figures struct {
 func ReadFigures(r io.Reader) (Figures, error) {
 	var f Figures
 	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
+	dec.DisallowUnknownFields() // a misspelt figure is an error, not a zero
 	if err := dec.Decode(&f); err != nil {
 		return f, fmt.Errorf("%w: figures: %w", ErrInput, err)
 	}
@@ -101,6 +108,7 @@ func ReadFigures(r io.Reader) (Figures, error) {
 		v    float64
 		max  float64
 	}{
+		{"per_member.members_added", f.PerMember.MembersAdded, 1e6},
 		{"per_member.full_cores", f.PerMember.FullCores, 1}, {"per_member.edge_cores", f.PerMember.EdgeCores, 1},
 		{"per_member.full_rss_bytes", f.PerMember.FullRSS, 1 << 30}, {"per_member.edge_rss_bytes", f.PerMember.EdgeRSS, 1 << 30},
 		{"per_member.gossip_bytes_per_s", f.PerMember.Gossip, 1 << 30},
@@ -236,7 +244,9 @@ func Make(n Night, f Figures) (Plan, error) {
 // At is the model's figures for n with the full nodes and edges a region
 // given, instead of the counts Make would choose: what those processes
 // should use at n's peak, to put beside what they did (bench/night
-// --edges). It checks n but not that the plan fits its machines.
+// --edges). A plan past its machines (a process over its share, more
+// viewers than open files) comes back whole with an ErrDoesNotFit saying
+// why.
 func At(n Night, f Figures, full, edges int) (Plan, error) {
 	if err := n.check(); err != nil {
 		return Plan{}, err
@@ -246,7 +256,10 @@ func At(n Night, f Figures, full, edges int) (Plan, error) {
 	}
 	p := at(n, f, full, edges)
 	p.Limit = "given"
-	return p, nil
+	if p.ViewersPerEdge > n.Files {
+		return p, fmt.Errorf("%w: %.0f viewers an edge, over its %g open files", ErrDoesNotFit, p.ViewersPerEdge, n.Files)
+	}
+	return p, p.fits()
 }
 
 // at applies the formulas (docs/capacity.md) to F full nodes and e edges

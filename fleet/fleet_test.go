@@ -186,6 +186,10 @@ func TestAtIsMakeAtItsCounts(t *testing.T) {
 	if err != nil || !(more.Edge.Cores < a.Edge.Cores) || more.Edge.Count != 2*p.Edge.Count {
 		t.Fatalf("twice the edges: %+v %v", more.Edge, err)
 	}
+	// Counts past their machines come back whole, with why.
+	if p, err := At(n, f, 1, 1); !errors.Is(err, ErrDoesNotFit) || p.Edge.Count != 1 || !(p.Edge.Cores > n.Cores) {
+		t.Fatalf("one edge a region for 5,000,000 viewers: %+v %v, want the plan and ErrDoesNotFit", p.Edge, err)
+	}
 	for _, c := range [][2]int{{0, 1}, {1, 0}, {65, 1}, {1, 10_001}, {-1, -1}} {
 		if _, err := At(n, f, c[0], c[1]); !errors.Is(err, ErrInput) {
 			t.Fatalf("At(%d full, %d edges): %v, want ErrInput", c[0], c[1], err)
@@ -219,5 +223,12 @@ func TestMembersCostEveryProcess(t *testing.T) {
 	}
 	if _, err := ReadFigures(strings.NewReader(good + `,"per_member":{"edge_cores":0.001}}`)); err != nil {
 		t.Fatal(err)
+	}
+	// A misspelt figure is refused, not read as zero.
+	if _, err := ReadFigures(strings.NewReader(good + `,"per_member":{"edge_core":0.001}}`)); !errors.Is(err, ErrInput) {
+		t.Fatalf("a misspelt per-member figure: %v", err)
+	}
+	if _, err := ReadFigures(strings.NewReader(good + `,"full_us_per_relay_mesage":1}`)); !errors.Is(err, ErrInput) {
+		t.Fatalf("a misspelt figure: %v", err)
 	}
 }

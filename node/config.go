@@ -263,7 +263,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TakeoverAfter, "certify-takeover", c.TakeoverAfter, "how long each next node in a poll's coordinator order waits before taking certification over")
 	fs.StringVar(&c.Role, "role", c.Role, "full (ledgers votes and serves viewers) or edge (serves viewers and relays their votes to the full nodes, which ledger them)")
 	fs.DurationVar(&c.Tick, "tick", c.Tick, "fan-out tick: how often viewers get the changed tally")
-	fs.DurationVar(&c.MaxTick, "max-tick", c.MaxTick, "the longest the fan-out tick stretches to while the node's CPU use is over --fanout-cpu (at most 2s)")
+	fs.DurationVar(&c.MaxTick, "max-tick", c.MaxTick, "the longest the fan-out tick stretches to while the node's CPU use is over --fanout-cpu or its goroutines wait over 10 ms for a core (at most 2s)")
 	fs.Float64Var(&c.FanoutCPU, "fanout-cpu", c.FanoutCPU, "cores the node may use before the fan-out tick stretches toward --max-tick (default half the cores); it also stretches while the node's goroutines wait over 10 ms for a core; 0: the tick never stretches")
 	fs.Func("trusted-proxies", "comma-separated CIDRs whose X-Forwarded-For is believed for the client IP", cidrFlag(&c.TrustedProxies))
 	fs.Float64Var(&c.Limits.IPRate, "rate-ip", c.Limits.IPRate, "votes per second per client IP (0: unlimited)")

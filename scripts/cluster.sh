@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
       shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "cluster.sh: unknown argument $1 (want --tls, --port-base P, stop REGION, restart REGION, then -- and flags for every node; --help)" >&2; exit 2 ;;
+    *) echo "cluster.sh: unknown argument $1 (want --tls, --port-base P, --edges N, stop REGION, restart REGION, then -- and flags for every node; --help)" >&2; exit 2 ;;
   esac
 done
 base=data/cluster

@@ -26,6 +26,13 @@
 // POST /v1/session keeps a million token requests out of the 30 s; the
 // token path is measured in BENCHMARKS.md's session rows.
 //
+// With --edges N each region also runs N edges (--role edge) and every
+// viewer is on an edge; each viewer's socket also carries the votes of
+// the voters behind its address, as the page sends them (sockets.go), and
+// the table ends with what the fleet model (tally fleet plan's formulas)
+// predicts for the same processes at the same load (model.go).
+//
 //	go run ./bench/night --small           # 100,000 votes, 2,000 viewers
 //	go run ./bench/night                   # 1,000,000 votes, 15,000 viewers
+//	go run ./bench/night --edges 2         # the same through two edges a region
 package main

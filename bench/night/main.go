@@ -26,6 +26,7 @@ var optionIDs = []string{"red", "green", "blue", "gold"}
 const userAgent = "night-voter/1"
 
 func main() {
+	flag.CommandLine.Init("bench/night", flag.ExitOnError) // not the temporary binary's path
 	small := flag.Bool("small", false, "100,000 votes and 2,000 viewers (under a minute)")
 	votes := flag.Int("votes", 1_000_000, "votes: first votes and changes of mind (retries come on top)")
 	nviewers := flag.Int("viewers", 15_000, "WebSocket viewers, spread over the regions")
@@ -407,9 +408,13 @@ func report(p *plan, outs []outcome, took time.Duration, vw *viewers, pr *prober
 		parts = append(parts, fmt.Sprintf("%s %d", k, statuses[k]))
 	}
 	fmt.Printf("| answers | %s |\n", strings.Join(parts, ", "))
-	fmt.Printf("| votes per second, sent | planned peak %.0f; reached %d in the best second; %d s at or above 100,000 |\n", p.peak, peak, above)
+	if p.peak >= 100_000 {
+		fmt.Printf("| votes per second, sent | planned peak %.0f; reached %d in the best second; %d s at or above 100,000 |\n", p.peak, peak, above)
+	} else {
+		fmt.Printf("| votes per second, sent | planned peak %.0f; reached %d in the best second |\n", p.peak, peak)
+	}
 	slices.Sort(lags)
-	fmt.Printf("| schedule lag (sent after planned) p50 / p99 / max | %s / %s / %s |\n", ms(q(lags, 0.5)), ms(q(lags, 0.99)), ms(lags[len(lags)-1]))
+	fmt.Printf("| schedule lag (sent after planned) p50 / p99 / max | %s / %s / %s ms |\n", ms(q(lags, 0.5)), ms(q(lags, 0.99)), ms(lags[len(lags)-1]))
 	for ph := range phases {
 		l := lat[ph]
 		slices.Sort(l)
@@ -442,7 +447,7 @@ func report(p *plan, outs []outcome, took time.Duration, vw *viewers, pr *prober
 				u := procUsage(e.cmd.Process.Pid)
 				cpu, peak = cpu+u.cpu, max(peak, u.peakMB)
 			}
-			fmt.Printf("| %d edges of %s: CPU seconds (all of them), peak RSS (the largest) | %.1f s, %.0f MB |\n", len(cl.edges[i]), r.name, cpu, peak)
+			fmt.Printf("| %d edge(s) of %s: CPU seconds (all of them), peak RSS (the largest) | %.1f s, %.0f MB |\n", len(cl.edges[i]), r.name, cpu, peak)
 		}
 	}
 	var onSocket int

@@ -64,7 +64,7 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if (*full == 0) != (*edges == 0) {
-		return usageError(fs, stderr, "--full %d --edges %d: give both (the counts to evaluate) or neither (the model chooses)", *full, *edges)
+		return usageError(fs, stderr, "--full %d --edges %d: give both, each 1 or more (the counts to evaluate), or neither (the model chooses)", *full, *edges)
 	}
 	night := fleet.Night{
 		Votes: *votes, Window: *window, Burst: *burst, Viewers: *viewers, Regions: *regions, Cores: *cores, Memory: *memory * (1 << 30),
@@ -76,13 +76,21 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	} else {
 		plan, err = fleet.Make(night, fig)
 	}
-	if errors.Is(err, fleet.ErrDoesNotFit) {
+	// Counts given that do not fit are still printed (what they would
+	// need), then refused; a plan the model chose that does not fit is
+	// not printed.
+	if errors.Is(err, fleet.ErrDoesNotFit) && *full == 0 {
 		fmt.Fprintf(stderr, "tally fleet plan: %v\n", err)
 		return 1
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, fleet.ErrDoesNotFit) {
 		return usageError(fs, stderr, "%v", err)
 	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(stderr, "tally fleet plan: --full %d --edges %d: %v\n", *full, *edges, err)
+		}
+	}()
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -90,9 +98,12 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tally fleet plan: %v\n", err)
 			return 1
 		}
-		return 0
+	} else {
+		fmt.Fprintf(stdout, "figures: %s (measured %s on %s)\n", *figures, fig.Measured, fig.Machine)
+		plan.Write(stdout)
 	}
-	fmt.Fprintf(stdout, "figures: %s (measured %s on %s)\n", *figures, fig.Measured, fig.Machine)
-	plan.Write(stdout)
+	if err != nil {
+		return 1
+	}
 	return 0
 }
