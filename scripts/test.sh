@@ -75,6 +75,8 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
   echo "SKIPPED the browser tests (node TestBrowser*): Chromium is missing (apt-get install chromium)" >> "$skipped"
 [ -f "${TALLY_AXE:-$HOME/.cache/tally-axe/node_modules/axe-core/axe.min.js}" ] ||
   echo "SKIPPED the accessibility checks of the browser views: axe-core is missing (npm install --prefix ~/.cache/tally-axe axe-core@4, or TALLY_AXE=path/to/axe.min.js)" >> "$skipped"
+command -v helm >/dev/null 2>&1 || [ -n "${TALLY_HELM:-}" ] ||
+  echo "SKIPPED the Helm chart's checks (deploy TestHelm*): helm is missing (go install helm.sh/helm/v4/cmd/helm@v4.3.2, or TALLY_HELM=path/to/helm)" >> "$skipped"
 command -v promtool >/dev/null 2>&1 ||
   echo "SKIPPED the Prometheus config and alert-rule checks (deploy): promtool is missing (apt-get install prometheus)" >> "$skipped"
 analyse > "$analysis_log" 2>&1 &
