@@ -45,7 +45,7 @@ type Config struct {
 	// Fence makes this node's ledger final for a poll (ingest's
 	// Pipeline.Fence): a ledger export with fence= calls it before reading
 	// (certification, docs/certification.md); nil: fence= is refused.
-	Fence func(poll string) error
+	Fence func(poll string, wall int64) error
 }
 
 // Host serves the administration endpoints over a node's state.

@@ -398,7 +398,7 @@ func TestLedgerExportFences(t *testing.T) {
 	def, _ := r.state.Poll("p")
 	var fenced []string
 	fail := false
-	h, err := New(Config{State: r.state, Clock: hlcClock(t, r), Ledger: r.ledger, Now: r.clock.now, Fence: func(poll string) error {
+	h, err := New(Config{State: r.state, Clock: hlcClock(t, r), Ledger: r.ledger, Now: r.clock.now, Fence: func(poll string, _ int64) error {
 		if fail {
 			return errors.New("disk full")
 		}
@@ -458,7 +458,10 @@ func TestLedgerExportFences(t *testing.T) {
 	for _, q := range []string{"format=binary&fence=", "format=binary&fence=x", "format=binary&fence=-1.0", "format=binary&fence=1.99999999999",
 		"format=binary&fence=" + strings.Repeat("9", 5000) + ".0", "fence=" + w + ".0%40us-1",
 		"format=binary&fence=" + w + ".0", "format=binary&fence=" + w + ".0%40", "format=binary&fence=%2B" + w + ".0%40x",
-		"format=binary&fence=" + w + ".0%40x%40y", "format=binary&fence=0" + w + ".0%40x", "format=binary&fence=" + w + ".0%40" + strings.Repeat("r", 5000)} {
+		"format=binary&fence=" + w + ".0%40x%40y", "format=binary&fence=0" + w + ".0%40x", "format=binary&fence=" + w + ".0%40" + strings.Repeat("r", 5000),
+		// Given twice, conflicting, or not a query: refused, not the first value.
+		"format=binary&fence=" + at(def.GraceEnd()) + "&fence=junk", "format=binary&fence=" + at(def.GraceEnd()) + "&fence=" + at(def.GraceEnd()),
+		"format=binary&format=ndjson&fence=" + at(def.GraceEnd()), "format=binary;fence=" + at(def.GraceEnd()), "format=binary&after=1&after=2"} {
 		if code, _ := get(h.HandleLedger, q); code != http.StatusBadRequest {
 			t.Errorf("%.80s: %d, want 400", q, code)
 		}

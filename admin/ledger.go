@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -23,7 +25,14 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return
 	}
-	q := r.URL.Query()
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err == nil && (len(q["format"]) > 1 || len(q["after"]) > 1 || len(q["fence"]) > 1) {
+		err = errors.New("a parameter given twice")
+	}
+	if err != nil {
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "query: %v", err))
+		return
+	}
 	binary := q.Get("format") == "binary" // node to node, for certification
 	var after uint64
 	if q.Has("after") {
@@ -93,7 +102,7 @@ func (h *Host) fence(def poll.Definition, raw string, binary bool) error {
 		return api.Errorf(http.StatusConflict, api.CodePollNotClosed,
 			"poll %q: this node's grace window ends at %d, after the fence at %d (it has not heard of the close, or the fence is early)", def.ID, end, ts.Wall)
 	}
-	if err := h.cfg.Fence(def.ID); err != nil {
+	if err := h.cfg.Fence(def.ID, ts.Wall); err != nil {
 		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err)
 	}
 	return nil

@@ -71,7 +71,7 @@ type Config struct {
 	Fetch  Fetcher // nil: HTTP with the cluster credential
 	// Fence makes this node's own ledger final for a poll before its
 	// records are read at close (ingest's Pipeline.Fence); nil: none.
-	Fence func(poll string) error
+	Fence func(poll string, wall int64) error
 	// Client makes the HTTP fetch (TLS settings for peers); nil:
 	// http.DefaultClient.
 	Client *http.Client
@@ -501,7 +501,7 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 	var src iter.Seq2[ledger.Record, error]
 	if cc.replica == c.cfg.Replica {
 		if !fence.IsZero() && c.cfg.Fence != nil {
-			if err := c.cfg.Fence(cc.poll); err != nil {
+			if err := c.cfg.Fence(cc.poll, fence.Wall); err != nil {
 				return 0, err
 			}
 		}

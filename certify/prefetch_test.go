@@ -72,7 +72,7 @@ func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
 		Peers: func() []Peer {
 			return []Peer{{Name: "n1", Replica: "eu-1", Full: true}, {Name: "n2", Replica: "us-1", Full: true}, {Name: "n3", Replica: "ap-1", Full: true}}
 		},
-		Fence: func(string) error {
+		Fence: func(string, int64) error {
 			ts, _ := clock.Now() // the own ledger is fenced in-process: recorded at the rig's time
 			r.fenced("eu-1", ts)
 			return nil

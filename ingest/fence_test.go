@@ -27,7 +27,7 @@ func TestFenceClosesThePollHereOnly(t *testing.T) {
 	if res, err := r.p.Submit("f", []Vote{{Option: "a", Voter: "v1", Idem: "k1"}}, "127.0.0.1"); err != nil || res[0].Status != StatusAccepted {
 		t.Fatalf("before the fence: %+v %v", res, err)
 	}
-	if err := r.p.Fence("f"); err != nil {
+	if err := r.p.Fence("f", def.GraceEnd()); err != nil {
 		t.Fatal(err)
 	}
 	refused := func(p *Pipeline) {
@@ -49,6 +49,15 @@ func TestFenceClosesThePollHereOnly(t *testing.T) {
 	}
 	// A restart on the same ledger keeps the fence.
 	refused(newRig2(t, r).p)
+	// A poll extended past the fence takes votes again: the fence covered
+	// the close it was taken under.
+	def.ClosesAt += 60_000
+	if _, err := r.st.PutPoll(def, hlc.Timestamp{Wall: now + 1, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.p.Submit("f", []Vote{{Option: "b", Voter: "v4", Idem: "k4"}}, "127.0.0.1"); err != nil || res[0].Status != StatusAccepted {
+		t.Fatalf("after an extension past the fence: %+v %v", res, err)
+	}
 }
 
 // A fence returns only once the requests already past their checks have
@@ -57,8 +66,8 @@ func TestFenceWaitsForRequestsInFlight(t *testing.T) {
 	r := newRig(t, t.TempDir())
 	r.p.stamping.RLock() // a request between its checks and its append
 	done := make(chan error, 1)
-	go func() { done <- r.p.Fence("p") }()
-	testwait.For(t, 10*time.Second, "the fence to mark the poll", func() bool { v, _ := r.p.fenced.Load("p"); return v == true })
+	go func() { done <- r.p.Fence("p", time.Now().Add(time.Hour).UnixMilli()) }()
+	testwait.For(t, 10*time.Second, "the fence to mark the poll", func() bool { v, _ := r.p.fenced.Load("p"); w, _ := v.(int64); return w > 0 })
 	select {
 	case err := <-done:
 		t.Fatalf("the fence returned (%v) with a request in flight", err)

@@ -88,7 +88,7 @@ type Pipeline struct {
 	cfg         Config
 	inflight    sync.RWMutex // held shared from ledger append to count; a checkpoint takes it whole
 	stamping    sync.RWMutex // held shared from a request's checks to its append; a fence takes it whole (fence.go)
-	fenced      sync.Map     // poll id → bool: fenced here (fence.go)
+	fenced      sync.Map     // poll id → int64: the time it was fenced at here, 0: never (fence.go)
 	ipLim       *limiter
 	voteLim     *limiter
 	sessions    *sessionState // nil: tokens off
@@ -304,7 +304,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 		}
 		late := false
 		window := def.WindowAt(ts.Wall)
-		if window != poll.BeforeOpen && p.isFenced(def.ID) {
+		if window != poll.BeforeOpen && p.isFenced(def) {
 			window = poll.AfterGrace // certification read this node's records of it
 		}
 		switch window {
