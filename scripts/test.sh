@@ -88,6 +88,19 @@ export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
 tests=0
 go test -race -count=1 "$@" ./... || tests=$?
 
+# The JavaScript client (clients/js) against a real node: node --test,
+# Node.js 20+ (its WebSocket behind --experimental-websocket).
+if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ]; then
+  jsbin=$(mktemp -d)
+  go build -o "$jsbin/tally-node" ./cmd/node &&
+    (cd clients/js && TALLY_NODE_BIN="$jsbin/tally-node" node --experimental-websocket --test test/) || tests=1
+  rm -rf "$jsbin"
+elif [ "${CI:-}" = true ]; then
+  echo "the JavaScript client's tests need Node.js 20+ (apt-get install npm), and CI=true needs them"; tests=1
+else
+  echo "SKIPPED the JavaScript client's tests (clients/js): Node.js 20+ is missing (apt-get install npm)" >> "$skipped"
+fi
+
 analysis_rc=0
 wait "$analysis" || analysis_rc=$?
 echo

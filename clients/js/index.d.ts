@@ -1,0 +1,86 @@
+// Types of @tally/client (index.js). The protocol is docs/api.md's.
+
+export type Code =
+  | "invalid_request" | "unauthorized" | "poll_not_found" | "quiz_not_found" | "not_found" | "poll_not_open"
+  | "poll_closed" | "too_large" | "invalid_option" | "rate_limited" | "internal" | "unavailable" | "edge_node"
+  | "records_lost" | "poll_not_closed" | "session_required" | "session_invalid" | "session_expired"
+  | "session_mismatch" | "puzzle_failed" | "upgrade_required" | "too_many_polls" | "result_hidden"
+  | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "network";
+
+export const codes: readonly Code[];
+
+export class TallyError extends Error {
+  constructor(code: Code, message?: string, opts?: { status?: number; retryAfter?: number });
+  code: Code;
+  /** The HTTP status; 0 for a refusal on the socket or no answer. */
+  status: number;
+  /** Seconds, from Retry-After (429, 503); 0 when none. */
+  retryAfter: number;
+}
+
+export interface Vote { option: string; voter?: string; idem?: string }
+export interface VoteResult { idem: string; status: "accepted" | "duplicate" | "late" | "rejected"; vote_id?: string; error?: string }
+export interface VoteResponse { results: VoteResult[]; server_time: number }
+export interface Session { token: string; voter: string; expires_at: number }
+
+/** A poll's live state: the snapshot's fields, totals kept up to date by the diffs. */
+export interface LiveState {
+  type: "snapshot" | "diff" | "final" | "heartbeat";
+  poll: string;
+  seq: number;
+  as_of_ms: number;
+  tick_ms?: number;
+  status: "scheduled" | "open" | "closed" | "reconciled";
+  totals: Record<string, number>;
+  total: number;
+  hidden: boolean;
+  /** True once the certified result arrived (a final frame). */
+  final: boolean;
+  digest?: string;
+  leader?: string;
+  viewers?: number;
+  votes_per_min?: number;
+  question?: string;
+  options?: { id: string; label: string }[];
+  opens_at?: number;
+  closes_at?: number;
+  regions?: Record<string, number>;
+  [field: string]: unknown;
+}
+
+export interface TallyOptions {
+  /** The node's (or edge's) base URL. */
+  url: string;
+  fetch?: typeof fetch;
+  WebSocket?: unknown;
+  EventSource?: unknown;
+}
+
+export interface LiveOptions {
+  /** "websocket", "sse", or "reconnecting" with the delay in ms. */
+  onConn?: (how: "websocket" | "sse" | "reconnecting", delayMs?: number) => void;
+  /** How long votes gather before they go out together; default 400. */
+  batchMs?: number;
+  /** The longest reconnect delay; default 10000. */
+  maxDelayMs?: number;
+}
+
+export class Tally {
+  constructor(opts: TallyOptions);
+  url: string;
+  token: Session | null;
+  request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<any>;
+  poll(id: string): Promise<any>;
+  result(id: string): Promise<any>;
+  session(solve?: (challenge: string, bits: number) => Promise<string>): Promise<Session>;
+  vote(poll: string, votes: Vote | Vote[]): Promise<VoteResponse>;
+  subscribe(poll: string, onChange: (state: LiveState) => void, opts?: LiveOptions): Live;
+}
+
+export class Live {
+  state: LiveState | null;
+  vote(v: Vote): Promise<VoteResult>;
+  close(): void;
+}
+
+export function solvePuzzle(challenge: string, bits: number): Promise<string>;

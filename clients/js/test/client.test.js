@@ -1,0 +1,123 @@
+// The client against a real node, started here: subscribe, vote, change
+// of mind, retry, bad input, a seq gap, reconnect after the node
+// restarts, the certified final. The node binary: $TALLY_NODE_BIN, or
+// built with go (scripts/test.sh builds it once).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Tally, TallyError, codes } from "../index.js";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+const dir = mkdtempSync(join(tmpdir(), "tally-js-"));
+const port = 20000 + Math.floor(Math.random() * 20000);
+const url = `http://127.0.0.1:${port}`;
+let bin = process.env.TALLY_NODE_BIN;
+let proc = null;
+
+// waitFor polls cond until it holds, up to ms: the test's only wait.
+async function waitFor(what, cond, ms = 20000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try { if (await cond()) return; } catch { /* not yet */ }
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise(r => setTimeout(r, 25));
+  }
+}
+
+async function start() {
+  proc = spawn(bin, ["--data-dir", join(dir, "data"), "--http-addr", `127.0.0.1:${port}`, "--gossip-addr", "127.0.0.1:0",
+    "--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--nats-leaf-addr", "",
+    "--demo=false", "--pow-bits", "4", "--drain", "0", "--catch-up-wait", "0"], { stdio: "ignore" });
+  await waitFor("the node's /readyz", async () => (await fetch(url + "/readyz")).ok);
+}
+
+async function stop() {
+  const exited = new Promise(r => proc.once("exit", r));
+  proc.kill("SIGTERM");
+  await exited;
+}
+
+function admin(method, path, body) {
+  const token = readFileSync(join(dir, "data", "admin-token"), "utf8").trim();
+  return fetch(url + path, { method, headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: body && JSON.stringify(body) }).then(r => r.json());
+}
+
+before(async () => {
+  if (!bin) {
+    bin = join(dir, "tally-node");
+    execFileSync("go", ["build", "-o", bin, "./cmd/node"], { cwd: repo, stdio: "inherit" });
+  }
+  await start();
+  await admin("POST", "/v1/polls", { id: "js", question: "Which?", options: [{ id: "a", label: "A" }, { id: "b", label: "B" }],
+    duration_s: 3600, grace_s: 0 });
+});
+
+after(async () => {
+  if (proc && proc.exitCode === null) await stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("subscribe, vote on the socket, change of mind, retry, bad input, restart, final", async () => {
+  let httpVotes = 0; // votes that went over HTTP, not the socket
+  const client = new Tally({ url, fetch: (u, o) => { if (u.endsWith("/votes")) httpVotes++; return fetch(u, o); } });
+  let state = null;
+  const conns = [];
+  const live = client.subscribe("js", s => { state = s; }, { onConn: c => conns.push(c) });
+  try {
+    await waitFor("the snapshot", () => state && state.type === "snapshot" && state.totals.a === 0);
+
+    const sess = await client.session(); // solves the node's 4-bit puzzle
+    assert.match(sess.token, /./);
+    const first = await live.vote({ option: "a" });
+    assert.equal(first.status, "accepted");
+    await waitFor("the diff with the vote", () => state.totals.a === 1);
+
+    // Change of mind: the same voter, a later vote — it moves, not adds.
+    const second = await live.vote({ option: "b" });
+    assert.equal(second.status, "accepted");
+    await waitFor("the change of mind", () => state.totals.a === 0 && state.totals.b === 1 && state.total === 1);
+    assert.equal(httpVotes, 0, "the votes went on the socket");
+
+    // A retry of the same key over HTTP: the first vote's id, no change.
+    const retry = await client.vote("js", { option: "b", voter: sess.voter, idem: second.idem });
+    assert.equal(retry.results[0].status, "duplicate");
+    assert.equal(retry.results[0].vote_id, second.vote_id);
+
+    // Bad input: a typed error with the code of docs/api.md.
+    await assert.rejects(client.vote("js", { option: "zz", voter: sess.voter, idem: "bad-1" }),
+      e => e instanceof TallyError && e.code === "invalid_option" && e.status === 422);
+    await assert.rejects(client.poll("nope"), e => e instanceof TallyError && e.code === "poll_not_found" && codes.includes(e.code));
+
+    // The node restarts: the stream comes back by itself, counts intact.
+    const before = conns.filter(c => c === "websocket").length;
+    await stop();
+    await start();
+    await waitFor("the reconnect", () => conns.filter(c => c === "websocket").length > before);
+    await waitFor("the snapshot after it", () => state.type === "snapshot" && state.totals.b === 1);
+
+    // Close: the certified final, with its digest.
+    await admin("POST", "/v1/polls/js/close");
+    await waitFor("the final frame", () => state.final && state.status === "reconciled" && state.digest, 15000);
+    assert.deepEqual(state.totals, { a: 0, b: 1 });
+  } finally {
+    live.close();
+  }
+});
+
+test("a gap in seq asks for a snapshot, and a diff applies only on its frame", () => {
+  const client = new Tally({ url, WebSocket: class { constructor() { this.readyState = 0; } send() {} close() {} } });
+  let resyncs = 0;
+  const live = client.subscribe("x", () => {});
+  live.handle({ type: "snapshot", seq: 4, totals: { a: 1, b: 2 }, total: 3 }, () => resyncs++);
+  live.handle({ type: "diff", seq: 5, totals: { a: 2 }, total: 4 }, () => resyncs++);
+  assert.deepEqual(live.state.totals, { a: 2, b: 2 });
+  live.handle({ type: "diff", seq: 7, totals: { b: 9 }, total: 11 }, () => resyncs++);
+  assert.equal(resyncs, 1);
+  assert.deepEqual(live.state.totals, { a: 2, b: 2 }, "a diff after a gap is not applied");
+  live.close();
+});
