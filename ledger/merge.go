@@ -190,13 +190,15 @@ func (sh *mergeShard) count(cfg ReconcileConfig) Result {
 	for _, v := range sh.voters {
 		var counted *Record
 		consider := func(r *Record) {
-			switch {
-			case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
+			switch cfg.place(r) {
+			case placedLate:
 				res.Late++
-			case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
+			case placedShadowed:
 				res.Shadowed++
-			case counted == nil || !cfg.FirstWins && r.After(counted) || cfg.FirstWins && counted.After(r):
-				counted = r
+			default:
+				if cfg.prefer(r, counted) {
+					counted = r
+				}
 			}
 		}
 		consider(v.first)

@@ -247,14 +247,16 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 				continue
 			}
 			l, seen := latest[r.Voter]
-			switch {
-			case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
+			switch cfg.place(r) {
+			case placedLate:
 				c.late++
-			case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
+			case placedShadowed:
 				c.shadowed++
-			case l == nil || !cfg.FirstWins && r.After(l) || cfg.FirstWins && l.After(r):
-				latest[r.Voter] = r
-				continue
+			default:
+				if cfg.prefer(r, l) {
+					latest[r.Voter] = r
+					continue
+				}
 			}
 			if !seen {
 				latest[r.Voter] = nil
@@ -286,6 +288,34 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		res.Answers = append(res.Answers, out[s].answers...)
 	}
 	slices.SortFunc(res.Answers, func(a, b ScoredAnswer) int { return strings.Compare(a.Voter, b.Voter) })
+}
+
+// placement is where a standing record goes under the rules: late,
+// shadowed, or a candidate for its voter's counted vote.
+type placement int
+
+const (
+	placedCandidate placement = iota
+	placedLate
+	placedShadowed
+)
+
+// place applies the close and the trust filter to one standing record.
+func (cfg ReconcileConfig) place(r *Record) placement {
+	switch {
+	case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
+		return placedLate
+	case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
+		return placedShadowed
+	}
+	return placedCandidate
+}
+
+// prefer reports whether candidate r is its voter's counted vote rather
+// than c (nil: none yet): the latest by (HLC, replica, seq), or the
+// earliest with FirstWins.
+func (cfg ReconcileConfig) prefer(r, c *Record) bool {
+	return c == nil || !cfg.FirstWins && r.After(c) || cfg.FirstWins && c.After(r)
 }
 
 // checkChains sorts each replica's records by seq, drops identical copies,
