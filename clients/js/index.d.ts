@@ -75,6 +75,51 @@ export class Tally {
   session(solve?: (challenge: string, bits: number) => Promise<string>): Promise<Session>;
   vote(poll: string, votes: Vote | Vote[]): Promise<VoteResponse>;
   subscribe(poll: string, onChange: (state: LiveState) => void, opts?: LiveOptions): Live;
+  quiz(id: string, onChange: (frame: QuizFrame) => void, opts?: QuizOptions): QuizLive;
+}
+
+/** A frame of the quiz's stream (docs/api.md, "The quiz's stream"). */
+export interface QuizFrame {
+  type: "quiz";
+  quiz: string;
+  seq: number;
+  as_of_ms: number;
+  title: string;
+  status: "ready" | "question" | "between" | "ended";
+  current: number;
+  started: number;
+  total: number;
+  question?: {
+    index: number; poll: string; text: string; options: { id: string; label: string }[];
+    status: "scheduled" | "open" | "closed" | "reconciled"; opens_at: number; closes_at: number;
+    limit_ms: number; points: number; revealed: boolean; answers: number; correct?: string[]; totals?: Record<string, number>;
+  };
+  leaderboard?: { rank: number; participant: string; name?: string; score: number }[];
+  participants?: number;
+  leaderboard_digest?: string;
+  leaderboard_final?: boolean;
+  [field: string]: unknown;
+}
+
+export interface Standing { rank: number; participant: string; name?: string; score: number; correct: number; elapsed_ms: number; answered: number }
+
+export interface QuizOptions {
+  /** The participant's voter id (default: the session's): joins the stream for their standing. */
+  voter?: string;
+  onStanding?: (you: Standing | null) => void;
+  onConn?: (how: "websocket" | "reconnecting", delayMs?: number) => void;
+  maxDelayMs?: number;
+}
+
+export class QuizLive {
+  frame: QuizFrame | null;
+  /** The server's clock as this stream knows it, ms. */
+  now(): number;
+  /** The open question's time left by the server's clock, ms (0: none open). */
+  remainingMs(): number;
+  /** The first answer stands; a second rejects with already_answered, a late one with too_late. */
+  answer(a: { option: string; name?: string; idem?: string }): Promise<VoteResult & { elapsed_ms?: number; score?: number }>;
+  close(): void;
 }
 
 export class Live {

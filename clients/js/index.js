@@ -24,6 +24,20 @@ export class TallyError extends Error {
 
 const uuid = () => globalThis.crypto.randomUUID();
 
+// sendRequest sends msg with a fresh ref on an open socket and resolves
+// with the node's reply (ack or error, matched by ref through pending),
+// or null: the socket not open, closed first, or no reply within ms.
+function sendRequest(ws, pending, msg, ms = 5000) {
+  if (!ws || ws.readyState !== 1) return Promise.resolve(null); // 1: OPEN
+  const ref = uuid();
+  return new Promise(resolve => {
+    const timer = setTimeout(() => done(null), ms);
+    const done = m => { clearTimeout(timer); pending.delete(ref); resolve(m); };
+    pending.set(ref, done);
+    ws.send(JSON.stringify({ ...msg, ref }));
+  });
+}
+
 // jitter spreads reconnects so a restarted node is not met by every
 // client at once (the seeds' thundering herd): 0.5-1.5 times the delay.
 const jitter = ms => ms * (0.5 + Math.random());
@@ -102,6 +116,16 @@ export class Tally {
    * @returns {Live}
    */
   subscribe(poll, onChange, opts = {}) { return new Live(this, poll, onChange, opts); }
+
+  /**
+   * quiz follows a quiz's stream as a participant (or a viewer, without
+   * voter): onChange(frame) with each quiz frame (the question, its
+   * deadline, the reveal, the top of the leaderboard), onStanding(you)
+   * with the participant's own standing. One socket for the whole quiz;
+   * it reconnects and joins again by itself.
+   * @returns {QuizLive}
+   */
+  quiz(id, onChange, opts = {}) { return new QuizLive(this, id, onChange, opts); }
 }
 
 /**
@@ -211,20 +235,7 @@ export class Live {
     }
   }
 
-  // request sends a message with a fresh ref on the open socket and
-  // resolves with the node's reply, or null (not open, closed first, no
-  // reply in ms).
-  request(msg, ms = 5000) {
-    const WS = this.client.WebSocket;
-    if (!this.ws || this.ws.readyState !== (WS?.OPEN ?? 1)) return Promise.resolve(null);
-    const ref = uuid();
-    return new Promise(resolve => {
-      const timer = setTimeout(() => done(null), ms);
-      const done = m => { clearTimeout(timer); this.pending.delete(ref); resolve(m); };
-      this.pending.set(ref, done);
-      this.ws.send(JSON.stringify({ ...msg, ref }));
-    });
-  }
+  request(msg, ms) { return sendRequest(this.ws, this.pending, msg, ms); }
 
   /** close ends the stream; queued votes still go out over HTTP. */
   close() {
@@ -232,6 +243,95 @@ export class Live {
     clearTimeout(this.timer);
     this.ws?.close();
     this.es?.close();
+  }
+}
+
+/**
+ * QuizLive is one quiz's stream (docs/api.md, "The quiz's stream"): a
+ * frame whenever the quiz changes, the participant's standing after a
+ * join, answers sent on the socket and timed by the node, and a countdown
+ * by the server's clock.
+ */
+export class QuizLive {
+  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000 } = {}) {
+    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs });
+    this.voter = voter || client.token?.voter;
+    this.frame = null;
+    this.offset = 0; // server clock − local clock, ms
+    this.failures = 0;
+    this.closed = false;
+    this.pending = new Map(); // ref → resolve
+    this.connect();
+  }
+
+  connect() {
+    if (this.closed) return;
+    const ws = new this.client.WebSocket(this.client.url.replace(/^http/, "ws") + `/v1/quizzes/${encodeURIComponent(this.quiz)}/live`);
+    this.ws = ws;
+    ws.onopen = async () => {
+      this.failures = 0;
+      this.onConn("websocket");
+      if (!this.voter) return;
+      const sent = Date.now();
+      const ack = await sendRequest(ws, this.pending, { type: "join", voter: this.voter });
+      if (ack?.type === "ack" && ack.result?.server_time) this.offset = ack.result.server_time - (sent + Date.now()) / 2;
+    };
+    ws.onmessage = ev => {
+      const m = JSON.parse(typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data));
+      if (m.type === "ack" || m.type === "error") {
+        const done = this.pending.get(m.ref);
+        if (done) done(m);
+      } else if (m.type === "standing") {
+        this.onStanding(m.you, m);
+      } else if (m.type === "quiz" || m.type === "heartbeat") {
+        if (m.as_of_ms) this.offset = Math.max(this.offset, m.as_of_ms - Date.now()); // never behind a frame's clock
+        if (m.type === "quiz") {
+          this.frame = m;
+          this.onChange(m);
+        }
+      }
+    };
+    ws.onclose = () => {
+      for (const done of this.pending.values()) done(null);
+      if (this.closed) return;
+      this.failures++;
+      const delay = jitter(Math.min(this.maxDelayMs, 500 * 2 ** Math.min(this.failures, 5)));
+      this.onConn("reconnecting", delay);
+      this.timer = setTimeout(() => this.connect(), delay);
+    };
+    ws.onerror = () => {};
+  }
+
+  /** now is the server's clock, as far as this stream knows it (ms). */
+  now() { return Date.now() + this.offset; }
+
+  /** remainingMs is the open question's time left by the server's clock (0: closed or none). */
+  remainingMs() {
+    const q = this.frame?.question;
+    if (!q || q.status !== "open") return 0;
+    return Math.max(0, q.closes_at - this.now());
+  }
+
+  /**
+   * answer sends the participant's answer to the open question on the
+   * socket ({option, name?}); it resolves with the result (elapsed_ms,
+   * the node's timing) or rejects with a TallyError (too_late,
+   * already_answered, …). The first answer stands.
+   */
+  async answer({ option, name, idem = uuid() }) {
+    const q = this.frame?.question;
+    if (!q) throw new TallyError("poll_not_open", "no question started yet");
+    const body = { option, voter: this.voter, idem, ...(name ? { name } : {}) };
+    const reply = await sendRequest(this.ws, this.pending, { type: "vote", poll: q.poll, token: this.client.token?.token, body });
+    if (!reply) throw new TallyError("network", "the quiz's socket is not open");
+    if (reply.type === "error") throw new TallyError(reply.error.code, reply.error.message);
+    return reply.result.results[0];
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.ws?.close();
   }
 }
 

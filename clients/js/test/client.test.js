@@ -109,6 +109,37 @@ test("subscribe, vote on the socket, change of mind, retry, bad input, restart, 
   }
 });
 
+test("a quiz: the question on the stream, a countdown by the server's clock, the answer timed, the first one standing, the standing", async () => {
+  const quiz = await admin("POST", "/v1/quizzes", { id: "jsq", title: "JS quiz",
+    questions: [{ text: "2+2?", options: [{ id: "a", label: "3" }, { id: "b", label: "4" }], correct: ["b"], limit_ms: 20000, points: 1000 }] });
+  assert.equal(quiz.id, "jsq");
+  const client = new Tally({ url });
+  const sess = await client.session();
+  let frame = null;
+  let you;
+  const q = client.quiz("jsq", f => { frame = f; }, { voter: sess.voter, onStanding: y => { you = y; } });
+  try {
+    await waitFor("the quiz's first frame", () => frame && frame.status === "ready");
+    await admin("POST", "/v1/quizzes/jsq/start");
+    await waitFor("the question, open", () => frame.question && frame.question.status === "open");
+    const left = q.remainingMs();
+    assert.ok(left > 15000 && left <= 20000, `time left ${left} ms of a 20 s question`);
+
+    const res = await q.answer({ option: "b", name: "Ada" });
+    assert.equal(res.status, "accepted");
+    assert.ok(typeof res.elapsed_ms === "number" && res.elapsed_ms >= 0 && res.elapsed_ms < 20000, `the node timed it: ${JSON.stringify(res)}`);
+    await assert.rejects(q.answer({ option: "a" }), e => e instanceof TallyError && e.code === "already_answered");
+
+    await admin("POST", "/v1/quizzes/jsq/close");
+    await admin("POST", "/v1/quizzes/jsq/reveal");
+    await waitFor("the reveal", () => frame.question.revealed && frame.question.correct?.includes("b"), 15000);
+    await waitFor("the participant's standing", () => you && you.rank === 1 && you.score > 0, 15000);
+    assert.equal(q.remainingMs(), 0);
+  } finally {
+    q.close();
+  }
+});
+
 test("a gap in seq asks for a snapshot, and a diff applies only on its frame", () => {
   const client = new Tally({ url, WebSocket: class { constructor() { this.readyState = 0; } send() {} close() {} } });
   let resyncs = 0;
