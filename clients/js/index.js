@@ -258,6 +258,7 @@ export class QuizLive {
     this.voter = voter || client.token?.voter;
     this.frame = null;
     this.offset = 0; // server clock − local clock, ms
+    this.synced = false; // offset set by a join's server_time
     this.failures = 0;
     this.closed = false;
     this.pending = new Map(); // ref → resolve
@@ -274,7 +275,10 @@ export class QuizLive {
       if (!this.voter) return;
       const sent = Date.now();
       const ack = await sendRequest(ws, this.pending, { type: "join", voter: this.voter });
-      if (ack?.type === "ack" && ack.result?.server_time) this.offset = ack.result.server_time - (sent + Date.now()) / 2;
+      if (ack?.type === "ack" && ack.result?.server_time) {
+        this.offset = ack.result.server_time - (sent + Date.now()) / 2;
+        this.synced = true;
+      }
     };
     ws.onmessage = ev => {
       const m = JSON.parse(typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data));
@@ -284,7 +288,9 @@ export class QuizLive {
       } else if (m.type === "standing") {
         this.onStanding(m.you, m);
       } else if (m.type === "quiz" || m.type === "heartbeat") {
-        if (m.as_of_ms) this.offset = Math.max(this.offset, m.as_of_ms - Date.now()); // never behind a frame's clock
+        // The clock: the join's server_time, then never behind a frame's;
+        // without a join (a viewer), the frames' alone.
+        if (m.as_of_ms) this.offset = this.synced ? Math.max(this.offset, m.as_of_ms - Date.now()) : m.as_of_ms - Date.now();
         if (m.type === "quiz") {
           this.frame = m;
           this.onChange(m);
