@@ -248,6 +248,13 @@ func TestBrowserBroadcastViews(t *testing.T) {
 <iframe title="Vote" src="%s/embed/p" width="380" height="560" style="border:1px solid #767676"></iframe></main></body></html>`, tn.url)
 			}))
 			defer site.Close()
+			// The views before have closed their streams: wait until the
+			// node counts them gone (at most once a second), so the embed's
+			// viewer is not hidden by the overlay's leaving.
+			if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return tn.state.Viewers("p", tn.clock.now().UnixMilli()) == 0 })
 			before := tn.state.Viewers("p", tn.clock.now().UnixMilli())
 			if err := chromedp.Do(ctx, chromedp.Navigate(site.URL), chromedp.WaitVisible(`iframe`)); err != nil {
 				t.Fatal(err)
