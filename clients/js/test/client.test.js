@@ -140,6 +140,56 @@ test("a quiz: the question on the stream, a countdown by the server's clock, the
   }
 });
 
+// FetchEventSource is enough of EventSource for the test, over fetch:
+// Node has none. It reads "data:" lines until closed.
+class FetchEventSource {
+  constructor(u) {
+    this.ctl = new AbortController();
+    fetch(u, { signal: this.ctl.signal, headers: { Accept: "text/event-stream" } }).then(async res => {
+      if (!res.ok) throw new Error(`status ${res.status}`);
+      this.onopen?.();
+      const dec = new TextDecoder();
+      let buf = "";
+      for await (const chunk of res.body) {
+        buf += dec.decode(chunk, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const event = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const data = event.split("\n").filter(l => l.startsWith("data:")).map(l => l.slice(5).trimStart()).join("\n");
+          if (data) this.onmessage?.({ data });
+        }
+      }
+    }).catch(() => { if (!this.ctl.signal.aborted) this.onerror?.(); });
+  }
+  close() { this.ctl.abort(); }
+}
+
+// A socket that never opens: the node unreachable over WebSocket (a proxy
+// that strips the upgrade).
+class DeadSocket {
+  constructor() { this.readyState = 3; setTimeout(() => this.onclose?.(), 1); }
+  send() {}
+  close() {}
+}
+
+test("after three failed sockets the stream follows Server-Sent Events, and votes go over HTTP", async () => {
+  await admin("POST", "/v1/polls", { id: "sse", question: "SSE?", options: [{ id: "a", label: "A" }, { id: "b", label: "B" }], duration_s: 3600 });
+  const client = new Tally({ url, WebSocket: DeadSocket, EventSource: FetchEventSource });
+  let state = null;
+  const conns = [];
+  const live = client.subscribe("sse", s => { state = s; }, { onConn: c => conns.push(c), maxDelayMs: 50 });
+  try {
+    await waitFor("the SSE snapshot", () => conns.includes("sse") && state && state.totals.a === 0);
+    assert.equal(conns.filter(c => c === "reconnecting").length, 3, "three failed sockets, then SSE");
+    const r = await live.vote({ option: "a", voter: "sse-voter" });
+    assert.equal(r.status, "accepted");
+    await waitFor("the vote on the SSE stream", () => state.totals.a === 1);
+  } finally {
+    live.close();
+  }
+});
+
 test("a gap in seq asks for a snapshot, and a diff applies only on its frame", () => {
   const client = new Tally({ url, WebSocket: class { constructor() { this.readyState = 0; } send() {} close() {} } });
   let resyncs = 0;
