@@ -79,7 +79,7 @@ func list(v any) []any { l, _ := v.([]any); return l }
 // render runs helm template over the chart with the values files given.
 func render(t *testing.T, values ...string) []manifest {
 	t.Helper()
-	args := []string{"template", "t", chart, "--namespace", "live"}
+	args := []string{"template", "t", chart, "--namespace", "live", "--set", "image.repository=registry.example/tally"}
 	for _, v := range values {
 		args = append(args, "-f", filepath.Join(chart, "examples", v))
 	}
@@ -102,7 +102,7 @@ func render(t *testing.T, values ...string) []manifest {
 
 func TestHelmLint(t *testing.T) {
 	for _, values := range [][]string{nil, {"three-regions.yaml"}, {"nats-chart.yaml"}} {
-		args := []string{"lint", "--strict", chart}
+		args := []string{"lint", "--strict", chart, "--set", "image.repository=registry.example/tally"}
 		for _, v := range values {
 			args = append(args, "-f", filepath.Join(chart, "examples", v))
 		}
@@ -313,8 +313,8 @@ func TestHelmChartShipsTheDashboardAndAlerts(t *testing.T) {
 // Bad values are refused at render time with a line that names them.
 func TestHelmChartRefusesBadValues(t *testing.T) {
 	bin := helmBin(t)
-	for set, want := range map[string]string{"node.drain=500ms": "node.drain", "node.shutdownTimeout=abc": "node.shutdownTimeout"} {
-		out, err := exec.Command(bin, "template", "t", chart, "--set", set).CombinedOutput()
+	for set, want := range map[string]string{"node.drain=500ms": "node.drain", "node.shutdownTimeout=abc": "node.shutdownTimeout", "image.repository=": "image.repository"} {
+		out, err := exec.Command(bin, "template", "t", chart, "--set", "image.repository=r", "--set", set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("--set %s: %v\n%s", set, err, out)
 		}

@@ -16,7 +16,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "tally.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ required "image.repository: the registry path of an image built from the repository's Dockerfile (no image is published)" .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{/* --join: the first full node of every region, by its stable DNS name. */}}
