@@ -36,12 +36,12 @@ func TestBrowserQuiz(t *testing.T) {
 	tn.admin(t, "POST", "/v1/quizzes/pub/start", "")
 	if err := chromedp.Do(ctx,
 		until(`document.querySelector("#q-text").textContent === "2+2?" && !document.querySelector('button[data-option="b"]').disabled`),
-		until(`current.ws && current.ws.readyState === WebSocket.OPEN && current.timer === undefined`), // the quiz's stream; no polling
+		until(`tallyPage.view.stream.ws && tallyPage.view.stream.ws.readyState === WebSocket.OPEN && tallyPage.view.stream.failures === 0`), // the quiz's stream; no polling
 		// The countdown runs on the browser's clock from the server's
 		// reading (frozen here at the opening): 20 s, less whatever real
 		// time the page took.
 		until(`/^([1-9]|1[0-9]|20) s left$/.test(document.querySelector("#q-countdown").textContent)`)); err != nil {
-		t.Fatal(fmt.Errorf("%w: %q, offset %s", err, must(t, ctx, `document.querySelector("#q-countdown").textContent`), must(t, ctx, `String(current.offset)`)))
+		t.Fatal(fmt.Errorf("%w: %q, offset %s", err, must(t, ctx, `document.querySelector("#q-countdown").textContent`), must(t, ctx, `String(tallyPage.view.stream.offset)`)))
 	}
 	checkView(t, ctx, axe, "quiz-question")
 	tn.clock.advance(2 * time.Second)
@@ -107,9 +107,9 @@ func TestBrowserQuiz(t *testing.T) {
 	late := sized(t, 390, 844)
 	err := chromedp.Do(late, chromedp.Navigate(tn.url+"/#/quiz/pub"),
 		until(`document.querySelector("#q-text") && document.querySelector("#q-text").textContent === "Capital of France?"`),
-		until(`current.synced && parseInt(document.querySelector("#q-countdown").textContent) <= 15`))
+		until(`tallyPage.view.stream.joinedAt != null && parseInt(document.querySelector("#q-countdown").textContent) <= 15`))
 	before := tn.clock.now().UnixMilli()
-	pageNow, _ := strconv.ParseInt(must(t, late, `String(Date.now() + current.offset)`), 10, 64)
+	pageNow, _ := strconv.ParseInt(must(t, late, `String(tallyPage.view.stream.now())`), 10, 64)
 	close(stop)
 	<-ran
 	if err != nil {

@@ -131,6 +131,11 @@ func TestBrowserVoterView(t *testing.T) {
 			if n := metricValue(t, []*testNode{tn}, "tally_http_requests_total", `route="POST /v1/polls/{poll}/votes"`); n != 0 {
 				t.Fatalf("the page sent its vote over HTTP (%v requests) with its socket open", n)
 			}
+			// The token's puzzle was solved in a Worker started from the
+			// client module: /client.js fetched by the page and by the Worker.
+			if n := metricValue(t, []*testNode{tn}, "tally_http_requests_total", `code="200",route="GET /client.js"`); n < 2 {
+				t.Fatalf("/client.js fetched %v times: the puzzle did not run in a Worker", n)
+			}
 			// The tap reached the server under the token's voter.
 			for r, err := range tn.ledger.Scan("p") {
 				if err != nil || len(r.Voter) != 32 {
@@ -307,7 +312,7 @@ func TestBrowserHostView(t *testing.T) {
 	checkView(t, ctx, axe, "host-hidden")
 
 	// The CSV export defuses the formula in the first label.
-	csv := must(t, ctx, `toCSV(current.stream.state, {o1: 0, o2: 1}, 1)`)
+	csv := must(t, ctx, `tallyPage.toCSV(tallyPage.view.stream.state, {o1: 0, o2: 1}, 1)`)
 	if !strings.Contains(csv, `"'=HYPERLINK(""http://evil"")"`) {
 		t.Fatalf("CSV does not defuse a formula:\n%s", csv)
 	}

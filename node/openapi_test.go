@@ -263,6 +263,7 @@ func TestOpenAPIContract(t *testing.T) {
 		{op: "GET /present/{poll}", method: "GET", path: "/present/p1", wellFormed: true, status: 200},
 		{op: "GET /overlay/{poll}", method: "GET", path: "/overlay/p1", wellFormed: true, status: 200},
 		{op: "GET /embed/{poll}", method: "GET", path: "/embed/p1", wellFormed: true, status: 200},
+		{op: "GET /client.js", method: "GET", path: "/client.js", wellFormed: true, status: 200},
 
 		// Operations.
 		{op: "GET /v1/cluster", method: "GET", path: "/v1/cluster", wellFormed: true, status: 200},

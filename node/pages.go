@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	tallyjs "tally/clients/js"
 	"tally/web"
 )
 
@@ -17,7 +18,8 @@ import (
 // overlay and the embed — are the page itself (web/static), which picks
 // its view from the path; this file serves them, the QR code of the
 // voting address, and what lets the sites named in --origins use them:
-// framing of the embed and CORS on the public read endpoints.
+// framing of the embed and CORS on the public read endpoints. It also
+// serves the JavaScript client the page runs on, at /client.js.
 
 // pageRoutes adds the views and the QR code to mux.
 func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
@@ -37,6 +39,12 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 		})
 	}
 	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(n.handleQR)))
+	// The JavaScript client, which the page imports as an ES module (and
+	// so may the sites --origins names: a module import is a CORS request).
+	mux.Handle("GET /client.js", n.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		http.ServeContent(w, r, "client.js", time.Time{}, bytes.NewReader(tallyjs.Source))
+	})))
 }
 
 // voteURL is the address a viewer votes at: --public-url, or the address

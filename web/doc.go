@@ -1,5 +1,7 @@
 // Package web embeds the page a node serves at /: plain HTML, CSS and
-// JavaScript with no build step. It imports nothing of this module.
+// JavaScript ES modules with no build step, which import the JavaScript
+// client (clients/js) that the node serves beside them at /client.js.
+// It imports nothing of this module.
 package web
 
 import (

@@ -54,6 +54,8 @@ export interface TallyOptions {
   fetch?: typeof fetch;
   WebSocket?: unknown;
   EventSource?: unknown;
+  /** Where the voter session is kept between visits (e.g. localStorage). */
+  storage?: { getItem(key: string): string | null; setItem(key: string, value: string): void } | null;
 }
 
 export interface LiveOptions {
@@ -107,8 +109,11 @@ export interface QuizOptions {
   /** The participant's voter id (default: the session's): joins the stream for their standing. */
   voter?: string;
   onStanding?: (you: Standing | null) => void;
-  onConn?: (how: "websocket" | "reconnecting", delayMs?: number) => void;
+  /** "websocket", "reconnecting" with the delay, or "http": reading the quiz every pollMs after three failed sockets. */
+  onConn?: (how: "websocket" | "reconnecting" | "http", delayMs?: number) => void;
   maxDelayMs?: number;
+  /** How often the quiz is read over HTTP without a socket; default 1000. */
+  pollMs?: number;
 }
 
 export class QuizLive {
@@ -118,7 +123,9 @@ export class QuizLive {
   /** The open question's time left by the server's clock, ms (0: none open). */
   remainingMs(): number;
   /** The first answer stands; a second rejects with already_answered, a late one with too_late. */
-  answer(a: { option: string; name?: string; idem?: string }): Promise<VoteResult & { elapsed_ms?: number; score?: number }>;
+  answer(a: { option: string; name?: string; voter?: string; idem?: string }): Promise<VoteResult & { elapsed_ms?: number; score?: number }>;
+  /** Names the participant on the stream (done on every connect); call again when it changes. */
+  join(voter: string): Promise<void>;
   close(): void;
 }
 
@@ -128,4 +135,5 @@ export class Live {
   close(): void;
 }
 
+/** The node's proof of work: in a Worker from this module where a page can start one, else in slices here. */
 export function solvePuzzle(challenge: string, bits: number): Promise<string>;

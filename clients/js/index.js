@@ -24,6 +24,27 @@ export class TallyError extends Error {
 
 const uuid = () => globalThis.crypto.randomUUID();
 
+// SESSION_KEY is where a voter session is kept in the storage given.
+const SESSION_KEY = "tally.session";
+
+// fresh reports whether a session is good for another minute.
+const fresh = s => !!s && typeof s.token === "string" && s.expires_at > Date.now() + 60_000;
+
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+// paced calls f again while the node answers 429, after its Retry-After
+// (at most 10 s, with jitter), up to five times.
+async function paced(f) {
+  for (let tries = 0; ; tries++) {
+    try {
+      return await f();
+    } catch (err) {
+      if (err.status !== 429 || tries >= 5) throw err;
+      await sleep(jitter(Math.min(err.retryAfter || 1, 10) * 1000));
+    }
+  }
+}
+
 // sendRequest sends msg with a fresh ref on an open socket and resolves
 // with the node's reply (ack or error, matched by ref through pending),
 // or null: the socket not open, closed first, or no reply within ms.
@@ -49,15 +70,22 @@ const jitter = ms => ms * (0.5 + Math.random());
  * @param {Function} [opts.fetch]      default: globalThis.fetch
  * @param {Function} [opts.WebSocket]  default: globalThis.WebSocket
  * @param {Function} [opts.EventSource] default: globalThis.EventSource (the fallback after failed sockets)
+ * @param {Storage}  [opts.storage]    where the voter session is kept between visits (e.g. localStorage); default: none
  */
 export class Tally {
-  constructor({ url, fetch = globalThis.fetch, WebSocket = globalThis.WebSocket, EventSource = globalThis.EventSource } = {}) {
+  constructor({ url, fetch = globalThis.fetch, WebSocket = globalThis.WebSocket, EventSource = globalThis.EventSource, storage = null } = {}) {
     if (!url) throw new TypeError("Tally: url is required");
     this.url = url.replace(/\/+$/, "");
-    this.fetch = fetch;
+    this.fetch = (u, o) => fetch(u, o); // a browser's fetch refuses to be called as another object's method
     this.WebSocket = WebSocket;
     this.EventSource = EventSource;
+    this.storage = storage;
     this.token = null; // a voter session from session()
+    this.earning = null; // the session() under way, shared by callers
+    try {
+      const saved = JSON.parse(storage?.getItem(SESSION_KEY) || "null");
+      if (fresh(saved)) this.token = saved;
+    } catch { /* a damaged entry: earn a new one */ }
   }
 
   /** request calls the HTTP API; a refusal throws a TallyError. */
@@ -87,16 +115,25 @@ export class Tally {
 
   /**
    * session earns a voter token (POST /v1/session), solving the node's
-   * puzzle when it asks for one, and keeps it for the votes that follow.
+   * puzzle when it asks for one, and keeps it (in storage too, when given)
+   * for the votes that follow. A token still good for a minute is reused;
+   * callers at once share one request. A busy address is paced (429): the
+   * same request goes again after Retry-After, a few times.
    * @param {Function} [solve] (challenge, bits) => Promise<nonce string>; default: solvePuzzle
    */
-  async session(solve = solvePuzzle) {
-    let res = await this.request("POST", "/v1/session");
-    if (res.status === "challenge") {
-      res = await this.request("POST", "/v1/session", { challenge: res.challenge, nonce: await solve(res.challenge, res.bits) });
-    }
-    this.token = res;
-    return res;
+  session(solve = solvePuzzle) {
+    if (fresh(this.token)) return Promise.resolve(this.token);
+    this.earning ??= (async () => {
+      let res = await paced(() => this.request("POST", "/v1/session"));
+      if (res.status === "challenge") {
+        const solved = { challenge: res.challenge, nonce: await solve(res.challenge, res.bits) };
+        res = await paced(() => this.request("POST", "/v1/session", solved));
+      }
+      this.token = res;
+      try { this.storage?.setItem(SESSION_KEY, JSON.stringify(res)); } catch { /* storage full or denied: kept in memory */ }
+      return res;
+    })().finally(() => { this.earning = null; });
+    return this.earning;
   }
 
   /**
@@ -189,14 +226,18 @@ export class Live {
   // that does not follow the last frame, or a hidden view that gets counts).
   handle(m, resync) {
     if (m.type === "snapshot" || m.type === "final") {
-      this.state = { ...m, totals: { ...(m.totals || {}) }, final: m.type === "final", hidden: !!m.hidden };
+      // A snapshot is the state, not news: the events it repeats (the
+      // last frame's) may be long past for a viewer who just came.
+      this.state = { ...m, totals: { ...(m.totals || {}) }, final: m.type === "final", hidden: !!m.hidden, events: [] };
     } else if (m.type === "diff") {
       if (!this.state || m.seq !== this.state.seq + 1 || (this.state.hidden && !m.hidden)) return resync();
       const { totals, type, ...rest } = m;
       Object.assign(this.state.totals, totals || {});
-      Object.assign(this.state, rest, { hidden: !!m.hidden });
+      // events belong to the frame that carries them: a diff without any
+      // clears the last one's.
+      Object.assign(this.state, rest, { hidden: !!m.hidden, events: m.events || [] });
     } else if (m.type === "heartbeat" && this.state) {
-      Object.assign(this.state, { votes_per_min: m.votes_per_min, viewers: m.viewers, status: m.status, tick_ms: m.tick_ms });
+      Object.assign(this.state, { votes_per_min: m.votes_per_min, viewers: m.viewers, status: m.status, tick_ms: m.tick_ms, events: [] });
     } else return;
     this.onChange(this.state);
   }
@@ -250,15 +291,17 @@ export class Live {
  * QuizLive is one quiz's stream (docs/api.md, "The quiz's stream"): a
  * frame whenever the quiz changes, the participant's standing after a
  * join, answers sent on the socket and timed by the node, and a countdown
- * by the server's clock.
+ * by the server's clock. After three failed sockets (or with no WebSocket
+ * at all) it reads the quiz over HTTP every second instead, in the same
+ * frame shape, and answers go over HTTP (timed from the question's opening).
  */
 export class QuizLive {
-  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000 } = {}) {
-    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs });
+  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000, pollMs = 1000 } = {}) {
+    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs, pollMs });
     this.voter = voter || client.token?.voter;
     this.frame = null;
     this.offset = 0; // server clock − local clock, ms
-    this.synced = false; // offset set by a join's server_time
+    this.joinedAt = null; // the join's server_time: frames stamped before it do not set the clock
     this.failures = 0;
     this.closed = false;
     this.pending = new Map(); // ref → resolve
@@ -267,18 +310,15 @@ export class QuizLive {
 
   connect() {
     if (this.closed) return;
-    const ws = new this.client.WebSocket(this.client.url.replace(/^http/, "ws") + `/v1/quizzes/${encodeURIComponent(this.quiz)}/live`);
+    const WS = this.client.WebSocket;
+    if (!WS || this.failures >= 3) return this.readOverHTTP();
+    const ws = new WS(this.client.url.replace(/^http/, "ws") + `/v1/quizzes/${encodeURIComponent(this.quiz)}/live`);
     this.ws = ws;
-    ws.onopen = async () => {
+    ws.onopen = () => {
       this.failures = 0;
+      this.joinedAt = null;
       this.onConn("websocket");
-      if (!this.voter) return;
-      const sent = Date.now();
-      const ack = await sendRequest(ws, this.pending, { type: "join", voter: this.voter });
-      if (ack?.type === "ack" && ack.result?.server_time) {
-        this.offset = ack.result.server_time - (sent + Date.now()) / 2;
-        this.synced = true;
-      }
+      this.join(this.voter);
     };
     ws.onmessage = ev => {
       const m = JSON.parse(typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data));
@@ -288,9 +328,7 @@ export class QuizLive {
       } else if (m.type === "standing") {
         this.onStanding(m.you, m);
       } else if (m.type === "quiz" || m.type === "heartbeat") {
-        // The clock: the join's server_time, then never behind a frame's;
-        // without a join (a viewer), the frames' alone.
-        if (m.as_of_ms) this.offset = this.synced ? Math.max(this.offset, m.as_of_ms - Date.now()) : m.as_of_ms - Date.now();
+        this.heard(m.as_of_ms);
         if (m.type === "quiz") {
           this.frame = m;
           this.onChange(m);
@@ -298,7 +336,8 @@ export class QuizLive {
       }
     };
     ws.onclose = () => {
-      for (const done of this.pending.values()) done(null);
+      for (const done of this.pending.values()) done(null); // their answers go over HTTP
+      if (this.ws === ws) this.ws = null;
       if (this.closed) return;
       this.failures++;
       const delay = jitter(Math.min(this.maxDelayMs, 500 * 2 ** Math.min(this.failures, 5)));
@@ -306,6 +345,55 @@ export class QuizLive {
       this.timer = setTimeout(() => this.connect(), delay);
     };
     ws.onerror = () => {};
+  }
+
+  // heard sets the clock from a time the server sent: the first frame a
+  // socket gets is the hub's last, which may be older than the join, so a
+  // frame stamped before the join's answer is not used.
+  heard(serverMs) {
+    if (!serverMs || (this.joinedAt != null && serverMs < this.joinedAt)) return;
+    this.offset = serverMs - Date.now();
+  }
+
+  /**
+   * join names the participant (their voter id) on the open socket: the
+   * stream then sends their standing. Called by itself on every connect;
+   * call it again when the participant changes (a new session's voter).
+   */
+  async join(voter) {
+    if (!voter) return;
+    this.voter = voter;
+    const sent = Date.now();
+    const ack = await sendRequest(this.ws, this.pending, { type: "join", voter });
+    if (ack?.type === "ack" && ack.result?.server_time) {
+      this.joinedAt = ack.result.server_time;
+      this.offset = Math.round(ack.result.server_time - (sent + Date.now()) / 2);
+    }
+  }
+
+  // readOverHTTP follows the quiz without a socket: GET /v1/quizzes/{id}
+  // and the participant's standing, every pollMs, as frames of the stream.
+  readOverHTTP() {
+    this.onConn("http");
+    const read = async () => {
+      if (this.closed) return;
+      const id = encodeURIComponent(this.quiz);
+      try {
+        const v = await this.client.request("GET", `/v1/quizzes/${id}`);
+        const lb = await this.client.request("GET", `/v1/quizzes/${id}/leaderboard?top=10` +
+          (this.voter ? `&participant=${encodeURIComponent(this.voter)}` : ""));
+        this.offset = v.server_time - Date.now();
+        const question = v.current != null ? v.questions.find(q => q.index === v.current) : v.questions[v.questions.length - 1];
+        const { questions, server_time, ...rest } = v;
+        const frame = { ...rest, type: "quiz", quiz: this.quiz, as_of_ms: server_time, question,
+          leaderboard: lb.standings, participants: lb.participants, leaderboard_final: lb.final };
+        this.frame = frame;
+        this.onChange(frame);
+        if (this.voter) this.onStanding(lb.you ?? null, lb);
+      } catch { /* read again at the next turn */ }
+      this.timer = setTimeout(read, jitter(this.pollMs));
+    };
+    read();
   }
 
   /** now is the server's clock, as far as this stream knows it (ms). */
@@ -319,19 +407,26 @@ export class QuizLive {
   }
 
   /**
-   * answer sends the participant's answer to the open question on the
-   * socket ({option, name?}); it resolves with the result (elapsed_ms,
-   * the node's timing) or rejects with a TallyError (too_late,
-   * already_answered, …). The first answer stands.
+   * answer sends the participant's answer to the open question ({option,
+   * name?, voter?}) on the socket — over HTTP with the same idempotency key
+   * when the socket is down or does not reply — and resolves with the
+   * result (elapsed_ms: the node's timing) or rejects with a TallyError
+   * (too_late, already_answered, …). The first answer stands.
    */
-  async answer({ option, name, idem = uuid() }) {
+  async answer({ option, name, voter, idem = uuid() }) {
     const q = this.frame?.question;
     if (!q) throw new TallyError("poll_not_open", "no question started yet");
-    const body = { option, voter: this.voter, idem, ...(name ? { name } : {}) };
-    const reply = await sendRequest(this.ws, this.pending, { type: "vote", poll: q.poll, token: this.client.token?.token, body });
-    if (!reply) throw new TallyError("network", "the quiz's socket is not open");
-    if (reply.type === "error") throw new TallyError(reply.error.code, reply.error.message);
-    return reply.result.results[0];
+    voter ||= this.client.token?.voter || this.voter;
+    const body = { option, voter, idem, ...(name ? { name } : {}) };
+    const token = this.client.token?.token;
+    const reply = await sendRequest(this.ws, this.pending, { type: "vote", poll: q.poll, token, body });
+    if (reply?.type === "error") throw new TallyError(reply.error.code, reply.error.message);
+    const res = reply ? reply.result : await this.client.request("POST", `/v1/polls/${encodeURIComponent(q.poll)}/votes`, body,
+      token ? { "Tally-Session": token } : {});
+    const r = res.results[0];
+    if (r.status === "rejected") throw new TallyError(r.code || "invalid_request", r.error);
+    if (voter !== this.voter) this.join(voter); // the answer named a new participant: follow their standing
+    return r;
   }
 
   close() {
@@ -341,21 +436,105 @@ export class QuizLive {
   }
 }
 
-/**
- * solvePuzzle finds a nonce such that SHA-256(challenge + ":" + nonce)
- * starts with bits zero bits (the node's proof of work), with WebCrypto.
- * In a page, prefer the node's own Worker (/pow.js) so nothing freezes.
- */
-export async function solvePuzzle(challenge, bits) {
-  const enc = new TextEncoder();
-  for (let n = 0; ; n++) {
-    const h = new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", enc.encode(`${challenge}:${n}`)));
-    let zero = 0;
-    for (const b of h) {
-      if (b === 0) { zero += 8; continue; }
-      zero += Math.clz32(b) - 24;
-      break;
+// The proof of work: a decimal nonce such that SHA-256(challenge + ":" +
+// nonce) starts with bits zero bits. SHA-256 is written out here (WebCrypto
+// is asynchronous per hash, far too slow for a search); in a browser the
+// search runs in a Worker that is this very module, so a page never freezes.
+const K = new Uint32Array([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2]);
+const W = new Uint32Array(64);
+const rotr = (x, n) => (x >>> n) | (x << (32 - n));
+
+// sha256Head returns the first two 32-bit words of SHA-256(bytes).
+function sha256Head(bytes) {
+  const len = bytes.length, blocks = (len + 9 + 63) >> 6;
+  const buf = new Uint8Array(blocks * 64);
+  buf.set(bytes);
+  buf[len] = 0x80;
+  const bitLen = len * 8;
+  buf[buf.length - 4] = bitLen >>> 24; buf[buf.length - 3] = bitLen >>> 16;
+  buf[buf.length - 2] = bitLen >>> 8; buf[buf.length - 1] = bitLen;
+  let h0 = 0x6a09e667, h1 = 0xbb67ae85, h2 = 0x3c6ef372, h3 = 0xa54ff53a,
+    h4 = 0x510e527f, h5 = 0x9b05688c, h6 = 0x1f83d9ab, h7 = 0x5be0cd19;
+  for (let off = 0; off < buf.length; off += 64) {
+    for (let i = 0; i < 16; i++) {
+      const j = off + i * 4;
+      W[i] = (buf[j] << 24) | (buf[j + 1] << 16) | (buf[j + 2] << 8) | buf[j + 3];
     }
-    if (zero >= bits) return String(n);
+    for (let i = 16; i < 64; i++) {
+      const s0 = rotr(W[i - 15], 7) ^ rotr(W[i - 15], 18) ^ (W[i - 15] >>> 3);
+      const s1 = rotr(W[i - 2], 17) ^ rotr(W[i - 2], 19) ^ (W[i - 2] >>> 10);
+      W[i] = (W[i - 16] + s0 + W[i - 7] + s1) | 0;
+    }
+    let a = h0, b = h1, c = h2, d = h3, e = h4, f = h5, g = h6, h = h7;
+    for (let i = 0; i < 64; i++) {
+      const t1 = (h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + W[i]) | 0;
+      const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+      h = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+    }
+    h0 = (h0 + a) | 0; h1 = (h1 + b) | 0; h2 = (h2 + c) | 0; h3 = (h3 + d) | 0;
+    h4 = (h4 + e) | 0; h5 = (h5 + f) | 0; h6 = (h6 + g) | 0; h7 = (h7 + h) | 0;
+  }
+  return [h0 >>> 0, h1 >>> 0];
+}
+
+// leadingZeros counts the zero bits that start a digest's first 64.
+function leadingZeros([w0, w1]) {
+  return w0 !== 0 ? Math.clz32(w0) : 32 + Math.clz32(w1);
+}
+
+// search tries nonces from `from` for count tries; the nonce, or null.
+function search(challenge, bits, from, count) {
+  const prefix = new TextEncoder().encode(challenge + ":");
+  const bytes = new Uint8Array(prefix.length + 20);
+  bytes.set(prefix);
+  const need = Math.min(bits, 64);
+  for (let n = from; n < from + count; n++) {
+    const digits = String(n);
+    for (let i = 0; i < digits.length; i++) bytes[prefix.length + i] = digits.charCodeAt(i);
+    if (need === 0 || leadingZeros(sha256Head(bytes.subarray(0, prefix.length + digits.length))) >= need) return digits;
+  }
+  return null;
+}
+
+// inWorker: this module runs as the puzzle's Worker (below): it answers
+// {challenge, bits} with {nonce}.
+const inWorker = typeof globalThis.WorkerGlobalScope !== "undefined" && globalThis instanceof globalThis.WorkerGlobalScope;
+if (inWorker) {
+  globalThis.onmessage = ev => globalThis.postMessage({ nonce: search(ev.data.challenge, ev.data.bits, 0, Number.MAX_SAFE_INTEGER) });
+}
+
+/**
+ * solvePuzzle finds the node's proof of work: in a Worker where a page can
+ * start one from this module (same origin), else here in slices of 20,000
+ * hashes that give the event loop its turn between them.
+ */
+export function solvePuzzle(challenge, bits) {
+  if (!inWorker && typeof globalThis.Worker === "function" && /^https?:/.test(import.meta.url)) {
+    try {
+      const w = new globalThis.Worker(import.meta.url, { type: "module" });
+      return new Promise((resolve, reject) => {
+        w.onmessage = ev => { w.terminate(); resolve(ev.data.nonce); };
+        w.onerror = ev => { w.terminate(); ev.preventDefault?.(); solveHere(challenge, bits).then(resolve, reject); };
+        w.postMessage({ challenge, bits });
+      });
+    } catch { /* another origin's module, or no module workers: solve here */ }
+  }
+  return solveHere(challenge, bits);
+}
+
+async function solveHere(challenge, bits) {
+  const slice = 20_000;
+  for (let from = 0; ; from += slice) {
+    const nonce = search(challenge, bits, from, slice);
+    if (nonce !== null) return nonce;
+    await sleep(0);
   }
 }

@@ -1,12 +1,16 @@
-"use strict";
 // Tally's page: picks its view from the address. /present/{poll},
 // /overlay/{poll} and /embed/{poll} are the broadcaster's views; on / the
 // hash chooses the poll list, a poll (#/poll/{id}), a quiz (#/quiz/{id})
-// or the host's pages (#/host, #/host/{id}, #/host/quiz/{id}). Plain
-// JavaScript, no build step: i18n.js, live.js, poll.js, host.js and
-// quiz.js are loaded before this file.
+// or the host's pages (#/host, #/host/{id}, #/host/quiz/{id}). ES modules
+// with no build step, on the JavaScript client the node serves at
+// /client.js (clients/js).
+import { t } from "/i18n.js";
+import { $, el, client, session } from "/live.js";
+import { PollView, PresentView, OverlayView } from "/poll.js";
+import { hostControls, hostPage, pollList, toCSV } from "/host.js";
+import { QuizView, QuizHostView } from "/quiz.js";
 
-session().catch(() => {}); // start early: by the first tap the token is usually there
+session(); // start early: by the first tap the token is usually there
 
 let current = null;
 function route() {
@@ -27,4 +31,12 @@ function route() {
   root.focus();
 }
 window.addEventListener("hashchange", route);
+// A page left for another keeps no stream open (it would count as a
+// viewer while it sits in the browser's back/forward cache), and comes
+// back live when restored from it.
+window.addEventListener("pagehide", () => { if (current) { current.close(); current = null; } });
+window.addEventListener("pageshow", ev => { if (ev.persisted) route(); });
 route();
+
+// For the console (and the browser tests): the view on screen, the client.
+window.tallyPage = { get view() { return current; }, client, toCSV };

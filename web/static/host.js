@@ -1,9 +1,11 @@
-"use strict";
 // The host's page: create a poll, run it (close with a confirmation,
 // extend, reveal), export it. The admin token stays in this tab
 // (sessionStorage).
+import { t, plural } from "/i18n.js";
+import { el, api } from "/live.js";
+import { phase } from "/poll.js";
 
-function hostToken() { return sessionStorage.getItem("tally.token") || ""; }
+export function hostToken() { return sessionStorage.getItem("tally.token") || ""; }
 
 function download(name, type, text) {
   const a = el("a", { href: URL.createObjectURL(new Blob([text], { type })), download: name });
@@ -18,14 +20,14 @@ function csvCell(v) {
   if (/^[=+\-@\t\r]/.test(s)) s = "'" + s;
   return `"${s.replace(/"/g, '""')}"`;
 }
-function toCSV(s, totals, total) {
+export function toCSV(s, totals, total) {
   const rows = [["option", "label", "votes"], ...s.options.map(o => [o.id, o.label, totals[o.id] || 0]), ["total", "", total]];
   return rows.map(r => r.map(csvCell).join(",")).join("\r\n") + "\r\n";
 }
 
 // hostControls fills the host's panel under the poll view; built once,
 // then patched like the rest of the view.
-function hostControls(poll) {
+export function hostControls(poll) {
   const act = async (btn, fn) => {
     btn.disabled = true;
     try { await fn(); panel.msg.textContent = ""; } catch (err) { panel.msg.textContent = err.message; } finally { btn.disabled = false; }
@@ -88,7 +90,7 @@ async function nextQuestion(poll, event) {
   return i >= 0 ? ordered[i + 1] : null;
 }
 
-function hostPage(root) {
+export function hostPage(root) {
   const token = el("input", { id: "token", type: "password", autocomplete: "off", value: hostToken() });
   const question = el("input", { id: "question", required: true });
   const options = el("textarea", { id: "options", rows: "4", required: true });
@@ -121,7 +123,7 @@ function hostPage(root) {
 }
 
 // pollList lists the polls, those of one event together.
-function pollList(href, host = false) {
+export function pollList(href, host = false) {
   const list = el("div", { class: "polls" }, t("loading"));
   api("GET", "/v1/polls", undefined, host ? hostToken() || undefined : undefined).then(({ polls }) => {
     if (!polls.length) { list.replaceChildren(t("noPolls")); return; }

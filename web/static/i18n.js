@@ -1,4 +1,3 @@
-"use strict";
 // The interface's own words, one table per language, chosen from the
 // browser's language (English when there is no table for it). To add a
 // language, add a table with the same keys; a missing key falls back to
@@ -78,20 +77,20 @@ const STRINGS = {
     yourName: "Tu nombre en la clasificación", anonymous: "Anónimo",
   },
 };
-const LANG = (navigator.languages || [navigator.language || "en"]).map(l => String(l).slice(0, 2).toLowerCase())
+export const LANG = (navigator.languages || [navigator.language || "en"]).map(l => String(l).slice(0, 2).toLowerCase())
   .find(l => STRINGS[l]) || "en";
 document.documentElement.lang = LANG;
 
 // t returns the string key in the page's language with {names} filled in.
-function t(key, vars = {}) {
+export function t(key, vars = {}) {
   const s = (STRINGS[LANG] && STRINGS[LANG][key]) || STRINGS.en[key] || key;
   return s.replace(/\{(\w+)\}/g, (_, k) => (k in vars ? vars[k] : `{${k}}`));
 }
-const num = n => Number(n).toLocaleString(LANG);
-const plural = (key, n) => t(`${key}_${n === 1 ? "one" : "other"}`, { n: num(n) });
+export const num = n => Number(n).toLocaleString(LANG);
+export const plural = (key, n) => t(`${key}_${n === 1 ? "one" : "other"}`, { n: num(n) });
 
 // duration says ms as a viewer reads a countdown: 1:05, 12:00, 2:03:00, 3 d.
-function duration(ms) {
+export function duration(ms) {
   const s = Math.max(0, Math.ceil(ms / 1000));
   if (s >= 2 * 86400) return `${Math.floor(s / 86400)} d`;
   const h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60), r = String(s % 60).padStart(2, "0");
@@ -99,7 +98,7 @@ function duration(ms) {
 }
 
 // when says a time with its date unless it is today.
-function when(ms) {
+export function when(ms) {
   const d = new Date(ms), now = new Date();
   const time = d.toLocaleTimeString(LANG, { hour: "2-digit", minute: "2-digit" });
   if (d.toDateString() === now.toDateString()) return t("today", { t: time });

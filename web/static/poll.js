@@ -1,11 +1,12 @@
-"use strict";
 // The views of one poll: the voter's (also the embed and the host's), the
 // presenter screen and the on-air overlay. Each is built once and patched
 // in place on every frame, so focus stays where it is and the bars'
 // transitions run.
+import { t, num, plural, duration, when } from "/i18n.js";
+import { el, api, choices, subscribe, tap } from "/live.js";
 
 // Bars draws the options with their share; buttons when interactive.
-class Bars {
+export class Bars {
   constructor(list, { interactive = false, onTap = null, only = null } = {}) {
     this.list = list; this.interactive = interactive; this.onTap = onTap; this.only = only;
     this.items = new Map(); this.key = "";
@@ -47,7 +48,7 @@ class Bars {
 }
 
 // outcome names the winner or the tie of a final result.
-function outcome(s, totals) {
+export function outcome(s, totals) {
   const best = Math.max(0, ...s.options.map(o => totals[o.id] || 0));
   if (!best) return "";
   const top = s.options.filter(o => (totals[o.id] || 0) === best).map(o => o.label);
@@ -55,7 +56,7 @@ function outcome(s, totals) {
 }
 
 // phase is where the poll is, as a viewer reads it.
-function phase(s) {
+export function phase(s) {
   if (s.final) return "final";
   if (s.status === "scheduled") return "scheduled";
   if (s.status === "open") return "live";
@@ -80,7 +81,7 @@ function countdownText(s, now) {
 
 // PollView is the voter's view of one poll; host adds the host's controls,
 // embed drops the page's frame around it.
-class PollView {
+export class PollView {
   constructor(root, poll, { host = null } = {}) {
     this.root = root; this.poll = poll; this.host = host; this.adjust = {}; this.message = "";
     this.clock = new Clock(); this.leader = null; this.eventsUntil = 0;
@@ -97,7 +98,7 @@ class PollView {
     this.details = el("details", { class: "details" }, el("summary", {}, t("details")), this.detailBody = el("div", {}));
     this.conn = "";
     root.replaceChildren(el("p", {}, t("connecting")));
-    this.stream = new LiveStream(poll, s => this.render(s), c => { this.conn = c; this.renderDetails(); });
+    this.stream = subscribe(poll, s => this.render(s), c => { this.conn = c; this.renderDetails(); });
     this.timer = setInterval(() => this.tick(), 1000);
     // Frames carry the freshness vector when they are sent; between them
     // the cluster endpoint keeps it current.
@@ -173,7 +174,7 @@ class PollView {
 
 // PresentView is the studio's big screen: the question, the bars, the
 // total, the countdown and a QR code of the voting page.
-class PresentView {
+export class PresentView {
   constructor(root, poll) {
     document.body.classList.add("present");
     this.clock = new Clock();
@@ -189,7 +190,7 @@ class PresentView {
       el("aside", { class: "qr" }, el("img", { src: qr, alt: `${t("scanToVote")}: ${url}`, width: "320", height: "320" }),
         el("p", { class: "scan" }, t("scanToVote")), el("p", { class: "url" }, url)));
     this.bars = new Bars(this.list);
-    this.stream = new LiveStream(poll, s => this.render(s));
+    this.stream = subscribe(poll, s => this.render(s));
     this.timer = setInterval(() => { if (this.stream.state) this.countdown.textContent = countdownText(this.stream.state, this.clock.now()); }, 1000);
   }
   render(s) {
@@ -209,7 +210,7 @@ class PresentView {
 
 // OverlayView is a lower third for OBS or vMix: transparent, no
 // interaction, ?theme=dark|light, ?options=a,b to show only those.
-class OverlayView {
+export class OverlayView {
   constructor(root, poll) {
     const q = new URLSearchParams(location.search);
     document.body.classList.add("overlay", q.get("theme") === "light" ? "light" : "dark");
@@ -219,7 +220,7 @@ class OverlayView {
       this.list = el("ul", { class: "options compact", "aria-label": t("polls") }),
       this.total = el("p", { class: "summary" })));
     this.bars = new Bars(this.list, { only: only.length ? only : null });
-    this.stream = new LiveStream(poll, s => this.render(s));
+    this.stream = subscribe(poll, s => this.render(s));
   }
   render(s) {
     const p = phase(s);

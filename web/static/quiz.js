@@ -1,20 +1,22 @@
-"use strict";
 // Quiz mode on the page: a participant's view (#/quiz/{id}) and the host's
-// controls (#/host/quiz/{id}). The participant follows the quiz on its
-// stream (GET /v1/quizzes/{id}/live, one socket for the whole quiz): each
-// question as the host starts it, the reveal, the top of the leaderboard
-// and, once they said who they are, their own rank and score. Answers go
-// on the same socket, because the node times an answer from the moment it
-// put the question on that socket (docs/quiz.md). Without a socket the
-// page reads GET /v1/quizzes/{id} every second and answers over HTTP.
+// controls (#/host/quiz/{id}). The participant follows the quiz with the
+// client's quiz stream (GET /v1/quizzes/{id}/live, one socket for the
+// whole quiz; the client reads the quiz over HTTP every second when no
+// socket holds): each question as the host starts it, the reveal, the top
+// of the leaderboard and their own rank and score. Answers go on the same
+// socket, because the node times an answer from the moment it put the
+// question on that socket (docs/quiz.md); the countdown runs on the
+// server's clock as the client keeps it.
+import { t } from "/i18n.js";
+import { el, api, client, me, session } from "/live.js";
+import { hostToken } from "/host.js";
 
 const answers = JSON.parse(localStorage.getItem("tally.answers") || "{}"); // question poll → {option, elapsed_ms}
 const saveAnswers = () => localStorage.setItem("tally.answers", JSON.stringify(answers));
 
-class QuizView {
+export class QuizView {
   constructor(root, id) {
-    this.root = root; this.id = id; this.poll = null; this.ws = null; this.offset = 0; this.v = null;
-    this.failures = 0; this.closed = false; this.pending = {}; // ref → {q, option}
+    this.root = root; this.id = id; this.poll = null; this.f = null;
     this.title = el("h1", {}, t("quiz"));
     this.status = el("p", { id: "quiz-status", role: "status" });
     this.text = el("h2", { id: "q-text" });
@@ -26,87 +28,15 @@ class QuizView {
       onchange: () => localStorage.setItem("tally.name", this.name.value.trim()) });
     root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name),
       this.status, this.text, this.list, this.clock, this.result, this.board);
-    this.connect();
+    this.stream = client.quiz(id, f => {
+      this.f = f;
+      this.top = { standings: f.leaderboard || [], participants: f.participants || 0, final: !!f.leaderboard_final };
+      this.render();
+    }, { voter: me(), onStanding: you => { this.you = you; this.showBoard(); } });
     this.ticker = setInterval(() => this.countdown(), 250);
   }
-  me() { return JSON.parse(localStorage.getItem("tally.session") || "null")?.voter || voter; }
-  connect() {
-    if (this.closed) return;
-    if (!window.WebSocket || this.failures >= 3) { // read the quiz instead
-      this.refresh();
-      this.timer = this.timer || setInterval(() => this.refresh(), 900 + Math.random() * 200);
-      return;
-    }
-    const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${proto}//${location.host}/v1/quizzes/${encodeURIComponent(this.id)}/live`);
-    this.ws = ws;
-    ws.onopen = () => { this.failures = 0; this.offset = null; this.joinedAt = null; this.join(this.me()); };
-    ws.onmessage = ev => this.handle(JSON.parse(ev.data));
-    ws.onclose = () => {
-      if (this.ws === ws) this.ws = null;
-      // Answers the socket took but did not answer go again over HTTP,
-      // with the same idempotency keys: one it delivered answers duplicate.
-      const unanswered = Object.values(this.pending);
-      this.pending = {};
-      for (const p of unanswered) this.overHTTP(p.q, p.option, p.body, p.token);
-      if (this.closed) return;
-      this.failures++;
-      setTimeout(() => this.connect(), Math.min(10000, 500 * 2 ** this.failures) * (0.5 + Math.random()));
-    };
-  }
-  // join tells the stream who this participant is, for their standing.
-  join(voter) {
-    if (this.ws && this.ws.readyState === WebSocket.OPEN) { this.ws.send(JSON.stringify({ type: "join", voter })); this.joined = voter; }
-  }
-  handle(m) {
-    switch (m.type) {
-    case "quiz": {
-      // The stream carries the current question; the view keeps the shape
-      // of GET /v1/quizzes/{id}, which the fallback reads.
-      this.v = { ...m, server_time: m.as_of_ms, questions: m.question ? [m.question] : [] };
-      this.clockFrom(m.as_of_ms);
-      this.top = { standings: m.leaderboard || [], participants: m.participants || 0, final: !!m.leaderboard_final };
-      this.render();
-      break;
-    }
-    case "heartbeat": this.clockFrom(m.as_of_ms); break;
-    case "standing": this.you = m.you; this.showBoard(); break;
-    case "ack": case "error": {
-      if (m.result && m.result.server_time) {
-        this.clockFrom(m.result.server_time);
-        if (m.result.voter) { this.joinedAt = m.result.server_time; this.synced = true; } // the join's answer
-      }
-      const p = this.pending[m.ref];
-      delete this.pending[m.ref];
-      if (p) this.replied(p.q, p.option, m);
-      // The answer may have made the voter token that names them: say so.
-      if (p && m.type === "ack" && p.voter !== this.joined) this.join(p.voter);
-      break;
-    }
-    }
-  }
-  // clockFrom sets the page's clock from a time the server just sent.
-  // The first frame after joining is the hub's last, which may be older
-  // than the join: a frame stamped before the join's answer is not used.
-  clockFrom(serverMs) {
-    if (this.joinedAt != null && serverMs < this.joinedAt) return;
-    this.offset = serverMs - Date.now();
-  }
-  async refresh() {
-    try {
-      this.v = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}`);
-    } catch (err) { this.status.textContent = err.message; return; }
-    this.offset = this.v.server_time - Date.now();
-    this.render();
-    const q = this.current();
-    if (q && q.status !== "open" || this.v.status === "ended") this.leaderboard();
-  }
-  current() {
-    const qs = this.v.questions;
-    return this.v.current != null ? qs.find(q => q.index === this.v.current) : qs[qs.length - 1];
-  }
   render() {
-    const v = this.v, q = this.current();
+    const v = this.f, q = v.question;
     if (v.title) this.title.textContent = v.title;
     this.status.textContent = v.status === "ready" ? t("quizWaiting")
       : v.status === "ended" ? t("quizEnded")
@@ -137,62 +67,34 @@ class QuizView {
       el("button", { class: "option", type: "button", "data-option": o.id, onclick: () => this.answer(q, o.id) },
         el("span", { class: "label" }, o.label)))));
   }
+  // answer sends the tap on the quiz's socket (over HTTP with the same
+  // idempotency key when the socket is down or does not reply).
   async answer(q, option) {
     for (const b of this.list.querySelectorAll("button")) b.disabled = true;
-    let sess = null;
-    try { sess = await session(); } catch (err) { /* a node without voter tokens */ }
-    const body = { option, voter: sess ? sess.voter : voter, idem: uuid() };
+    await session();
     const name = this.name.value.trim();
-    if (name) { body.name = name; localStorage.setItem("tally.name", name); }
-    const ws = this.ws;
-    if (ws && ws.readyState === WebSocket.OPEN) {
-      const ref = uuid();
-      const token = sess ? sess.token : undefined;
-      this.pending[ref] = { q, option, voter: body.voter, body, token };
-      ws.send(JSON.stringify({ type: "vote", ref, poll: q.poll, token, body }));
-      return;
-    }
-    this.overHTTP(q, option, body, sess ? sess.token : undefined);
-  }
-  // overHTTP sends an answer without the socket: timed from the question's
-  // opening at the node.
-  async overHTTP(q, option, body, token) {
+    if (name) localStorage.setItem("tally.name", name);
     try {
-      const headers = token ? { "Tally-Session": token } : {};
-      const res = await api("POST", `/v1/polls/${encodeURIComponent(q.poll)}/votes`, body, undefined, headers);
-      this.replied(q, option, { type: "ack", result: res });
-    } catch (err) { this.replied(q, option, { type: "error", error: { message: err.message } }); }
-  }
-  replied(q, option, m) {
-    if (m.type === "ack") {
-      const r = m.result.results[0];
-      answers[q.poll] = { option, elapsed_ms: r.elapsed_ms || 0 }; saveAnswers();
-    } else {
-      this.result.textContent = t("notCounted", { reason: m.error.message });
+      const r = await this.stream.answer({ option, voter: me(), name: name || undefined });
+      answers[q.poll] = { option, elapsed_ms: r.elapsed_ms || 0 };
+      saveAnswers();
+    } catch (err) {
+      this.result.textContent = t("notCounted", { reason: err.message });
     }
     this.render();
   }
   countdown() {
-    const q = this.v && this.current();
-    if (!q || q.status !== "open") { this.clock.textContent = ""; return; }
-    const left = Math.max(0, q.closes_at - (Date.now() + (this.offset || 0)));
-    this.clock.textContent = t("secondsLeft", { s: Math.ceil(left / 1000) });
-  }
-  // leaderboard reads the standings over HTTP (the fallback without a socket).
-  async leaderboard() {
-    try {
-      const lb = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}/leaderboard?top=3&participant=${encodeURIComponent(this.me())}`);
-      this.top = lb; this.you = lb.you; this.showBoard();
-    } catch (err) { /* shown again at the next refresh */ }
+    const q = this.f?.question;
+    this.clock.textContent = q && q.status === "open" ? t("secondsLeft", { s: Math.ceil(this.stream.remainingMs() / 1000) }) : "";
   }
   showBoard() {
-    const lb = this.top, q = this.v && this.current();
-    if (!lb || !q || q.status === "open" && this.v.status !== "ended") return;
+    const lb = this.top, q = this.f?.question;
+    if (!lb || !q || q.status === "open" && this.f.status !== "ended") return;
     const you = this.you ? t("yourScore", { score: this.you.score, rank: this.you.rank, n: lb.participants }) : "";
     const podium = el("ol", { class: "podium" }, ...lb.standings.slice(0, 3).map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
     this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
   }
-  close() { this.closed = true; clearInterval(this.timer); clearInterval(this.ticker); if (this.ws) this.ws.close(); }
+  close() { this.stream.close(); clearInterval(this.ticker); }
 }
 
 // score is quiz.Score for a correct answer timed elapsed ms: the node's
@@ -208,7 +110,7 @@ function label(q, id) { return (q.options.find(o => o.id === id) || { label: id 
 // QuizHostView: the host runs the quiz: start the next question, close it,
 // reveal it, end the quiz; sees every question, the counts and the
 // leaderboard.
-class QuizHostView {
+export class QuizHostView {
   constructor(root, id) {
     this.root = root; this.id = id;
     const act = path => async ev => {

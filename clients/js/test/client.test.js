@@ -9,7 +9,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Tally, TallyError, codes } from "../index.js";
+import { createHash } from "node:crypto";
+import { Tally, TallyError, codes, solvePuzzle } from "../index.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dir = mkdtempSync(join(tmpdir(), "tally-js-"));
@@ -200,5 +201,73 @@ test("a gap in seq asks for a snapshot, and a diff applies only on its frame", (
   live.handle({ type: "diff", seq: 7, totals: { b: 9 }, total: 11 }, () => resyncs++);
   assert.equal(resyncs, 1);
   assert.deepEqual(live.state.totals, { a: 2, b: 2 }, "a diff after a gap is not applied");
+  live.close();
+});
+
+test("a session is kept in the storage given and reused by the next client; callers at once share one", async () => {
+  const kept = new Map();
+  const storage = { getItem: k => kept.get(k) ?? null, setItem: (k, v) => kept.set(k, v) };
+  let asked = 0;
+  const counting = (u, o) => { if (u.endsWith("/v1/session")) asked++; return fetch(u, o); };
+  const first = new Tally({ url, storage, fetch: counting });
+  const [a, b] = await Promise.all([first.session(), first.session()]);
+  assert.equal(a, b, "two callers at once, one token");
+  assert.equal(asked, 2, "one challenge and one solution");
+  const next = new Tally({ url, storage, fetch: counting });
+  assert.equal(next.token?.token, a.token, "the next visit finds the token");
+  assert.equal((await next.session()).voter, a.voter);
+  assert.equal(asked, 2, "and asks for no other");
+
+  // A damaged or expiring entry is not used.
+  kept.set("tally.session", "{not json");
+  assert.equal(new Tally({ url, storage }).token, null);
+  kept.set("tally.session", JSON.stringify({ ...a, expires_at: Date.now() + 1000 }));
+  assert.equal(new Tally({ url, storage }).token, null);
+});
+
+test("the puzzle's solutions have the leading zero bits asked for", async () => {
+  for (const bits of [0, 1, 8, 13]) {
+    const nonce = await solvePuzzle("chal-" + bits, bits);
+    assert.match(nonce, /^[0-9]+$/);
+    const digest = createHash("sha256").update(`chal-${bits}:${nonce}`).digest();
+    const zeros = digest.readUInt32BE(0) === 0 ? 32 + Math.clz32(digest.readUInt32BE(4)) : Math.clz32(digest.readUInt32BE(0));
+    assert.ok(zeros >= bits, `${bits} bits asked, ${zeros} found (nonce ${nonce})`);
+  }
+});
+
+test("a quiz without a socket is read over HTTP every turn, and answered over HTTP", async () => {
+  await admin("POST", "/v1/quizzes", { id: "jsh", title: "HTTP quiz",
+    questions: [{ text: "1+1?", options: [{ id: "a", label: "2" }, { id: "b", label: "3" }], correct: ["a"], limit_ms: 20000, points: 1000 }] });
+  const client = new Tally({ url, WebSocket: DeadSocket });
+  const sess = await client.session();
+  let frame = null;
+  const conns = [];
+  const q = client.quiz("jsh", f => { frame = f; }, { voter: sess.voter, onConn: c => conns.push(c), maxDelayMs: 50, pollMs: 100 });
+  try {
+    await waitFor("the quiz read over HTTP", () => conns.includes("http") && frame && frame.status === "ready" && frame.title === "HTTP quiz");
+    assert.equal(conns.filter(c => c === "reconnecting").length, 3, "three failed sockets, then HTTP");
+    await admin("POST", "/v1/quizzes/jsh/start");
+    await waitFor("the question, open", () => frame.question?.status === "open" && frame.question.poll === "jsh-1");
+    const left = q.remainingMs();
+    assert.ok(left > 15000 && left <= 20000, `time left ${left} ms`);
+    const r = await q.answer({ option: "a" });
+    assert.equal(r.status, "accepted");
+    assert.ok(typeof r.elapsed_ms === "number" && r.elapsed_ms >= 0, JSON.stringify(r));
+    await assert.rejects(q.answer({ option: "b" }), e => e instanceof TallyError && e.code === "already_answered");
+  } finally {
+    q.close();
+  }
+});
+
+test("events belong to their frame: a snapshot repeats none, a diff without any clears them", () => {
+  const client = new Tally({ url, WebSocket: class { constructor() { this.readyState = 0; } send() {} close() {} } });
+  const live = client.subscribe("x", () => {});
+  const milestone = [{ kind: "milestone", total: 10 }];
+  live.handle({ type: "snapshot", seq: 1, totals: { a: 10 }, total: 10, events: milestone }, () => {});
+  assert.deepEqual(live.state.events, [], "a snapshot is state, not news");
+  live.handle({ type: "diff", seq: 2, totals: { a: 11 }, total: 11, events: milestone }, () => {});
+  assert.deepEqual(live.state.events, milestone);
+  live.handle({ type: "diff", seq: 3, totals: { a: 12 }, total: 12 }, () => {});
+  assert.deepEqual(live.state.events, []);
   live.close();
 });

@@ -1,0 +1,8 @@
+package tallyjs
+
+import _ "embed" // the client's source, fixed at build time
+
+// Source is index.js, the client as npm ships it.
+//
+//go:embed index.js
+var Source []byte
