@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"html"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -27,10 +28,16 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 	if err != nil {
 		panic(err) // embedded at build time
 	}
-	for _, view := range []string{"present", "overlay", "embed"} {
-		mux.HandleFunc("GET /"+view+"/{poll}", func(w http.ResponseWriter, r *http.Request) {
+	// The broadcaster's views carry --public-url, so the address printed
+	// under the QR code is the one the code holds.
+	if n.cfg.PublicURL != "" {
+		meta := `<meta name="tally-public-url" content="` + html.EscapeString(n.cfg.PublicURL) + `">`
+		index = bytes.Replace(index, []byte("<head>"), []byte("<head>\n"+meta), 1)
+	}
+	for _, route := range []string{"present/{poll}", "overlay/{poll}", "embed/{poll}", "present/event/{event}", "overlay/event/{event}"} {
+		mux.HandleFunc("GET /"+route, func(w http.ResponseWriter, r *http.Request) {
 			ancestors := "'self'"
-			if view == "embed" {
+			if strings.HasPrefix(route, "embed/") {
 				ancestors = n.frameAncestors()
 			}
 			w.Header().Set("Content-Security-Policy", "frame-ancestors "+ancestors)

@@ -6,9 +6,36 @@
 // /client.js (clients/js).
 import { t } from "/i18n.js";
 import { $, el, client, session } from "/live.js";
-import { PollView, PresentView, OverlayView } from "/poll.js";
+import { PollView, PresentView, OverlayView, EventView } from "/poll.js";
 import { hostControls, hostPage, pollList, toCSV } from "/host.js";
 import { QuizView, QuizHostView } from "/quiz.js";
+
+// theme takes the broadcaster's colours and font from the address:
+// ?accent=, ?fg=, ?bg= (hex, no #) and ?font= (a family name). Anything
+// else is ignored.
+function theme() {
+  const q = new URLSearchParams(location.search), css = document.documentElement.style;
+  const hex = v => /^([0-9a-f]{3}|[0-9a-f]{6})$/i.test(v || "") ? "#" + v : null;
+  for (const [param, vars] of [["accent", ["--bar", "--mine", "--accent"]], ["fg", ["--fg"]], ["bg", ["--bg"]]]) {
+    const c = hex(q.get(param));
+    if (c) for (const v of vars) css.setProperty(v, c);
+  }
+  const font = q.get("font");
+  if (font && /^[\p{L}\p{N} -]{1,60}$/u.test(font)) css.setProperty("--font", `"${font}", system-ui, sans-serif`);
+  if (q.get("theme") === "light" || q.get("theme") === "dark") document.body.classList.add("theme-" + q.get("theme"));
+}
+
+// tellHeight lets the page around an embed size its iframe: a message
+// {type: "tally:resize", height} to the parent whenever the poll's height
+// changes (docs/api.md, "Embedding").
+function tellHeight() {
+  if (parent === window) return;
+  let last = 0;
+  new ResizeObserver(() => {
+    const height = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    if (height !== last) { last = height; parent.postMessage({ type: "tally:resize", height }, "*"); }
+  }).observe(document.documentElement);
+}
 
 session(); // start early: by the first tap the token is usually there
 
@@ -16,11 +43,15 @@ let current = null;
 function route() {
   if (current) { current.close(); current = null; }
   const root = $("#main");
-  const [, view, id] = location.pathname.split("/").map(decodeURIComponent);
-  if (["present", "overlay", "embed"].includes(view) && id) $("header.site")?.remove(); // the view is the whole page
+  const [, view, id, event] = location.pathname.split("/").map(decodeURIComponent);
+  if (["present", "overlay", "embed"].includes(view) && id) { $("header.site")?.remove(); theme(); } // the view is the whole page
+  if (id === "event" && event && (view === "present" || view === "overlay")) {
+    current = new EventView(root, event, view === "present" ? PresentView : OverlayView);
+    return;
+  }
   if (view === "present" && id) { current = new PresentView(root, id); return; }
   if (view === "overlay" && id) { current = new OverlayView(root, id); return; }
-  if (view === "embed" && id) { document.body.classList.add("embed"); current = new PollView(root, id); return; }
+  if (view === "embed" && id) { document.body.classList.add("embed"); current = new PollView(root, id); tellHeight(); return; }
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "poll" && parts[1]) current = new PollView(root, parts[1]);
   else if (parts[0] === "quiz" && parts[1]) current = new QuizView(root, parts[1]);

@@ -9,7 +9,7 @@ const STRINGS = {
     votes_one: "{n} vote", votes_other: "{n} votes", watching_one: "{n} watching", watching_other: "{n} watching",
     perMinute: "{n} votes a minute",
     closesIn: "Closes in {d}", closesAt: "Closes {when}", opensIn: "Opens in {d}", closedAt: "Closed {when}",
-    waitOpen: "Voting opens in {d}. The buttons wake up then.",
+    waitOpen: "The buttons wake up when voting opens.",
     tapToVote: "Tap an option to vote.", yourVote: "Your vote: {option} — tap another to change it.",
     voteClosed: "Voting has closed.", counting: "Counting the last votes…",
     late: "Your vote arrived after the close: it is kept, not counted.", notCounted: "Not counted: {reason}",
@@ -20,6 +20,11 @@ const STRINGS = {
     transport: "Connection: {t}", servedBy: "Served by region {r}", regionLive: "{r}: live", regionBehind: "{r}: {s} s behind",
     regionLost: "{r}: out of touch", reconnecting: "Reconnecting in {s} s…",
     scanToVote: "Scan to vote", today: "today at {t}",
+    hiddenAfter: "Results are hidden until the host reveals them.", resultsSoon: "Results after the reveal",
+    votingClosed: "Voting has closed", others: "Others ({n})", showingOf: "showing {n} of {total} options",
+    noSuchOptions: "no option {ids} in this poll: showing all", certifiedMark: "✓ Certified",
+    localAddress: "This QR code points to {host}, which phones cannot reach. Start the node with --public-url.",
+    guessedAddress: "The QR code uses this screen's address; set --public-url if viewers reach the node elsewhere.",
     host: "Host", adminToken: "Admin token", question: "Question", optionsPerLine: "Options, one per line",
     openFor: "Open for (seconds)", opensAtLabel: "Opens at (empty: now)", eventLabel: "Event (groups a show's polls; optional)",
     hideLabel: "Hide the results until I reveal them", create: "Create poll",
@@ -45,7 +50,7 @@ const STRINGS = {
     votes_one: "{n} voto", votes_other: "{n} votos", watching_one: "{n} mirando", watching_other: "{n} mirando",
     perMinute: "{n} votos por minuto",
     closesIn: "Cierra en {d}", closesAt: "Cierra {when}", opensIn: "Abre en {d}", closedAt: "Cerró {when}",
-    waitOpen: "La votación abre en {d}. Los botones se activan entonces.",
+    waitOpen: "Los botones se activan cuando abra la votación.",
     tapToVote: "Toca una opción para votar.", yourVote: "Tu voto: {option} — toca otra para cambiarlo.",
     voteClosed: "La votación ha cerrado.", counting: "Contando los últimos votos…",
     late: "Tu voto llegó después del cierre: se guarda, no se cuenta.", notCounted: "No contado: {reason}",
@@ -57,6 +62,11 @@ const STRINGS = {
     regionLost: "{r}: sin contacto", reconnecting: "Reconectando en {s} s…",
     option: "{label}: {n} votos, {p} por ciento", optionHidden: "{label}",
     scanToVote: "Escanea para votar", today: "hoy a las {t}",
+    hiddenAfter: "Los resultados están ocultos hasta que el presentador los revele.", resultsSoon: "Resultados tras la revelación",
+    votingClosed: "La votación ha cerrado", others: "Otras ({n})", showingOf: "se muestran {n} de {total} opciones",
+    noSuchOptions: "no hay opción {ids} en esta encuesta: se muestran todas", certifiedMark: "✓ Certificado",
+    localAddress: "Este código QR apunta a {host}, que los móviles no alcanzan. Arranca el nodo con --public-url.",
+    guessedAddress: "El código QR usa la dirección de esta pantalla; usa --public-url si el público llega al nodo por otra.",
     host: "Presentador", adminToken: "Token de administración", question: "Pregunta", optionsPerLine: "Opciones, una por línea",
     openFor: "Abierta durante (segundos)", opensAtLabel: "Abre el (vacío: ahora)", eventLabel: "Evento (agrupa las encuestas de un programa; opcional)",
     hideLabel: "Ocultar los resultados hasta que los revele", create: "Crear encuesta",
@@ -77,8 +87,10 @@ const STRINGS = {
     yourName: "Tu nombre en la clasificación", anonymous: "Anónimo",
   },
 };
-export const LANG = (navigator.languages || [navigator.language || "en"]).map(l => String(l).slice(0, 2).toLowerCase())
-  .find(l => STRINGS[l]) || "en";
+// ?lang= on any view wins over the browser's (a playout PC's browser
+// speaks whatever it was installed with).
+export const LANG = [new URLSearchParams(location.search).get("lang") || "", ...(navigator.languages || [navigator.language || "en"])]
+  .map(l => String(l).slice(0, 2).toLowerCase()).find(l => STRINGS[l]) || "en";
 document.documentElement.lang = LANG;
 
 // t returns the string key in the page's language with {names} filled in.

@@ -5,45 +5,111 @@
 import { t, num, plural, duration, when } from "/i18n.js";
 import { el, api, choices, subscribe, tap } from "/live.js";
 
-// Bars draws the options with their share; buttons when interactive.
+// shares gives each count its whole percent of total so that they add up
+// to 100 (largest remainder: 44/33/22 is 45/33/22, not 44/33/22 = 99%).
+export function shares(counts, total) {
+  if (!total) return counts.map(() => 0);
+  const raw = counts.map(n => 100 * n / total), out = raw.map(Math.floor);
+  const left = 100 - out.reduce((a, b) => a + b, 0);
+  const order = raw.map((r, i) => [r - out[i], i]).sort((x, y) => y[0] - x[0] || x[1] - y[1]);
+  for (let k = 0; k < left && k < order.length; k++) out[order[k][1]]++;
+  return out;
+}
+
+// Bars draws the options with their share; buttons when interactive. With
+// limit, a poll with more options shows its top limit-1 and an "others"
+// row with the rest, so a screen never holds more rows than it can show.
 export class Bars {
-  constructor(list, { interactive = false, onTap = null, only = null } = {}) {
-    this.list = list; this.interactive = interactive; this.onTap = onTap; this.only = only;
-    this.items = new Map(); this.key = "";
+  constructor(list, { interactive = false, onTap = null, only = null, limit = 0 } = {}) {
+    this.list = list; this.interactive = interactive; this.onTap = onTap; this.only = only; this.limit = limit;
+    this.items = new Map(); this.key = ""; this.wasHidden = null;
   }
   update(s, totals, total, { mine = null, open = false } = {}) {
-    const options = s.options.filter(o => !this.only || this.only.includes(o.id));
-    const key = options.map(o => o.id + "\u0000" + o.label).join("\u0001");
-    if (key !== this.key) this.build(options);
+    let options = s.options.filter(o => !this.only || this.only.includes(o.id));
     const hidden = s.hidden && !s.hostTotals;
-    for (const o of options) {
-      const it = this.items.get(o.id), n = totals[o.id] || 0, share = total ? 100 * n / total : 0;
+    let rest = null;
+    if (this.limit && options.length > this.limit) {
+      const ranked = options.map((o, i) => [o, totals[o.id] || 0, i]).sort((x, y) => y[1] - x[1] || x[2] - y[2]);
+      options = ranked.slice(0, this.limit - 1).map(r => r[0]);
+      const others = ranked.slice(this.limit - 1);
+      rest = { id: "\u0000others", label: t("others", { n: others.length }), n: others.reduce((a, r) => a + r[1], 0) };
+    }
+    const rows = rest ? [...options, rest] : options;
+    const key = rows.map(o => o.id + "\u0000" + o.label).join("\u0001");
+    if (key !== this.key) this.build(rows);
+    const counts = rows.map(o => o === rest ? rest.n : totals[o.id] || 0);
+    const pcts = shares(counts, total);
+    const best = Math.max(0, ...counts.slice(0, options.length));
+    const final = phase(s) === "final";
+    // The reveal (hidden until now): the figures count up with the bars.
+    const reveal = this.wasHidden === true && !hidden && !matchMedia("(prefers-reduced-motion: reduce)").matches;
+    this.wasHidden = hidden;
+    rows.forEach((o, i) => {
+      const it = this.items.get(o.id), n = counts[i], pct = pcts[i];
       it.root.classList.toggle("mine", mine === o.id);
       it.root.classList.toggle("hidden-count", hidden);
+      it.root.classList.toggle("lead", final && !hidden && o !== rest && best > 0 && n === best);
       if (this.interactive) {
         it.root.setAttribute("aria-pressed", mine === o.id ? "true" : "false");
         it.root.disabled = !open; // its name is its visible text: label, share, votes
       }
-      it.pct.textContent = hidden ? "" : `${Math.round(share)}%`;
-      it.count.textContent = hidden ? "" : plural("votes", n);
-      it.fill.style.width = hidden ? "0%" : `${share}%`;
-    }
+      it.fill.style.width = hidden ? "0%" : `${total ? 100 * n / total : 0}%`;
+      if (reveal) countUp(it, n, pct);
+      else if (!it.counting) {
+        it.pct.textContent = hidden ? "" : `${pct}%`;
+        it.count.textContent = hidden ? "" : plural("votes", n);
+      }
+      it.final = { n, pct };
+    });
   }
-  build(options) {
-    this.key = options.map(o => o.id + "\u0000" + o.label).join("\u0001");
+  build(rows) {
+    this.key = rows.map(o => o.id + "\u0000" + o.label).join("\u0001");
     this.items.clear();
-    const kids = options.map(o => {
+    const kids = rows.map(o => {
       const pct = el("span", { class: "pct" }), count = el("span", { class: "count" });
       const fill = el("span", { class: "fill" });
-      const body = [el("span", { class: "row" }, el("span", { class: "label" }, o.label), el("span", { class: "figures" }, pct, count)),
+      // dir=auto: Arabic or Hebrew runs right to left, punctuation where it belongs.
+      const body = [el("span", { class: "row" }, el("span", { class: "label", dir: "auto", title: o.label }, o.label), el("span", { class: "figures" }, pct, count)),
         el("span", { class: "track", "aria-hidden": "true" }, fill)];
-      const root = this.interactive
+      const others = o.id === "\u0000others";
+      const root = this.interactive && !others
         ? el("button", { class: "option", type: "button", "data-option": o.id, onclick: () => this.onTap(o.id) }, body)
-        : el("div", { class: "option", "data-option": o.id }, body);
+        : el("div", { class: others ? "option others" : "option", "data-option": others ? null : o.id }, body);
       this.items.set(o.id, { root, pct, count, fill });
       return el("li", {}, root);
     });
     this.list.replaceChildren(...kids);
+  }
+}
+
+// countUp runs a row's figures from zero to n (and pct) over a second.
+function countUp(it, n, pct) {
+  const start = performance.now();
+  it.counting = true;
+  const step = now => {
+    const f = Math.min(1, (now - start) / 1000), ease = 1 - (1 - f) ** 3;
+    const cur = it.final || { n, pct };
+    it.pct.textContent = `${Math.round(cur.pct * ease)}%`;
+    it.count.textContent = plural("votes", Math.round(cur.n * ease));
+    if (f < 1) requestAnimationFrame(step);
+    else it.counting = false;
+  };
+  requestAnimationFrame(step);
+}
+
+// fit shrinks a screen's type (the --fit factor its sizes are multiplied
+// by) until box holds its content without scrolling and, when maxHeight is
+// given, stays under it: a 300-character question or 32 options fit the
+// screen instead of pushing the total and the QR code off it.
+export function fit(scope, box, maxHeight = 0) {
+  let f = 1;
+  scope.style.setProperty("--fit", "1");
+  for (let i = 0; i < 14; i++) {
+    const over = box.scrollHeight > box.clientHeight + 1 || box.scrollWidth > box.clientWidth + 1 ||
+      (maxHeight && box.getBoundingClientRect().height > maxHeight);
+    if (!over || f < 0.3) break;
+    f *= 0.88;
+    scope.style.setProperty("--fit", f.toFixed(3));
   }
 }
 
@@ -86,7 +152,7 @@ export class PollView {
     this.root = root; this.poll = poll; this.host = host; this.adjust = {}; this.message = "";
     this.clock = new Clock(); this.leader = null; this.eventsUntil = 0;
     this.status = el("p", { class: "status" }, this.badge = el("span", { class: "badge" }), " ", this.countdown = el("span", { class: "countdown" }));
-    this.question = el("h1", { id: "question" });
+    this.question = el("h1", { id: "question", dir: "auto" });
     this.hint = el("p", { class: "hint", id: "hint" });
     this.list = el("ul", { class: "options", "aria-labelledby": "question" });
     this.bars = new Bars(this.list, { interactive: true, onTap: id => tap(this.poll, id, this) });
@@ -134,11 +200,11 @@ export class PollView {
     this.countdown.textContent = countdownText(s, this.clock.now());
     this.bars.update(shown, totals, total, { mine, open });
     const label = id => (s.options.find(o => o.id === id) || { label: id }).label;
-    this.hint.textContent = p === "scheduled" ? t("waitOpen", { d: duration(s.opens_at - this.clock.now()) }) :
+    this.hint.textContent = p === "scheduled" ? t("waitOpen") :
       !open ? (p === "final" ? "" : t(s.status === "closed" ? "counting" : "voteClosed")) :
       mine ? t("yourVote", { option: label(mine) }) : t("tapToVote");
     const hidden = s.hidden && !shown.hostTotals;
-    this.total.textContent = hidden ? t("hiddenResults") : plural("votes", total);
+    this.total.textContent = hidden ? t(open || p === "scheduled" ? "hiddenResults" : "hiddenAfter") : plural("votes", total);
     this.viewers.textContent = plural("watching", s.viewers || 0);
     this.renderResult(s, totals, p, hidden);
     this.error.textContent = this.message;
@@ -172,64 +238,139 @@ export class PollView {
   close() { this.stream.close(); clearInterval(this.cluster); clearInterval(this.timer); clearInterval(this.hostTimer); }
 }
 
+// voteBase is where viewers vote: the node's --public-url, which it puts in
+// the broadcaster views' page, or else this screen's own address (guessed).
+function voteBase() {
+  const meta = document.querySelector('meta[name="tally-public-url"]');
+  return meta ? { base: meta.content.replace(/\/+$/, ""), guessed: false } : { base: location.origin, guessed: true };
+}
+const loopback = host => /^(localhost|127\.|\[::1\]|0\.0\.0\.0)/.test(host);
+
 // PresentView is the studio's big screen: the question, the bars, the
-// total, the countdown and a QR code of the voting page.
+// total, the countdown and a QR code of the voting page. Everything fits
+// the screen whatever the content: the type shrinks (fit), long words
+// break, labels clamp, and past eight options the top seven show with an
+// "others" row; the QR code and the total always stay on screen.
 export class PresentView {
   constructor(root, poll) {
     document.body.classList.add("present");
+    this.root = root;
     this.clock = new Clock();
     const qr = `/v1/polls/${encodeURIComponent(poll)}/qr.png?size=512`;
-    const url = `${location.origin}/#/poll/${encodeURIComponent(poll)}`;
+    const { base, guessed } = voteBase();
+    const url = `${base}/#/poll/${encodeURIComponent(poll)}`;
+    const host = new URL(base).host;
     root.replaceChildren(
-      el("div", { class: "stage" },
-        this.badge = el("p", { class: "badge" }),
-        this.question = el("h1", {}),
+      this.stage = el("div", { class: "stage" },
+        el("p", { class: "status" }, this.badge = el("span", { class: "badge" }), " ", this.mark = el("span", { class: "certified" })),
+        this.question = el("h1", { dir: "auto" }),
         this.list = el("ul", { class: "options big", "aria-label": t("polls") }),
-        el("p", { class: "summary" }, this.total = el("span", { id: "total" }), " · ", this.countdown = el("span", { class: "countdown" })),
-        this.result = el("p", { class: "winner", "aria-live": "polite" })),
-      el("aside", { class: "qr" }, el("img", { src: qr, alt: `${t("scanToVote")}: ${url}`, width: "320", height: "320" }),
-        el("p", { class: "scan" }, t("scanToVote")), el("p", { class: "url" }, url)));
-    this.bars = new Bars(this.list);
+        el("p", { class: "summary" }, this.total = el("span", { id: "total" }), " ", this.countdown = el("span", { class: "countdown" })),
+        this.result = el("p", { class: "winner", "aria-live": "polite", dir: "auto" })),
+      this.qr = el("aside", { class: "qr" }, el("img", { src: qr, alt: `${t("scanToVote")}: ${url}`, width: "320", height: "320" }),
+        this.scan = el("p", { class: "scan" }, t("scanToVote")), el("p", { class: "url" }, url),
+        guessed ? el("p", { class: "warn", role: "note" }, loopback(host) ? t("localAddress", { host }) : t("guessedAddress")) : ""));
+    this.bars = new Bars(this.list, { limit: 8 });
     this.stream = subscribe(poll, s => this.render(s));
-    this.timer = setInterval(() => { if (this.stream.state) this.countdown.textContent = countdownText(this.stream.state, this.clock.now()); }, 1000);
+    this.timer = setInterval(() => { if (this.stream.state) this.countdown.textContent = this.when(this.stream.state); }, 1000);
+    this.onResize = () => fit(this.root, this.stage);
+    addEventListener("resize", this.onResize);
   }
+  when(s) { const c = countdownText(s, this.clock.now()); return c ? "· " + c : ""; }
   render(s) {
     this.clock.heard(s.as_of_ms);
     const p = phase(s);
     let total = 0;
     for (const o of s.options) total += s.totals[o.id] || 0;
     this.badge.textContent = t(p); this.badge.className = "badge " + p;
+    this.mark.textContent = p === "final" && s.digest ? t("certifiedMark") : "";
     this.question.textContent = s.question;
     this.bars.update(s, s.totals, total);
-    this.total.textContent = s.hidden ? t("hiddenResults") : plural("votes", total);
-    this.countdown.textContent = countdownText(s, this.clock.now());
+    const open = p === "live" || p === "scheduled";
+    this.total.textContent = s.hidden ? t(open ? "hiddenResults" : "hiddenAfter") : plural("votes", total);
+    this.countdown.textContent = this.when(s);
     this.result.textContent = p === "final" && !s.hidden ? outcome(s, s.totals) : "";
+    // After the close the code is no invitation: it says voting has closed.
+    this.scan.textContent = open ? t("scanToVote") : t("votingClosed");
+    this.qr.classList.toggle("closed", !open);
+    fit(this.root, this.stage);
   }
-  close() { this.stream.close(); clearInterval(this.timer); }
+  close() { this.stream.close(); clearInterval(this.timer); removeEventListener("resize", this.onResize); }
 }
 
 // OverlayView is a lower third for OBS or vMix: transparent, no
-// interaction, ?theme=dark|light, ?options=a,b to show only those.
+// interaction, sized from the canvas (720p and 1080p look the same),
+// inside the title-safe area and at most a third of the frame high.
+// ?theme=dark|light, ?options=a,b to show only those (said on the plate).
 export class OverlayView {
   constructor(root, poll) {
     const q = new URLSearchParams(location.search);
     document.body.classList.add("overlay", q.get("theme") === "light" ? "light" : "dark");
-    const only = (q.get("options") || "").split(",").map(s => s.trim()).filter(Boolean);
-    root.replaceChildren(el("div", { class: "lower-third" },
-      el("p", { class: "question" }, this.question = el("span", {}), " ", this.badge = el("span", { class: "badge" })),
+    this.root = root;
+    this.asked = (q.get("options") || "").split(",").map(s => s.trim()).filter(Boolean);
+    this.clock = new Clock();
+    root.replaceChildren(this.plate = el("div", { class: "lower-third" },
+      el("p", { class: "question" }, this.question = el("span", { dir: "auto" }), " ", this.badge = el("span", { class: "badge" })),
       this.list = el("ul", { class: "options compact", "aria-label": t("polls") }),
-      this.total = el("p", { class: "summary" })));
-    this.bars = new Bars(this.list, { only: only.length ? only : null });
+      this.total = el("p", { class: "summary", dir: "auto" })));
+    this.bars = null;
     this.stream = subscribe(poll, s => this.render(s));
+    this.timer = setInterval(() => { if (this.stream.state && phase(this.stream.state) === "scheduled") this.render(this.stream.state); }, 1000);
+    this.onResize = () => fit(this.root, this.plate, innerHeight / 3);
+    addEventListener("resize", this.onResize);
   }
   render(s) {
+    this.clock.heard(s.as_of_ms);
+    if (!this.bars) {
+      // Only the ids the poll has; none of them (a typo): all, and the plate says so.
+      this.known = this.asked.filter(id => s.options.some(o => o.id === id));
+      this.unknown = this.asked.filter(id => !this.known.includes(id));
+      this.bars = new Bars(this.list, { only: this.known.length ? this.known : null, limit: 6 });
+    }
     const p = phase(s);
     let total = 0;
     for (const o of s.options) total += s.totals[o.id] || 0;
     this.question.textContent = s.question;
     this.badge.textContent = t(p); this.badge.className = "badge " + p;
+    const shown = this.known.length ? this.known.length : s.options.length;
+    this.list.classList.toggle("cols-2", Math.min(shown, 6) > 3);
+    this.list.classList.toggle("no-counts", !!s.hidden);
     this.bars.update(s, s.totals, total);
-    this.total.textContent = s.hidden ? "" : (p === "final" ? outcome(s, s.totals) + " · " : "") + plural("votes", total);
+    const parts = [];
+    if (p === "scheduled") parts.push(countdownText(s, this.clock.now()));
+    else if (s.hidden) parts.push(t("resultsSoon"));
+    else {
+      if (p === "final") parts.push(outcome(s, s.totals), s.digest ? t("certifiedMark") : "");
+      parts.push(plural("votes", total));
+      if (this.known.length && this.known.length < s.options.length) parts.push(t("showingOf", { n: this.known.length, total: s.options.length }));
+    }
+    if (this.unknown.length && !this.known.length) parts.push(t("noSuchOptions", { ids: this.unknown.join(", ") }));
+    this.total.textContent = parts.filter(Boolean).join(" · ");
+    fit(this.root, this.plate, innerHeight / 3);
   }
-  close() { this.stream.close(); }
+  close() { this.stream.close(); clearInterval(this.timer); removeEventListener("resize", this.onResize); }
+}
+
+// EventView follows an event's current poll (/overlay/event/{event},
+// /present/event/{event}), so OBS keeps one browser source for a whole
+// show: the open poll that opened last, else the last one that opened,
+// else the next to open. It looks every two seconds.
+export class EventView {
+  constructor(root, event, View) {
+    this.root = root; this.event = event; this.View = View; this.poll = null; this.inner = null;
+    this.look();
+    this.timer = setInterval(() => this.look(), 2000);
+  }
+  async look() {
+    let polls;
+    try { ({ polls } = await api("GET", `/v1/polls?event=${encodeURIComponent(this.event)}&limit=200`)); } catch { return; }
+    const now = Date.now(), by = (a, b) => b.opens_at - a.opens_at || b.id.localeCompare(a.id);
+    const current = polls.filter(p => p.status === "open").sort(by)[0] || polls.filter(p => p.opens_at <= now).sort(by)[0] ||
+      polls.filter(p => p.status === "scheduled").sort((a, b) => -by(a, b))[0];
+    if (!current || current.id === this.poll) return;
+    this.inner?.close();
+    this.poll = current.id;
+    this.inner = new this.View(this.root, current.id);
+  }
+  close() { clearInterval(this.timer); this.inner?.close(); }
 }
