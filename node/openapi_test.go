@@ -263,6 +263,8 @@ func TestOpenAPIContract(t *testing.T) {
 		{op: "GET /present/{poll}", method: "GET", path: "/present/p1", wellFormed: true, status: 200},
 		{op: "GET /overlay/{poll}", method: "GET", path: "/overlay/p1", wellFormed: true, status: 200},
 		{op: "GET /embed/{poll}", method: "GET", path: "/embed/p1", wellFormed: true, status: 200},
+		{op: "GET /present/event/{event}", method: "GET", path: "/present/event/show-1", wellFormed: true, status: 200},
+		{op: "GET /overlay/event/{event}", method: "GET", path: "/overlay/event/show-1", wellFormed: true, status: 200},
 		{op: "GET /client.js", method: "GET", path: "/client.js", wellFormed: true, status: 200},
 
 		// Operations.

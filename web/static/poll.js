@@ -364,8 +364,8 @@ export class EventView {
   async look() {
     let polls;
     try { ({ polls } = await api("GET", `/v1/polls?event=${encodeURIComponent(this.event)}&limit=200`)); } catch { return; }
-    const now = Date.now(), by = (a, b) => b.opens_at - a.opens_at || b.id.localeCompare(a.id);
-    const current = polls.filter(p => p.status === "open").sort(by)[0] || polls.filter(p => p.opens_at <= now).sort(by)[0] ||
+    const by = (a, b) => b.opens_at - a.opens_at || b.id.localeCompare(a.id);
+    const current = polls.filter(p => p.status === "open").sort(by)[0] || polls.filter(p => p.status !== "scheduled").sort(by)[0] ||
       polls.filter(p => p.status === "scheduled").sort((a, b) => -by(a, b))[0];
     if (!current || current.id === this.poll) return;
     this.inner?.close();
