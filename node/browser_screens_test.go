@@ -122,6 +122,10 @@ func TestBrowserScreensFitAnyContent(t *testing.T) {
 					if dir := must(t, ctx, `getComputedStyle(document.querySelector(".option .label")).direction`); (p.id == "rtl") != (dir == "rtl") {
 						t.Errorf("%s/%s: the label's direction is %s", view, p.id, dir)
 					}
+					// Right-to-left text starts at the right: the label right of its figures.
+					if p.id == "rtl" && must(t, ctx, `String(document.querySelector(".option .label").getBoundingClientRect().left > document.querySelector(".option .figures").getBoundingClientRect().right)`) != "true" {
+						t.Errorf("%s/%s: a right-to-left label does not start at the right", view, p.id)
+					}
 					if view == "present" {
 						printed := must(t, ctx, `document.querySelector(".qr .url").textContent`)
 						if want := public + "/#/poll/" + p.id; printed != want {

@@ -69,12 +69,14 @@ export class Bars {
       const pct = el("span", { class: "pct" }), count = el("span", { class: "count" });
       const fill = el("span", { class: "fill" });
       // dir=auto: Arabic or Hebrew runs right to left, punctuation where it belongs.
-      const body = [el("span", { class: "row" }, el("span", { class: "label", dir: "auto", title: o.label }, o.label), el("span", { class: "figures" }, pct, count)),
+      const body = [el("span", { class: "row" }, el("span", { class: "label", title: o.label }, o.label), el("span", { class: "figures", dir: document.documentElement.dir || "ltr" }, pct, count)),
         el("span", { class: "track", "aria-hidden": "true" }, fill)];
       const others = o.id === "\u0000others";
+      // The whole row takes the label's direction: a right-to-left label
+      // starts at the right, its figures at the left, its bar grows leftwards.
       const root = this.interactive && !others
-        ? el("button", { class: "option", type: "button", "data-option": o.id, onclick: () => this.onTap(o.id) }, body)
-        : el("div", { class: others ? "option others" : "option", "data-option": others ? null : o.id }, body);
+        ? el("button", { class: "option", type: "button", dir: "auto", "data-option": o.id, onclick: () => this.onTap(o.id) }, body)
+        : el("div", { class: others ? "option others" : "option", dir: "auto", "data-option": others ? null : o.id }, body);
       this.items.set(o.id, { root, pct, count, fill });
       return el("li", {}, root);
     });
@@ -310,7 +312,7 @@ export class OverlayView {
     this.asked = (q.get("options") || "").split(",").map(s => s.trim()).filter(Boolean);
     this.clock = new Clock();
     root.replaceChildren(this.plate = el("div", { class: "lower-third" },
-      el("p", { class: "question" }, this.question = el("span", { dir: "auto" }), " ", this.badge = el("span", { class: "badge" })),
+      el("p", { class: "question", dir: "auto" }, this.question = el("span", {}), " ", this.badge = el("span", { class: "badge" })),
       this.list = el("ul", { class: "options compact", "aria-label": t("polls") }),
       this.total = el("p", { class: "summary", dir: "auto" })));
     this.bars = null;
