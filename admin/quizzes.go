@@ -155,7 +155,7 @@ func (h *Host) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 
 // HandleQuizEnd serves POST /v1/quizzes/{quiz}/end (admin): the open
 // question closes now and the questions never started are skipped (they
-// close at once, unanswered, and are revealed: there is nothing to hide).
+// close at once, unanswered, and stay unseen by all but the host).
 // Ending an ended quiz changes nothing.
 func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
@@ -163,8 +163,8 @@ func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 			_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 				switch {
 				case def.Parked():
-					def.OpensAt, def.ClosesAt = nowMs-1, nowMs // closed already: nobody can answer it
-					def.Quiz.Started = true
+					def.OpensAt, def.ClosesAt = nowMs-1, nowMs      // closed already: nobody can answer it
+					def.Quiz.Started, def.Quiz.Skipped = true, true // never asked: the host alone sees it
 					def.Hidden = false
 				case nowMs < def.ClosesAt:
 					def.ClosesAt = max(nowMs, def.OpensAt+1)

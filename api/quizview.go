@@ -26,16 +26,21 @@ func QuizOf(s QuizSource, id string, host bool, nowMs int64) (QuizView, bool) {
 	v := QuizView{ID: id, Title: qs[0].Quiz.Title, Total: len(qs), Questions: []QuestionView{}, ServerTime: nowMs}
 	closedLast := false
 	for _, d := range qs {
-		started := !d.Withheld(nowMs)
+		skipped := d.Quiz.Skipped // ended before it was asked: done, but unseen
+		started := !d.Withheld(nowMs) || skipped
 		if started {
 			v.Started++
+		}
+		if skipped && !host {
+			closedLast = true
+			continue
 		}
 		if !started && !host {
 			continue
 		}
 		cert, certified := s.Certificate(d.ID)
 		qv := QuestionView{Index: d.Quiz.Index, Poll: d.ID, Text: d.Question, Options: d.Options,
-			Status: d.StatusAt(nowMs, certified && cert.Status == ledger.Reconciled), Started: started,
+			Status: d.StatusAt(nowMs, certified && cert.Status == ledger.Reconciled), Started: started, Skipped: skipped,
 			LimitMs: d.Quiz.LimitMs, Points: d.Quiz.Points, Revealed: !d.Hidden}
 		if started {
 			qv.OpensAt, qv.ClosesAt = d.OpensAt, d.ClosesAt

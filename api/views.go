@@ -57,7 +57,7 @@ type QuizView struct {
 	// between (the last one started is closed, more remain) or ended.
 	Status    string         `json:"status"`
 	Current   *int           `json:"current,omitempty"` // the index of the open question
-	Started   int            `json:"started"`           // questions started so far
+	Started   int            `json:"started"`           // questions started (or skipped by the end) so far
 	Total     int            `json:"total"`             // questions in all
 	Questions []QuestionView `json:"questions"`         // the started ones; every one for the host
 	// ServerTime lets a page count down to a question's closes_at.
@@ -72,6 +72,7 @@ type QuestionView struct {
 	Options  []poll.Option `json:"options"`
 	Status   poll.Status   `json:"status"`
 	Started  bool          `json:"started"`
+	Skipped  bool          `json:"skipped,omitempty"` // never asked: the quiz ended first (the host's view alone)
 	OpensAt  int64         `json:"opens_at,omitempty"`
 	ClosesAt int64         `json:"closes_at,omitempty"` // the deadline, by the server's clock
 	LimitMs  int64         `json:"limit_ms"`

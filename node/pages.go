@@ -34,7 +34,8 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 		meta := `<meta name="tally-public-url" content="` + html.EscapeString(n.cfg.PublicURL) + `">`
 		index = bytes.Replace(index, []byte("<head>"), []byte("<head>\n"+meta), 1)
 	}
-	for _, route := range []string{"present/{poll}", "overlay/{poll}", "embed/{poll}", "present/event/{event}", "overlay/event/{event}"} {
+	for _, route := range []string{"present/{poll}", "overlay/{poll}", "embed/{poll}", "present/event/{event}", "overlay/event/{event}",
+		"present/quiz/{quiz}", "overlay/quiz/{quiz}"} {
 		mux.HandleFunc("GET /"+route, func(w http.ResponseWriter, r *http.Request) {
 			ancestors := "'self'"
 			if strings.HasPrefix(route, "embed/") {
@@ -46,6 +47,7 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 		})
 	}
 	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(n.handleQR)))
+	mux.Handle("GET /v1/quizzes/{quiz}/qr.png", ready(http.HandlerFunc(n.handleQuizQR)))
 	// The JavaScript client, which the page imports as an ES module (and
 	// so may the sites --origins names: a module import is a CORS request).
 	mux.Handle("GET /client.js", n.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,15 +59,20 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 // voteURL is the address a viewer votes at: --public-url, or the address
 // the request came to.
 func (n *Node) voteURL(r *http.Request, pollID string) string {
-	base := n.cfg.PublicURL
-	if base == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + r.Host
+	return n.publicBase(r) + "/#/poll/" + url.PathEscape(pollID)
+}
+
+// publicBase is the page's address for viewers: --public-url, or the
+// address the request came to.
+func (n *Node) publicBase(r *http.Request) string {
+	if n.cfg.PublicURL != "" {
+		return n.cfg.PublicURL
 	}
-	return base + "/#/poll/" + url.PathEscape(pollID)
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // atoiIn parses a decimal integer in [lo, hi].

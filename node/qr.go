@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -88,6 +89,35 @@ func (n *Node) handleQR(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	u := n.voteURL(r, id)
+	png, err := n.qr.get(u, size, time.Now())
+	if err != nil {
+		api.WriteError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Tally-Vote-URL", u)
+	w.Write(png)
+}
+
+// handleQuizQR serves GET /v1/quizzes/{quiz}/qr.png: the quiz's join
+// address (its participant page) as a QR code, for the studio screen's
+// lobby; ?size= as for a poll's.
+func (n *Node) handleQuizQR(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("quiz")
+	if _, ok := api.QuizOf(n.state, id, false, n.cfg.Now().UnixMilli()); !ok {
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id))
+		return
+	}
+	size := 512
+	if s := r.URL.Query().Get("size"); s != "" {
+		var ok bool
+		if size, ok = atoiIn(s, 128, 1024); !ok {
+			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "size must be 128-1024 pixels"))
+			return
+		}
+	}
+	u := n.publicBase(r) + "/#/quiz/" + url.PathEscape(id)
 	png, err := n.qr.get(u, size, time.Now())
 	if err != nil {
 		api.WriteError(w, r, err)

@@ -128,6 +128,7 @@ type quizView struct {
 		Text     string
 		Status   string
 		Revealed bool
+		Skipped  bool
 		Correct  []string
 		ClosesAt int64 `json:"closes_at"`
 	}
@@ -254,6 +255,26 @@ func TestQuizLifecycle(t *testing.T) {
 	}
 	if r := eu.admin(t, "POST", "/v1/quizzes/pub/start", ""); r.code() != "quiz_ended" {
 		t.Fatalf("a start after the end: %d %s", r.status, r.raw)
+	}
+	// Question 3 was never asked: the host sees it skipped, nobody else
+	// sees it at all (its text, options and answer stay unseen).
+	if !v.Questions[2].Skipped || v.Questions[1].Skipped {
+		t.Fatalf("the host's view after the end: %s", r.raw)
+	}
+	for _, n := range nodes {
+		n := n
+		waitFor(t, func() bool {
+			pr, pv := n.quiz(t, "GET", "/v1/quizzes/pub", false)
+			return pr.status == 200 && pv.Status == "ended" && len(pv.Questions) == 2
+		})
+		for _, path := range []string{"/v1/polls/pub-3", "/v1/polls/pub-3/result", "/v1/polls/pub-3/qr.png"} {
+			if r := n.call(t, "GET", path, ""); r.status != 404 {
+				t.Fatalf("%s of a skipped question: %d %s", path, r.status, r.raw)
+			}
+		}
+		if r := n.call(t, "GET", "/v1/polls?event=pub", ""); strings.Contains(r.raw, "pub-3") {
+			t.Fatalf("the poll list shows a skipped question: %s", r.raw)
+		}
 	}
 	// Question 2 (nobody answered) is revealed by the host; 3 was skipped
 	// and revealed by the end. Once certified, the leaderboard is final:

@@ -113,6 +113,10 @@ type QuizQuestion struct {
 	// the schedule and merges with it (state.PutPoll). The question's
 	// reveal is its Definition.Hidden going false, as for any poll.
 	Started bool `json:"started"`
+	// Skipped is set on a question the host never started when the quiz
+	// ended: it is closed, unanswered, and stays unseen by everyone but
+	// the host (Withheld), like a parked one. It merges with Started.
+	Skipped bool `json:"skipped,omitempty"`
 	// legacy is set by UnmarshalJSON for a question written before
 	// Started existed; Definition.Upgrade resolves it.
 	legacy bool
@@ -228,9 +232,9 @@ func (d *Definition) Parked() bool { return d.Quiz != nil && !d.Quiz.Started }
 
 // Withheld reports whether only the host sees d at nowMs: a quiz question
 // is shown to no one else before it opens, whether parked or created with
-// a later opens_at.
+// a later opens_at, nor ever if the quiz ended before it was asked.
 func (d *Definition) Withheld(nowMs int64) bool {
-	return d.Quiz != nil && (d.Parked() || nowMs < d.OpensAt)
+	return d.Quiz != nil && (d.Parked() || d.Quiz.Skipped || nowMs < d.OpensAt)
 }
 
 // GraceEnd is the wall time (Unix ms) at which the poll's grace window

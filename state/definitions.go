@@ -169,7 +169,7 @@ func (d *Definitions) Polls() []poll.Definition {
 // amendments written at different regions at about the same time all
 // survive, in whatever order the versions arrive:
 //
-//   - the schedule (OpensAt, ClosesAt and a quiz question's Started) is
+//   - the schedule (OpensAt, ClosesAt, a quiz question's Started and Skipped) is
 //     the one written last, by
 //     its own stamp (CloseStamp; a version without one set it when it was
 //     written whole): a reveal written later elsewhere does not undo an
@@ -190,9 +190,9 @@ func joinDefinitions(a, b crdt.Register[poll.Definition]) crdt.Register[poll.Def
 	out.Value.Hidden = a.Value.Hidden && b.Value.Hidden
 	if closeStamp(older).Compare(closeStamp(newer)) > 0 {
 		out.Value.OpensAt, out.Value.ClosesAt = older.Value.OpensAt, older.Value.ClosesAt
-		if q := out.Value.Quiz; q != nil && older.Value.Quiz != nil && q.Started != older.Value.Quiz.Started {
+		if q, o := out.Value.Quiz, older.Value.Quiz; q != nil && o != nil && (q.Started != o.Started || q.Skipped != o.Skipped) {
 			started := *q // the newer version's other quiz fields, the older's start
-			started.Started = older.Value.Quiz.Started
+			started.Started, started.Skipped = o.Started, o.Skipped
 			out.Value.Quiz = &started
 		}
 		out.Value.CloseStamp = older.Value.CloseStamp

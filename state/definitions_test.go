@@ -96,6 +96,28 @@ func TestStartSurvivesAConcurrentReveal(t *testing.T) {
 	}
 }
 
+// A question skipped by the quiz's end stays skipped (unseen) when a
+// reveal written elsewhere from the parked version arrives after it.
+func TestSkipSurvivesAConcurrentReveal(t *testing.T) {
+	parked := hiddenPoll()
+	parked.Quiz = &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000}
+	parked.GraceMs, parked.ClosesAt = 0, t0+20_000
+	created := crdt.Register[poll.Definition]{TS: stamp(0, "eu"), Value: parked}
+	end := amend(created, stamp(100, "us"), func(d *poll.Definition) {
+		d.OpensAt, d.ClosesAt, d.Quiz.Started, d.Quiz.Skipped, d.Hidden = t0+99, t0+100, true, true, false
+	})
+	reveal := amend(created, stamp(150, "ap"), func(d *poll.Definition) { d.Hidden = false })
+	for _, order := range [][]crdt.Register[poll.Definition]{{created, end, reveal}, {created, reveal, end}} {
+		s := newState(t, "x")
+		for _, r := range order {
+			s.PutPoll(r.Value, r.TS)
+		}
+		if got, _ := s.Poll("p"); !got.Quiz.Skipped || !got.Withheld(t0+1_000_000) || got.ClosesAt != t0+100 {
+			t.Errorf("skipped %v withheld %v closes +%d", got.Quiz.Skipped, got.Withheld(t0+1_000_000), got.ClosesAt-t0)
+		}
+	}
+}
+
 // Of a close and an extend made at about the same time, the one written
 // last wins, whatever order they arrive in; a later reveal keeps it.
 func TestTheLastCloseWins(t *testing.T) {

@@ -96,6 +96,9 @@ func printQuiz(w io.Writer, v api.QuizView) {
 		if !q.Started {
 			status = "not started"
 		}
+		if q.Skipped {
+			status = "skipped"
+		}
 		closes := "-"
 		if q.Started {
 			closes = fmtMs(q.ClosesAt)

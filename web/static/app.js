@@ -9,6 +9,7 @@ import { $, el, client, session } from "/live.js";
 import { PollView, PresentView, OverlayView, EventView } from "/poll.js";
 import { hostControls, hostPage, pollList, toCSV } from "/host.js";
 import { QuizView, QuizHostView } from "/quiz.js";
+import { QuizStudioView, QuizOverlayView } from "/studio.js";
 
 // theme takes the broadcaster's colours and font from the address:
 // ?accent=, ?fg=, ?bg= (hex, no #) and ?font= (a family name). Anything
@@ -45,6 +46,8 @@ function route() {
   const root = $("#main");
   const [, view, id, event] = location.pathname.split("/").map(decodeURIComponent);
   if (["present", "overlay", "embed"].includes(view) && id) { $("header.site")?.remove(); theme(); } // the view is the whole page
+  if (id === "quiz" && event && view === "present") { current = new QuizStudioView(root, event); return; }
+  if (id === "quiz" && event && view === "overlay") { current = new QuizOverlayView(root, event); return; }
   if (id === "event" && event && (view === "present" || view === "overlay")) {
     current = new EventView(root, event, view === "present" ? PresentView : OverlayView);
     return;

@@ -256,7 +256,7 @@ const loopback = host => /^(localhost|127\.|\[::1\]|0\.0\.0\.0)/.test(host);
 export class PresentView {
   constructor(root, poll) {
     document.body.classList.add("present");
-    this.root = root;
+    this.root = root; this.poll = poll;
     this.clock = new Clock();
     const qr = `/v1/polls/${encodeURIComponent(poll)}/qr.png?size=512`;
     const { base, guessed } = voteBase();
@@ -280,6 +280,12 @@ export class PresentView {
   }
   when(s) { const c = countdownText(s, this.clock.now()); return c ? "· " + c : ""; }
   render(s) {
+    // A quiz question's presenter is the quiz's studio screen (the most
+    // picked answer is no winner, and its QR code should join the quiz).
+    if (!this.checked && s.event && this.poll.startsWith(s.event + "-")) {
+      this.checked = true;
+      api("GET", `/v1/quizzes/${encodeURIComponent(s.event)}`).then(() => location.replace(`/present/quiz/${encodeURIComponent(s.event)}`), () => {});
+    }
     this.clock.heard(s.as_of_ms);
     const p = phase(s);
     let total = 0;

@@ -10,6 +10,7 @@
 import { t } from "/i18n.js";
 import { el, api, client, me, session } from "/live.js";
 import { hostToken } from "/host.js";
+import { tile, asked } from "/studio.js";
 
 const answers = JSON.parse(localStorage.getItem("tally.answers") || "{}"); // question poll → {option, elapsed_ms}
 const saveAnswers = () => localStorage.setItem("tally.answers", JSON.stringify(answers));
@@ -36,7 +37,7 @@ export class QuizView {
     this.ticker = setInterval(() => this.countdown(), 250);
   }
   render() {
-    const v = this.f, q = v.question;
+    const v = this.f, q = asked(v);
     if (v.title) this.title.textContent = v.title;
     this.status.textContent = v.status === "ready" ? t("quizWaiting")
       : v.status === "ended" ? t("quizEnded")
@@ -63,14 +64,18 @@ export class QuizView {
     this.poll = q.poll;
     this.text.textContent = q.text;
     this.result.textContent = "";
-    this.list.replaceChildren(...q.options.map(o => el("li", {},
-      el("button", { class: "option", type: "button", "data-option": o.id, onclick: () => this.answer(q, o.id) },
-        el("span", { class: "label" }, o.label)))));
+    // Big tiles, one colour and one shape each (as on the studio screen).
+    this.list.replaceChildren(...q.options.map((o, i) => el("li", {},
+      tile(i, o.label, "button", { type: "button", "data-option": o.id, onclick: () => this.answer(q, o.id) }))));
   }
   // answer sends the tap on the quiz's socket (over HTTP with the same
   // idempotency key when the socket is down or does not reply).
   async answer(q, option) {
-    for (const b of this.list.querySelectorAll("button")) b.disabled = true;
+    // The tap locks at once: every tile off, this one pressed.
+    for (const b of this.list.querySelectorAll("button")) {
+      b.disabled = true;
+      b.setAttribute("aria-pressed", b.dataset.option === option ? "true" : "false");
+    }
     await session();
     const name = this.name.value.trim();
     if (name) localStorage.setItem("tally.name", name);
@@ -84,11 +89,11 @@ export class QuizView {
     this.render();
   }
   countdown() {
-    const q = this.f?.question;
+    const q = asked(this.f);
     this.clock.textContent = q && q.status === "open" ? t("secondsLeft", { s: Math.ceil(this.stream.remainingMs() / 1000) }) : "";
   }
   showBoard() {
-    const lb = this.top, q = this.f?.question;
+    const lb = this.top, q = asked(this.f);
     if (!lb || !q || q.status === "open" && this.f.status !== "ended") return;
     const you = this.you ? t("yourScore", { score: this.you.score, rank: this.you.rank, n: lb.participants }) : "";
     const podium = el("ol", { class: "podium" }, ...lb.standings.slice(0, 3).map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
