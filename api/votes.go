@@ -60,6 +60,10 @@ type SessionResponse struct {
 	Token     string `json:"token,omitempty"`
 	Voter     string `json:"voter,omitempty"`
 	ExpiresAt int64  `json:"expires_at,omitempty"`
+	// ServerTime is the node's clock when it issued the token: a client
+	// judges the token's age by it, not by its own clock (which may be
+	// hours off, and would make it earn a new token at every tap).
+	ServerTime int64 `json:"server_time,omitempty"`
 }
 
 // SessionSolution is the second POST /v1/session: the challenge and a

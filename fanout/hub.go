@@ -49,7 +49,14 @@ func newPollHub(s *Server, pollID string) *hub {
 	return h
 }
 
-func (h *pollHub) leave() { h.s.src.SetViewers(h.poll, 0, h.s.cfg.Now().UnixMilli()) }
+// leave withdraws this node's viewers from the poll's count (a quiz
+// question's count is its quiz's participants: quizHub.firstQuestion).
+func (h *pollHub) leave() {
+	if def, ok := h.s.src.Poll(h.poll); ok && def.Quiz != nil {
+		return
+	}
+	h.s.src.SetViewers(h.poll, 0, h.s.cfg.Now().UnixMilli())
+}
 
 type sample struct {
 	at      time.Time
@@ -175,7 +182,9 @@ func (h *pollHub) tick() {
 	for v := range h.viewers {
 		viewers = append(viewers, v)
 	}
-	h.s.src.SetViewers(h.poll, int64(len(viewers)), now.UnixMilli())
+	if def.Quiz == nil { // a quiz question's count is its quiz's participants
+		h.s.src.SetViewers(h.poll, int64(len(viewers)), now.UnixMilli())
+	}
 	cur.viewers = h.s.src.Viewers(h.poll, now.UnixMilli())
 	var regions map[string]int64
 	if h.s.cfg.Freshness != nil {

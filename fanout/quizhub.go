@@ -41,6 +41,10 @@ type QuizMessage struct {
 	Current *int `json:"current,omitempty"`
 	Started int  `json:"started"`
 	Total   int  `json:"total"`
+	// Joined is how many participants have the quiz open across the
+	// cluster (sockets that named their participant, one per participant
+	// at each node): the lobby's count.
+	Joined int64 `json:"joined"`
 	// Question is the open question, or the last one started: what a
 	// participant's screen shows. Correct and Totals once revealed.
 	Question *api.QuestionView `json:"question,omitempty"`
@@ -70,6 +74,7 @@ type quizHub struct {
 	// The last frame's content, and the ranking it showed.
 	lastQuiz    []byte
 	lastAnswers int64
+	lastJoined  int64
 	answersAt   time.Time // when a frame last went out for a new answer count
 	ranking     Standings
 }
@@ -83,7 +88,38 @@ func newQuizHub(s *Server, quizID string) *hub {
 	return h
 }
 
-func (h *quizHub) leave() {}
+// leave withdraws this node's participants from the quiz's count.
+func (h *quizHub) leave() {
+	if first, ok := h.firstQuestion(); ok {
+		h.s.src.SetViewers(first, 0, h.s.cfg.Now().UnixMilli())
+	}
+}
+
+// firstQuestion is the poll under which the quiz's participants are
+// counted and spread with the gossip (a quiz has no state of its own:
+// its questions are polls). The first question's own poll stream does not
+// report viewers (pollHub.tick), so the count is the quiz's alone.
+func (h *quizHub) firstQuestion() (string, bool) {
+	qs := h.s.src.QuizQuestions(h.quiz)
+	if len(qs) == 0 {
+		return "", false
+	}
+	return qs[0].ID, true
+}
+
+// joined counts the distinct participants among viewers (a phone with two
+// tabs open is one).
+func joined(viewers []*viewer) int64 {
+	seen := make(map[string]struct{}, len(viewers))
+	for _, v := range viewers {
+		v.mu.Lock()
+		if v.participant != "" {
+			seen[v.participant] = struct{}{}
+		}
+		v.mu.Unlock()
+	}
+	return int64(len(seen))
+}
 
 // answersEvery bounds how often a new answer count alone sends a frame.
 const answersEvery = time.Second
@@ -111,26 +147,35 @@ func (h *quizHub) tick() {
 		rk = h.s.cfg.Standings(h.quiz)
 		m.Leaderboard, m.Participants, m.LeaderboardDigest, m.LeaderboardFinal = rk.Top, rk.Participants, rk.Digest, rk.Final
 	}
-	// What the frame says, but for the answer count: that alone changes
-	// with every answer, and goes out at most once a second.
-	answers := int64(0)
-	if m.Question != nil {
-		answers, m.Question.Answers = m.Question.Answers, 0
-	}
-	content := encode(m)
-	if m.Question != nil {
-		m.Question.Answers = answers
-	}
-
 	h.mu.Lock()
 	viewers := make([]*viewer, 0, len(h.viewers))
 	for v := range h.viewers {
 		viewers = append(viewers, v)
 	}
+	h.mu.Unlock()
+	if first, ok := h.firstQuestion(); ok {
+		h.s.src.SetViewers(first, joined(viewers), now.UnixMilli())
+		m.Joined = h.s.src.Viewers(first, now.UnixMilli())
+	}
+	// What the frame says, but for the answer and participant counts:
+	// those change with every answer and every phone, and go out at most
+	// once a second.
+	answers, count := int64(0), m.Joined
+	if m.Question != nil {
+		answers, m.Question.Answers = m.Question.Answers, 0
+	}
+	m.Joined = 0
+	content := encode(m)
+	if m.Question != nil {
+		m.Question.Answers = answers
+	}
+	m.Joined = count
+
+	h.mu.Lock()
 	newRanking := rk.Digest != h.ranking.Digest
 	h.ranking = rk
 	changed := h.cur == nil || !bytes.Equal(content, h.lastQuiz)
-	recount := !changed && m.Question != nil && answers != h.lastAnswers && now.Sub(h.answersAt) >= answersEvery
+	recount := !changed && (answers != h.lastAnswers || count != h.lastJoined) && now.Sub(h.answersAt) >= answersEvery
 	var f *frame
 	switch {
 	case changed || recount:
@@ -139,7 +184,7 @@ func (h *quizHub) tick() {
 		f = &frame{seq: h.seq, snapshot: encode(m), shown: shown}
 		h.s.m.encoded.Add(float64(len(f.snapshot)))
 		h.cur, h.lastQuiz, h.since, h.answersAt = f, content, now, now
-		h.lastAnswers = answers
+		h.lastAnswers, h.lastJoined = answers, count
 	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
 		h.since = now
 		f = &frame{seq: h.seq, beat: true, shown: shown,

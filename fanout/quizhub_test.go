@@ -404,3 +404,36 @@ func TestQuizSocketLeavesAtOnce(t *testing.T) {
 		waitUntil(t, func() bool { return s.Viewers() == 0 })
 	}
 }
+
+// The lobby's count: the quiz's stream says how many participants have it
+// open across the cluster, each counted once however many sockets they
+// hold, a viewer who named nobody not at all; another node's report adds
+// its own, and a participant who leaves is no longer counted.
+func TestQuizStreamCountsJoinedParticipants(t *testing.T) {
+	st := newState(t)
+	putQuiz(t, st, "z", 2, time.Now().Add(time.Hour)) // parked: the lobby
+	_, srv := serve(t, st, nil)
+	lurker := readQuiz(t, dialQuiz(t, wsURL(srv.URL), "z"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	join := func(voter string) *websocket.Conn {
+		c := dialQuiz(t, wsURL(srv.URL), "z")
+		r := readQuiz(t, c)
+		c.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+voter+`"}`))
+		r.await(t, 0, typeIs(TypeAck))
+		return c
+	}
+	joinedIs := func(n string) func(string, map[string]json.RawMessage) bool {
+		return func(_ string, m map[string]json.RawMessage) bool {
+			return string(m["type"]) == `"quiz"` && string(m["joined"]) == n
+		}
+	}
+	ann1, ann2 := join("ann"), join("ann")
+	join("bob")
+	_, next := lurker.await(t, 0, joinedIs("2"))
+	st.MergeViewers("z-1", "us-1", 5, time.Now().UnixMilli()) // us-east's participants
+	_, next = lurker.await(t, next, joinedIs("7"))
+	ann1.Close(websocket.StatusNormalClosure, "")
+	ann2.Close(websocket.StatusNormalClosure, "")
+	lurker.await(t, next, joinedIs("6"))
+}

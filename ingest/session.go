@@ -183,7 +183,7 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 	} else {
 		p.m.sessions.WithLabelValues("issued").Inc()
 	}
-	return SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli()}, nil
+	return SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli(), ServerTime: t.Issued.UnixMilli()}, nil
 }
 
 // voterOf resolves the token of a vote request, checked against the

@@ -21,7 +21,13 @@ export class TallyError extends Error {
 export interface Vote { option: string; voter?: string; idem?: string }
 export interface VoteResult { idem: string; status: "accepted" | "duplicate" | "late" | "rejected"; vote_id?: string; error?: string }
 export interface VoteResponse { results: VoteResult[]; server_time: number }
-export interface Session { token: string; voter: string; expires_at: number }
+export interface Session {
+  token: string; voter: string; expires_at: number;
+  /** The node's clock at issue. */
+  server_time?: number;
+  /** expires_at on this device's clock (set by the client). */
+  expires_local?: number;
+}
 
 /** A poll's live state: the snapshot's fields, totals kept up to date by the diffs. */
 export interface LiveState {

@@ -27,8 +27,11 @@ const uuid = () => globalThis.crypto.randomUUID();
 // SESSION_KEY is where a voter session is kept in the storage given.
 const SESSION_KEY = "tally.session";
 
-// fresh reports whether a session is good for another minute.
-const fresh = s => !!s && typeof s.token === "string" && s.expires_at > Date.now() + 60_000;
+// fresh reports whether a session is good for another minute, by this
+// device's clock: expires_local is expires_at moved onto it (a phone's
+// clock hours off would otherwise earn a new token at every tap, and
+// spend its address's budget).
+const fresh = s => !!s && typeof s.token === "string" && (s.expires_local ?? s.expires_at) > Date.now() + 60_000;
 
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 
@@ -129,6 +132,7 @@ export class Tally {
         const solved = { challenge: res.challenge, nonce: await solve(res.challenge, res.bits) };
         res = await paced(() => this.request("POST", "/v1/session", solved));
       }
+      if (res.server_time) res.expires_local = Date.now() + (res.expires_at - res.server_time);
       this.token = res;
       try { this.storage?.setItem(SESSION_KEY, JSON.stringify(res)); } catch { /* storage full or denied: kept in memory */ }
       return res;

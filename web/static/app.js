@@ -38,7 +38,11 @@ function tellHeight() {
   }).observe(document.documentElement);
 }
 
-session(); // start early: by the first tap the token is usually there
+// Start earning the voter's session early (by the first tap the token is
+// usually there), but only where someone votes: the presenter, overlay
+// and studio screens never do, and each session they took would spend
+// the address's budget that the phones in the same venue share.
+if (!/^\/(present|overlay)\//.test(location.pathname) && !location.hash.startsWith("#/host")) session();
 
 let current = null;
 function route() {

@@ -113,30 +113,72 @@ function score(q, elapsed) {
 function label(q, id) { return (q.options.find(o => o.id === id) || { label: id }).label; }
 
 // QuizHostView: the host runs the quiz: start the next question, close it,
-// reveal it, end the quiz; sees every question, the counts and the
-// leaderboard.
+// reveal it, end the quiz; sees every question, the counts, the
+// leaderboard and a live preview of the studio screen. One person runs
+// the show from the keyboard: S (or N) start the next question, C close
+// it, R reveal it, E end the quiz (pressed twice: it cannot be undone).
+// Each button is on only when its step can be taken.
+const KEYS = { s: "start", n: "start", c: "close", r: "reveal", e: "end" };
+
 export class QuizHostView {
   constructor(root, id) {
     this.root = root; this.id = id;
-    const act = path => async ev => {
-      const b = ev.currentTarget; b.disabled = true;
-      try { this.v = await api("POST", `/v1/quizzes/${encodeURIComponent(id)}/${path}`, undefined, hostToken()); this.msg.textContent = ""; this.render(); }
-      catch (err) { this.msg.textContent = err.message; } finally { b.disabled = false; }
-    };
+    document.body.classList.add("wide"); // room for the preview
     this.state = el("p", { id: "quiz-host-state", role: "status" });
     this.msg = el("p", { class: "error", role: "alert" });
-    this.buttons = el("p", { class: "controls" },
-      el("button", { class: "action", type: "button", id: "quiz-start", onclick: act("start") }, t("startNext")),
-      el("button", { class: "action secondary", type: "button", id: "quiz-close", onclick: act("close") }, t("closeQuestion")),
-      el("button", { class: "action secondary", type: "button", id: "quiz-reveal", onclick: act("reveal") }, t("revealAnswer")),
-      el("button", { class: "action danger", type: "button", id: "quiz-end", onclick: act("end") }, t("endQuiz")));
+    const button = (step, key, cls, text) => el("button", { class: "action " + cls, type: "button", id: "quiz-" + step,
+      "aria-keyshortcuts": key, onclick: () => this.step(step) }, text, " ", el("kbd", { "aria-hidden": "true" }, key));
+    this.btn = {
+      start: button("start", "S", "", t("startNext")), close: button("close", "C", "secondary", t("closeQuestion")),
+      reveal: button("reveal", "R", "secondary", t("revealAnswer")), end: button("end", "E", "danger", t("endQuiz")),
+    };
+    for (const b of Object.values(this.btn)) b.disabled = true; // until the quiz's state is known
     this.list = el("ol", { id: "quiz-questions" });
     this.board = el("ol", { id: "quiz-board" });
-    root.replaceChildren(el("h1", {}, t("host") + " · " + id), this.state, this.buttons, this.msg,
-      el("h2", {}, t("questions")), this.list, el("h2", {}, t("leaderboard")), this.board,
-      el("p", {}, el("a", { href: `#/quiz/${encodeURIComponent(id)}` }, t("participantPage"))));
+    const studio = `/present/quiz/${encodeURIComponent(id)}`;
+    this.preview = el("div", { class: "studio-preview" }, el("iframe", { src: studio, title: t("studioPreview"), tabindex: "-1" }));
+    root.replaceChildren(el("h1", {}, t("host") + " · " + id), this.state,
+      el("p", { class: "controls" }, ...Object.values(this.btn)), el("p", { class: "hint" }, t("hostKeys")), this.msg,
+      el("div", { class: "host-quiz" },
+        el("section", {}, el("h2", {}, t("questions")), this.list, el("h2", {}, t("leaderboard")), this.board),
+        el("section", {}, el("h2", {}, t("studioPreview")), this.preview,
+          el("p", {}, el("a", { href: studio, target: "_blank" }, t("studioScreen")), " · ",
+            el("a", { href: `/overlay/quiz/${encodeURIComponent(id)}`, target: "_blank" }, t("overlay")), " · ",
+            el("a", { href: `#/quiz/${encodeURIComponent(id)}` }, t("participantPage"))))));
+    // The preview draws the studio screen at 1920x1080, scaled to its box.
+    this.sizer = new ResizeObserver(() => this.preview.style.setProperty("--s", this.preview.clientWidth / 1920));
+    this.sizer.observe(this.preview);
+    this.onKey = ev => this.key(ev);
+    addEventListener("keydown", this.onKey);
     this.refresh();
     this.timer = setInterval(() => this.refresh(), 1000);
+  }
+  // key runs a step from the keyboard, unless the host is typing.
+  key(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat || ev.target.closest?.("input, textarea, select, [contenteditable]")) return;
+    const step = KEYS[ev.key.toLowerCase()];
+    if (!step) return;
+    ev.preventDefault();
+    if (step === "end" && !(this.armed > Date.now())) { // the end needs a second press within 3 s
+      if (this.btn.end.disabled) return;
+      this.armed = Date.now() + 3000;
+      this.msg.textContent = t("pressAgainToEnd");
+      return;
+    }
+    this.armed = 0;
+    this.step(step);
+  }
+  async step(step) {
+    const b = this.btn[step];
+    if (b.disabled || this.busy) return;
+    this.busy = true;
+    for (const x of Object.values(this.btn)) x.disabled = true;
+    try {
+      this.v = await api("POST", `/v1/quizzes/${encodeURIComponent(this.id)}/${step}`, undefined, hostToken());
+      this.msg.textContent = "";
+    } catch (err) { this.msg.textContent = err.message; }
+    this.busy = false;
+    this.render();
   }
   async refresh() {
     try {
@@ -147,11 +189,22 @@ export class QuizHostView {
   }
   render() {
     const v = this.v;
+    if (!v) return;
     this.state.textContent = t("quizState_" + v.status, { n: v.started, total: v.total });
-    this.list.replaceChildren(...v.questions.map(q => el("li", {},
-      `${q.text} — ${q.status}${q.started ? "" : " (" + t("notStarted") + ")"}`,
-      q.totals ? " · " + q.options.map(o => `${o.label}${q.correct.includes(o.id) ? " ✓" : ""}: ${q.totals[o.id] || 0}`).join(", ") : "")));
+    this.list.replaceChildren(...v.questions.map(q => el("li", {}, el("bdi", {}, q.text),
+      ` — ${q.skipped ? t("skipped") : q.status}${q.started ? "" : " (" + t("notStarted") + ")"}${q.started && !q.skipped && !q.revealed ? " (" + t("hiddenShort") + ")" : ""}`,
+      q.totals && !q.skipped ? " · " + q.options.map(o => `${o.label}${q.correct.includes(o.id) ? " ✓" : ""}: ${q.totals[o.id] || 0}`).join(", ") : "")));
     if (this.lb) this.board.replaceChildren(...this.lb.standings.map(s => el("li", {}, `${s.name || s.participant.slice(0, 8)} · ${t("points", { n: s.score })}`)));
+    if (this.busy) return;
+    // What can be done now: start while none is open and some remain;
+    // close while one is open; reveal a closed question still hidden; end
+    // until the quiz is over.
+    const open = v.status === "question";
+    const hidden = v.questions.some(q => q.started && !q.skipped && !q.revealed && q.status !== "open");
+    this.btn.start.disabled = open || v.status === "ended" || v.started >= v.total;
+    this.btn.close.disabled = !open;
+    this.btn.reveal.disabled = !hidden;
+    this.btn.end.disabled = v.status === "ended";
   }
-  close() { clearInterval(this.timer); }
+  close() { clearInterval(this.timer); removeEventListener("keydown", this.onKey); this.sizer.disconnect(); document.body.classList.remove("wide"); }
 }

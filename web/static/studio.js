@@ -14,11 +14,12 @@ import { fit, shares } from "/poll.js";
 export const TILES = [["#b91c1c", "▲"], ["#1d4ed8", "◆"], ["#8a5a00", "●"], ["#15803d", "■"],
   ["#7e22ce", "★"], ["#0f766e", "⬟"], ["#c2410c", "✚"], ["#be185d", "⬢"]];
 
-// tile draws option i of a question: its shape and label on its colour.
-export function tile(i, label, tag = "div", attrs = {}) {
+// tile draws option i of a question: its shape and label on its colour,
+// then anything more (the split after the reveal).
+export function tile(i, label, tag = "div", attrs = {}, ...more) {
   const [colour, shape] = TILES[i % TILES.length];
   return el(tag, { ...attrs, class: "tile " + (attrs.class || ""), style: `--tile: ${colour}` },
-    el("span", { class: "shape", "aria-hidden": "true" }, shape), el("span", { class: "label", dir: "auto" }, label));
+    el("span", { class: "shape", "aria-hidden": "true" }, shape), el("span", { class: "label", dir: "auto" }, label), ...more);
 }
 
 // asked is the frame's question if the host started it (a question skipped
@@ -65,14 +66,17 @@ export class QuizStudioView {
   render() {
     const f = this.f, q = asked(f), p = this.phase();
     const key = [p, q?.poll, q?.revealed, f.leaderboard_digest, p === "question" ? "" : q?.answers].join("|");
-    if (key === this.key) return this.tick(); // the answers count alone: tick() keeps it
+    if (key === this.key) return this.tick(); // the answers and joined counts alone: tick() keeps them
     this.key = key;
+    this.clock = this.answers = this.joined = null;
     document.body.dataset.phase = p;
     const head = el("p", { class: "status" }, el("span", { class: "badge " + (p === "question" ? "live" : "closed") },
       p === "lobby" ? t("quizLobby") : p === "podium" ? t("quizEnded") : t("questionOf", { n: q.index + 1, total: f.total })), " ", f.title || "");
     let body;
     if (p === "lobby") {
-      body = [el("h1", { dir: "auto" }, f.title || t("quiz")), el("div", { class: "lobby" }, this.qr("420"), el("p", { class: "join" }, t("joinNow")))];
+      this.joined = el("p", { class: "joined", role: "status" });
+      body = [el("h1", { dir: "auto" }, f.title || t("quiz")), el("div", { class: "lobby" }, this.qr("420"),
+        el("div", {}, el("p", { class: "join" }, t("joinNow")), this.joined))];
     } else if (p === "podium") {
       const top = f.leaderboard || [];
       body = [el("h1", {}, t("finalStandings")), el("ol", { class: "podium-steps" }, ...top.slice(0, 3).map((s, i) =>
@@ -107,6 +111,7 @@ export class QuizStudioView {
       })));
   }
   tick() {
+    if (this.joined) this.joined.textContent = t("joined", { n: num(this.f.joined || 0) });
     const q = asked(this.f);
     if (!q || !this.clock) return;
     this.clock.textContent = q.status === "open" ? t("secondsLeft", { s: Math.ceil(this.stream.remainingMs() / 1000) }) : "";

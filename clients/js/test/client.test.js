@@ -221,8 +221,16 @@ test("a session is kept in the storage given and reused by the next client; call
   // A damaged or expiring entry is not used.
   kept.set("tally.session", "{not json");
   assert.equal(new Tally({ url, storage }).token, null);
-  kept.set("tally.session", JSON.stringify({ ...a, expires_at: Date.now() + 1000 }));
+  kept.set("tally.session", JSON.stringify({ ...a, expires_at: Date.now() + 1000, expires_local: undefined }));
   assert.equal(new Tally({ url, storage }).token, null);
+
+  // The token's age is judged on the node's clock, moved onto the
+  // device's: a device whose clock runs hours ahead of the node keeps its
+  // token rather than earning one at every tap.
+  assert.ok(a.server_time > 0 && Math.abs(a.expires_local - Date.now() - (a.expires_at - a.server_time)) < 5_000);
+  const hoursOff = { ...a, expires_at: a.expires_at - 6 * 3600_000, server_time: a.server_time - 6 * 3600_000 };
+  kept.set("tally.session", JSON.stringify(hoursOff));
+  assert.equal(new Tally({ url, storage }).token?.token, a.token, "a token from a node whose clock is six hours behind");
 });
 
 test("the puzzle's solutions have the leading zero bits asked for", async () => {
