@@ -167,7 +167,8 @@ func TestBrowserQuizStudio(t *testing.T) {
 		}
 	}
 	buttons("close,end")
-	if err := chromedp.Do(phone, until(`document.querySelectorAll("#q-options .tile").length === 4`)); err != nil {
+	if err := chromedp.Do(phone, until(`document.querySelectorAll("#q-options .tile").length === 4`),
+		until(`!document.querySelector(".countbar").hidden && parseFloat(document.querySelector(".countbar span").style.width) > 50`)); err != nil {
 		t.Fatal(err)
 	}
 	tileLook := `[...document.querySelectorAll(".tile")].map(e => getComputedStyle(e).backgroundColor + e.querySelector(".shape").textContent).join("|")`
@@ -252,6 +253,11 @@ func TestBrowserQuizStudio(t *testing.T) {
 	if err := chromedp.Do(studio, phaseIs(studio, "closed")); err != nil {
 		t.Fatal(err)
 	}
+	// The phone's answer after the close is refused, and it says so.
+	if err := chromedp.Do(phone, void(chromedp.Evaluate[bool](`tallyPage.view.answer(tallyPage.view.f.question, "a"), true`)),
+		until(`document.querySelector("#q-result").textContent.startsWith("Too late")`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: %q", err, must(t, phone, `document.querySelector("#q-result").textContent`)))
+	}
 	key("r")
 	tn.clock.advance(5 * time.Second)
 	if err := chromedp.Do(studio, phaseIs(studio, "reveal"),
@@ -260,6 +266,10 @@ func TestBrowserQuizStudio(t *testing.T) {
 		t.Fatal(fmt.Errorf("%w: %q", err, must(t, studio, `document.querySelector(".standings").textContent`)))
 	}
 	measure("moved-up")
+	// Zoë's phone: her rank and its change (first after question 1, second now).
+	if err := chromedp.Do(phone, until(`document.querySelector("#you").textContent === "You: 950 points, rank 2 of 3. ▼ down 1"`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: %q", err, must(t, phone, `document.querySelector("#you").textContent`)))
+	}
 
 	// E ends the quiz only when pressed twice; question 3 is skipped and
 	// stays unseen on the phone.

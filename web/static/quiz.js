@@ -23,17 +23,23 @@ export class QuizView {
     this.text = el("h2", { id: "q-text" });
     this.list = el("ul", { class: "options", id: "q-options" });
     this.clock = el("p", { id: "q-countdown", class: "countdown" });
+    // The countdown bar: the time left of the question's limit, by the
+    // server's clock (decorative: the text says the same).
+    this.bar = el("div", { class: "countbar", "aria-hidden": "true" }, el("span"));
     this.result = el("p", { id: "q-result", role: "status" });
     this.board = el("section", { id: "board", "aria-label": t("leaderboard") });
     this.name = el("input", { id: "quiz-name", maxlength: "32", autocomplete: "nickname", value: localStorage.getItem("tally.name") || "",
       onchange: () => localStorage.setItem("tally.name", this.name.value.trim()) });
     root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name),
-      this.status, this.text, this.list, this.clock, this.result, this.board);
+      this.status, this.text, this.bar, this.list, this.clock, this.result, this.board);
     this.stream = client.quiz(id, f => {
       this.f = f;
       this.top = { standings: f.leaderboard || [], participants: f.participants || 0, final: !!f.leaderboard_final };
       this.render();
-    }, { voter: me(), onStanding: you => { this.you = you; this.showBoard(); } });
+    }, { voter: me(), onStanding: you => {
+      if (you && this.you && you.rank !== this.you.rank) this.rankWas = this.you.rank;
+      this.you = you; this.showBoard();
+    } });
     this.ticker = setInterval(() => this.countdown(), 250);
   }
   render() {
@@ -55,13 +61,15 @@ export class QuizView {
       this.result.textContent = right ? t("correct", { n: score(q, mine.elapsed_ms) }) : t("incorrect", { answer: q.correct.map(c => label(q, c)).join(t("and")) });
     } else if (mine) {
       this.result.textContent = t("answered", { option: label(q, mine.option), s: (mine.elapsed_ms / 1000).toFixed(1) });
+    } else if (this.failed && !q.correct) {
+      // the refusal's message stays up until the reveal
     } else if (q.status !== "open") {
       this.result.textContent = q.correct ? t("answerWas", { answer: q.correct.map(c => label(q, c)).join(t("and")) }) : t("timeUp");
     }
     if (q.status !== "open" || v.status === "ended") this.showBoard();
   }
   show(q) {
-    this.poll = q.poll;
+    this.poll = q.poll; this.failed = false;
     this.text.textContent = q.text;
     this.result.textContent = "";
     // Big tiles, one colour and one shape each (as on the studio screen).
@@ -84,18 +92,26 @@ export class QuizView {
       answers[q.poll] = { option, elapsed_ms: r.elapsed_ms || 0 };
       saveAnswers();
     } catch (err) {
-      this.result.textContent = t("notCounted", { reason: err.message });
+      this.result.textContent = err.code === "too_late" ? t("tooLate") : t("notCounted", { reason: err.message });
+      this.failed = true; // render() keeps the message
     }
     this.render();
   }
   countdown() {
-    const q = asked(this.f);
-    this.clock.textContent = q && q.status === "open" ? t("secondsLeft", { s: Math.ceil(this.stream.remainingMs() / 1000) }) : "";
+    const q = asked(this.f), open = q && q.status === "open";
+    const left = open ? this.stream.remainingMs() : 0;
+    this.clock.textContent = open ? t("secondsLeft", { s: Math.ceil(left / 1000) }) : "";
+    this.bar.hidden = !open;
+    if (open) this.bar.firstChild.style.width = `${Math.max(0, Math.min(100, 100 * left / q.limit_ms))}%`;
   }
   showBoard() {
     const lb = this.top, q = asked(this.f);
     if (!lb || !q || q.status === "open" && this.f.status !== "ended") return;
-    const you = this.you ? t("yourScore", { score: this.you.score, rank: this.you.rank, n: lb.participants }) : "";
+    let you = this.you ? t("yourScore", { score: this.you.score, rank: this.you.rank, n: lb.participants }) : "";
+    // The rank's change since the last standing that moved it.
+    if (this.you && this.rankWas && this.rankWas !== this.you.rank) {
+      you += " " + (this.you.rank < this.rankWas ? t("rankUp", { n: this.rankWas - this.you.rank }) : t("rankDown", { n: this.you.rank - this.rankWas }));
+    }
     const podium = el("ol", { class: "podium" }, ...lb.standings.slice(0, 3).map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
     this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
   }
