@@ -44,6 +44,7 @@ const (
 	CodeAlreadyAnswered = "already_answered"
 	CodeTooLate         = "too_late"
 	CodeQuizEnded       = "quiz_ended"
+	CodeJoinNotFound    = "join_code_not_found"
 	// CodeIdemConflict is a vote result's error: its idempotency key holds
 	// another voter's vote; the vote was not taken (send it with a new key).
 	CodeIdemConflict = "idem_conflict"

@@ -87,3 +87,14 @@ type QuestionView struct {
 	Correct []string         `json:"correct,omitempty"`
 	Totals  map[string]int64 `json:"totals,omitempty"`
 }
+
+// JoinView is the body of GET /v1/join/{code}: what a join code names
+// (a poll, an event or a quiz), and the page a viewer goes to: the poll's,
+// the event's current poll's, or the quiz's.
+type JoinView struct {
+	Code string `json:"code"`
+	Kind string `json:"kind"` // poll, event or quiz
+	ID   string `json:"id"`
+	Poll string `json:"poll,omitempty"` // an event's current poll
+	Path string `json:"path"`           // the page, from the site's root
+}

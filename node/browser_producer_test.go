@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"tally/ids"
 	"tally/state"
 )
 
@@ -48,6 +49,19 @@ func TestBrowserProducerWorkflow(t *testing.T) {
 		until(text(".summary")+` === "Resultados tras la revelación"`),
 		until(`getComputedStyle(document.querySelector(".option .track")).display === "none"`)); err != nil {
 		t.Fatalf("%v: %q", err, must(t, ctx, text("main")))
+	}
+
+	// The event's presenter prints the event's join code, which leads to
+	// its current poll.
+	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/present/event/show"), until(text("main h1")+`.startsWith("Second question?")`)); err != nil {
+		t.Fatal(err)
+	}
+	code := must(t, ctx, text(".qr .join-code"))
+	if code != ids.JoinCode(ids.JoinEvent, "show") {
+		t.Errorf("the event presenter's code %q is not the event's %q", code, ids.JoinCode(ids.JoinEvent, "show"))
+	}
+	if r := tn.call(t, "GET", "/v1/join/"+code, ""); r.body["poll"] != "e2" {
+		t.Errorf("the event's code leads to %s, want e2", r.raw)
 	}
 
 	// A scheduled poll counts down on its plate.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/skip2/go-qrcode"
+
+	"tally/ids"
 )
 
 // screenPolls are the realistic contents a broadcast puts on screen: six
@@ -134,6 +136,9 @@ func TestBrowserScreensFitAnyContent(t *testing.T) {
 							t.Errorf("%s: the presenter prints %q, want %q", p.id, printed, want)
 						}
 						qrHolds(t, tn, p.id, printed)
+						if code := must(t, ctx, `document.querySelector(".qr .join-code").textContent`); code != ids.JoinCode(ids.JoinPoll, p.id) {
+							t.Errorf("%s: the presenter's join code %q is not the node's %q", p.id, code, ids.JoinCode(ids.JoinPoll, p.id))
+						}
 					}
 					if size.name == "1080p" && (p.id == "many" || p.id == "rtl") {
 						checkView(t, ctx, axe, strings.TrimPrefix(view, "#/")+"-"+p.id+"-"+size.name)

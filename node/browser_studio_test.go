@@ -13,6 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/skip2/go-qrcode"
+
+	"tally/ids"
 )
 
 // studioQuiz has what a quiz show puts on screen: a long question, a
@@ -120,7 +122,18 @@ func TestBrowserQuizStudio(t *testing.T) {
 		t.Fatalf("the lobby prints %q, want %q", printed, want)
 	}
 	quizQRHolds(t, tn, "show", printed)
-	if err := chromedp.Do(phone, chromedp.Navigate(tn.url+"/#/quiz/show"), until(`!!document.querySelector("#quiz-status")`),
+	code := must(t, studio, `document.querySelector(".join-code").textContent`)
+	if want := ids.JoinCode(ids.JoinQuiz, "show"); code != want {
+		t.Fatalf("the lobby's join code is %q, want %q", code, want)
+	}
+	// The phone types the code on the home page (a wrong one first).
+	if err := chromedp.Do(phone, chromedp.Navigate(tn.url+"/"), chromedp.WaitVisible("#join-code"),
+		chromedp.SendKeys("#join-code", "zzz zzz\r"), until(`document.querySelector("#join-msg").textContent.startsWith("No poll or quiz has the code ZZZ ZZZ")`),
+		void(chromedp.Evaluate[bool](`document.querySelector("#join-code").value = "", true`)), chromedp.SendKeys("#join-code", strings.ToLower(code[:3])+" "+strings.ToLower(code[3:])+"\r"),
+		until(`location.hash === "#/quiz/show"`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: %q", err, must(t, phone, `location.href + " " + (document.querySelector("#join-msg")?.textContent || "")`)))
+	}
+	if err := chromedp.Do(phone, until(`!!document.querySelector("#quiz-status")`),
 		chromedp.SendKeys("#quiz-name", "Zoë"), until(`tallyPage.view.stream.joinedAt != null`)); err != nil {
 		t.Fatal(err)
 	}

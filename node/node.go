@@ -47,7 +47,8 @@ type Node struct {
 	ingest   *ingest.Pipeline
 	admin    *admin.Host
 	fanout   *fanout.Server
-	qr       *qrCache // drawn QR codes (qr.go)
+	qr       *qrCache  // drawn QR codes (qr.go)
+	joins    joinIndex // join codes (join.go)
 	gossip   *gossip.Gossip
 	certify  *certify.Certifier
 	edge     *relay.Edge    // an edge's relay of votes to the full nodes; nil at a full node

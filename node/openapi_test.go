@@ -14,6 +14,8 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 	"go.yaml.in/yaml/v3"
+
+	"tally/ids"
 )
 
 // contract validates a running node's answers against docs/openapi.yaml
@@ -81,7 +83,9 @@ func (c *contract) do(op, method, path, body string, wellFormed bool, headers ..
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	res, err := c.tn.client.Do(req)
+	client := *c.tn.client // a redirect is an answer to check, not to follow
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := client.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -198,6 +202,13 @@ func TestOpenAPIContract(t *testing.T) {
 		{op: "GET /v1/quizzes/{quiz}/qr.png", method: "GET", path: "/v1/quizzes/nope/qr.png", wellFormed: true, status: 404, code: "quiz_not_found"},
 		{op: "GET /v1/quizzes/{quiz}/qr.png", method: "GET", path: "/v1/quizzes/pub/qr.png?size=99999", status: 400, code: "invalid_request"},
 		{op: "GET /present/quiz/{quiz}", method: "GET", path: "/present/quiz/pub", wellFormed: true, status: 200},
+		// Join codes: a poll's, an event's (its current poll) and a quiz's.
+		{op: "GET /v1/join/{code}", method: "GET", path: "/v1/join/" + ids.JoinCode(ids.JoinPoll, "p1"), wellFormed: true, status: 200},
+		{op: "GET /v1/join/{code}", method: "GET", path: "/v1/join/" + strings.ToLower(ids.JoinCode(ids.JoinEvent, "show")), wellFormed: true, status: 200},
+		{op: "GET /v1/join/{code}", method: "GET", path: "/v1/join/%23" + ids.JoinCode(ids.JoinQuiz, "pub"), wellFormed: true, status: 200},
+		{op: "GET /v1/join/{code}", method: "GET", path: "/v1/join/ZZZZZZ", wellFormed: true, status: 404, code: "join_code_not_found"},
+		{op: "GET /v1/join/{code}", method: "GET", path: "/v1/join/OOOOOO", status: 400, code: "invalid_request"},
+		{op: "GET /j/{code}", method: "GET", path: "/j/" + ids.JoinCode(ids.JoinQuiz, "pub"), wellFormed: true, status: 302},
 		{op: "GET /overlay/quiz/{quiz}", method: "GET", path: "/overlay/quiz/pub", wellFormed: true, status: 200},
 		{op: "POST /v1/quizzes/{quiz}/start", method: "POST", path: "/v1/quizzes/pub/start", status: 401, code: "unauthorized"},
 		{op: "POST /v1/quizzes/{quiz}/reveal", method: "POST", path: "/v1/quizzes/pub/reveal", wellFormed: true, admin: true, status: 409, code: "poll_not_open"},

@@ -48,6 +48,8 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 	}
 	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(n.handleQR)))
 	mux.Handle("GET /v1/quizzes/{quiz}/qr.png", ready(http.HandlerFunc(n.handleQuizQR)))
+	mux.Handle("GET /v1/join/{code}", n.cors(ready(http.HandlerFunc(n.handleJoin))))
+	mux.Handle("GET /j/{code}", ready(http.HandlerFunc(n.handleJoinPage)))
 	// The JavaScript client, which the page imports as an ES module (and
 	// so may the sites --origins names: a module import is a CORS request).
 	mux.Handle("GET /client.js", n.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,7 +5,7 @@ export type Code =
   | "poll_closed" | "too_large" | "invalid_option" | "rate_limited" | "internal" | "unavailable" | "edge_node"
   | "records_lost" | "poll_not_closed" | "session_required" | "session_invalid" | "session_expired"
   | "session_mismatch" | "puzzle_failed" | "upgrade_required" | "too_many_polls" | "result_hidden"
-  | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "network";
+  | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "join_code_not_found" | "network";
 
 export const codes: readonly Code[];
 
@@ -143,3 +143,8 @@ export class Live {
 
 /** The node's proof of work: in a Worker from this module where a page can start one, else in slices here. */
 export function solvePuzzle(challenge: string, bits: number): Promise<string>;
+
+/** The characters of join codes. */
+export const JOIN_ALPHABET: string;
+/** The six-character code a viewer types to join a poll, an event (its current poll) or a quiz (GET /v1/join/{code}, /j/{code}). */
+export function joinCode(kind: "poll" | "event" | "quiz", id: string): string;

@@ -8,7 +8,7 @@ export const codes = Object.freeze([
   "poll_closed", "too_large", "invalid_option", "rate_limited", "internal", "unavailable", "edge_node",
   "records_lost", "poll_not_closed", "session_required", "session_invalid", "session_expired",
   "session_mismatch", "puzzle_failed", "upgrade_required", "too_many_polls", "result_hidden",
-  "already_answered", "too_late", "quiz_ended", "idem_conflict", "network",
+  "already_answered", "too_late", "quiz_ended", "idem_conflict", "join_code_not_found", "network",
 ]);
 
 /** A refusal from the node (or no answer): code is one of codes. */
@@ -487,6 +487,22 @@ function sha256Head(bytes) {
     h4 = (h4 + e) | 0; h5 = (h5 + f) | 0; h6 = (h6 + g) | 0; h7 = (h7 + h) | 0;
   }
   return [h0 >>> 0, h1 >>> 0];
+}
+
+/**
+ * joinCode returns the six-character code a viewer types to join a poll,
+ * an event (its current poll) or a quiz, as the node resolves it at
+ * GET /v1/join/{code} and /j/{code}: the first 32 bits of
+ * SHA-256("tally join v1\0" + kind + "\0" + id), modulo 30^6, in base 30
+ * over JOIN_ALPHABET (Go: ids.JoinCode).
+ */
+export const JOIN_ALPHABET = "23456789ABCDEFGHJKMNPQRSTVWXYZ";
+export function joinCode(kind, id) {
+  if (!["poll", "event", "quiz"].includes(kind)) throw new TypeError(`joinCode: kind is poll, event or quiz, not ${kind}`);
+  let n = sha256Head(new TextEncoder().encode(`tally join v1\0${kind}\0${id}`))[0] % 729_000_000;
+  let code = "";
+  for (let i = 0; i < 6; i++, n = Math.floor(n / 30)) code = JOIN_ALPHABET[n % 30] + code;
+  return code;
 }
 
 // leadingZeros counts the zero bits that start a digest's first 64.

@@ -10,6 +10,7 @@ import { PollView, PresentView, OverlayView, EventView } from "/poll.js";
 import { hostControls, hostPage, pollList, toCSV } from "/host.js";
 import { QuizView, QuizHostView } from "/quiz.js";
 import { QuizStudioView, QuizOverlayView } from "/studio.js";
+import { joinForm } from "/join.js";
 
 // theme takes the broadcaster's colours and font from the address:
 // ?accent=, ?fg=, ?bg= (hex, no #) and ?font= (a family name). Anything
@@ -65,7 +66,8 @@ function route() {
   else if (parts[0] === "host" && parts[1] === "quiz" && parts[2]) current = new QuizHostView(root, parts[2]);
   else if (parts[0] === "host" && parts[1]) current = new PollView(root, parts[1], { host: hostControls(parts[1]) });
   else if (parts[0] === "host") hostPage(root);
-  else root.replaceChildren(el("h1", {}, t("polls")), pollList(pid => `#/poll/${encodeURIComponent(pid)}`));
+  else if (parts[0] === "join") root.replaceChildren(joinForm(parts[1] || ""));
+  else root.replaceChildren(joinForm(), el("h1", {}, t("polls")), pollList(pid => `#/poll/${encodeURIComponent(pid)}`));
   root.focus();
 }
 window.addEventListener("hashchange", route);

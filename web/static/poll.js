@@ -4,6 +4,7 @@
 // transitions run.
 import { t, num, plural, duration, when } from "/i18n.js";
 import { el, api, choices, subscribe, tap } from "/live.js";
+import { codeLine } from "/join.js";
 
 // shares gives each count its whole percent of total so that they add up
 // to 100 (largest remainder: 44/33/22 is 45/33/22, not 44/33/22 = 99%).
@@ -254,7 +255,9 @@ const loopback = host => /^(localhost|127\.|\[::1\]|0\.0\.0\.0)/.test(host);
 // break, labels clamp, and past eight options the top seven show with an
 // "others" row; the QR code and the total always stay on screen.
 export class PresentView {
-  constructor(root, poll) {
+  // opts.event: the screen follows an event (EventView), so its join code
+  // is the event's, which always leads to the current poll.
+  constructor(root, poll, opts = {}) {
     document.body.classList.add("present");
     this.root = root; this.poll = poll;
     this.clock = new Clock();
@@ -271,6 +274,7 @@ export class PresentView {
         this.result = el("p", { class: "winner", "aria-live": "polite", dir: "auto" })),
       this.qr = el("aside", { class: "qr" }, el("img", { src: qr, alt: `${t("scanToVote")}: ${url}`, width: "320", height: "320" }),
         this.scan = el("p", { class: "scan" }, t("scanToVote")), el("p", { class: "url" }, url),
+        opts.event ? codeLine("event", opts.event, host) : codeLine("poll", poll, host),
         guessed ? el("p", { class: "warn", role: "note" }, loopback(host) ? t("localAddress", { host }) : t("guessedAddress")) : ""));
     this.bars = new Bars(this.list, { limit: 8 });
     this.stream = subscribe(poll, s => this.render(s));
@@ -378,7 +382,7 @@ export class EventView {
     if (!current || current.id === this.poll) return;
     this.inner?.close();
     this.poll = current.id;
-    this.inner = new this.View(this.root, current.id);
+    this.inner = new this.View(this.root, current.id, { event: this.event });
   }
   close() { clearInterval(this.timer); this.inner?.close(); }
 }

@@ -7,6 +7,7 @@
 import { t, num } from "/i18n.js";
 import { el, client } from "/live.js";
 import { fit, shares } from "/poll.js";
+import { codeLine } from "/join.js";
 
 // Each option's tile: a colour and a shape, so colour is never the only
 // cue; the same on the phones and the studio screen. White text on each
@@ -53,7 +54,8 @@ export class QuizStudioView {
   }
   qr(size) {
     return el("figure", { class: "qr" }, el("img", { src: `/v1/quizzes/${encodeURIComponent(this.id)}/qr.png?size=512`, alt: `${t("scanToJoin")}: ${this.join}`, width: size, height: size }),
-      el("figcaption", {}, el("strong", { class: "scan" }, t("scanToJoin")), el("span", { class: "url" }, this.join)));
+      el("figcaption", {}, el("strong", { class: "scan" }, t("scanToJoin")), el("span", { class: "url" }, this.join),
+        codeLine("quiz", this.id, new URL(this.join).host)));
   }
   // phase names what the screen shows: lobby, question, closed, reveal, podium.
   phase() {

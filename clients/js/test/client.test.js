@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash } from "node:crypto";
-import { Tally, TallyError, codes, solvePuzzle } from "../index.js";
+import { Tally, TallyError, codes, solvePuzzle, joinCode } from "../index.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dir = mkdtempSync(join(tmpdir(), "tally-js-"));
@@ -278,4 +278,11 @@ test("events belong to their frame: a snapshot repeats none, a diff without any 
   live.handle({ type: "diff", seq: 3, totals: { a: 12 }, total: 12 }, () => {});
   assert.deepEqual(live.state.events, []);
   live.close();
+});
+
+test("join codes are the node's (ids.JoinCode's vectors)", () => {
+  for (const [kind, id, code] of [["poll", "demo", "FZHHXA"], ["event", "final", "K24VVN"], ["quiz", "pub", "BYYGT4"], ["poll", "ñandú-2026", "776KGQ"]]) {
+    assert.equal(joinCode(kind, id), code, `${kind} ${id}`);
+  }
+  assert.throws(() => joinCode("user", "x"), TypeError);
 });
