@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,15 @@ func TestBrowserQuiz(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx, until(`document.querySelector("#quiz-status").textContent === "The quiz is over."`)); err != nil {
+		t.Fatal(err)
+	}
+	// Without --public-url the studio screen's code holds its own loopback
+	// address, and it says so.
+	if r := tn.admin(t, "POST", "/v1/quizzes", strings.Replace(pubQuiz, `"id":"pub"`, `"id":"next"`, 1)); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Do(late, chromedp.Navigate(tn.url+"/present/quiz/next"),
+		until(`(document.querySelector(".qr .warn")?.textContent || "").includes("which phones cannot reach")`)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -122,6 +122,9 @@ func TestBrowserQuizStudio(t *testing.T) {
 		t.Fatalf("the lobby prints %q, want %q", printed, want)
 	}
 	quizQRHolds(t, tn, "show", printed)
+	if warn := must(t, studio, `document.querySelector(".qr .warn")?.textContent || ""`); warn != "" {
+		t.Errorf("the lobby warns with --public-url set: %q", warn)
+	}
 	code := must(t, studio, `document.querySelector(".join-code").textContent`)
 	if want := ids.JoinCode(ids.JoinQuiz, "show"); code != want {
 		t.Fatalf("the lobby's join code is %q, want %q", code, want)

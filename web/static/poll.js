@@ -243,11 +243,11 @@ export class PollView {
 
 // voteBase is where viewers vote: the node's --public-url, which it puts in
 // the broadcaster views' page, or else this screen's own address (guessed).
-function voteBase() {
+export function voteBase() {
   const meta = document.querySelector('meta[name="tally-public-url"]');
   return meta ? { base: meta.content.replace(/\/+$/, ""), guessed: false } : { base: location.origin, guessed: true };
 }
-const loopback = host => /^(localhost|127\.|\[::1\]|0\.0\.0\.0)/.test(host);
+export const loopback = host => /^(localhost|127\.|\[::1\]|0\.0\.0\.0)/.test(host);
 
 // PresentView is the studio's big screen: the question, the bars, the
 // total, the countdown and a QR code of the voting page. Everything fits

@@ -6,7 +6,7 @@
 // five with who moved up, and the final podium.
 import { t, num } from "/i18n.js";
 import { el, client } from "/live.js";
-import { fit, shares } from "/poll.js";
+import { fit, shares, voteBase, loopback } from "/poll.js";
 import { codeLine } from "/join.js";
 
 // Each option's tile: a colour and a shape, so colour is never the only
@@ -43,9 +43,11 @@ export class QuizStudioView {
   constructor(root, id) {
     document.body.classList.add("present", "studio");
     this.root = root; this.id = id; this.moves = new Moves(); this.f = null;
-    const join = location.origin + "/#/quiz/" + encodeURIComponent(id);
-    const meta = document.querySelector('meta[name="tally-public-url"]');
-    this.join = meta ? meta.content.replace(/\/+$/, "") + "/#/quiz/" + encodeURIComponent(id) : join;
+    const { base, guessed } = voteBase();
+    this.join = base + "/#/quiz/" + encodeURIComponent(id);
+    const host = new URL(base).host;
+    // As on the poll's presenter: say when the code holds a guessed or unreachable address.
+    this.warn = guessed ? el("p", { class: "warn", role: "note" }, loopback(host) ? t("localAddress", { host }) : t("guessedAddress")) : "";
     root.replaceChildren(this.stage = el("div", { class: "stage" }, t("connecting")));
     this.stream = client.quiz(id, f => { this.f = f; this.moves.see(f); this.render(); });
     this.timer = setInterval(() => this.tick(), 250);
@@ -55,7 +57,7 @@ export class QuizStudioView {
   qr(size) {
     return el("figure", { class: "qr" }, el("img", { src: `/v1/quizzes/${encodeURIComponent(this.id)}/qr.png?size=512`, alt: `${t("scanToJoin")}: ${this.join}`, width: size, height: size }),
       el("figcaption", {}, el("strong", { class: "scan" }, t("scanToJoin")), el("span", { class: "url" }, this.join),
-        codeLine("quiz", this.id, new URL(this.join).host)));
+        codeLine("quiz", this.id, new URL(this.join).host), this.warn));
   }
   // phase names what the screen shows: lobby, question, closed, reveal, podium.
   phase() {
