@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
@@ -33,11 +34,27 @@ func TestBrowserProducerWorkflow(t *testing.T) {
 	create(`{"id":"e1","event":"show","question":"First question?","options":[{"id":"a","label":"Yes"},{"id":"b","label":"No"}],"duration_s":600,"grace_s":1}`)
 	tn.castVote(t, "e1", "a", "v1", "k1")
 	text := func(sel string) string { return `(document.querySelector("` + sel + `")?.textContent || "")` }
-	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/overlay/event/show?lang=es&accent=ff8800"),
+	logo := url.QueryEscape("/v1/polls/e1/qr.png?size=128") // any image of the site stands in for a logo
+	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/overlay/event/show?lang=es&accent=ff8800&logo="+logo),
 		until(text(".question")+`.startsWith("First question?")`),
 		until(`document.documentElement.lang === "es" && `+text(".badge")+` === "En directo"`),
-		until(`getComputedStyle(document.documentElement).getPropertyValue("--bar").trim() === "#ff8800"`)); err != nil {
+		until(`getComputedStyle(document.documentElement).getPropertyValue("--bar").trim() === "#ff8800"`),
+		// The logo: loaded, top right, inside the title-safe area.
+		until(`(() => { const i = document.querySelector("img.logo"); if (!i || !i.complete || !i.naturalWidth) return false;
+			const r = i.getBoundingClientRect(); return r.top >= .05 * innerHeight - 1 && r.right <= .95 * innerWidth + 1 && r.bottom <= innerHeight / 2; })()`)); err != nil {
 		t.Fatalf("%v: %q", err, must(t, ctx, text("main")))
+	}
+	// A logo that is no https address or path of the site is ignored.
+	for _, bad := range []string{"javascript:alert(1)", "data:image/png;base64,AAAA", "http://evil.example/x.png"} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/overlay/e1?logo="+url.QueryEscape(bad)), until(text(".question")+`.startsWith("First question?")`)); err != nil {
+			t.Fatal(err)
+		}
+		if n := must(t, ctx, `String(document.querySelectorAll("img.logo").length)`); n != "0" {
+			t.Errorf("?logo=%s made a logo", bad)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/overlay/event/show?lang=es&accent=ff8800"), until(text(".question")+`.startsWith("First question?")`)); err != nil {
+		t.Fatal(err)
 	}
 
 	// The next question of the show: the same overlay moves to it.

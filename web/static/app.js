@@ -13,8 +13,8 @@ import { QuizStudioView, QuizOverlayView } from "/studio.js";
 import { joinForm } from "/join.js";
 
 // theme takes the broadcaster's colours and font from the address:
-// ?accent=, ?fg=, ?bg= (hex, no #) and ?font= (a family name). Anything
-// else is ignored.
+// ?accent=, ?fg=, ?bg= (hex, no #), ?font= (a family name) and ?logo= (an
+// image). Anything else is ignored.
 function theme() {
   const q = new URLSearchParams(location.search), css = document.documentElement.style;
   const hex = v => /^([0-9a-f]{3}|[0-9a-f]{6})$/i.test(v || "") ? "#" + v : null;
@@ -25,6 +25,16 @@ function theme() {
   const font = q.get("font");
   if (font && /^[\p{L}\p{N} -]{1,60}$/u.test(font)) css.setProperty("--font", `"${font}", system-ui, sans-serif`);
   if (q.get("theme") === "light" || q.get("theme") === "dark") document.body.classList.add("theme-" + q.get("theme"));
+  // ?logo=: the broadcaster's logo in the top corner, inside the
+  // title-safe area; an https address or a path on this site, nothing else
+  // (no javascript:, data: or plain-http mixed content).
+  const logo = q.get("logo");
+  let url = null;
+  try { url = logo && new URL(logo, location.origin); } catch { /* not an address */ }
+  if (url && (url.protocol === "https:" || url.origin === location.origin)) {
+    document.querySelector("img.logo")?.remove();
+    document.body.append(el("img", { class: "logo", src: url.href, alt: "", referrerpolicy: "no-referrer" }));
+  }
 }
 
 // tellHeight lets the page around an embed size its iframe: a message
