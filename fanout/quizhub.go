@@ -108,12 +108,14 @@ func (h *quizHub) firstQuestion() (string, bool) {
 }
 
 // joined counts the distinct participants among viewers (a phone with two
-// tabs open is one).
+// tabs open is one), those whose join counted only: a script that opens
+// sockets and names made-up participants adds nothing where tokens are
+// in use.
 func joined(viewers []*viewer) int64 {
 	seen := make(map[string]struct{}, len(viewers))
 	for _, v := range viewers {
 		v.mu.Lock()
-		if v.participant != "" {
+		if v.participant != "" && v.counted {
 			seen[v.participant] = struct{}{}
 		}
 		v.mu.Unlock()
@@ -223,9 +225,9 @@ func (h *quizHub) sendStanding(v *viewer, rk Standings) {
 
 // setParticipant records who a quiz stream's viewer is and sends them
 // their standing at once.
-func (h *quizHub) setParticipant(v *viewer, voter string) {
+func (h *quizHub) setParticipant(v *viewer, voter string, counted bool) {
 	v.mu.Lock()
-	v.participant = voter
+	v.participant, v.counted = voter, counted
 	shownPoll, shownMs := v.shownPoll, v.shownMs
 	v.mu.Unlock()
 	if shownPoll != "" && shownMs > 0 {

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -436,4 +437,47 @@ func TestQuizStreamCountsJoinedParticipants(t *testing.T) {
 	ann1.Close(websocket.StatusNormalClosure, "")
 	ann2.Close(websocket.StatusNormalClosure, "")
 	lurker.await(t, next, joinedIs("6"))
+}
+
+// With tokens checked (Config.Participant), a join counts only when its
+// token does, and names the token's voter, not the one it claims: a
+// script naming made-up participants adds nothing to the joined.
+func TestQuizJoinedCountsCheckedTokensOnly(t *testing.T) {
+	st := newState(t)
+	putQuiz(t, st, "z", 1, time.Now().Add(time.Hour))
+	_, srv := serve(t, st, func(c *Config) {
+		c.Participant = func(token, _, _ string) (string, bool) {
+			if voter, ok := strings.CutPrefix(token, "good-"); ok {
+				return voter, true
+			}
+			return "", false
+		}
+	})
+	lurker := readQuiz(t, dialQuiz(t, wsURL(srv.URL), "z"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	join := func(msg string) string {
+		c := dialQuiz(t, wsURL(srv.URL), "z")
+		r := readQuiz(t, c)
+		c.Write(ctx, websocket.MessageText, []byte(msg))
+		m, _ := r.await(t, 0, typeIs(TypeAck))
+		return string(m["result"])
+	}
+	if got := join(`{"type":"join","ref":"1","voter":"mallory-pretends-ann","token":"good-ann"}`); !strings.Contains(got, `"voter":"ann"`) {
+		t.Errorf("a token's join names %s, want ann", got)
+	}
+	for i := range 5 {
+		join(fmt.Sprintf(`{"type":"join","ref":"1","voter":"bot-%d"}`, i))
+		join(fmt.Sprintf(`{"type":"join","ref":"1","voter":"bot-%d","token":"forged"}`, i))
+	}
+	_, next := lurker.await(t, 0, func(_ string, m map[string]json.RawMessage) bool { return string(m["type"]) == `"quiz"` })
+	join(`{"type":"join","ref":"1","voter":"x","token":"good-bob"}`)
+	lurker.await(t, next, func(_ string, m map[string]json.RawMessage) bool {
+		return string(m["type"]) == `"quiz"` && string(m["joined"]) == "2"
+	})
+	for _, raw := range lurker.all() {
+		if strings.Contains(raw, `"joined":3`) || strings.Contains(raw, `"joined":7`) {
+			t.Fatalf("unchecked joins counted: %s", raw)
+		}
+	}
 }

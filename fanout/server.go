@@ -67,6 +67,12 @@ type Config struct {
 	// question's frames and the quiz's stream carry its top whenever its
 	// digest changes, and the quiz's stream tells each participant theirs.
 	Standings func(quiz string) Standings
+	// Participant, when set, checks the voter token a quiz stream's join
+	// carries (ingest.Pipeline.Participant): the participant is the
+	// token's voter when there is one, and counts among the quiz's joined
+	// only if counted (a token within its address's quiz budget, or no
+	// tokens in use). Nil: every named join counts.
+	Participant func(token, userAgent, ip string) (voter string, counted bool)
 
 	Tick time.Duration // default 250ms
 	// MaxTick is how far the tick stretches while the node's CPU use is

@@ -40,6 +40,7 @@ type viewer struct {
 	shownPoll   string
 	shownMs     int64
 	participant string // a quiz stream's participant (voter id), once they said; "" before
+	counted     bool   // the participant counts among the quiz's joined (Config.Participant)
 	personal    []byte // a frame for this viewer alone (its quiz standing), written after pending
 	pending     *frame
 	queued      bool   // in the writers' queue

@@ -245,10 +245,17 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))
 				continue
 			}
-			v.hub.stream.(*quizHub).setParticipant(v, in.Voter)
+			voter, counted := in.Voter, true
+			if s.cfg.Participant != nil {
+				var tokVoter string
+				if tokVoter, counted = s.cfg.Participant(in.Token, userAgent, ip); tokVoter != "" {
+					voter = tokVoter // a token names its voter: no one joins as another
+				}
+			}
+			v.hub.stream.(*quizHub).setParticipant(v, voter, counted)
 			// The server's time now: the frame a joining viewer gets first
 			// may be old, so a page sets its clock by this.
-			s.reply(c, in.Ref, map[string]any{"voter": in.Voter, "server_time": s.cfg.Now().UnixMilli()}, nil)
+			s.reply(c, in.Ref, map[string]any{"voter": voter, "server_time": s.cfg.Now().UnixMilli()}, nil)
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return

@@ -123,3 +123,39 @@ func TestVotesPastTheBudgetAreShadowed(t *testing.T) {
 		t.Fatalf("counted %v (total %d), want the 2 vouched: %v", totals, total, err)
 	}
 }
+
+// A quiz stream's join counts among the joined as the participant's
+// answers would rank: a valid token within its address's quiz budget;
+// not one past it, a forged or foreign one, or none where tokens are
+// required. The token names the participant, whatever the join says.
+func TestParticipantCountsAsTheAnswersRank(t *testing.T) {
+	var now time.Time
+	r, signer := budgetRig(t, Sessions{Require: true, QuizVouched: 2}, &now)
+	issue := func(slot int) string {
+		tok, _, err := signer.Issue(session.ClientHash("203.0.113.9", "phone"), true, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for _, c := range []struct {
+		name, token, ip string
+		counted         bool
+		named           bool
+	}{
+		{"within the budget", issue(2), "203.0.113.9", true, true},
+		{"past the budget", issue(3), "203.0.113.9", false, true},
+		{"another client's", issue(1), "198.51.100.7", false, false},
+		{"forged", "s1.forged", "203.0.113.9", false, false},
+		{"none where required", "", "203.0.113.9", false, false},
+	} {
+		voter, counted := r.p.Participant(c.token, "phone", c.ip)
+		if counted != c.counted || (voter != "") != c.named {
+			t.Errorf("%s: voter %q counted %v; want counted %v, named %v", c.name, voter, counted, c.counted, c.named)
+		}
+	}
+	open, _ := budgetRig(t, Sessions{QuizVouched: 2}, &now)
+	if voter, counted := open.p.Participant("", "phone", "203.0.113.9"); voter != "" || !counted {
+		t.Errorf("no token where none is required: %q %v", voter, counted)
+	}
+}

@@ -225,3 +225,25 @@ func sessionError(err error) error {
 	}
 	return api.Errorf(http.StatusUnauthorized, api.CodeSessionInvalid, "%v", err)
 }
+
+// Participant checks the voter token a quiz stream's join carries (the
+// fan-out's Config.Participant): it returns the token's voter (""
+// without a valid token: the join's own name stands) and whether the
+// participant counts among the quiz's joined — as their answers would
+// rank: a valid token within its address's quiz budget, or any join on a
+// node that neither issues nor requires tokens. A join without a token
+// where they are required, or with a bad one, does not count.
+func (p *Pipeline) Participant(tok, userAgent, ip string) (voter string, counted bool) {
+	s := p.sessions
+	if s == nil {
+		return "", true
+	}
+	if tok == "" {
+		return "", !s.cfg.Require
+	}
+	t, err := s.cfg.Signer.Verify(tok, session.ClientHash(ip, userAgent))
+	if err != nil {
+		return "", false
+	}
+	return t.Voter, !p.overBudget(t.Slot, true)
+}

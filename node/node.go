@@ -204,7 +204,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
 		MaxTick: cfg.MaxTick, CPUBudget: cfg.FanoutCPU, CPU: processCPU, Wait: schedWait(),
-		Standings:  n.quizStandings,
+		Standings: n.quizStandings, Participant: n.ingest.Participant,
 		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },

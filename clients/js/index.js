@@ -360,15 +360,19 @@ export class QuizLive {
   }
 
   /**
-   * join names the participant (their voter id) on the open socket: the
-   * stream then sends their standing. Called by itself on every connect;
-   * call it again when the participant changes (a new session's voter).
+   * join names the participant (their voter id) on the open socket, with
+   * the client's voter token when it has one: the stream then sends their
+   * standing, and counts them among the quiz's joined (where the node
+   * requires tokens, only a join with a valid one counts). Called by
+   * itself on every connect; call it again when the participant changes
+   * or the token arrives.
    */
   async join(voter) {
     if (!voter) return;
     this.voter = voter;
     const sent = Date.now();
-    const ack = await sendRequest(this.ws, this.pending, { type: "join", voter });
+    const token = this.client.token?.voter === voter ? this.client.token.token : undefined;
+    const ack = await sendRequest(this.ws, this.pending, { type: "join", voter, token });
     if (ack?.type === "ack" && ack.result?.server_time) {
       this.joinedAt = ack.result.server_time;
       this.offset = Math.round(ack.result.server_time - (sent + Date.now()) / 2);

@@ -41,6 +41,9 @@ export class QuizView {
       this.you = you; this.showBoard();
     } });
     this.ticker = setInterval(() => this.countdown(), 250);
+    // Once the voter token is there, join with it: the studio counts this
+    // phone among the joined only then (on a node that requires tokens).
+    session().then(() => { if (!this.closed) this.stream.join(me()); });
   }
   render() {
     const v = this.f, q = asked(v);
@@ -115,7 +118,7 @@ export class QuizView {
     const podium = el("ol", { class: "podium" }, ...lb.standings.slice(0, 3).map(s => el("li", {}, `${s.name || t("anonymous")} · ${t("points", { n: s.score })}`)));
     this.board.replaceChildren(el("h2", {}, lb.final ? t("finalStandings") : t("leaderboard")), el("p", { id: "you" }, you), podium);
   }
-  close() { this.stream.close(); clearInterval(this.ticker); }
+  close() { this.closed = true; this.stream.close(); clearInterval(this.ticker); }
 }
 
 // score is quiz.Score for a correct answer timed elapsed ms: the node's
