@@ -70,8 +70,8 @@ type Config struct {
 	// Participant, when set, checks the voter token a quiz stream's join
 	// carries (ingest.Pipeline.Participant): the participant is the
 	// token's voter when there is one, and counts among the quiz's joined
-	// only if counted (a token within its address's quiz budget, or no
-	// tokens in use). Nil: every named join counts.
+	// only if counted (a valid token within its address's quiz budget).
+	// Nil: every named join counts.
 	Participant func(token, userAgent, ip string) (voter string, counted bool)
 
 	Tick time.Duration // default 250ms
