@@ -20,6 +20,15 @@ const pathCatchUp = "catchup"
 // 1.1 MB before deflate).
 const catchUpBatch = 50_000
 
+// natsCatchUpTimeout bounds a catch-up request over NATS before the same
+// request goes over memberlist instead (a node just started, whose NATS
+// gateways are not up yet, would otherwise wait the whole request out).
+const natsCatchUpTimeout = 1500 * time.Millisecond
+
+// startingLookEvery is how often a node not yet caught up (just started)
+// looks.
+const startingLookEvery = 200 * time.Millisecond
+
 // catchUpEvery is how often a node compares the ballots it holds with the
 // record counts the cluster reports.
 const catchUpEvery = time.Second
@@ -35,11 +44,12 @@ type ballotRequest struct {
 }
 
 // CaughtUp reports whether, at the last look (every second), this node
-// had merged a peer's full state and held every ballot the cluster's
-// record counts say exists, for every poll still gossiped: whether it can
-// tell a retry of a key taken elsewhere from a new vote. A node that runs
-// alone by design is caught up at once.
-func (g *Gossip) CaughtUp() bool { return len(g.cfg.Join) == 0 || g.caughtUp.Load() }
+// had merged a peer's full state, heard from every replica known to hold
+// records of a poll not yet certified (Unheard), and held every ballot the
+// cluster's record counts say exists, for every poll still gossiped:
+// whether it can tell a retry of a key taken elsewhere from a new vote,
+// and certify. A node that runs alone by design is caught up at once.
+func (g *Gossip) CaughtUp() bool { return g.alonePlanned() || g.caughtUp.Load() }
 
 // ballotSubject is where replica's node answers for its ballots.
 func (g *Gossip) ballotSubject(replica string) string {
@@ -112,7 +122,7 @@ func (g *Gossip) answerBallots(sealed []byte) (ballotRequest, []byte, bool) {
 // (a missed delta, a partition, a restart). It stops with ctx.
 func (g *Gossip) catchUpLoop(ctx context.Context) {
 	defer g.wg.Done()
-	t := time.NewTicker(catchUpEvery)
+	t := time.NewTimer(startingLookEvery)
 	defer t.Stop()
 	last := map[[2]string]uint64{} // (poll, replica) → ballots held at the last look
 	for {
@@ -121,6 +131,11 @@ func (g *Gossip) catchUpLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			g.catchUp(ctx, last)
+		}
+		if g.caughtUp.Load() {
+			t.Reset(catchUpEvery)
+		} else {
+			t.Reset(startingLookEvery) // a node that just started looks more often
 		}
 	}
 }
@@ -135,7 +150,10 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 	now := g.cfg.Now().UnixMilli()
 	seen := map[[2]string]bool{}
 	behind := false
-	defer func() { g.caughtUp.Store(!behind && g.Synced()) }()
+	// A node not yet caught up (just started) fetches at once: nothing in
+	// flight will bring it ballots older than its start.
+	starting := !g.caughtUp.Load()
+	defer func() { g.caughtUp.Store(!behind && g.Synced() && len(g.Unheard()) == 0) }()
 	for _, d := range g.cfg.State.Polls() {
 		if !g.gossiped(d, now) {
 			continue
@@ -155,13 +173,14 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 			if replica == g.cfg.Replica || h >= records {
 				continue
 			}
-			behind = true
 			prev, looked := last[key]
 			last[key] = h
-			if !looked || prev != h {
+			if !starting && (!looked || prev != h) {
+				behind = true
 				continue // still arriving: give the fast path a second
 			}
 			if err := g.fetchBallots(ctx, nc, d.ID, replica, h, records); err != nil {
+				behind = true
 				g.m.catchUp.WithLabelValues("failed").Inc()
 				g.log.Debug("ballot catch-up", "poll", d.ID, "replica", replica, "err", err)
 			}
@@ -184,11 +203,16 @@ func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replic
 		var err error
 		if nc != nil {
 			req, _ := json.Marshal(ballotRequest{Poll: pollID, After: from})
+			nctx, ncancel := context.WithTimeout(rctx, natsCatchUpTimeout)
 			var m *nats.Msg
-			if m, err = nc.RequestWithContext(rctx, g.ballotSubject(replica), g.keys.seal(req)); err == nil {
+			if m, err = nc.RequestWithContext(nctx, g.ballotSubject(replica), g.keys.seal(req)); err == nil {
 				reply = m.Data
 			}
-		} else {
+			ncancel()
+		}
+		if nc == nil || err != nil {
+			// NATS down, or not linked to the replica's region yet (a node
+			// that just started, before its gateways are up): memberlist.
 			reply, err = g.askMember(rctx, replica, ballotRequest{Poll: pollID, After: from})
 		}
 		cancel()

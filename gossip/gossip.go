@@ -130,11 +130,19 @@ type Config struct {
 	// (plus grace); default 24h.
 	Retention time.Duration
 
-	State      *state.State // required
-	Clock      Clock        // required
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger
-	Now        func() time.Time
+	State *state.State // required
+	Clock Clock        // required
+	// Store keeps the full members seen, so a restart joins them again
+	// (known.go); nil: nothing kept.
+	Store state.Store
+	// CheckCertificate, when set, vets a reconciled certificate received
+	// from another node before it is applied (certify.Certifier.Check): one
+	// that fails is dropped, counted and logged, and the poll's result
+	// stays as it was here.
+	CheckCertificate func(state.Certificate) error
+	Registerer       prometheus.Registerer
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // Gossip is a node's membership and state exchange.
@@ -178,12 +186,15 @@ type Gossip struct {
 	budgetAsk  atomic.Bool // ask the peers for theirs (NATS reconnected)
 	synced     atomic.Bool // merged a peer's full state (or runs alone by design)
 	caughtUp   atomic.Bool // synced, and no ballot missing at the last catch-up look
+	known      known       // members kept across restarts, replicas heard since the start (known.go)
+	shortLog   sync.Map    // poll → unix ms a short certificate of it was last logged
 }
 
 // Synced reports whether this node has merged another member's full state
-// since it started, or was started without seeds (a cluster of its own).
-// Until then its view of the cluster's counts may be incomplete.
-func (g *Gossip) Synced() bool { return g.synced.Load() || len(g.cfg.Join) == 0 }
+// since it started, or runs alone by design: no seeds, and nothing it kept
+// (members, other replicas' records) says it belongs to a cluster. Until
+// then its view of the cluster's counts may be incomplete.
+func (g *Gossip) Synced() bool { return g.synced.Load() || g.alonePlanned() }
 
 // New checks cfg and registers the metrics. Start joins the cluster.
 func New(cfg Config) (*Gossip, error) {
@@ -246,6 +257,7 @@ func New(cfg Config) (*Gossip, error) {
 			return nil, err
 		}
 	}
+	g.loadKnown()
 	return g, nil
 }
 
@@ -319,6 +331,7 @@ func (g *Gossip) Start() error {
 		}
 		g.cfg = cfg
 	}
+	g.known.expect = g.expectsPeers()
 	if err := g.startMemberlist(); err != nil {
 		return err
 	}
@@ -338,6 +351,10 @@ func (g *Gossip) Start() error {
 			g.wg.Add(1)
 			go g.rejoin(ctx)
 		}
+	}
+	if kept := slices.DeleteFunc(g.keptAddrs(), func(a string) bool { return slices.Contains(cfg.Join, a) || a == g.GossipAddr() }); len(kept) > 0 {
+		g.wg.Add(1)
+		go g.rejoinKept(ctx, kept)
 	}
 	if other := g.conflict.Load(); other != nil {
 		return fail(&FieldError{Field: "NodeName", Value: strconv.Quote(cfg.NodeName), Err: fmt.Errorf("already taken by the member at %s: give every node a unique name", *other)})
@@ -507,6 +524,9 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			}
 			changed = changed || won
 		}
+		if p.Cert != nil && !g.checkCertificate(path, msg.Replica, p.Cert) {
+			p.Cert = nil
+		}
 		if p.Cert != nil {
 			won, err := g.cfg.State.PutCertificate(*p.Cert)
 			if err != nil {
@@ -551,6 +571,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		g.refreshNow.Store(true)
 	}
 	g.cfg.State.Heard(msg.Replica, msg.Region, sentAt)
+	g.heardFrom(msg.Replica)
 	if changed {
 		g.m.merges.WithLabelValues(path).Inc()
 	}

@@ -251,6 +251,7 @@ func (g *Gossip) track(n *memberlist.Node) peer {
 	g.peersMu.Lock()
 	g.members[n.Name] = p
 	g.peersMu.Unlock()
+	g.remember(p)
 	return p
 }
 

@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 			Name: "tally_gossip_merges_total", Help: "Received gossip messages that changed this node's state, by path.",
 		}, []string{"path"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tally_gossip_dropped_total", Help: "Received gossip messages or parts dropped, by path and reason (unauthenticated, malformed, skew, unknown_poll, rejected).",
+			Name: "tally_gossip_dropped_total", Help: "Received gossip messages or parts dropped, by path and reason (unauthenticated, malformed, skew, unknown_poll, rejected; short_certificate: a reconciled certificate leaving out records this node knows of, not applied).",
 		}, []string{"path", "reason"}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_gossip_deltas_published_total", Help: "Deltas of this replica's entries published on NATS.",

@@ -36,8 +36,8 @@ func (n *Node) catchingUp() bool {
 	case waited >= n.cfg.CatchUpWait:
 		if n.caughtUp.CompareAndSwap(false, true) {
 			n.m.catchUpTimeouts.Inc()
-			n.log.Warn("not caught up with the other replicas' ballots; taking votes anyway (a retry of a key taken elsewhere may get a new vote id)",
-				"waited", waited.Round(time.Millisecond), "flag", "--catch-up-wait")
+			n.log.Warn("not caught up with the other replicas' ballots; taking votes anyway (a retry of a key taken elsewhere may get a new vote id; certification names any replica it cannot read)",
+				"waited", waited.Round(time.Millisecond), "flag", "--catch-up-wait", "synced", n.gossip.Synced(), "unheard", n.gossip.Unheard())
 		}
 	default:
 		return true
@@ -75,3 +75,11 @@ func (n *Node) warnLostRecords() {
 			"poll", d.ID, "replica", n.replica, "held", held, "acknowledged", acked, "lost_from_seq", held+1, "lost_to_seq", acked)
 	}
 }
+
+// mayCertify reports whether this node may coordinate or certify a poll:
+// it has merged a member's full state (or runs alone by design) and its
+// catch-up gate is open, so the record counts it certifies against are the
+// cluster's, not those of a node back from a restart that has heard from
+// nobody yet. Past --catch-up-wait it certifies anyway: a replica it knows
+// of and cannot read leaves the poll pending, named.
+func (n *Node) mayCertify() bool { return n.gossip.Synced() && !n.catchingUp() }

@@ -94,3 +94,43 @@ func (n *Node) safeCheckpoint() (err error) {
 	}()
 	return n.checkpoint()
 }
+
+// talliesEvery is how often the polls' merged tallies (every replica's
+// counts and record counts) are kept in the ledger's metadata, when they
+// changed (state.SaveTallies): what a restart knows of the other replicas
+// before anyone answers it, and the lowest number it puts on air.
+const talliesEvery = 100 * time.Millisecond
+
+// loadTallies merges the tallies kept by the last run into the state,
+// after the replay: the other replicas' counts and record counts.
+func (n *Node) loadTallies() {
+	loaded, err := n.state.LoadTallies()
+	if err != nil {
+		n.log.Error("some kept tallies could not be read; those polls know the other replicas only once gossip brings them", "err", err)
+	}
+	if loaded > 0 {
+		n.log.Info("kept tallies loaded: the other replicas' counts as last known", "polls", loaded)
+	}
+}
+
+// saveTalliesLoop keeps the tallies every talliesEvery until ctx ends.
+func (n *Node) saveTalliesLoop(ctx context.Context) {
+	t := time.NewTicker(talliesEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := n.state.SaveTallies()
+		switch {
+		case err != nil && !failing:
+			n.log.Error("cannot keep the tallies; will retry", "err", err)
+		case err == nil && failing:
+			n.log.Info("tallies kept again")
+		}
+		failing = err != nil
+	}
+}

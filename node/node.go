@@ -175,13 +175,14 @@ func New(cfg Config) (n *Node, err error) {
 		HTTPS: tlsID != nil, TLS: natsMutual(tlsID), NATSCredsFile: cfg.NATSCreds, NATSNKeyFile: cfg.NATSNKey, NATSTLS: natsTLS,
 		NATSURL: cfg.NATSURL, NATSAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr, NATSLeafAddr: cfg.NATSLeafAddr,
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
+		Store: n.ledger, CheckCertificate: func(c state.Certificate) error { return n.certify.Check(c) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, flagError(err))
 	}
 	n.certify, err = certify.New(certify.Config{
 		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
-		Peers: n.peers, Synced: func() bool { return n.gossip.Synced() }, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Client: n.peerClient(), Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
+		Peers: n.peers, Synced: n.mayCertify, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Client: n.peerClient(), Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
 		Settle: cfg.CertifySettle, Prefetch: cfg.CertifyPrefetch, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
 		Fence: n.ingest.Fence,
 	})
@@ -286,6 +287,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.m.replaySeconds.Set(time.Since(start).Seconds())
 		n.m.replayRecords.Set(float64(applied))
 		n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
+		n.loadTallies()
 		// After a crash the clock resumes from its saved mark, up to a
 		// second ahead of the wall: wait that out before taking votes, so a
 		// vote acked now never orders after a change of mind that the same
@@ -303,9 +305,10 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		if err == nil {
 			certCtx, stopCert := context.WithCancel(context.Background())
-			certDone := make(chan struct{}, 4)
+			certDone := make(chan struct{}, 5)
 			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.checkpointLoop(certCtx) }()
+			go func() { defer func() { certDone <- struct{}{} }(); n.saveTalliesLoop(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.forgetLoop(certCtx) }()
 			n.readyAt.Store(time.Now().UnixNano())
 			n.ready.Store(true)
@@ -316,7 +319,7 @@ func (n *Node) Run(ctx context.Context) error {
 			case err = <-serveErr:
 			}
 			stopCert()
-			for range 4 {
+			for range 5 {
 				<-certDone
 			}
 		} else if _, ok := errors.AsType[*flagErr](err); ok {
@@ -347,6 +350,9 @@ func (n *Node) Run(ctx context.Context) error {
 		// checkpoint now makes the next start replay nothing.
 		if cerr := n.checkpoint(); cerr != nil {
 			n.log.Error("final checkpoint", "err", cerr)
+		}
+		if _, serr := n.state.SaveTallies(); serr != nil {
+			n.log.Error("final save of the tallies", "err", serr)
 		}
 	}
 	err = errors.Join(err, n.closeStorage())

@@ -82,7 +82,8 @@ type State struct {
 	hashKey []byte
 	now     func() time.Time
 	log     *slog.Logger
-	budgets budgets // voter tokens issued per address group, across the cluster (budget.go)
+	budgets budgets      // voter tokens issued per address group, across the cluster (budget.go)
+	saved   savedTallies // what SaveTallies last wrote (known.go)
 }
 
 // pollState is one poll's counts.
