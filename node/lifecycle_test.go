@@ -57,15 +57,15 @@ func TestLifecycleMatchesModel(t *testing.T) {
 		lc := newLifecycle(t, rt)
 		defer lc.stopAll()
 		rt.Repeat(map[string]func(*rapid.T){
-			"create":  lc.create,
-			"vote":    lc.vote,
-			"retry":   lc.retry,
-			"close":   lc.close,
-			"advance": lc.advance,
-			"restart": lc.restart,
+			"create":                                 lc.create,
+			"vote":                                   lc.vote,
+			"retry":                                  lc.retry,
+			"close":                                  lc.close,
+			"advance":                                lc.advance,
+			"restart":                                lc.restart,
 			"restart the first node as a grace ends": lc.restartFirstAtGraceEnd,
-			"settle":  lc.settle,
-			"":        lc.invariants,
+			"settle":                                 lc.settle,
+			"":                                       lc.invariants,
 		})
 		lc.settle(rt)
 	})
