@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -435,5 +437,60 @@ func TestSkewedClocksAgreeOnWhichVotesAreIn(t *testing.T) {
 	}
 	if !maps.Equal(got.Totals, want) || got.Detail.Result.Late != uint64(late) {
 		t.Fatalf("certified %v (late %d); acked accepted %v (late %d)", got.Totals, got.Detail.Result.Late, want, late)
+	}
+}
+
+// TestRestartedFirstNodeCertifiesNothingAlone is issue 44 in process,
+// deterministically: the cluster's first node (no --join) comes back while
+// the other region is still down. It knows that region holds records
+// before anyone answers it, shows the counts it showed, is not ready, and
+// will not certify from its own replica; once the other region is back,
+// the poll certifies with every vote.
+func TestRestartedFirstNodeCertifiesNothingAlone(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	first, other := nodes[0], nodes[1]
+	first.createPoll(t, "p") // open 60 s, grace 5 s
+	havePoll(t, nodes, "p")
+	for i := range 4 {
+		voter := fmt.Sprintf("v%d", i)
+		nodes[i%2].castVote(t, "p", "a", voter, voter)
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 4, "b": 0, "c": 0})
+	for _, n := range []*testNode{other, first} {
+		if err := n.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	now := first.clock.ms.Load()
+	back := startNodeAt(t, first.cfg.DataDir, now, func(c *Config) {
+		c.Region, c.NodeName, c.PushPull, c.CatchUpWait = "eu-west", first.cfg.NodeName, 500*time.Millisecond, time.Minute
+	})
+	if got := back.totals(t, "p"); got["_total"] != 4 {
+		t.Fatalf("the restarted first node shows %v on air, 4 before", got)
+	}
+	if known, _ := back.state.KnownRecords("p"); known[other.replica] != 2 {
+		t.Fatalf("the restarted first node knows %v of the other region's records", known)
+	}
+	if r := back.call(t, "GET", "/readyz", ""); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("ready before hearing from the replicas it knows: %d %s", r.status, r.raw)
+	}
+	if back.mayCertify() || slices.Contains(back.gossip.Unheard(), back.replica) || !slices.Contains(back.gossip.Unheard(), other.replica) {
+		t.Fatalf("may certify %v; unheard %v", back.mayCertify(), back.gossip.Unheard())
+	}
+	// Past the grace, even an attempt made by hand writes pending, naming
+	// the replica it cannot read.
+	back.clock.advance(80 * time.Second)
+	_, err := back.certify.Certify(context.Background(), "p", certify.Decisions{})
+	if v := back.result(t, "p"); !errors.Is(err, certify.ErrIncomplete) || v.Status != "pending" ||
+		!strings.Contains(v.Reason, other.replica) || !strings.Contains(v.Reason, "expected 2 records") {
+		t.Fatalf("certified alone: %v; result %+v", err, v)
+	}
+
+	again := startNodeAt(t, other.cfg.DataDir, back.clock.ms.Load(), func(c *Config) {
+		c.Region, c.NodeName, c.PushPull, c.Join = "us-east", other.cfg.NodeName, 500*time.Millisecond, []string{back.GossipAddr()}
+	})
+	if v := certifiedEverywhere(t, []*testNode{back, again}, "p"); v.Total != 4 {
+		t.Fatalf("certified %d votes, 4 acknowledged", v.Total)
 	}
 }

@@ -475,19 +475,63 @@ func (lc *lifecycle) restart(rt *rapid.T) {
 // not certify from its own replica before it has heard from the others
 // (issue 44): settle and the certificates checked there say so.
 func (lc *lifecycle) restartFirstAtGraceEnd(rt *rapid.T) {
-	p := lc.pick(rt)
+	var running []string
+	for _, id := range lc.ids {
+		if p := lc.polls[id]; p.closes+p.grace-1 > lc.now+1000 {
+			running = append(running, id)
+		}
+	}
+	if len(running) == 0 {
+		rt.Skip("no poll before the end of its grace")
+	}
+	p := lc.polls[rapid.SampledFrom(running).Draw(rt, "poll")]
+	if p.window(lc.now+1000) == poll.InWindow {
+		// Another region takes a vote first, so the first node is not the
+		// only replica holding records (send moves the clocks a second).
+		lc.idem++
+		v := mvote{voter: fmt.Sprintf("voter-%d", rapid.IntRange(0, 4).Draw(rt, "voter")), option: rapid.SampledFrom(p.options).Draw(rt, "option"), idem: fmt.Sprintf("k%d", lc.idem)}
+		lc.send(rt, p, v, rapid.IntRange(1, lcFull-1).Draw(rt, "another full node"))
+		p.sent = append(p.sent, v)
+	}
 	end := p.closes + p.grace
 	if end-1 <= lc.now {
 		rt.Skip("the poll's grace is over")
 	}
 	lc.tick(time.Duration(end-1-lc.now) * time.Millisecond)
 	first := lc.nodes[0]
+	// What the cluster holds of the poll now: the replicas with records
+	// (the model's) and the number on air at the first node.
+	holders := map[string]bool{}
+	for key := range p.held {
+		_, replica, _ := strings.Cut(key, "@")
+		holders[replica] = true
+	}
+	lc.waitUntil("the first node knows every replica holding records of "+p.id, func() bool {
+		known, _ := first.n.state.KnownRecords(p.id)
+		for r := range holders {
+			if known[r] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	_, onAir, _ := first.n.state.Totals(p.id)
 	if err := first.stop(); err != nil {
 		rt.Fatalf("stop %s: %v", first.name, err)
 	}
 	first.alone = true
 	lc.start(0)
 	first.alone = false
+	// Back, before anyone answered it: it knows them and shows no less.
+	known, _ := first.n.state.KnownRecords(p.id)
+	for r := range holders {
+		if known[r] == 0 {
+			rt.Fatalf("the restarted first node does not know that %s holds records of %s (knows %v)", r, p.id, known)
+		}
+	}
+	if _, now, _ := first.n.state.Totals(p.id); now < onAir {
+		rt.Fatalf("the restarted first node shows %d of %s on air, %d before", now, p.id, onAir)
+	}
 	lc.tick(2 * time.Second)
 	lc.waitMembers()
 }
