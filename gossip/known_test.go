@@ -3,9 +3,7 @@ package gossip
 import (
 	"crypto/ed25519"
 	"encoding/json"
-	"iter"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,44 +11,13 @@ import (
 	"tally/certify"
 	"tally/crdt"
 	"tally/hlc"
+	"tally/internal/memstore"
 	"tally/ledger"
 	"tally/state"
 )
 
-// memStore is a state.Store in memory: what a data directory keeps
-// across a restart.
-type memStore struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memStore) PutMeta(name string, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string][]byte{}
-	}
-	s.m[name] = v
-	return nil
-}
-
-func (s *memStore) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
-	return func(yield func(string, []byte) bool) {
-		s.mu.Lock()
-		kept := map[string][]byte{}
-		for k, v := range s.m {
-			if strings.HasPrefix(k, prefix) {
-				kept[k] = v
-			}
-		}
-		s.mu.Unlock()
-		for k, v := range kept {
-			if !yield(k, v) {
-				return
-			}
-		}
-	}
-}
+// memStore keeps what a data directory keeps across a restart.
+type memStore = memstore.Store
 
 // TestRestartWithoutJoinFindsItsCluster is issue 44's first node: started
 // without --join, it runs alone by design only while nothing it kept says
@@ -99,7 +66,7 @@ func TestRestartWithoutJoinFindsItsCluster(t *testing.T) {
 	a3.Close()
 
 	// b is back: the restarted a joins it by itself and syncs.
-	b2 := startMember(t, "b", "us-east", nil, func(c *Config) { c.BindAddr = store.addr(t, "b") })
+	b2 := startMember(t, "b", "us-east", nil, func(c *Config) { c.BindAddr = keptAddr(t, store, "b") })
 	a4 := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Store = store; c.BindAddr = addr })
 	waitFor(t, 10*time.Second, "a rejoins b without seeds, and syncs", func() bool {
 		return len(a4.Members()) == 2 && len(b2.Members()) == 2 && a4.Synced() && a4.CaughtUp()
@@ -108,12 +75,11 @@ func TestRestartWithoutJoinFindsItsCluster(t *testing.T) {
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
 
-// addr is the gossip address kept for node name.
-func (s *memStore) addr(t *testing.T, name string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// keptAddr is the gossip address kept in s for node name.
+func keptAddr(t *testing.T, s *memStore, name string) string {
+	b, _ := s.Get(memberPrefix + name)
 	var m knownMember
-	if err := json.Unmarshal(s.m[memberPrefix+name], &m); err != nil {
+	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m.Addr

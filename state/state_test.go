@@ -4,63 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"math"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"tally/crdt"
 	"tally/hlc"
+	"tally/internal/memstore"
 	"tally/poll"
 )
 
-// memStore is a map standing in for the ledger's metadata space.
-type memStore struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memStore) PutMeta(name string, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string][]byte{}
-	}
-	s.m[name] = v
-	return nil
-}
-
-func (s *memStore) PutMetaBatch(names []string, values [][]byte, _ bool) error {
-	for i, name := range names {
-		s.PutMeta(name, values[i])
-	}
-	return nil
-}
-
-func (s *memStore) DeleteMetaRange(from, to string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k := range s.m {
-		if k >= from && k < to {
-			delete(s.m, k)
-		}
-	}
-	return nil
-}
-
-func (s *memStore) MetaWithPrefix(prefix string) iter.Seq2[string, []byte] {
-	return func(yield func(string, []byte) bool) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for k, v := range s.m {
-			if strings.HasPrefix(k, prefix) && !yield(k, v) {
-				return
-			}
-		}
-	}
-}
+// memStore stands in for the ledger's metadata space.
+type memStore = memstore.Store
 
 func def(id string) poll.Definition {
 	return poll.Definition{ID: id, Question: "Best colour?", Options: []poll.Option{{ID: "red", Label: "Red"}, {ID: "blue", Label: "Blue"}}, OpensAt: 1_796_083_200_000, ClosesAt: 1_796_083_260_000, GraceMs: 2000}
