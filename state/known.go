@@ -38,7 +38,8 @@ type savedTallies struct {
 }
 
 // SaveTallies writes to the Store the tally of every poll that changed
-// since the last call, and returns how many it wrote. A poll in which a
+// since the last call (a certified poll's once more after its
+// certificate, then no longer), and returns how many it wrote. A poll in which a
 // replica appears with records for the first time is written synced:
 // that is the fact a restarted node must not lose.
 func (s *State) SaveTallies() (int, error) {
@@ -54,6 +55,11 @@ func (s *State) SaveTallies() (int, error) {
 	var values [][]byte
 	sync := false
 	for _, d := range s.Polls() {
+		if _, done := s.saved.versions[d.ID]; done {
+			if c, ok := s.Certificate(d.ID); ok && c.Status == Reconciled {
+				continue // certified and kept: its number is the certificate's now
+			}
+		}
 		ps, err := s.poll(d.ID)
 		if err != nil {
 			continue
