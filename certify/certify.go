@@ -150,7 +150,7 @@ func New(cfg Config) (*Certifier, error) {
 		copies: newCopies(cfg.Prefetch)}
 	c.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_certify_attempts_total",
-		Help: "Certification attempts by outcome: reconciled, pending, error, panic.",
+		Help: "Certification attempts by outcome: reconciled, pending, error, panic; withdrawn: a reconciled certificate held here that leaves out records this node knows of, dropped to certify again.",
 	}, []string{"outcome"})
 	c.seconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tally_certify_duration_seconds",
@@ -203,10 +203,16 @@ func (c *Certifier) Run(ctx context.Context) {
 	wg.Go(func() { c.prefetch(ctx) })
 	t := time.NewTicker(c.cfg.Every)
 	defer t.Stop()
+	re := time.NewTicker(recheckEvery)
+	defer re.Stop()
+	passed := map[string]uint64{} // poll → known records when its certificate last passed Check
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-re.C:
+			c.recheck(passed)
+			continue
 		case <-t.C:
 		}
 		for _, poll := range c.due() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"tally/api"
 	"tally/state"
@@ -79,4 +80,52 @@ func (c *Certifier) Check(cert state.Certificate) error {
 		}
 	}
 	return Covers(cert, known)
+}
+
+// recheckEvery is how often the certificates this node holds are checked
+// again against what it knows (recheck).
+const recheckEvery = 5 * time.Second
+
+// recheck withdraws every reconciled certificate this node holds that
+// Check refuses: one this node or an earlier version wrote, or took
+// before it knew better, from a partial view. The poll is then certified
+// again here (or takes a complete certificate from another node). A
+// certificate is checked again only when the record counts known of its
+// poll have changed since it passed.
+func (c *Certifier) recheck(passed map[string]uint64) {
+	if c.cfg.Synced != nil && !c.cfg.Synced() {
+		return
+	}
+	for _, d := range c.cfg.State.Polls() {
+		cert, ok := c.cfg.State.Certificate(d.ID)
+		if !ok || cert.Status != state.Reconciled {
+			continue
+		}
+		known, err := c.cfg.State.KnownRecords(d.ID)
+		if err != nil {
+			continue
+		}
+		var sum uint64
+		for _, n := range known {
+			sum += n
+		}
+		if n, ok := passed[d.ID]; ok && n == sum {
+			continue
+		}
+		err = c.Check(cert)
+		if err == nil {
+			passed[d.ID] = sum
+			continue
+		}
+		if withdrawn, werr := c.cfg.State.WithdrawCertificate(d.ID); werr != nil || !withdrawn {
+			continue
+		}
+		delete(passed, d.ID)
+		c.mu.Lock()
+		delete(c.dueSince, d.ID)
+		delete(c.lastTry, d.ID)
+		c.mu.Unlock()
+		c.attempts.WithLabelValues("withdrawn").Inc()
+		c.log.Error("withdrew a certificate this node held that leaves out records it knows of; certifying the poll again", "poll", d.ID, "err", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"tally/api"
 	"tally/certify"
 	"tally/hlc"
+	"tally/internal/testwait"
 	"tally/ledger"
 )
 
@@ -492,5 +493,45 @@ func TestRestartedFirstNodeCertifiesNothingAlone(t *testing.T) {
 	})
 	if v := certifiedEverywhere(t, []*testNode{back, again}, "p"); v.Total != 4 {
 		t.Fatalf("certified %d votes, 4 acknowledged", v.Total)
+	}
+}
+
+// TestHeldShortCertificateIsWithdrawn: a reconciled certificate a node
+// holds that leaves out records it knows of — written by an earlier
+// version from a partial view, before the check existed — does not stand
+// for good. The node withdraws it and certifies again; the other region
+// never applies it.
+func TestHeldShortCertificateIsWithdrawn(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
+	first, other := nodes[0], nodes[1]
+	first.createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	for i := range 4 {
+		voter := fmt.Sprintf("v%d", i)
+		nodes[i%2].castVote(t, "p", "a", voter, voter)
+	}
+	agree(t, nodes, "p", map[string]int64{"a": 4, "b": 0, "c": 0})
+	raw, _ := json.Marshal(api.ResultDetail{Coordinator: first.cfg.NodeName,
+		Result: &ledger.Result{Poll: "p", Totals: map[string]uint64{"a": 2}, Total: 2, Digest: "short",
+			Replicas: []ledger.Chain{{Poll: "p", Replica: first.replica, Records: 2}}}})
+	ts, _ := first.Node.clock.Now()
+	short := ledger.Certificate{Poll: "p", Status: ledger.Reconciled, TS: ts, By: first.replica, Totals: map[string]uint64{"a": 2}, Total: 2, Digest: "short", Detail: raw}
+	if ok, err := first.state.PutCertificate(short); !ok || err != nil {
+		t.Fatalf("held a short certificate: %v %v", ok, err)
+	}
+	advanceAll(nodes, 80*time.Second) // past the close and the grace
+	testwait.For(t, 30*time.Second, "the short certificate withdrawn and the poll certified again", func() bool {
+		for _, n := range nodes {
+			if v := n.result(t, "p"); v.Status != "reconciled" || v.Total != 4 {
+				return false
+			}
+		}
+		return true
+	})
+	if got := metricValue(t, []*testNode{first}, "tally_certify_attempts_total", `outcome="withdrawn"`); got < 1 {
+		t.Fatalf("withdrawals counted: %v", got)
+	}
+	if v := other.result(t, "p"); v.Digest == "short" {
+		t.Fatal("the other region applied the short certificate")
 	}
 }

@@ -96,3 +96,24 @@ func (d *Definitions) loadCertificates() error {
 	}
 	return nil
 }
+
+// WithdrawCertificate drops the poll's certificate from memory and from the
+// Store (where the Store can delete), so that the poll is certified again.
+// The node calls it for a reconciled certificate it holds that leaves out
+// records it knows of — one written by an earlier version from a partial
+// view — which would otherwise stand for good (a reconciled certificate is
+// final). It reports whether there was one.
+func (d *Definitions) WithdrawCertificate(pollID string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.certs[pollID]; !ok {
+		return false, nil
+	}
+	if del, ok := d.store.(interface{ DeleteMetaRange(from, to string) error }); ok {
+		if err := del.DeleteMetaRange(certPrefix+pollID, certPrefix+pollID+"\x00"); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+	}
+	delete(d.certs, pollID)
+	return true, nil
+}
