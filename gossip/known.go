@@ -41,8 +41,8 @@ type known struct {
 func (g *Gossip) loadKnown() {
 	g.known.members = map[string]knownMember{}
 	g.known.heard = map[string]bool{}
-	if g.cfg.Store == nil {
-		return
+	if g.cfg.Store == nil || g.single() {
+		return // a single node contacts nobody, whatever its data dir kept
 	}
 	for name, value := range g.cfg.Store.MetaWithPrefix(memberPrefix) {
 		var m knownMember
@@ -191,6 +191,12 @@ const shortLogEvery = time.Minute
 // with the coordinator that wrote it.
 func (g *Gossip) checkCertificate(path, from string, c *state.Certificate) bool {
 	if g.cfg.CheckCertificate == nil || c.Status != state.Reconciled {
+		return true
+	}
+	if held, ok := g.cfg.State.Certificate(c.Poll); ok && held.Status == state.Reconciled && !c.TS.Less(held.TS) {
+		// It would not replace the one held (every full state carries it
+		// again): nothing to decode. The held one is the certifier's to
+		// recheck.
 		return true
 	}
 	err := g.cfg.CheckCertificate(*c)

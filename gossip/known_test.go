@@ -142,3 +142,29 @@ func TestShortCertificateIsRefused(t *testing.T) {
 		t.Fatalf("the whole certificate: %+v %v", c, ok)
 	}
 }
+
+// TestDamagedKeptMemberIsSkipped: a kept member that does not decode, or
+// names no address, is skipped with a warning; the node starts alone by
+// design, as it would with nothing kept.
+func TestDamagedKeptMemberIsSkipped(t *testing.T) {
+	store := &memStore{}
+	store.PutMeta(memberPrefix+"x", []byte("{not json"))
+	store.PutMeta(memberPrefix+"y", []byte(`{"addr":"","replica":"y-r"}`))
+	store.PutMeta(memberPrefix+"z", nil)
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Store = store })
+	if !a.Synced() || !a.CaughtUp() || len(a.keptAddrs()) != 0 {
+		t.Fatalf("synced %v, caught up %v, kept %v", a.Synced(), a.CaughtUp(), a.keptAddrs())
+	}
+}
+
+// TestKeylessNodeKeepsNoMembers: a single node (no key) never believes
+// kept members or other replicas make it part of a cluster: it merges
+// nothing from anyone, whatever its data dir says.
+func TestKeylessNodeKeepsNoMembers(t *testing.T) {
+	store := &memStore{}
+	store.PutMeta(memberPrefix+"b", []byte(`{"addr":"127.0.0.1:1","replica":"b-r","region":"us-east"}`))
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Store = store; c.Keys = nil })
+	if !a.Synced() || !a.CaughtUp() || len(a.keptAddrs()) != 0 {
+		t.Fatalf("a key-less single node waits for, or rejoins, a cluster it may not join: kept %v", a.keptAddrs())
+	}
+}
