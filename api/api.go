@@ -48,6 +48,14 @@ const (
 	// CodeIdemConflict is a vote result's error: its idempotency key holds
 	// another voter's vote; the vote was not taken (send it with a new key).
 	CodeIdemConflict = "idem_conflict"
+	// CodeOutcomeUnknown (504) is an edge's answer when a full node took
+	// the vote's batch but did not answer before the edge's deadline: the
+	// vote may be ledgered. Send the same request again, with the same
+	// key, for the definitive answer. Every other refusal changed nothing.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeStampAhead (400): a vote's "after" stamp is further ahead of the
+	// node's clock than the clocks of a cluster may differ; nothing taken.
+	CodeStampAhead = "stamp_ahead"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

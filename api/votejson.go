@@ -26,6 +26,10 @@ func (v VoteResponse) AppendJSON(b []byte) []byte {
 			b = append(b, `,"error":`...)
 			b = appendJSONString(b, r.Error)
 		}
+		if r.Stamp != "" {
+			b = append(b, `,"stamp":`...)
+			b = appendJSONString(b, r.Stamp)
+		}
 		if r.ElapsedMs != nil {
 			b = append(b, `,"elapsed_ms":`...)
 			b = strconv.AppendInt(b, *r.ElapsedMs, 10)

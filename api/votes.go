@@ -17,6 +17,11 @@ type Vote struct {
 	// Name is a quiz participant's display name (1-32 bytes), shown on the
 	// leaderboard; only for quiz answers.
 	Name string `json:"name,omitempty"`
+	// After is the newest Stamp the client was answered for this poll:
+	// the node stamps this vote after it, so a change of mind sent to
+	// another region, whose clock may be behind, still wins (docs/api.md).
+	// Empty: the node's own ordering.
+	After string `json:"after,omitempty"`
 }
 
 // VoteBatch is a request body of 1 to MaxBatch votes; a body may also be
@@ -34,6 +39,10 @@ type VoteResult struct {
 	// ElapsedMs is a quiz answer's time as this node measured it
 	// (docs/quiz.md); its score is shown once the question is revealed.
 	ElapsedMs *int64 `json:"elapsed_ms,omitempty"`
+	// Stamp is the hybrid-clock time the vote that counts for this key
+	// was stamped with ("wall.logical"): a client sends the newest it
+	// holds as the next vote's After.
+	Stamp string `json:"stamp,omitempty"`
 }
 
 // Statuses of a VoteResult.

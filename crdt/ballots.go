@@ -333,13 +333,14 @@ func (s *Ballots) Since(replica string, after uint64, max int) []Ballot {
 }
 
 // Idem returns the earliest ballot under the idempotency key when it is
-// the same voter's (a retry of that vote): its replica and Seq.
-func (s *Ballots) Idem(idem, voter uint64) (replica string, seq uint64, ok bool) {
+// the same voter's (a retry of that vote): the ballot that counts for the
+// key, wherever it was taken, as certification keeps it.
+func (s *Ballots) Idem(idem, voter uint64) (Ballot, bool) {
 	r, found := s.idems[idem]
 	if !found || s.at(r).voter != voter {
-		return "", 0, false
+		return Ballot{}, false
 	}
-	return s.replicas[r.rep], uint64(r.seq), true
+	return s.ballot(r.rep, uint64(r.seq)-1, s.at(r)), true
 }
 
 // IdemVoter returns the voter of the earliest ballot under the
@@ -359,6 +360,23 @@ func (s *Ballots) LastWall(voter uint64) (int64, bool) {
 		return 0, false
 	}
 	return s.at(v.winner).wall, true
+}
+
+// Latest returns the HLC stamp of the voter's latest ballot, counted or
+// not: a new vote of theirs is stamped after it.
+func (s *Ballots) Latest(voter uint64) (wall int64, logical uint32, ok bool) {
+	v, found := s.voters[voter]
+	if !found {
+		return 0, 0, false
+	}
+	for r := v.head; !r.none(); {
+		e := s.at(r)
+		if !ok || e.wall > wall || e.wall == wall && e.logical > logical {
+			wall, logical, ok = e.wall, e.logical, true
+		}
+		r = e.next()
+	}
+	return wall, logical, ok
 }
 
 // ballot rebuilds the held ballot at index i of replica rep.

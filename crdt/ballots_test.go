@@ -180,10 +180,10 @@ func TestBallotsRefuseWhatTheyCannotHold(t *testing.T) {
 	if s.Have("r") != 3 || len(s.Since("r", 1, 10)) != 2 || len(s.Since("r", 0, 1)) != 1 {
 		t.Fatalf("have %d, since %v", s.Have("r"), s.Since("r", 1, 10))
 	}
-	if rep, seq, ok := s.Idem(1, 1); !ok || rep != "r" || seq != 3 {
-		t.Fatalf("idem lookup: %s %d %v", rep, seq, ok)
+	if b, ok := s.Idem(1, 1); !ok || b.Replica != "r" || b.Seq != 3 {
+		t.Fatalf("idem lookup: %+v %v", b, ok)
 	}
-	if _, _, ok := s.Idem(1, 99); ok {
+	if _, ok := s.Idem(1, 99); ok {
 		t.Fatal("an idempotency key matched another voter's ballot")
 	}
 }
@@ -261,5 +261,21 @@ func TestBallotsFarSeqIsCheap(t *testing.T) {
 	}
 	if s.Have("r") != 1 || len(s.Since("r", 1, 10)) != 0 {
 		t.Fatal("the hole is not a gap")
+	}
+}
+
+// Latest is the voter's latest ballot by stamp, counted or not, whatever
+// order the ballots arrived in.
+func TestLatestIsTheVotersLatestStamp(t *testing.T) {
+	s := crdt.NewBallots(0)
+	if _, _, ok := s.Latest(1); ok {
+		t.Fatal("a voter with no ballot has a latest stamp")
+	}
+	s.Add(crdt.Ballot{Replica: "b", Seq: 1, Wall: 200, Logical: 3, Voter: 1, Idem: 10, Option: "x", Eligible: true}, nil)
+	s.Add(crdt.Ballot{Replica: "a", Seq: 1, Wall: 100, Logical: 9, Voter: 1, Idem: 11, Option: "y", Eligible: true}, nil)
+	s.Add(crdt.Ballot{Replica: "a", Seq: 2, Wall: 200, Logical: 1, Voter: 1, Idem: 12, Option: "y"}, nil)
+	s.Add(crdt.Ballot{Replica: "a", Seq: 3, Wall: 900, Logical: 0, Voter: 2, Idem: 13, Option: "y", Eligible: true}, nil)
+	if w, l, ok := s.Latest(1); !ok || w != 200 || l != 3 {
+		t.Fatalf("latest of voter 1: %d.%d %v, want 200.3", w, l, ok)
 	}
 }

@@ -123,6 +123,32 @@ func (c *Clock) Now() (Timestamp, error) {
 	return Timestamp{Wall: c.last.Wall, Logical: c.last.Logical, Replica: c.replica}, nil
 }
 
+// NowAfter returns a timestamp greater than floor and than every
+// timestamp this clock returned or observed before, without adopting
+// floor: a vote is stamped after the voter's previous one (a stamp a
+// client sent back, or one a peer gossiped) while the clock itself, and
+// with it every other voter's stamps, stays where it was. A floor more
+// than MaxSkew ahead of physical time is refused with ErrSkew.
+func (c *Clock) NowAfter(floor Timestamp) (Timestamp, error) {
+	phys := c.now().UnixMilli()
+	if floor.Wall > phys && floor.Wall-phys > c.maxSkew {
+		return Timestamp{}, fmt.Errorf("%w: %d.%d is %dms ahead of local time (max %dms)",
+			ErrSkew, floor.Wall, floor.Logical, floor.Wall-phys, c.maxSkew)
+	}
+	ts, err := c.Now()
+	if err != nil || floor.Wall < ts.Wall || floor.Wall == ts.Wall && floor.Logical < ts.Logical {
+		return ts, err
+	}
+	ts.Wall, ts.Logical = floor.Wall, floor.Logical+1
+	if floor.Logical == math.MaxUint32 {
+		ts.Wall, ts.Logical = floor.Wall+1, 0
+	}
+	return ts, nil
+}
+
+// MaxSkew is how far ahead of physical time a remote timestamp may be.
+func (c *Clock) MaxSkew() time.Duration { return time.Duration(c.maxSkew) * time.Millisecond }
+
 // Update folds a remote timestamp into the clock, so that later calls to Now
 // order after it. A remote timestamp more than MaxSkew ahead of local
 // physical time is refused with ErrSkew, counted, and not adopted.

@@ -250,3 +250,41 @@ func TestWaitOutMarkAfterCrashNotAfterClose(t *testing.T) {
 		t.Fatalf("wait with the clock gone back: %v %v", d, err)
 	}
 }
+
+// NowAfter stamps after the floor it is given without moving the clock:
+// a voter's change of mind orders after the vote a region whose clock
+// runs ahead stamped, and nobody else's stamps move with it.
+func TestNowAfterOrdersAfterTheFloorWithoutAdoptingIt(t *testing.T) {
+	m := newManual(1000)
+	c := mustNew(t, Config{Replica: "a", Now: m.now, MaxSkew: 50 * time.Millisecond})
+	cases := []struct {
+		name  string
+		floor Timestamp
+		want  Timestamp
+	}{
+		{"no floor", Timestamp{}, Timestamp{1000, 0, "a"}},
+		{"floor behind", Timestamp{Wall: 990, Logical: 7}, Timestamp{1000, 1, "a"}},
+		{"floor in the same millisecond", Timestamp{Wall: 1000, Logical: 9}, Timestamp{1000, 10, "a"}},
+		{"floor ahead within the bound", Timestamp{Wall: 1040, Logical: 3}, Timestamp{1040, 4, "a"}},
+		{"floor at the logical maximum", Timestamp{Wall: 1041, Logical: math.MaxUint32}, Timestamp{1042, 0, "a"}},
+	}
+	for _, tc := range cases {
+		got, err := c.NowAfter(tc.floor)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got != tc.want {
+			t.Fatalf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// The clock itself did not follow the floors ahead of it.
+	if got := mustNow(t, c); got.Wall != 1000 {
+		t.Fatalf("the clock moved to %v with the floors", got)
+	}
+	if _, err := c.NowAfter(Timestamp{Wall: 1051}); !errors.Is(err, ErrSkew) {
+		t.Fatalf("a floor 51 ms ahead (bound 50 ms): err %v, want ErrSkew", err)
+	}
+	if got := mustNow(t, c); got.Wall != 1000 {
+		t.Fatalf("a refused floor moved the clock to %v", got)
+	}
+}

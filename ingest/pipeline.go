@@ -298,7 +298,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 	recs := make([]ledger.Record, len(fresh))
 	ipHash := p.hashIP(c.IP)
 	for j, i := range fresh {
-		ts, err := p.cfg.Clock.Now()
+		ts, err := p.stampAfter(def.ID, votes[i], hashes[i][0])
 		if err != nil {
 			return nil, err
 		}
@@ -311,6 +311,13 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 		case poll.BeforeOpen:
 			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", def.ID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
 		case poll.AfterGrace:
+			if p.cfg.State.BallotsMissing(def.ID, p.cfg.Ledger.Replica()) {
+				// The key may be one another region took and this node has
+				// not heard of yet: "closed" would tell its voter a counted
+				// vote was refused.
+				return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
+					Message: fmt.Sprintf("poll %q is closed and this node is still receiving its votes from the other regions: send the same request again to learn whether this key was counted", def.ID)}
+			}
 			if def.Quiz != nil {
 				return nil, api.Errorf(http.StatusConflict, api.CodeTooLate, "question %q closed at %s", def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
 			}
@@ -348,6 +355,32 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 	return recs, nil
 }
 
+// stampAfter stamps a new vote after the voter's latest vote this node
+// knows of, from any region, and after the stamp the client sent with it
+// (the newest it was answered): a change of mind orders after the vote it
+// replaces whatever the two regions' clocks say. A client's stamp beyond
+// the clock's skew bound refuses the request; a known ballot that far
+// ahead is passed over (the node's own ordering).
+func (p *Pipeline) stampAfter(pollID string, v Vote, voter uint64) (hlc.Timestamp, error) {
+	var known hlc.Timestamp
+	if w, l, ok := p.cfg.State.Latest(pollID, voter); ok {
+		known = hlc.Timestamp{Wall: w, Logical: l}
+	}
+	if w, l, ok := api.ParseStamp(v.After); ok && (w > known.Wall || w == known.Wall && l > known.Logical) {
+		ts, err := p.cfg.Clock.NowAfter(hlc.Timestamp{Wall: w, Logical: l})
+		if errors.Is(err, hlc.ErrSkew) {
+			return ts, api.Errorf(http.StatusBadRequest, api.CodeStampAhead,
+				"after %q is further ahead of this node's clock than the %s the cluster's clocks may differ: check the regions' clocks (NTP)", v.After, p.cfg.Clock.MaxSkew())
+		}
+		return ts, err
+	}
+	ts, err := p.cfg.Clock.NowAfter(known)
+	if errors.Is(err, hlc.ErrSkew) {
+		return p.cfg.Clock.Now()
+	}
+	return ts, err
+}
+
 // countAppended answers each new vote from its ledger append, durable
 // now, and counts those the ledger had not held already.
 func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, hashes [][2]uint64, recs []ledger.Record, appended []ledger.Appended) ([]Result, error) {
@@ -359,10 +392,13 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, h
 			if p.idemConflict(pollID, hashes[i]) { // another voter's vote took the key meanwhile
 				results[i].Status, results[i].Error, results[i].VoteID = StatusRejected, api.CodeIdemConflict, ""
 				p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
+			} else if b, ok := p.cfg.State.IdemBallot(pollID, hashes[i][1], hashes[i][0]); ok {
+				results[i].VoteID, results[i].Stamp = ledger.VoteID{Replica: b.Replica, Seq: b.Seq}.String(), api.FormatStamp(b.Wall, b.Logical)
 			}
 			continue
 		}
 		results[i].Status = StatusAccepted
+		results[i].Stamp = api.FormatStamp(r.Wall, r.Logical)
 		if r.Late {
 			results[i].Status = StatusLate
 		}
@@ -420,12 +456,12 @@ func (p *Pipeline) answerRetries(pollID string, votes []Vote) (results []Result,
 			p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
 			continue
 		}
-		dup, id, remote, err := p.retry(pollID, v.Idem, hashes[i])
+		dup, id, stamp, remote, err := p.retry(pollID, v.Idem, hashes[i])
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		if dup {
-			results[i].Status, results[i].VoteID = StatusDuplicate, id
+			results[i].Status, results[i].VoteID, results[i].Stamp = StatusDuplicate, id, stamp
 			if remote {
 				p.m.remoteDuplicates.Inc()
 			}
@@ -463,31 +499,33 @@ func (p *Pipeline) idemConflict(pollID string, h [2]uint64) bool {
 	return ok && owner != h[0]
 }
 
-// retry tells whether a vote's key was taken before and the vote id of its
-// first answer. The voter state rules out new keys without a lookup (its
-// ballots hold a keyed hash of every key ledgered anywhere in the cluster,
-// with the voter's); a hit is answered from this node's ledger index first,
-// so a client retrying here always gets the id it was first given, and
-// otherwise with the region that took it (see docs/certification.md). A
-// key the voter state misses — another voter's, or one whose ballot has
-// not arrived — still reaches the ledger, which answers it as a duplicate.
-func (p *Pipeline) retry(pollID, idem string, h [2]uint64) (dup bool, id string, remote bool, err error) {
-	rep, seq, ok := p.cfg.State.IdemBallot(pollID, h[1], h[0])
+// retry tells whether a vote's key was taken before, and the vote id and
+// stamp of the record that counts for it: the earliest under the key, at
+// any replica, as certification keeps it. Every node answers a retry with
+// that one id once the ballots have spread, a node that answered the key
+// with its own record before included (docs/api.md, "Retries"). The voter
+// state rules out new keys without a lookup (its ballots hold a keyed hash
+// of every key ledgered anywhere in the cluster, with the voter's); a key
+// it misses — another voter's, or one whose ballot has not arrived — still
+// reaches the ledger, which answers it as a duplicate.
+func (p *Pipeline) retry(pollID, idem string, h [2]uint64) (dup bool, id, stamp string, remote bool, err error) {
+	b, ok := p.cfg.State.IdemBallot(pollID, h[1], h[0])
 	if !ok {
-		return false, "", false, nil
+		return false, "", "", false, nil
 	}
-	first, found, err := p.cfg.Ledger.Lookup(pollID, idem)
-	if err != nil {
-		return false, "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
+	if b.Replica == p.cfg.Ledger.Replica() {
+		// This node's own record: the ledger's index confirms the key (two
+		// keys sharing both hashes, odds 2^-128, go on to the ledger).
+		_, found, err := p.cfg.Ledger.Lookup(pollID, idem)
+		if err != nil {
+			return false, "", "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
+		}
+		if !found {
+			return false, "", "", false, nil
+		}
 	}
-	switch {
-	case found:
-		return true, first.String(), false, nil
-	case rep == p.cfg.Ledger.Replica():
-		return false, "", false, nil // two keys sharing both hashes (odds 2^-128): let the ledger decide
-	default:
-		return true, ledger.VoteID{Replica: rep, Seq: seq}.String(), true, nil
-	}
+	id = ledger.VoteID{Replica: b.Replica, Seq: b.Seq}.String()
+	return true, id, api.FormatStamp(b.Wall, b.Logical), b.Replica != p.cfg.Ledger.Replica(), nil
 }
 
 // count applies one ledgered record to memory: the ack for retries, this

@@ -32,6 +32,7 @@ type voteBody struct {
 	Voter  string  `json:"voter"`
 	Idem   string  `json:"idem"`
 	Name   string  `json:"name"`
+	After  string  `json:"after"`
 	Votes  *[]Vote `json:"votes"`
 }
 
@@ -46,7 +47,7 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 	}
 	var votes []Vote
 	if b.Votes != nil {
-		if b.Option != "" || b.Voter != "" || b.Idem != "" || b.Name != "" {
+		if b.Option != "" || b.Voter != "" || b.Idem != "" || b.Name != "" || b.After != "" {
 			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "send one vote or a \"votes\" batch, not both")
 		}
 		votes = *b.Votes
@@ -57,7 +58,7 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a batch holds at most %d votes, got %d", MaxBatch, len(votes))
 		}
 	} else {
-		votes = []Vote{{Option: b.Option, Voter: b.Voter, Idem: b.Idem, Name: b.Name}}
+		votes = []Vote{{Option: b.Option, Voter: b.Voter, Idem: b.Idem, Name: b.Name, After: b.After}}
 	}
 	for i, v := range votes {
 		for _, f := range []struct {
@@ -66,6 +67,11 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 		}{{"voter", v.Voter, ledger.MaxVoterLen}, {"idem", v.Idem, ledger.MaxIdemLen}, {"option", v.Option, ledger.MaxOptionLen}} {
 			if err := ledger.ValidText(f.value, f.max); err != nil {
 				return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "vote %d: %s %v", i, f.name, err)
+			}
+		}
+		if v.After != "" {
+			if _, _, ok := api.ParseStamp(v.After); !ok {
+				return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "vote %d: after: want a stamp \"wall.logical\" as a vote's answer gives it", i)
 			}
 		}
 		if v.Name != "" {

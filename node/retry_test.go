@@ -25,7 +25,7 @@ func TestRetryAfterTheClose(t *testing.T) {
 	}
 	id := first.body["results"].([]any)[0].(map[string]any)["vote_id"]
 	waitFor(t, func() bool { // us has the vote's ballot: it knows the key
-		_, _, ok := us.state.IdemBallot("p", us.state.Hash("k1"), us.state.Hash("v1"))
+		_, ok := us.state.IdemBallot("p", us.state.Hash("k1"), us.state.Hash("v1"))
 		return ok
 	})
 	retry := func(when string) {

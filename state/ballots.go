@@ -129,12 +129,12 @@ func (s *State) BallotsHave(pollID string) (map[string]uint64, error) {
 	return out, nil
 }
 
-// IdemBallot returns the vote id (replica and Seq) of the earliest ballot
-// under the idempotency key when it is the same voter's, from any replica.
-func (s *State) IdemBallot(pollID string, idem, voter uint64) (string, uint64, bool) {
+// IdemBallot returns the earliest ballot under the idempotency key when it
+// is the same voter's, from any replica: the one that counts for the key.
+func (s *State) IdemBallot(pollID string, idem, voter uint64) (crdt.Ballot, bool) {
 	ps, err := s.poll(pollID)
 	if err != nil {
-		return "", 0, false
+		return crdt.Ballot{}, false
 	}
 	ps.bmu.Lock()
 	defer ps.bmu.Unlock()
@@ -176,6 +176,18 @@ func (s *State) OpenedHere(pollID string) (int64, bool) {
 		return 0, false
 	}
 	return max(def.OpensAt, ps.seenMs), true
+}
+
+// Latest returns the HLC stamp of the voter's latest ballot in the poll,
+// taken at any replica, counted or not.
+func (s *State) Latest(pollID string, voter uint64) (wall int64, logical uint32, ok bool) {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return 0, 0, false
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.Latest(voter)
 }
 
 // LastWall returns the HLC wall time of the voter's counted ballot in the

@@ -176,3 +176,25 @@ func (s *State) KnownRecords(pollID string) (map[string]uint64, error) {
 	maps.DeleteFunc(out, func(_ string, n uint64) bool { return n == 0 })
 	return out, nil
 }
+
+// BallotsMissing reports whether the node knows of records of the poll,
+// at a replica other than own, whose ballots it does not hold yet: a key
+// it has not seen may then be one another region took, and the node
+// cannot tell a retry from a new vote. (Its own replica's ballots are its
+// ledger's records; those a restore lost never arrive.)
+func (s *State) BallotsMissing(pollID, own string) bool {
+	known, err := s.KnownRecords(pollID)
+	if err != nil {
+		return false
+	}
+	have, err := s.BallotsHave(pollID)
+	if err != nil {
+		return false
+	}
+	for rep, n := range known {
+		if rep != own && have[rep] < n {
+			return true
+		}
+	}
+	return false
+}

@@ -113,3 +113,30 @@ func TestKeptTalliesDamagedOrGone(t *testing.T) {
 		t.Fatalf("%s kept for a poll not held", name)
 	}
 }
+
+// BallotsMissing: the node knows of another replica's records whose
+// ballots it does not hold; its own replica's missing ballots (records a
+// restore lost) do not count, as they never arrive.
+func TestBallotsMissing(t *testing.T) {
+	s := restarted(t, &memStore{})
+	if s.BallotsMissing("p", "eu-1") {
+		t.Fatal("missing ballots with no other replica known")
+	}
+	if _, err := s.Merge("p", remote(map[string]int64{"red": 2}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.BallotsMissing("p", "eu-1") {
+		t.Fatal("us-1 holds 2 records and none of their ballots is here: not reported missing")
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if _, _, err := s.MergeBallots("p", []crdt.Ballot{{Replica: "us-1", Seq: seq, Wall: 10, Voter: seq, Idem: seq, Option: "red", Eligible: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.BallotsMissing("p", "eu-1") {
+		t.Fatal("every ballot held, still reported missing")
+	}
+	if s.BallotsMissing("nope", "eu-1") {
+		t.Fatal("an unknown poll reported missing ballots")
+	}
+}
