@@ -37,3 +37,14 @@ func TestPromtoolChecksRulesAndConfig(t *testing.T) {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
 }
+
+// TestPromtoolAlertRuleUnitTests runs the alert rules' unit tests
+// (deploy/prometheus/alerts_test.yml): each tested rule fires on the
+// series it is for and stays quiet on the others.
+func TestPromtoolAlertRuleUnitTests(t *testing.T) {
+	bin := promtool(t)
+	tests := filepath.Join(root, "deploy/prometheus/alerts_test.yml")
+	if out, err := exec.Command(bin, "test", "rules", tests).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}

@@ -11,6 +11,7 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 	received := p.cfg.Now().UnixMilli() // a quiz answer's time ends here, not after the queues
 	body, err := api.ReadBody(w, r, p.cfg.Limits.MaxBody)
 	if err != nil {
+		p.m.refused(err, 1)
 		api.WriteError(w, r, err)
 		return
 	}
@@ -27,11 +28,25 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 // socket): the same decoding, voter token check, pipeline and
 // acknowledgement as HandleVotes. It is fanout's Voter.
 func (p *Pipeline) Vote(pollID string, body []byte, s api.Sender) (any, error) {
-	if int64(len(body)) > p.cfg.Limits.MaxBody {
-		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
+	if err := p.fits(body); err != nil {
+		p.m.refused(err, 1)
+		return nil, err
 	}
 	return p.vote(pollID, body, s)
 }
+
+// fits refuses a vote request body larger than the pipeline takes.
+func (p *Pipeline) fits(body []byte) error {
+	if int64(len(body)) > p.cfg.Limits.MaxBody {
+		return api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
+	}
+	return nil
+}
+
+// Fits is fits for the node's relay server, which refuses (and counts) an
+// oversized relayed request before the batch (VoteBatch does not count
+// that refusal).
+func (p *Pipeline) Fits(body []byte) error { return p.fits(body) }
 
 // vote decodes a vote request body, checks the sender's voter token (bound
 // to its address and User-Agent; its voter replaces the body's) and
@@ -50,14 +65,20 @@ func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse,
 
 // decode reads a request's votes and checks its sender's voter token
 // (bound to its address and User-Agent; its voter replaces the body's).
+// It counts its refusals in tally_votes_total, as observe counts the
+// pipeline's: a body that is not votes as one vote, a refused token as
+// the request's votes. Every transport's votes pass here once (HTTP, the
+// live socket, an edge's relay).
 func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Client, error) {
 	votes, err := DecodeVotes(body)
 	if err != nil {
+		p.m.refused(err, 1)
 		return nil, Client{}, err
 	}
 	def, _ := p.cfg.State.Poll(pollID)
 	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.Public)
 	if err != nil {
+		p.m.refused(err, len(votes))
 		return nil, Client{}, err
 	}
 	client := Client{Sender: s, TokenAge: -1}

@@ -1,6 +1,14 @@
 package ingest
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tally/api"
+)
 
 // metrics are the pipeline's Prometheus series, registered on the
 // registerer the node injects.
@@ -52,4 +60,44 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// refused counts in tally_votes_total a vote request refused before the
+// pipeline's observe sees it (its body unread or undecodable, its voter
+// token refused), by the refusal's code: votes is how many votes it
+// carried (VotesIn). Every refusal is counted once, where it is made.
+func (m *metrics) refused(err error, votes int) {
+	m.votes.WithLabelValues(StatusRejected, RefusalCode(err)).Add(float64(max(votes, 1)))
+}
+
+// CountRefused counts in tally_votes_total, as the pipeline counts its
+// own refusals, a vote request the node refused before handing it to the
+// pipeline (not ready yet, a body too large for it): votes is how many
+// votes it carried, VotesIn of its body when it was read, else 1.
+func (p *Pipeline) CountRefused(err error, votes int) { p.m.refused(err, votes) }
+
+// RefusalCode is the reason a refusal is counted under: its API error
+// code, internal for an error that is not an *api.Error.
+func RefusalCode(err error) string {
+	var e *api.Error
+	if errors.As(err, &e) && e.Code != "" {
+		return e.Code
+	}
+	return api.CodeInternal
+}
+
+// VotesIn is how many votes a vote request body carries, for counting
+// its refusal: the length of a "votes" batch of 1 to MaxBatch, else 1 (a
+// single vote, or a body that cannot be read as votes).
+func VotesIn(body []byte) int {
+	if !bytes.Contains(body, []byte(`"votes"`)) {
+		return 1
+	}
+	var b struct {
+		Votes []json.RawMessage `json:"votes"`
+	}
+	if json.Unmarshal(body, &b) != nil || len(b.Votes) == 0 || len(b.Votes) > MaxBatch {
+		return 1
+	}
+	return len(b.Votes)
 }

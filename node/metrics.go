@@ -21,6 +21,7 @@ type nodeMetrics struct {
 	pollsForgotten    prometheus.Counter
 	backups           *prometheus.CounterVec
 	backupSeconds     prometheus.Histogram
+	edgeVotes         *prometheus.CounterVec // at an edge, every answer its clients got (refusals.go)
 	http              *httpMetrics
 }
 
@@ -62,6 +63,10 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		Name: "tally_backup_duration_seconds", Help: "Time to checkpoint the ledger and stream a backup.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
 	})
+	n.m.edgeVotes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_edge_votes_total",
+		Help: "Votes this edge's clients sent (HTTP and live socket), by the answer they got, relayed from a full node or the edge's own (unavailable, outcome_unknown: no full node answered in time): result (accepted, duplicate, late, rejected; unknown for outcome_unknown, which the client retries) and, for rejections, reason (the API error code). A full node counts the votes relayed to it in tally_votes_total: sum one or the other, never both.",
+	}, []string{"result", "reason"})
 	var err error
 	if n.m.http, err = newHTTPMetrics(reg); err != nil {
 		return err
@@ -75,7 +80,7 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	})
 	buildInfo.Set(1)
 	cs := []prometheus.Collector{
-		buildInfo, n.m.backups, n.m.backupSeconds,
+		buildInfo, n.m.backups, n.m.backupSeconds, n.m.edgeVotes,
 		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.catchUpTimeouts, n.m.pollsForgotten,
 		newExactnessCollector(n),
 		collectors.NewGoCollector(),

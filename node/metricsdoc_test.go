@@ -55,6 +55,18 @@ func metricsDoc(ms []metricDesc) string {
 	b.WriteString("rewrites it. Histograms export `_bucket`, `_sum` and `_count`. The dashboard\n")
 	b.WriteString("(`deploy/grafana/dashboards/tally.json`) and the alert rules\n")
 	b.WriteString("(`deploy/prometheus/alerts.yml`) query only these.\n\n")
+	b.WriteString("**Votes by answer, counted once.** `tally_votes_total{result,reason}` counts\n")
+	b.WriteString("every vote a full node answered — its own clients' over HTTP and the live\n")
+	b.WriteString("socket, and those edges relayed to it — by result and, for a refusal, its\n")
+	b.WriteString("reason (the API error code: `session_mismatch`, `rate_limited`, …), voter-token\n")
+	b.WriteString("and malformed-body refusals included. An edge decides no vote: it counts\n")
+	b.WriteString("what its clients were answered, the full node's answer or its own\n")
+	b.WriteString("(`unavailable`: no full node answered in time), in\n")
+	b.WriteString("`tally_edge_votes_total{result,reason}` with the same labels. A vote through an\n")
+	b.WriteString("edge is in both, so sum one or the other, never both: the cluster's votes by\n")
+	b.WriteString("answer are `sum by (result, reason) (rate(tally_votes_total[1m]))` (edges never\n")
+	b.WriteString("count in it); what the edges' clients saw, the edges' own refusals\n")
+	b.WriteString("included, is `sum by (result, reason) (rate(tally_edge_votes_total[1m]))`.\n\n")
 	b.WriteString("| metric | labels | meaning |\n| --- | --- | --- |\n")
 	for _, m := range ms {
 		labels := m.labels

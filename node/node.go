@@ -200,7 +200,7 @@ func New(cfg Config) (n *Node, err error) {
 			ClientIP: func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 			MaxBody:  cfg.Limits.MaxBody, Metrics: n.relayM, Logger: cfg.Logger, Now: cfg.Now,
 		})
-		voter = n.edge
+		voter = edgeVoter{n, n.edge} // its clients' answers counted (refusals.go)
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,

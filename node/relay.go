@@ -48,24 +48,38 @@ func (n *Node) startRelay() (stop func(), err error) {
 // clients: the same pipeline, the same refusal while it is not ready.
 type relayHandler struct{ n *Node }
 
+// Its refusals are counted in tally_votes_total as the node's own
+// clients' are (refusals.go): the pipeline counts those it makes, and
+// those made here before it (not ready, a body too large for this node)
+// are counted here.
 func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Reply {
 	out := make([]relay.Reply, len(reqs))
 	if err := h.n.readyErr(); err != nil {
 		for i := range out {
 			out[i].Err = err
+			h.n.ingest.CountRefused(err, ingest.VotesIn(reqs[i].Body))
 		}
 		return out
 	}
-	in := make([]ingest.Request, len(reqs))
+	in := make([]ingest.Request, 0, len(reqs))
+	at := make([]int, 0, len(reqs)) // in[j] is reqs[at[j]]
 	for i, q := range reqs {
-		in[i] = ingest.Request{Body: q.Body, Sender: q.Sender}
-	}
-	for i, r := range h.n.ingest.VoteBatch(poll, in) {
-		if r.Err != nil {
-			out[i].Err = r.Err
+		if err := h.n.ingest.Fits(q.Body); err != nil {
+			out[i].Err = err
+			h.n.ingest.CountRefused(err, 1)
 			continue
 		}
-		out[i].Value = r.Response
+		in, at = append(in, ingest.Request{Body: q.Body, Sender: q.Sender}), append(at, i)
+	}
+	if len(in) == 0 {
+		return out
+	}
+	for j, r := range h.n.ingest.VoteBatch(poll, in) {
+		if r.Err != nil {
+			out[at[j]].Err = r.Err
+			continue
+		}
+		out[at[j]].Value = r.Response
 	}
 	return out
 }

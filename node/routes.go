@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -18,10 +17,8 @@ func (n *Node) routes() http.Handler {
 	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminTokens, h) }
 	ready := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !n.ready.Load() {
-				e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting: replaying the ledger")
-				e.RetryAfter = time.Second
-				api.WriteError(w, r, e)
+			if err := n.readyErr(); err != nil {
+				api.WriteError(w, r, err)
 				return
 			}
 			h.ServeHTTP(w, r)
@@ -52,7 +49,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/close", ready(write(closePoll)))
 	mux.Handle("POST /v1/polls/{poll}/extend", ready(write(extend)))
 	mux.Handle("POST /v1/polls/{poll}/reveal", ready(write(reveal)))
-	mux.Handle("POST /v1/polls/{poll}/votes", ready(http.HandlerFunc(votes)))
+	mux.Handle("POST /v1/polls/{poll}/votes", n.votesRoute(votes, ready))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(ledger))
 	mux.Handle("POST /v1/session", ready(http.HandlerFunc(sessions)))
 	mux.Handle("POST /v1/quizzes", ready(write(createQuiz)))

@@ -1,0 +1,162 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"tally/api"
+	"tally/ingest"
+	"tally/relay"
+)
+
+// Votes are counted by their answer once, where the answer is decided
+// (docs/metrics.md). A full node counts in tally_votes_total every vote
+// its pipeline answers — its own clients' over HTTP and the live socket,
+// and those the edges relay to it — and those it refuses before the
+// pipeline (not ready yet, a relayed body too large for it). An edge
+// decides no vote: it counts every answer its clients got, the full
+// node's or its own (unavailable: no full node answered in time), in
+// tally_edge_votes_total with the same labels. An operator sums one of
+// the two, never both: a vote relayed through an edge is in each.
+
+// edgeVoter is fanout's Voter at an edge: the edge's relay, its answers
+// counted.
+type edgeVoter struct {
+	n *Node
+	e *relay.Edge
+}
+
+func (v edgeVoter) Vote(poll string, body []byte, s api.Sender) (any, error) {
+	res, err := v.e.Vote(poll, body, s)
+	if err != nil {
+		v.n.countEdgeRefusal(ingest.RefusalCode(err), ingest.VotesIn(body))
+		return res, err
+	}
+	raw, _ := res.(json.RawMessage)
+	v.n.countEdgeResults(raw)
+	return res, err
+}
+
+// countEdgeRefusal counts a request an edge's client was answered with an
+// error: refused, or for outcome_unknown (a full node may have taken it;
+// the client retries with the same key) result "unknown".
+func (n *Node) countEdgeRefusal(code string, votes int) {
+	result := ingest.StatusRejected
+	if code == api.CodeOutcomeUnknown {
+		result = resultUnknown
+	}
+	n.m.edgeVotes.WithLabelValues(result, code).Add(float64(max(votes, 1)))
+}
+
+// resultUnknown is tally_edge_votes_total's result for an answer that
+// says nothing of the vote's fate (504 outcome_unknown).
+const resultUnknown = "unknown"
+
+// countEdgeResults counts the votes of a success answer (a VoteResponse)
+// by their result, a rejected one by its error code.
+func (n *Node) countEdgeResults(body []byte) {
+	var v struct {
+		Results []struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		} `json:"results"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.Results) == 0 {
+		n.countEdgeRefusal(api.CodeInternal, 1) // the client got an answer it cannot read either
+		return
+	}
+	for _, r := range v.Results {
+		reason := ""
+		if r.Status == ingest.StatusRejected {
+			reason = r.Error
+		}
+		n.m.edgeVotes.WithLabelValues(r.Status, reason).Inc()
+	}
+}
+
+// countEdgeVotes wraps an edge's vote route (POST /v1/polls/{poll}/votes,
+// its readiness check included): every answer is counted as the client
+// got it.
+func (n *Node) countEdgeVotes(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := &headReader{ReadCloser: r.Body}
+		r.Body = in
+		out := &answerRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(out, r)
+		if out.status == http.StatusOK {
+			n.countEdgeResults(out.body.Bytes())
+			return
+		}
+		var e api.ErrorBody
+		code := api.CodeInternal
+		if json.Unmarshal(out.body.Bytes(), &e) == nil && e.Error.Code != "" {
+			code = e.Error.Code
+		}
+		n.countEdgeRefusal(code, ingest.VotesIn(in.head.Bytes()))
+	})
+}
+
+// capturedMax bounds what countEdgeVotes keeps of a request body and of
+// its answer: a vote request is at most relay.MaxBody, its answer a few
+// hundred bytes a vote.
+const capturedMax = relay.MaxBody
+
+// headReader keeps the first capturedMax bytes read from a body.
+type headReader struct {
+	io.ReadCloser
+	head bytes.Buffer
+}
+
+func (h *headReader) Read(p []byte) (int, error) {
+	k, err := h.ReadCloser.Read(p)
+	if room := capturedMax - h.head.Len(); room > 0 {
+		h.head.Write(p[:min(k, room)])
+	}
+	return k, err
+}
+
+// answerRecorder passes an answer on, keeping its status and the first
+// capturedMax bytes of its body.
+type answerRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (a *answerRecorder) WriteHeader(status int) {
+	if !a.wrote {
+		a.status, a.wrote = status, true
+	}
+	a.ResponseWriter.WriteHeader(status)
+}
+
+func (a *answerRecorder) Write(p []byte) (int, error) {
+	a.wrote = true
+	if room := capturedMax - a.body.Len(); room > 0 {
+		a.body.Write(p[:min(len(p), room)])
+	}
+	return a.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// votesRoute is POST /v1/polls/{poll}/votes once the node is ready, every
+// answer counted once: at an edge by countEdgeVotes; at a full node by
+// its pipeline, and here the refusal while it is not ready.
+func (n *Node) votesRoute(votes http.HandlerFunc, ready func(http.Handler) http.Handler) http.Handler {
+	if n.edge != nil {
+		return n.countEdgeVotes(ready(votes))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := n.readyErr(); err != nil {
+			n.ingest.CountRefused(err, 1)
+			api.WriteError(w, r, err)
+			return
+		}
+		votes(w, r)
+	})
+}
