@@ -21,11 +21,13 @@ import (
 const backupPrefix = "backup-tmp-"
 
 // backupFiles are the data dir's files a backup carries besides the
-// ledger: what makes the replica itself. The admin token and the session
-// secret are left out (production nodes get them from --*-file), and so
-// is the vote-state checkpoint (it may be newer than the ledger copy; the
-// restored node replays the ledger instead).
-var backupFiles = []string{replicaIDFile, signingKeyFile, hlcFile, ipSaltFile}
+// ledger: what makes the replica itself, and the session secret the node
+// made there when it was given none (--session-secret), so that the voter
+// tokens it signed are still good once the backup is restored. The admin
+// token is left out (a new one is made, or --admin-token-file given), and
+// so is the vote-state checkpoint (it may be newer than the ledger copy;
+// the restored node replays the ledger instead).
+var backupFiles = []string{replicaIDFile, signingKeyFile, hlcFile, ipSaltFile, sessionSecretFile}
 
 // handleBackup serves GET /v1/backup (admin): a tar stream of a Pebble
 // checkpoint of the ledger, taken while the node keeps taking votes, and
@@ -53,7 +55,11 @@ func (n *Node) handleBackup(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="tally-%s-%s.tar"`, n.replica, created.UTC().Format("20060102T150405Z")))
 	w.Header().Set("Cache-Control", "no-store")
-	m := backup.Manifest{Replica: n.replica, Region: n.cfg.Region, Node: n.cfg.NodeName, CreatedAt: created.UnixMilli(), Version: buildinfo.Read().String()}
+	m := backup.Manifest{Replica: n.replica, Region: n.cfg.Region, Node: n.cfg.NodeName, CreatedAt: created.UnixMilli(), Version: buildinfo.Read().String(),
+		SessionSecret: backup.SessionSecretInBackup}
+	if n.cfg.SessionSecret != "" {
+		m.SessionSecret = backup.SessionSecretConfigured // a file of the data dir's, if any, is not the one in use
+	}
 	if err := backup.Write(w, tmp, m); err != nil {
 		// The status line is sent: the client sees a cut tar stream.
 		n.m.backups.WithLabelValues("failed").Inc()
@@ -76,6 +82,9 @@ func (n *Node) prepareBackup() (string, error) {
 		return tmp, fmt.Errorf("node: backup: %w", err)
 	}
 	for _, name := range backupFiles {
+		if name == sessionSecretFile && n.cfg.SessionSecret != "" {
+			continue // not the secret in use (--session-secret is): the restored node is given that one again
+		}
 		if err := backup.CopyFile(filepath.Join(n.cfg.DataDir, name), filepath.Join(tmp, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return tmp, fmt.Errorf("node: backup: %w", err)
 		}

@@ -52,6 +52,12 @@ func readOrCreate(dir, name string, make func() (string, error)) (value string, 
 	return v, err == nil, err
 }
 
+// fileExists reports whether dir/name exists.
+func fileExists(dir, name string) bool {
+	_, err := os.Stat(filepath.Join(dir, name))
+	return err == nil
+}
+
 // writeAtomic replaces dir/name with what write produces; a crash leaves
 // the old file or the new one, never a mix (atomicfile.Write).
 func writeAtomic(dir, name string, write func(io.Writer) error) error {

@@ -96,6 +96,7 @@ func New(cfg Config) (n *Node, err error) {
 			opened.closeStorage()
 		}
 	}()
+	known := fileExists(cfg.DataDir, replicaIDFile) // the data dir of a replica that ran (or was restored), not a new one
 	if n.replica, err = replicaID(cfg.DataDir, cfg.Region); err != nil {
 		return nil, err
 	}
@@ -132,7 +133,7 @@ func New(cfg Config) (n *Node, err error) {
 	for id, why := range n.state.SetAside() {
 		cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
 	}
-	signer, err := sessionSigner(cfg)
+	signer, err := sessionSigner(cfg, known)
 	if err != nil {
 		return nil, err
 	}

@@ -105,13 +105,21 @@ func (n *Node) openLedger() (err error) {
 }
 
 // sessionSigner signs voter tokens with --session-secret (a rotation's
-// secrets, comma-separated, the first signing), or with the data dir's.
-func sessionSigner(cfg Config) (*session.Signer, error) {
+// secrets, comma-separated, the first signing), or with the data dir's,
+// made with it. known says the data dir is an existing replica's: a
+// secret made there now is not the one its tokens were signed with (a
+// restore of a backup that did not carry it), and the log says so.
+func sessionSigner(cfg Config, known bool) (*session.Signer, error) {
 	secret := cfg.SessionSecret
 	if secret == "" {
 		var err error
-		if secret, _, err = readOrCreate(cfg.DataDir, sessionSecretFile, func() (string, error) { return randomHex(32) }); err != nil {
+		var made bool
+		if secret, made, err = readOrCreate(cfg.DataDir, sessionSecretFile, func() (string, error) { return randomHex(32) }); err != nil {
 			return nil, fmt.Errorf("node: session secret: %w", err)
+		}
+		if made && known {
+			cfg.Logger.Warn("made a new session secret for an existing replica (no --session-secret, and none in the data dir: restored from a backup that did not carry it?): the voter tokens this node issued before are refused (session_invalid) and voters get new ones; if the old secret is at hand, stop the node and put it in "+sessionSecretFile+" or pass it with --session-secret-file",
+				"file", filepath.Join(cfg.DataDir, sessionSecretFile))
 		}
 	}
 	var secrets [][]byte // comma-separated during a rotation: the first signs

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"tally/api"
+	"tally/internal/backup"
 	"tally/ledger"
 )
 
@@ -189,6 +190,11 @@ func TestBackupAndRestore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "admin-token")); err == nil {
 		t.Fatal("the backup carries the admin token")
 	}
+	// The node made its session secret itself: the backup carries it, so
+	// the voter tokens it issued stay good after a restore.
+	if _, err := os.Stat(filepath.Join(dir, sessionSecretFile)); err != nil || !strings.Contains(stderr, "session secret") {
+		t.Fatalf("the backup of a node that made its session secret does not carry it (or does not say so): %v %q", err, stderr)
+	}
 	// Not into a directory that holds something; no token, no backup.
 	if _, _, code := runCLI(t, "ledger", "backup", "--node", base, "-o", dir); code != 1 {
 		t.Fatalf("backup over a backup: %d", code)
@@ -203,8 +209,11 @@ func TestBackupAndRestore(t *testing.T) {
 	if _, err := os.Stat(data); err == nil {
 		t.Fatal("an unconfirmed restore wrote the data dir")
 	}
-	if out, stderr, code := runCLI(t, "ledger", "restore", "--from", dir, "--data-dir", data, "--original-is-gone"); code != 0 {
+	if out, stderr, code := runCLI(t, "ledger", "restore", "--from", dir, "--data-dir", data, "--original-is-gone"); code != 0 || strings.Contains(stderr, "note:") {
 		t.Fatalf("restore: %d %q %q", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, sessionSecretFile)); err != nil {
+		t.Fatalf("the restore left out the session secret: %v", err)
 	}
 	// The exports of both nodes (the original stands in for a lost one
 	// here) carry the same replica and chain.
@@ -227,6 +236,25 @@ func TestBackupAndRestore(t *testing.T) {
 		var chains []ledger.Chain
 		if code != 0 || json.Unmarshal([]byte(out), &chains) != nil || len(chains) != 1 {
 			t.Fatalf("verify %s: %d %s %s", f, code, out, stderr)
+		}
+	}
+}
+
+// After a restore, the operator is told what becomes of the voter tokens
+// when the backup does not carry the secret that signed them.
+func TestSessionSecretNote(t *testing.T) {
+	carried, without := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(carried, sessionSecretFile), []byte("s\n"), 0o600)
+	for _, c := range []struct {
+		dir, where, want string
+	}{
+		{carried, backup.SessionSecretInBackup, ""},
+		{without, backup.SessionSecretConfigured, "start the restored node with the same one"},
+		{without, "", "taken before backups carried it"},
+	} {
+		got := sessionSecretNote(backup.Manifest{SessionSecret: c.where}, c.dir)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%q: %q, want %q", c.where, got, c.want)
 		}
 	}
 }

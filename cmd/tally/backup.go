@@ -58,8 +58,29 @@ func ledgerBackup(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "backup of replica %s (region %s, node %s) taken %s: %d %s, %d %s, chains verified, in %s\n",
 		m.Replica, m.Region, m.Node, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), polls, plural(uint64(polls), "poll", "polls"), records, plural(uint64(records), "record", "records"), *out)
-	fmt.Fprintf(stderr, "took %s; it holds the replica's signing key: keep it as you keep secrets\n", time.Since(start).Round(time.Millisecond))
+	holds := "the replica's signing key"
+	if _, err := os.Stat(filepath.Join(*out, sessionSecretFile)); err == nil {
+		holds += " and the session secret that signs its voter tokens"
+	}
+	fmt.Fprintf(stderr, "took %s; it holds %s: keep it as you keep secrets\n", time.Since(start).Round(time.Millisecond), holds)
 	return 0
+}
+
+// sessionSecretFile is the node's data-dir file of its session secret,
+// which a backup carries when the node made it itself.
+const sessionSecretFile = "session-secret"
+
+// sessionSecretNote is what the operator must know, after a restore,
+// about the secret that signed the voter tokens the replica issued, or ""
+// when the backup carries it.
+func sessionSecretNote(m backup.Manifest, from string) string {
+	if _, err := os.Stat(filepath.Join(from, sessionSecretFile)); err == nil {
+		return ""
+	}
+	if m.SessionSecret == backup.SessionSecretConfigured {
+		return "the node signed voter tokens with --session-secret (or its file), which a backup does not carry: start the restored node with the same one as the cluster's other nodes, or the tokens voters hold are refused (session_invalid)\n"
+	}
+	return "this backup holds no session secret (it was taken before backups carried it): unless the node is started with the secret that signed its voter tokens (--session-secret-file, or that secret written to " + sessionSecretFile + " in the data dir before the start), it makes a new one, and the tokens voters hold are refused (session_invalid) until they get new ones\n"
 }
 
 // verifyBackup opens the backup's ledger read-only and verifies every
@@ -129,5 +150,8 @@ an empty data dir instead, and read the backup offline with
 		return 1
 	}
 	fmt.Fprintf(stdout, "restored replica %s (region %s) into %s; start the node with --data-dir %s --region %s\n", m.Replica, m.Region, *dataDir, *dataDir, m.Region)
+	if note := sessionSecretNote(m, *from); note != "" {
+		fmt.Fprint(stderr, "note: "+note)
+	}
 	return 0
 }

@@ -28,7 +28,19 @@ type Manifest struct {
 	Node      string `json:"node"`
 	CreatedAt int64  `json:"created_at"` // Unix ms, by the node's clock
 	Version   string `json:"version"`    // the node's build
+	// SessionSecret says where the secret signing the node's voter tokens
+	// was: SessionSecretInBackup (its data dir's, carried here) or
+	// SessionSecretConfigured (--session-secret or its file, not carried:
+	// the restored node needs it again). Empty in backups made before
+	// backups carried it.
+	SessionSecret string `json:"session_secret,omitempty"`
 }
+
+// Where a backed-up node's session secret was (Manifest.SessionSecret).
+const (
+	SessionSecretInBackup   = "in_backup"
+	SessionSecretConfigured = "configured"
+)
 
 var (
 	// ErrMalformed is returned for a stream that is not a backup or breaks
