@@ -1,12 +1,15 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +66,8 @@ type Edge struct {
 	// lostLog throttles the warning about batches no full node answered:
 	// with a region's full nodes down, every batch would write one.
 	lostLog throttle
+	// badLog throttles the warning about answers not believed.
+	badLog throttle
 }
 
 type pending struct {
@@ -96,7 +101,7 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.MaxBody <= 0 || cfg.MaxBody > MaxBody {
 		cfg.MaxBody = MaxBody
 	}
-	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch), lostLog: throttle{every: 5 * time.Second}}
+	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch), lostLog: throttle{every: 5 * time.Second}, badLog: throttle{every: 10 * time.Second}}
 }
 
 // Run gathers requests into batches and sends each on its own goroutine
@@ -166,7 +171,9 @@ func (e *Edge) Relay(ctx context.Context, req Request) Answer {
 }
 
 // send relays one batch along its route, failing over, and answers its
-// clients.
+// clients: the full node's answers, or the edge's own when none came —
+// 503 unavailable if no full node can have taken the batch, 504
+// outcome_unknown if one may have.
 func (e *Edge) send(ctx context.Context, route []string, batch []*pending) {
 	reqs := make([]Request, len(batch))
 	for i, p := range batch {
@@ -178,6 +185,11 @@ func (e *Edge) send(ctx context.Context, route []string, batch []*pending) {
 			e.cfg.Logger.Warn("relay: batch not answered", "requests", len(batch), "err", err, "suppressed", n)
 		}
 		a := unavailable("no full node answered in time; try again")
+		outcome := "unavailable"
+		if errors.Is(err, errOutcomeUnknown) {
+			a, outcome = outcomeUnknown(), "unknown"
+		}
+		e.cfg.Metrics.unanswered(outcome, len(batch))
 		for _, p := range batch {
 			p.done <- a
 		}
@@ -188,8 +200,14 @@ func (e *Edge) send(ctx context.Context, route []string, batch []*pending) {
 	}
 }
 
-// errNoFullNode is why a batch went unanswered.
-var errNoFullNode = errors.New("relay: no full node answered")
+var (
+	// errNoFullNode: no full node took the batch (none was reachable, or
+	// NATS said no one listens), so nothing of it was ledgered.
+	errNoFullNode = errors.New("relay: no full node answered")
+	// errOutcomeUnknown: a full node may have taken the batch (it reached
+	// one) but no answer came before the deadline.
+	errOutcomeUnknown = errors.New("relay: a full node may have taken the batch but did not answer in time")
+)
 
 // exchange sends one batch until a full node answers or the deadline
 // passes: to each subject of route in turn, round again while time is
@@ -197,51 +215,173 @@ var errNoFullNode = errors.New("relay: no full node answered")
 // a full node that died mid-batch counts nothing twice. The route ends
 // with the shared queue group, where NATS picks any full node — of the
 // edge's own region while it has one, then of another (a gateway).
+//
+// Every attempt's reply is listened for until the deadline, not only the
+// latest one's: a full node that stalled and resumes answers the batch
+// it took, and that answer is the one its clients get. An attempt NATS
+// answers "no responders" reached no one; any other attempt without an
+// answer may have been taken, and then the batch's outcome is unknown
+// (errOutcomeUnknown) rather than a refusal.
 func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]Answer, error) {
 	deadline := time.Now().Add(e.cfg.Deadline)
 	// A full node starts it by then or not at all, so that what it
-	// ledgers it answers before the clients hear 503 (startMargin for the
+	// ledgers it answers before the edge gives up (startMargin for the
 	// commit and the way back; wall clocks, kept on NTP).
 	msg := e.cfg.Seal(AppendBatchBy(nil, deadline.Add(-min(startMargin, e.cfg.Deadline/4)).UnixMilli(), reqs))
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	e.cfg.Metrics.batch(len(reqs))
+	x := &exchange{edge: e, msg: msg, want: len(reqs), replies: make(chan *nats.Msg, 2*len(route)+4)}
+	defer x.close()
 	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			e.cfg.Metrics.resend()
 		}
-		nc := e.cfg.Conn()
-		if nc == nil || !nc.IsConnected() {
-			last = errors.New("relay: not connected to NATS")
-		} else {
-			actx, acancel := context.WithTimeout(ctx, e.cfg.Attempt)
-			e.cfg.Metrics.moved("out", len(msg))
-			reply, err := nc.RequestWithContext(actx, route[attempt%len(route)], msg)
-			acancel()
-			if err == nil {
-				e.cfg.Metrics.moved("in", len(reply.Data))
-				body, err := e.cfg.Open(reply.Data)
-				if err == nil {
-					return DecodeAnswers(body, len(reqs))
-				}
-				last = err
-			} else {
-				last = err
-			}
+		if err := x.send(route[attempt%len(route)], attempt); err != nil {
+			last = err
+		} else if answers, err := x.wait(ctx, attempt); answers != nil {
+			return answers, nil
+		} else if err != nil {
+			last = err
 		}
-		if (attempt+1)%len(route) != 0 && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			break
+		}
+		if (attempt+1)%len(route) != 0 {
 			continue // the next full node of the route at once
 		}
 		// Round the route again after a pause (a full node may be
-		// reconnecting), never past the deadline.
-		pause := time.Duration(min(attempt/len(route)+1, 5)) * 20 * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w (last: %w)", errNoFullNode, ctx.Err(), last)
-		case <-time.After(pause):
+		// reconnecting), never past the deadline, still listening.
+		pause := time.NewTimer(time.Duration(min(attempt/len(route)+1, 5)) * 20 * time.Millisecond)
+		answers, _ := x.listen(ctx, pause.C)
+		pause.Stop()
+		if answers != nil {
+			return answers, nil
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
+	if x.mayBeTaken() {
+		return nil, fmt.Errorf("%w (last: %w)", errOutcomeUnknown, cmp.Or(last, ctx.Err()))
+	}
+	return nil, fmt.Errorf("%w: %w (last: %w)", errNoFullNode, ctx.Err(), cmp.Or(last, ctx.Err()))
+}
+
+// exchange is one batch's attempts: each is published with its own reply
+// subject under one inbox, so a late answer to any of them is heard.
+type exchange struct {
+	edge    *Edge
+	msg     []byte
+	want    int
+	nc      *nats.Conn
+	sub     *nats.Subscription
+	inbox   string
+	replies chan *nats.Msg
+	sent    map[int]bool // attempts published and not answered "no responders"
+}
+
+// send publishes attempt n to subject, subscribing to the inbox first.
+func (x *exchange) send(subject string, n int) error {
+	nc := x.edge.cfg.Conn()
+	if nc == nil || !nc.IsConnected() {
+		return errors.New("relay: not connected to NATS")
+	}
+	if x.sub == nil || x.nc != nc {
+		if x.sub != nil {
+			x.sub.Unsubscribe()
+		}
+		x.nc, x.inbox = nc, nc.NewRespInbox()
+		sub, err := nc.ChanSubscribe(x.inbox+".*", x.replies)
+		if err != nil {
+			return fmt.Errorf("relay: cannot listen for the answer: %w", err)
+		}
+		x.sub = sub
+	}
+	x.edge.cfg.Metrics.moved("out", len(x.msg))
+	if err := nc.PublishRequest(subject, x.inbox+"."+strconv.Itoa(n), x.msg); err != nil {
+		return err
+	}
+	if x.sent == nil {
+		x.sent = map[int]bool{}
+	}
+	x.sent[n] = true
+	return nil
+}
+
+// wait listens for an answer until attempt n's time is up, or until NATS
+// says that attempt reached no one.
+func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
+	t := time.NewTimer(x.edge.cfg.Attempt)
+	defer t.Stop()
+	for {
+		answers, err := x.listen(ctx, t.C)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			if !x.sent[n] {
+				return nil, err // this attempt reached no one: the next at once
+			}
+			// an earlier attempt's: listen on
+		case answers != nil:
+			return answers, nil
+		default:
+			return nil, nil // time is up
+		}
+	}
+}
+
+// listen returns the first answer that arrives before stop or the
+// deadline, or nats.ErrNoResponders when an attempt reached no one (that
+// attempt no longer counts as taken). It returns nil, nil on stop. An
+// answer that does not open or decode is not believed: it is logged and
+// listening goes on (the batch may have been taken all the same).
+func (x *exchange) listen(ctx context.Context, stop <-chan time.Time) ([]Answer, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-stop:
+			return nil, nil
+		case m := <-x.replies:
+			if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+				if n, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); err == nil {
+					delete(x.sent, n)
+				}
+				return nil, nats.ErrNoResponders
+			}
+			x.edge.cfg.Metrics.moved("in", len(m.Data))
+			body, err := x.edge.cfg.Open(m.Data)
+			if err == nil {
+				var answers []Answer
+				if answers, err = DecodeAnswers(body, x.want); err == nil {
+					return answers, nil
+				}
+			}
+			if ok, n := x.edge.badLog.allow(time.Now()); ok {
+				x.edge.cfg.Logger.Warn("relay: an answer that does not open or decode, not believed", "err", err, "suppressed", n)
+			}
+		}
+	}
+}
+
+// mayBeTaken reports whether an attempt may have reached a full node.
+func (x *exchange) mayBeTaken() bool { return len(x.sent) > 0 }
+
+func (x *exchange) close() {
+	if x.sub != nil {
+		x.sub.Unsubscribe()
+	}
+}
+
+// outcomeUnknown is the edge's own answer when a full node may have
+// taken the batch but did not answer in time: the client sends the same
+// request again (the same key) to learn its outcome.
+func outcomeUnknown() Answer {
+	e := api.Errorf(http.StatusGatewayTimeout, api.CodeOutcomeUnknown,
+		"a full node took this request but did not answer in time, so it may or may not have been counted: send the same request again, with the same idempotency key, for its answer")
+	e.RetryAfter = time.Second
+	return ErrorAnswer(e)
 }
 
 // unavailable is the edge's own answer when no full node answered.

@@ -261,7 +261,8 @@ func TestStrangerPosingAsAnEdgeChangesNothing(t *testing.T) {
 	sub, _ := bogus.QueueSubscribe(Subject("other"), queueGroup, func(m *nats.Msg) { m.Respond([]byte("TRA1\x01\xc8\x01\x00\x00")) })
 	defer sub.Unsubscribe()
 	edge, _ := startEdge(t, conn(), "cluster key", func(c *EdgeConfig) { c.Cluster = "other"; c.Deadline = 300 * time.Millisecond })
-	if a := edge.Relay(context.Background(), voteReq(1)); a.Status != http.StatusServiceUnavailable {
+	// (Someone took the batch: its outcome is unknown, not refused.)
+	if a := edge.Relay(context.Background(), voteReq(1)); a.Status != http.StatusGatewayTimeout || a.Err().Code != api.CodeOutcomeUnknown {
 		t.Fatalf("an unsealed answer was believed: %d %s", a.Status, a.Body)
 	}
 }
@@ -417,20 +418,84 @@ func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
 	first := make(chan Answer, 1)
 	go func() { first <- edge.Relay(context.Background(), voteReq(1)) }()
 	testwait.For(t, 5*time.Second, "the first batch in the node's hands", func() bool { return testutil.ToFloat64(m.answered) == 1 })
-	if a := edge.Relay(context.Background(), voteReq(2)); a.Status != http.StatusServiceUnavailable {
-		t.Fatalf("the second vote while the node is stalled: %d %s", a.Status, a.Body)
+	// The node took the second batch (NATS delivered it) but cannot
+	// answer: its outcome is unknown, not refused.
+	a := edge.Relay(context.Background(), voteReq(2))
+	close(stall.release)
+	if a.Status != http.StatusGatewayTimeout || a.Err().Code != api.CodeOutcomeUnknown || a.RetryAfter != time.Second {
+		t.Fatalf("the second vote while the node is stalled: %d %s, want 504 outcome_unknown", a.Status, a.Body)
 	}
 	<-first
-	close(stall.release)
 	testwait.For(t, 5*time.Second, "the queued batch dropped as expired", func() bool {
 		return testutil.ToFloat64(m.refusals.WithLabelValues("expired")) == 1
 	})
 	if n := stall.votes.Load(); n != 1 {
-		t.Fatalf("%d votes taken; the one answered 503 must not count", n)
+		t.Fatalf("%d votes taken; the one past its start-by must not count", n)
 	}
 	// A start-by in the past, sent by hand: not answered either.
 	nc := conn()
 	if _, err := nc.Request(subject, seal(AppendBatchBy(nil, time.Now().Add(-time.Millisecond).UnixMilli(), []Request{voteReq(3)})), 300*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
 		t.Fatalf("an expired batch was answered: %v", err)
+	}
+}
+
+// A full node that took a batch and stalls past one attempt's time, then
+// answers: its answer is the one the clients get, though the edge sent
+// the batch on meanwhile (issue 45: the edge had stopped listening, told
+// the client 503, and the vote counted).
+func TestEdgeHearsALateAnswerToAnEarlierAttempt(t *testing.T) {
+	conn := startNATS(t)
+	full := &fullNode{name: "eu-1"}
+	seal, open := sealer("k")
+	nc := conn()
+	var calls atomic.Int32
+	sub, err := nc.QueueSubscribe(subject, queueGroup, func(m *nats.Msg) {
+		if calls.Add(1) > 1 {
+			return // resends reach it while it stalls: it never gets to them
+		}
+		go func() {
+			time.Sleep(500 * time.Millisecond) // the stall: longer than an attempt, shorter than the deadline
+			body, err := open(m.Data)
+			if err != nil {
+				return
+			}
+			_, reqs, _ := DecodeBatchBy(body)
+			replies := full.Votes("p", reqs)
+			answers := make([]Answer, len(replies))
+			for i, r := range replies {
+				answers[i] = Answer{Status: http.StatusOK, Body: r.Value.(api.VoteResponse).AppendJSON(nil)}
+			}
+			m.Respond(seal(AppendAnswers(nil, answers)))
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Attempt = 150 * time.Millisecond; c.Deadline = 2 * time.Second })
+	a := edge.Relay(context.Background(), voteReq(1))
+	if a.Status != http.StatusOK || !strings.Contains(string(a.Body), `"status":"accepted"`) {
+		t.Fatalf("the stalled node's answer: %d %s", a.Status, a.Body)
+	}
+	if calls.Load() < 2 || testutil.ToFloat64(reg.resends) < 1 {
+		t.Fatalf("%d deliveries, %v resends: the edge did not send the batch on meanwhile", calls.Load(), testutil.ToFloat64(reg.resends))
+	}
+}
+
+// No full node listens: NATS says so at once, nothing can have been
+// taken, and the client gets a definitive 503 — counted as unavailable,
+// not as an unknown outcome.
+func TestNoRespondersIsARefusalNotAnUnknownOutcome(t *testing.T) {
+	conn := startNATS(t)
+	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 400 * time.Millisecond })
+	a := edge.Relay(context.Background(), voteReq(1))
+	if a.Status != http.StatusServiceUnavailable || a.Err().Code != api.CodeUnavailable {
+		t.Fatalf("no full node: %d %s, want 503 unavailable", a.Status, a.Body)
+	}
+	if got := testutil.ToFloat64(reg.unansweredReqs.WithLabelValues("unavailable")); got != 1 {
+		t.Fatalf("unanswered{outcome=unavailable} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(reg.unansweredReqs.WithLabelValues("unknown")); got != 0 {
+		t.Fatalf("unanswered{outcome=unknown} = %v, want 0", got)
 	}
 }
