@@ -194,6 +194,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	var voter fanout.Voter = n.ingest
+	participant := n.ingest.Participant
 	if cfg.Role == gossip.RoleEdge {
 		// An edge takes votes and relays them to a full node.
 		n.edge = relay.NewEdge(relay.EdgeConfig{
@@ -201,12 +202,13 @@ func New(cfg Config) (n *Node, err error) {
 			ClientIP: func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 			MaxBody:  cfg.Limits.MaxBody, Metrics: n.relayM, Logger: cfg.Logger, Now: cfg.Now,
 		})
-		voter = edgeVoter{n, n.edge} // its clients' answers counted (refusals.go)
+		voter = edgeVoter{n, n.edge}     // its clients' answers counted (refusals.go)
+		participant = n.edge.Participant // a full node checks the join's token
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
 		MaxTick: cfg.MaxTick, CPUBudget: cfg.FanoutCPU, CPU: processCPU, Wait: schedWait(),
-		Standings: n.quizStandings, Participant: n.ingest.Participant,
+		Standings: n.quizStandings, Participant: participant,
 		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },

@@ -91,6 +91,15 @@ func (h relayHandler) Session(body []byte, s api.Sender) (any, error) {
 	return h.n.ingest.Session(body, s)
 }
 
+// Participant checks a quiz join an edge relayed, as the node checks the
+// joins of its own sockets; a node not ready counts no one.
+func (h relayHandler) Participant(token, userAgent, ip string) (string, bool) {
+	if h.n.readyErr() != nil {
+		return "", false
+	}
+	return h.n.ingest.Participant(token, userAgent, ip)
+}
+
 // readyErr is the refusal of a request the node cannot answer yet.
 func (n *Node) readyErr() error {
 	if n.ready.Load() {

@@ -434,6 +434,26 @@ func (e *Edge) Vote(poll string, body []byte, s api.Sender) (any, error) {
 	return nil, a.Err()
 }
 
+// Participant checks a quiz join's voter token at a full node of the
+// region, which holds the session secret and the token budgets the
+// edge does not: it is fanout's Participant at an edge. A join whose
+// check gets no answer joins unverified: under the id it sent, not
+// counted among the joined.
+func (e *Edge) Participant(token, userAgent, ip string) (voter string, counted bool) {
+	if len(userAgent) > MaxUserAgent {
+		userAgent = userAgent[:MaxUserAgent]
+	}
+	if len(token) > maxToken || len(ip) > maxIP {
+		return "", false
+	}
+	a := e.Relay(context.Background(), Request{Kind: KindJoin, Sender: api.Sender{IP: ip, UserAgent: userAgent, Token: token}})
+	var j JoinAnswer
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &j) != nil {
+		return "", false
+	}
+	return j.Voter, j.Counted
+}
+
 // Err is the *api.Error a refusal answer carries.
 func (a Answer) Err() *api.Error {
 	var body api.ErrorBody

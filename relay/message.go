@@ -34,7 +34,21 @@ const (
 const (
 	KindVote    byte = 1 // POST /v1/polls/{poll}/votes, or a vote on a live socket
 	KindSession byte = 2 // POST /v1/session
+	// KindJoin is a quiz participant's join on a live socket: the full
+	// node checks its voter token (Sender.Token, bound to Sender.IP and
+	// UserAgent) and answers the voter it names and whether it counts
+	// among the joined (JoinAnswer). No body.
+	KindJoin byte = 3
 )
+
+// JoinAnswer is a full node's answer to a KindJoin request.
+type JoinAnswer struct {
+	// Voter is the token's voter; empty: no valid token (the participant
+	// joins under the id they sent, and counts only where the full node
+	// asks for no tokens: Counted).
+	Voter   string `json:"voter"`
+	Counted bool   `json:"counted"`
+}
 
 // Request is one client's request as the edge took it: what it sent and
 // everything the full node decides from (api.Sender, after the edge
@@ -145,8 +159,10 @@ func DecodeBatchBy(b []byte) (startBy int64, reqs []Request, err error) {
 			return 0, nil, r.Err()
 		}
 		switch {
-		case q.Kind != KindVote && q.Kind != KindSession:
+		case q.Kind != KindVote && q.Kind != KindSession && q.Kind != KindJoin:
 			return 0, nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
+		case q.Kind == KindJoin && (q.Poll != "" || len(q.Body) > 0):
+			return 0, nil, fmt.Errorf("%w: a join carries no poll or body", ErrMalformed)
 		case q.Kind == KindVote && ids.Valid(q.Poll) != nil:
 			return 0, nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
 		case q.Kind == KindSession && q.Poll != "":

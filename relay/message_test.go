@@ -54,6 +54,8 @@ func TestDecodeBatchRefusesHostileInput(t *testing.T) {
 		"bad poll id":    AppendBatch(nil, []Request{{Kind: KindVote, Poll: "no spaces"}}),
 		"empty poll id":  AppendBatch(nil, []Request{{Kind: KindVote}}),
 		"session poll":   AppendBatch(nil, []Request{{Kind: KindSession, Poll: "p"}}),
+		"join poll":      AppendBatch(nil, []Request{{Kind: KindJoin, Poll: "p"}}),
+		"join body":      AppendBatch(nil, []Request{{Kind: KindJoin, Body: []byte("{}")}}),
 		"long body":      AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Body: make([]byte, MaxBody+1)}}),
 		"long agent":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{UserAgent: strings.Repeat("x", MaxUserAgent+1)}}}),
 		"long token":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{Token: strings.Repeat("x", maxToken+1)}}}),

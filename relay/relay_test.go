@@ -108,6 +108,15 @@ func (f *fullNode) Session(body []byte, s api.Sender) (any, error) {
 	return api.SessionResponse{Status: "issued", Voter: s.UserAgent}, nil
 }
 
+// Participant stands for a full node's token check: a token "ok:<voter>"
+// bound to the address 203.0.113.7 is valid.
+func (f *fullNode) Participant(token, userAgent, ip string) (string, bool) {
+	if voter, ok := strings.CutPrefix(token, "ok:"); ok && ip == "203.0.113.7" && userAgent == "phone" {
+		return voter, true
+	}
+	return "", false
+}
+
 var subject = Subject("test")
 
 func startServer(t *testing.T, nc *nats.Conn, h Handler, key string) *Server {
@@ -497,5 +506,40 @@ func TestNoRespondersIsARefusalNotAnUnknownOutcome(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(reg.unansweredReqs.WithLabelValues("unknown")); got != 0 {
 		t.Fatalf("unanswered{outcome=unknown} = %v, want 0", got)
+	}
+}
+
+// A quiz join at an edge is checked by a full node, which holds the
+// session secret: a valid token names its voter and counts; any other
+// joins unverified (issue 45, item 5: the edge checked tokens against a
+// secret it does not have, and every join through it failed).
+func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
+	conn := startNATS(t)
+	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
+	edge, _ := startEdge(t, conn(), "k", nil)
+	for _, tc := range []struct {
+		token, ua, ip string
+		voter         string
+		counted       bool
+	}{
+		{"ok:alice", "phone", "203.0.113.7", "alice", true},
+		{"ok:alice", "phone", "198.51.100.1", "", false}, // another address
+		{"forged", "phone", "203.0.113.7", "", false},
+		{"", "phone", "203.0.113.7", "", false},
+		{strings.Repeat("x", maxToken+1), "phone", "203.0.113.7", "", false},
+		{"ok:alice", strings.Repeat("u", MaxUserAgent+5), "203.0.113.7", "", false},
+	} {
+		voter, counted := edge.Participant(tc.token, tc.ua, tc.ip)
+		if voter != tc.voter || counted != tc.counted {
+			t.Errorf("join with token %.20q from %s: %q %v, want %q %v", tc.token, tc.ip, voter, counted, tc.voter, tc.counted)
+		}
+	}
+	// With no full node to ask, the join is not counted.
+	lone, _ := startEdge(t, nil, "k", func(c *EdgeConfig) {
+		c.Conn = func() *nats.Conn { return nil }
+		c.Deadline = 200 * time.Millisecond
+	})
+	if voter, counted := lone.Participant("ok:alice", "phone", "203.0.113.7"); voter != "" || counted {
+		t.Fatalf("no full node: %q %v", voter, counted)
 	}
 }

@@ -17,7 +17,7 @@ func NodeSubject(cluster, replica string) string { return Subject(cluster) + "."
 // body that does not decode routes by its bytes (the full node refuses
 // it the same wherever it lands).
 func affinityKey(r Request) string {
-	if r.Kind == KindSession {
+	if r.Kind == KindSession || r.Kind == KindJoin {
 		return "session\x00" + r.Sender.IP
 	}
 	var b struct {

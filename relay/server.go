@@ -32,6 +32,9 @@ type Handler interface {
 	// ledger commit for all), a Reply per request, in order.
 	Votes(poll string, reqs []Request) []Reply
 	Session(body []byte, s api.Sender) (any, error)
+	// Participant checks a quiz join's voter token, as the full node
+	// checks those of the sockets it holds itself.
+	Participant(token, userAgent, ip string) (voter string, counted bool)
 }
 
 // Reply is a Handler's answer to one request: the value it would have
@@ -202,8 +205,12 @@ func (s *Server) handle(m *nats.Msg) {
 	// records the ledger gathers into the same synced commit.
 	for _, idx := range byPoll(reqs) {
 		wg.Add(1)
-		if reqs[idx[0]].Kind != KindVote {
+		switch reqs[idx[0]].Kind {
+		case KindSession:
 			s.submit(job{run: func() { answers[idx[0]] = s.answerSession(reqs[idx[0]]) }, done: &wg})
+			continue
+		case KindJoin:
+			s.submit(job{run: func() { answers[idx[0]] = s.answerJoin(reqs[idx[0]]) }, done: &wg})
 			continue
 		}
 		s.submit(job{run: func() { s.answerVotes(reqs, idx, answers) }, done: &wg})
@@ -215,7 +222,7 @@ func (s *Server) handle(m *nats.Msg) {
 }
 
 // byPoll groups a batch's requests: the vote requests of each poll
-// together, in order, and each session request alone.
+// together, in order, and each session or join request alone.
 func byPoll(reqs []Request) [][]int {
 	var groups [][]int
 	at := map[string]int{} // poll → its group
@@ -258,6 +265,12 @@ func (s *Server) answerVotes(reqs []Request, idx []int, answers []Answer) {
 func (s *Server) answerSession(q Request) Answer {
 	v, err := s.cfg.Handler.Session(q.Body, q.Sender)
 	return s.answer(q, v, err)
+}
+
+// answerJoin is the full node's answer to a quiz join's token check.
+func (s *Server) answerJoin(q Request) Answer {
+	voter, counted := s.cfg.Handler.Participant(q.Sender.Token, q.Sender.UserAgent, q.Sender.IP)
+	return s.answer(q, JoinAnswer{Voter: voter, Counted: counted}, nil)
 }
 
 // answer is the Answer holding a Handler's reply to q.

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"tally/session"
+)
+
+// A quiz participant who joins through an edge is checked by a full node
+// of the edge's region, which holds the session secret: a valid token
+// counts among the joined — at the edge and at the other region — under
+// the token's voter whatever id the message names, and a forged one does
+// not count (issue 45, item 5: an edge checked tokens against a secret it
+// does not have, so no one who joined through an edge counted, and a
+// socket could join there under any id).
+func TestQuizJoinThroughAnEdge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the node binary")
+	}
+	et := startEdgeTier(t)
+	if r := et.us.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
+		t.Fatalf("create quiz: %d %s", r.status, r.raw)
+	}
+	edge := et.edges[0]
+	waitFor(t, func() bool {
+		res, err := http.Get(edge.url + "/v1/quizzes/pub")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	token, voter := edgeToken(t, edge.url, "phone")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	dial := func(url, ua string) *websocket.Conn {
+		t.Helper()
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/v1/quizzes/pub/live",
+			&websocket.DialOptions{HTTPHeader: http.Header{"User-Agent": {ua}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.CloseNow() })
+		frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "quiz" })
+		return ws
+	}
+	join := func(ws *websocket.Conn, claimed, tok string) string {
+		t.Helper()
+		ws.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+claimed+`","token":"`+tok+`"}`))
+		ack, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["ref"] == "j" })
+		res, _ := ack["result"].(map[string]any)
+		v, _ := res["voter"].(string)
+		return v
+	}
+	phone := dial(edge.url, "phone")
+	if got := join(phone, "someone-else", token); got != voter {
+		t.Fatalf("joined through the edge as %q, want the token's voter %q", got, voter)
+	}
+	forger := dial(edge.url, "phone")
+	if got := join(forger, "mallory", token+"x"); got != "mallory" {
+		t.Fatalf("a forged token joined as %q", got)
+	}
+	// One counted participant, seen at the edge and at the other region.
+	watcher := dial(et.us.url, "studio")
+	for name, ws := range map[string]*websocket.Conn{"the edge": phone, "the other region": watcher} {
+		m, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { j, _ := m["joined"].(float64); return j >= 1 })
+		if m["joined"] != 1.0 {
+			t.Fatalf("at %s: %v joined, want 1 (the forged join does not count)", name, m["joined"])
+		}
+	}
+}
+
+// edgeToken earns a voter token through an edge: the challenge and the
+// solution go to the same full node (the edge routes both by address).
+func edgeToken(t *testing.T, url, ua string) (token, voter string) {
+	t.Helper()
+	ask := func(body string) map[string]any {
+		req, _ := http.NewRequest("POST", url+"/v1/session", strings.NewReader(body))
+		req.Header.Set("User-Agent", ua)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m map[string]any
+		json.NewDecoder(res.Body).Decode(&m)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("session at the edge: %d %v", res.StatusCode, m)
+		}
+		return m
+	}
+	m := ask("")
+	if m["status"] == "challenge" {
+		ch, bits := m["challenge"].(string), int(m["bits"].(float64))
+		nonce := 0
+		for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
+			nonce++
+		}
+		b, _ := json.Marshal(map[string]string{"challenge": ch, "nonce": strconv.Itoa(nonce)})
+		m = ask(string(b))
+	}
+	if m["status"] != "issued" {
+		t.Fatalf("no token: %v", m)
+	}
+	return m["token"].(string), m["voter"].(string)
+}
