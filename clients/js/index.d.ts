@@ -5,7 +5,8 @@ export type Code =
   | "poll_closed" | "too_large" | "invalid_option" | "rate_limited" | "internal" | "unavailable" | "edge_node"
   | "records_lost" | "poll_not_closed" | "session_required" | "session_invalid" | "session_expired"
   | "session_mismatch" | "puzzle_failed" | "upgrade_required" | "too_many_polls" | "result_hidden"
-  | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "join_code_not_found" | "network";
+  | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "join_code_not_found" | "outcome_unknown"
+  | "stamp_ahead" | "network";
 
 export const codes: readonly Code[];
 
@@ -14,12 +15,20 @@ export class TallyError extends Error {
   code: Code;
   /** The HTTP status; 0 for a refusal on the socket or no answer. */
   status: number;
-  /** Seconds, from Retry-After (429, 503); 0 when none. */
+  /** Seconds, from Retry-After (429, 503, 504); 0 when none. */
   retryAfter: number;
 }
 
-export interface Vote { option: string; voter?: string; idem?: string }
-export interface VoteResult { idem: string; status: "accepted" | "duplicate" | "late" | "rejected"; vote_id?: string; error?: string }
+export interface Vote {
+  option: string; voter?: string; idem?: string;
+  /** The newest stamp held for the poll; the client sets it when not given. */
+  after?: string;
+}
+export interface VoteResult {
+  idem: string; status: "accepted" | "duplicate" | "late" | "rejected"; vote_id?: string; error?: string;
+  /** What the node stamped the vote that counts for this key with, "wall.logical" (not on a rejected one). */
+  stamp?: string;
+}
 export interface VoteResponse { results: VoteResult[]; server_time: number }
 export interface Session {
   token: string; voter: string; expires_at: number;
@@ -60,8 +69,13 @@ export interface TallyOptions {
   fetch?: typeof fetch;
   WebSocket?: unknown;
   EventSource?: unknown;
-  /** Where the voter session is kept between visits (e.g. localStorage). */
-  storage?: { getItem(key: string): string | null; setItem(key: string, value: string): void } | null;
+  /** Where the voter session and the polls' newest stamps are kept between visits (e.g. localStorage). */
+  storage?: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem?(key: string): void } | null;
+  /**
+   * Extra headers for every request (or a function returning them at each
+   * request); also for sockets where the WebSocket takes headers (Node's).
+   */
+  headers?: Record<string, string> | (() => Record<string, string>) | null;
 }
 
 export interface LiveOptions {
@@ -80,8 +94,16 @@ export class Tally {
   request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<any>;
   poll(id: string): Promise<any>;
   result(id: string): Promise<any>;
+  /** A refused solution (puzzle_failed) is followed by a new challenge, twice at most. */
   session(solve?: (challenge: string, bits: number) => Promise<string>): Promise<Session>;
+  /**
+   * Votes over HTTP, each with "after" = stamp(poll); 504 outcome_unknown is
+   * sent again (same keys and body) until definitive, 30 s at most; a token
+   * refused as another network's is replaced and the votes sent again, once.
+   */
   vote(poll: string, votes: Vote | Vote[]): Promise<VoteResponse>;
+  /** The newest stamp the client was answered for the poll, or null. */
+  stamp(poll: string): string | null;
   subscribe(poll: string, onChange: (state: LiveState) => void, opts?: LiveOptions): Live;
   quiz(id: string, onChange: (frame: QuizFrame) => void, opts?: QuizOptions): QuizLive;
 }
@@ -140,6 +162,11 @@ export class Live {
   vote(v: Vote): Promise<VoteResult>;
   close(): void;
 }
+
+/** Orders two stamps ("wall.logical"): -1, 0 or 1; a non-stamp comes first. */
+export function compareStamps(a: string | null | undefined, b: string | null | undefined): -1 | 0 | 1;
+/** The later of two stamps, or null when neither is one. */
+export function laterStamp(a: string | null | undefined, b: string | null | undefined): string | null;
 
 /** The node's proof of work: in a Worker from this module where a page can start one, else in slices here. */
 export function solvePuzzle(challenge: string, bits: number): Promise<string>;

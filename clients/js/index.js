@@ -8,7 +8,8 @@ export const codes = Object.freeze([
   "poll_closed", "too_large", "invalid_option", "rate_limited", "internal", "unavailable", "edge_node",
   "records_lost", "poll_not_closed", "session_required", "session_invalid", "session_expired",
   "session_mismatch", "puzzle_failed", "upgrade_required", "too_many_polls", "result_hidden",
-  "already_answered", "too_late", "quiz_ended", "idem_conflict", "join_code_not_found", "network",
+  "already_answered", "too_late", "quiz_ended", "idem_conflict", "join_code_not_found", "outcome_unknown",
+  "stamp_ahead", "network",
 ]);
 
 /** A refusal from the node (or no answer): code is one of codes. */
@@ -18,14 +19,75 @@ export class TallyError extends Error {
     this.name = "TallyError";
     this.code = code;
     this.status = status;
-    this.retryAfter = retryAfter; // seconds, from Retry-After (429, 503)
+    this.retryAfter = retryAfter; // seconds, from Retry-After (429, 503, 504)
   }
 }
 
+// RENEW are the refusals of a voter token that a new token from this
+// device and network cures (the phone moved from Wi-Fi to cellular, the
+// node lost its session secret): the client earns one and sends the vote
+// again, once.
+const RENEW = new Set(["session_mismatch", "session_invalid", "session_expired"]);
+
+// unknown reports an answer that cannot say whether the vote was taken
+// (504 outcome_unknown: an edge whose full node did not answer in time):
+// the same request goes again, with the same keys, for the definitive one.
+const unknown = err => err?.code === "outcome_unknown" || err?.status === 504;
+
+// UNKNOWN_MS bounds how long a vote whose outcome is unknown is sent again.
+const UNKNOWN_MS = 30_000;
+
+// PUZZLE_RETRIES is how many new challenges session() asks for when a
+// solution is refused (puzzle_failed: redeemed at another node, or after
+// the node restarted).
+const PUZZLE_RETRIES = 2;
+
 const uuid = () => globalThis.crypto.randomUUID();
 
-// SESSION_KEY is where a voter session is kept in the storage given.
+// SESSION_KEY is where a voter session is kept in the storage given;
+// STAMPS_KEY the newest stamp of each poll's answers, beside it (the
+// newest MAX_STAMPS polls).
 const SESSION_KEY = "tally.session";
+const STAMPS_KEY = "tally.stamps";
+const MAX_STAMPS = 200;
+
+// A stamp is what the node stamped a vote with, "wall.logical" in decimal
+// (wall: Unix ms; logical: a counter within the millisecond).
+const STAMP = /^(\d{1,20})\.(\d{1,10})$/;
+
+// cmpDigits compares two decimal strings as numbers, however long.
+function cmpDigits(a, b) {
+  a = a.replace(/^0+(?=\d)/, ""); b = b.replace(/^0+(?=\d)/, "");
+  return a.length !== b.length ? Math.sign(a.length - b.length) : a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * compareStamps orders two stamps ("wall.logical"): wall first, then
+ * logical, both as numbers; -1, 0 or 1. Anything that is not a stamp
+ * comes before every stamp.
+ */
+export function compareStamps(a, b) {
+  const x = STAMP.exec(a ?? ""), y = STAMP.exec(b ?? "");
+  if (!x || !y) return x ? 1 : y ? -1 : 0;
+  return cmpDigits(x[1], y[1]) || cmpDigits(x[2], y[2]);
+}
+
+/** laterStamp is the later of two stamps (null when neither is one). */
+export function laterStamp(a, b) {
+  const later = compareStamps(a, b) >= 0 ? a : b;
+  return STAMP.test(later ?? "") ? later : null;
+}
+
+// readStamps reads the stamps kept in storage: [poll, stamp] pairs,
+// oldest first.
+function readStamps(storage) {
+  try {
+    const kept = JSON.parse(storage?.getItem(STAMPS_KEY) || "[]");
+    return new Map(Array.isArray(kept) ? kept.filter(e => Array.isArray(e) && typeof e[0] === "string" && STAMP.test(e[1])) : []);
+  } catch {
+    return new Map(); // a damaged entry: the next answers set it again
+  }
+}
 
 // fresh reports whether a session is good for another minute, by this
 // device's clock: expires_local is expires_at moved onto it (a phone's
@@ -73,27 +135,45 @@ const jitter = ms => ms * (0.5 + Math.random());
  * @param {Function} [opts.fetch]      default: globalThis.fetch
  * @param {Function} [opts.WebSocket]  default: globalThis.WebSocket
  * @param {Function} [opts.EventSource] default: globalThis.EventSource (the fallback after failed sockets)
- * @param {Storage}  [opts.storage]    where the voter session is kept between visits (e.g. localStorage); default: none
+ * @param {Storage}  [opts.storage]    where the voter session and the polls' stamps are kept between visits (e.g. localStorage); default: none
+ * @param {object|Function} [opts.headers] extra headers for every request (an object, or a function returning one at each
+ *                                     request); also given to a socket where its WebSocket takes headers (Node's does, a browser's does not)
  */
 export class Tally {
-  constructor({ url, fetch = globalThis.fetch, WebSocket = globalThis.WebSocket, EventSource = globalThis.EventSource, storage = null } = {}) {
+  constructor({ url, fetch = globalThis.fetch, WebSocket = globalThis.WebSocket, EventSource = globalThis.EventSource, storage = null, headers = null } = {}) {
     if (!url) throw new TypeError("Tally: url is required");
     this.url = url.replace(/\/+$/, "");
     this.fetch = (u, o) => fetch(u, o); // a browser's fetch refuses to be called as another object's method
     this.WebSocket = WebSocket;
     this.EventSource = EventSource;
     this.storage = storage;
+    this.headers = headers;
     this.token = null; // a voter session from session()
     this.earning = null; // the session() under way, shared by callers
+    this.solve = solvePuzzle; // the last solver session() was given: a renewed token uses it too
+    this.unknownMs = UNKNOWN_MS;
+    this.stamps = readStamps(storage); // poll → the newest stamp of its answers
     try {
       const saved = JSON.parse(storage?.getItem(SESSION_KEY) || "null");
       if (fresh(saved)) this.token = saved;
     } catch { /* a damaged entry: earn a new one */ }
   }
 
+  // extraHeaders is opts.headers as it stands now.
+  extraHeaders() {
+    const h = typeof this.headers === "function" ? this.headers() : this.headers;
+    return h || {};
+  }
+
+  // socket opens a WebSocket to path, with the extra headers where given.
+  socket(path) {
+    const u = this.url.replace(/^http/, "ws") + path;
+    return this.headers ? new this.WebSocket(u, { headers: this.extraHeaders() }) : new this.WebSocket(u);
+  }
+
   /** request calls the HTTP API; a refusal throws a TallyError. */
   async request(method, path, body, headers = {}) {
-    const h = { ...headers };
+    const h = { ...this.extraHeaders(), ...headers };
     if (body !== undefined) h["Content-Type"] = "application/json";
     let res;
     try {
@@ -121,16 +201,31 @@ export class Tally {
    * puzzle when it asks for one, and keeps it (in storage too, when given)
    * for the votes that follow. A token still good for a minute is reused;
    * callers at once share one request. A busy address is paced (429): the
-   * same request goes again after Retry-After, a few times.
+   * same request goes again after Retry-After, a few times. A solution the
+   * node refuses (puzzle_failed: redeemed at another node, or after a
+   * restart) is followed by a new challenge, twice at most; then it throws
+   * a TallyError puzzle_failed.
    * @param {Function} [solve] (challenge, bits) => Promise<nonce string>; default: solvePuzzle
    */
-  session(solve = solvePuzzle) {
+  session(solve = this.solve) {
     if (fresh(this.token)) return Promise.resolve(this.token);
+    this.solve = solve;
     this.earning ??= (async () => {
-      let res = await paced(() => this.request("POST", "/v1/session"));
-      if (res.status === "challenge") {
+      let res;
+      for (let attempt = 0; ; attempt++) {
+        res = await paced(() => this.request("POST", "/v1/session"));
+        if (res.status !== "challenge") break;
         const solved = { challenge: res.challenge, nonce: await solve(res.challenge, res.bits) };
-        res = await paced(() => this.request("POST", "/v1/session", solved));
+        try {
+          res = await paced(() => this.request("POST", "/v1/session", solved));
+          break;
+        } catch (err) {
+          if (err.code !== "puzzle_failed") throw err;
+          if (attempt >= PUZZLE_RETRIES) {
+            throw new TallyError("puzzle_failed", `the node refused ${attempt + 1} solutions of its puzzle, each to a new challenge (${err.message})`,
+              { status: err.status });
+          }
+        }
       }
       if (res.server_time) res.expires_local = Date.now() + (res.expires_at - res.server_time);
       this.token = res;
@@ -140,14 +235,116 @@ export class Tally {
     return this.earning;
   }
 
+  // dropSession forgets the token (and its stored copy) if it is still
+  // the one refused: a caller at once may have earned the next already.
+  dropSession(refused) {
+    if (refused && this.token && this.token.token !== refused.token) return;
+    this.token = null;
+    try {
+      if (this.storage?.removeItem) this.storage.removeItem(SESSION_KEY);
+      else this.storage?.setItem(SESSION_KEY, "null");
+    } catch { /* storage denied: gone from memory all the same */ }
+  }
+
+  /**
+   * stamp is the newest stamp this client was answered for poll (in this
+   * page or, through storage, another of the same site), or null: every
+   * vote of the poll carries it as "after", so the node stamps the vote
+   * after the ones this voter was told of, whatever region takes it.
+   */
+  stamp(poll) {
+    return laterStamp(this.stamps.get(poll) ?? null, readStamps(this.storage).get(poll) ?? null);
+  }
+
+  // heard keeps the newest stamp of a poll's answers; never an older one
+  // (a duplicate's stamp is its first vote's). null forgets the poll's.
+  heard(poll, results) {
+    const was = this.stamp(poll);
+    let s = was;
+    if (results === null) s = null;
+    else for (const r of results || []) s = laterStamp(s, r?.stamp ?? null);
+    if (s === was && (s !== null || !this.stamps.has(poll))) return;
+    this.stamps.delete(poll);
+    if (s) this.stamps.set(poll, s);
+    while (this.stamps.size > MAX_STAMPS) this.stamps.delete(this.stamps.keys().next().value);
+    if (!this.storage) return;
+    // Another page's newer stamps of other polls stay.
+    const kept = readStamps(this.storage);
+    kept.delete(poll);
+    for (const [p, v] of this.stamps) kept.set(p, laterStamp(kept.get(p) ?? null, v));
+    if (!s) kept.delete(poll);
+    const out = [...kept].slice(-MAX_STAMPS);
+    try { this.storage.setItem(STAMPS_KEY, JSON.stringify(out)); } catch { /* storage full or denied: kept in memory */ }
+  }
+
   /**
    * vote sends votes over HTTP (POST /v1/polls/{poll}/votes): each
    * {option, voter, idem}; a retry with the same idem is answered
-   * "duplicate" with the first vote's id, wherever it was taken.
+   * "duplicate" with the first vote's id, wherever it was taken. Every
+   * vote carries the newest stamp the client holds for the poll as its
+   * "after" (unless it has one), and the answers' stamps are kept. An
+   * answer 504 outcome_unknown is followed by the same request after its
+   * Retry-After until a definitive answer (30 s at most, then a TallyError
+   * outcome_unknown); a token refused as from another network
+   * (session_mismatch, session_invalid, session_expired) is replaced by a
+   * new one and the votes sent again with the same keys, once.
    */
   vote(poll, votes) {
-    const headers = this.token ? { "Tally-Session": this.token.token } : {};
-    return this.request("POST", `/v1/polls/${encodeURIComponent(poll)}/votes`, { votes: [].concat(votes) }, headers);
+    return this.send(poll, [].concat(votes).map(v => ({ ...v })));
+  }
+
+  // send delivers votes of one poll (objects it may change: their voter
+  // after a new token, their "after"), on the socket through viaSocket
+  // (payload, token) → reply or null when given, else (or when the
+  // socket has no answer, or answers unavailable) over HTTP.
+  async send(poll, votes, viaSocket = null) {
+    const after = this.stamp(poll);
+    for (const v of votes) if (after && !v.after) v.after = after;
+    for (let renewed = false; ;) {
+      const used = this.token;
+      try {
+        const res = await this.settle(poll, votes, viaSocket);
+        this.heard(poll, res.results);
+        return res;
+      } catch (err) {
+        // A stamp the node will not stamp after (beyond its clock's bound)
+        // is dropped: the voter's next vote goes without it.
+        if (err.code === "stamp_ahead") this.heard(poll, null);
+        if (renewed || !RENEW.has(err.code)) throw err;
+        renewed = true;
+        this.dropSession(used);
+        const s = await this.session();
+        for (const v of votes) if (!v.voter || v.voter === used?.voter) v.voter = s.voter;
+      }
+    }
+  }
+
+  // settle sends the same votes again, after Retry-After, while the
+  // answer is that their outcome is unknown; at most unknownMs.
+  async settle(poll, votes, viaSocket) {
+    const deadline = Date.now() + this.unknownMs;
+    for (;;) {
+      try {
+        return await this.sendOnce(poll, votes, viaSocket);
+      } catch (err) {
+        if (!unknown(err)) throw err;
+        const wait = Math.min(Math.max(err.retryAfter || 1, 1), 10) * 1000;
+        if (Date.now() + wait > deadline) {
+          throw new TallyError("outcome_unknown", `no definitive answer within ${Math.round(this.unknownMs / 1000)} s: ` +
+            `the vote may or may not have been counted (${err.message})`, { status: err.status });
+        }
+        await sleep(wait);
+      }
+    }
+  }
+
+  async sendOnce(poll, votes, viaSocket) {
+    const token = this.token?.token;
+    const body = votes.length === 1 ? votes[0] : { votes };
+    const reply = viaSocket ? await viaSocket(body, token) : null;
+    if (reply?.type === "ack") return reply.result;
+    if (reply?.type === "error" && reply.error.code !== "unavailable") throw new TallyError(reply.error.code, reply.error.message);
+    return this.request("POST", `/v1/polls/${encodeURIComponent(poll)}/votes`, body, token ? { "Tally-Session": token } : {});
   }
 
   /**
@@ -191,7 +388,7 @@ export class Live {
     if (this.closed) return;
     const WS = this.client.WebSocket;
     if (!WS || (this.failures >= 3 && this.client.EventSource)) return this.connectSSE();
-    const ws = new WS(this.client.url.replace(/^http/, "ws") + `/v1/polls/${encodeURIComponent(this.poll)}/live`);
+    const ws = this.client.socket(`/v1/polls/${encodeURIComponent(this.poll)}/live`);
     this.ws = ws;
     ws.onopen = () => { this.failures = 0; this.onConn("websocket"); };
     ws.onmessage = ev => {
@@ -249,9 +446,11 @@ export class Live {
   /**
    * vote queues one vote ({option, voter?, idem?}: a fresh idem when none)
    * for the next batch and resolves with its result ({idem, status,
-   * vote_id}), or rejects with a TallyError. A batch goes on the socket;
-   * when the socket is down or gives no answer, over HTTP with the same
-   * idempotency keys, so a vote the socket did deliver answers duplicate.
+   * vote_id, stamp}), or rejects with a TallyError. A batch goes on the
+   * socket; when the socket is down or gives no answer, over HTTP with the
+   * same idempotency keys, so a vote the socket did deliver answers
+   * duplicate. Stamps, unknown outcomes and refused tokens are handled as
+   * Tally.vote does.
    */
   vote(v) {
     const vote = { option: v.option, voter: v.voter || this.client.token?.voter, idem: v.idem || uuid() };
@@ -265,14 +464,8 @@ export class Live {
     this.flushing = null;
     while (this.outbox.length) {
       const batch = this.outbox.splice(0, 10);
-      const votes = batch.map(b => b.vote);
       try {
-        const token = this.client.token?.token;
-        const reply = await this.request({ type: "vote", token, body: { votes } });
-        let res;
-        if (reply?.type === "ack") res = reply.result;
-        else if (reply?.type === "error" && reply.error.code !== "unavailable") throw new TallyError(reply.error.code, reply.error.message);
-        else res = await this.client.vote(this.poll, votes);
+        const res = await this.client.send(this.poll, batch.map(b => b.vote), (body, token) => this.request({ type: "vote", token, body }));
         batch.forEach((b, i) => b.resolve(res.results[i]));
       } catch (err) {
         batch.forEach(b => b.reject(err instanceof TallyError ? err : new TallyError("network", err.message)));
@@ -316,7 +509,7 @@ export class QuizLive {
     if (this.closed) return;
     const WS = this.client.WebSocket;
     if (!WS || this.failures >= 3) return this.readOverHTTP();
-    const ws = new WS(this.client.url.replace(/^http/, "ws") + `/v1/quizzes/${encodeURIComponent(this.quiz)}/live`);
+    const ws = this.client.socket(`/v1/quizzes/${encodeURIComponent(this.quiz)}/live`);
     this.ws = ws;
     ws.onopen = () => {
       this.failures = 0;
@@ -419,21 +612,20 @@ export class QuizLive {
    * name?, voter?}) on the socket — over HTTP with the same idempotency key
    * when the socket is down or does not reply — and resolves with the
    * result (elapsed_ms: the node's timing) or rejects with a TallyError
-   * (too_late, already_answered, …). The first answer stands.
+   * (too_late, already_answered, …). The first answer stands. Unknown
+   * outcomes and refused tokens are handled as Tally.vote does.
    */
   async answer({ option, name, voter, idem = uuid() }) {
     const q = this.frame?.question;
     if (!q) throw new TallyError("poll_not_open", "no question started yet");
     voter ||= this.client.token?.voter || this.voter;
     const body = { option, voter, idem, ...(name ? { name } : {}) };
-    const token = this.client.token?.token;
-    const reply = await sendRequest(this.ws, this.pending, { type: "vote", poll: q.poll, token, body });
-    if (reply?.type === "error") throw new TallyError(reply.error.code, reply.error.message);
-    const res = reply ? reply.result : await this.client.request("POST", `/v1/polls/${encodeURIComponent(q.poll)}/votes`, body,
-      token ? { "Tally-Session": token } : {});
+    const res = await this.client.send(q.poll, [body], (b, token) => sendRequest(this.ws, this.pending, { type: "vote", poll: q.poll, token, body: b }));
     const r = res.results[0];
     if (r.status === "rejected") throw new TallyError(r.code || "invalid_request", r.error);
-    if (voter !== this.voter) this.join(voter); // the answer named a new participant: follow their standing
+    // The answer named a new participant (or a new token renamed them):
+    // follow their standing.
+    if (body.voter !== this.voter) this.join(body.voter);
     return r;
   }
 

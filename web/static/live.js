@@ -41,7 +41,22 @@ export function api(method, path, body, token) {
 
 // session earns the voter token (the client solves the node's puzzle in a
 // Worker); a node without voter tokens answers 404 and the votes go without.
-export const session = () => client.session().catch(() => null);
+// A token the node later refuses (the phone moved to another network) is
+// replaced by the client itself, and the vote sent again.
+let sessionError = null; // why the last earning failed, for why()
+export const session = () => client.session().then(s => { sessionError = null; return s; }, err => { sessionError = err; return null; });
+
+// why says in plain words why a vote was not counted, or may not have been.
+export function why(err) {
+  switch (err?.code) {
+    case "outcome_unknown": return t("outcomeUnknown");
+    case "session_mismatch": case "session_invalid": case "session_expired": return t("tokenRefused");
+    case "puzzle_failed": return t("puzzleFailed");
+    case "stamp_ahead": return t("stampAhead");
+    case "session_required": if (sessionError?.code === "puzzle_failed") return t("puzzleFailed");
+  }
+  return t("notCounted", { reason: err?.message || String(err) });
+}
 
 // subscribe follows a poll for a view; onConn hears how, in words.
 export function subscribe(poll, onChange, onConn = () => {}) {
@@ -51,20 +66,32 @@ export function subscribe(poll, onChange, onConn = () => {}) {
   });
 }
 
+// unsettled holds, per poll, the vote whose outcome stayed unknown: a tap
+// on the same option sends it again under the same key (it counts once
+// whether or not the first reached the ledger).
+const unsettled = {};
+
 // tap votes for option: shown at once, sent in the client's next batch (on
 // the view's socket, over HTTP when it is down), and reverted with the
-// reason if the node refuses it.
+// reason if the node refuses it. A vote whose outcome stayed unknown (the
+// client sent it again for 30 s) keeps the choice and says so.
 export async function tap(poll, option, view) {
   const previous = choices[poll];
   choices[poll] = option;
   saveChoices();
   view.optimistic(previous, option);
   await session();
+  const idem = unsettled[poll]?.option === option ? unsettled[poll].idem : crypto.randomUUID();
+  delete unsettled[poll];
   try {
-    const r = await view.stream.vote({ option, voter: me() });
+    const r = await view.stream.vote({ option, voter: me(), idem });
     view.settled(r.status === "late" ? t("late") : "");
   } catch (err) {
+    if (err.code === "outcome_unknown") {
+      unsettled[poll] = { option, idem };
+      return view.settled(why(err));
+    }
     if (choices[poll] === option) { choices[poll] = previous; saveChoices(); }
-    view.reverted(previous, t("notCounted", { reason: err.message }));
+    view.reverted(previous, why(err));
   }
 }

@@ -8,7 +8,7 @@
 // question on that socket (docs/quiz.md); the countdown runs on the
 // server's clock as the client keeps it.
 import { t } from "/i18n.js";
-import { el, api, client, me, session } from "/live.js";
+import { el, api, client, me, session, why } from "/live.js";
 import { hostToken } from "/host.js";
 import { tile, asked } from "/studio.js";
 
@@ -95,7 +95,7 @@ export class QuizView {
       answers[q.poll] = { option, elapsed_ms: r.elapsed_ms || 0 };
       saveAnswers();
     } catch (err) {
-      this.result.textContent = err.code === "too_late" ? t("tooLate") : t("notCounted", { reason: err.message });
+      this.result.textContent = err.code === "too_late" ? t("tooLate") : why(err);
       this.failed = true; // render() keeps the message
     }
     this.render();

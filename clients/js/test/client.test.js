@@ -1,7 +1,11 @@
 // The client against a real node, started here: subscribe, vote, change
 // of mind, retry, bad input, a seq gap, reconnect after the node
-// restarts, the certified final. The node binary: $TALLY_NODE_BIN, or
-// built with go (scripts/test.sh builds it once).
+// restarts, the certified final; stamps, a vote whose outcome is unknown,
+// a phone whose address changes between two votes, a puzzle solved
+// across a restart. The node binary: $TALLY_NODE_BIN, or built with go
+// (scripts/test.sh builds it once). The node believes X-Forwarded-For
+// from loopback (--trusted-proxies), so a test can move a client to
+// another address.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
@@ -10,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash } from "node:crypto";
-import { Tally, TallyError, codes, solvePuzzle, joinCode } from "../index.js";
+import { Tally, TallyError, codes, solvePuzzle, joinCode, compareStamps, laterStamp } from "../index.js";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dir = mkdtempSync(join(tmpdir(), "tally-js-"));
@@ -32,7 +36,7 @@ async function waitFor(what, cond, ms = 20000) {
 async function start() {
   proc = spawn(bin, ["--data-dir", join(dir, "data"), "--http-addr", `127.0.0.1:${port}`, "--gossip-addr", "127.0.0.1:0",
     "--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--nats-leaf-addr", "",
-    "--demo=false", "--pow-bits", "4", "--drain", "0", "--catch-up-wait", "0"], { stdio: "ignore" });
+    "--demo=false", "--pow-bits", "4", "--drain", "0", "--catch-up-wait", "0", "--trusted-proxies", "127.0.0.1/32"], { stdio: "ignore" });
   await waitFor("the node's /readyz", async () => (await fetch(url + "/readyz")).ok);
 }
 
@@ -285,4 +289,217 @@ test("join codes are the node's (ids.JoinCode's vectors)", () => {
     assert.equal(joinCode(kind, id), code, `${kind} ${id}`);
   }
   assert.throws(() => joinCode("user", "x"), TypeError);
+});
+
+// memory is a storage the test holds (localStorage's three methods).
+function memory() {
+  const kept = new Map();
+  return { kept, getItem: k => kept.get(k) ?? null, setItem: (k, v) => kept.set(k, String(v)), removeItem: k => kept.delete(k) };
+}
+
+// createPoll makes an open poll with options a and b.
+async function createPoll(id) {
+  const p = await admin("POST", "/v1/polls", { id, question: "Which?", options: [{ id: "a", label: "A" }, { id: "b", label: "B" }], duration_s: 3600 });
+  assert.equal(p.id, id, JSON.stringify(p));
+}
+
+test("stamps order as numbers, wall then logical; the newest is kept, in storage too, and never goes back", () => {
+  assert.equal(compareStamps("1764770000123.4", "1764770000123.10"), -1, "logical as a number, not as text");
+  assert.equal(compareStamps("1764770000124.0", "1764770000123.99"), 1);
+  assert.equal(compareStamps("999.0", "1000.0"), -1, "wall as a number");
+  assert.equal(compareStamps("5.5", "5.5"), 0);
+  assert.equal(compareStamps("garbage", "1.0"), -1);
+  assert.equal(laterStamp(null, "7.1"), "7.1");
+  assert.equal(laterStamp("x", "y"), null);
+
+  const storage = memory();
+  const client = new Tally({ url, storage });
+  assert.equal(client.stamp("p"), null);
+  client.heard("p", [{ stamp: "1764770000123.4" }, { status: "rejected" }, { stamp: "1764770000123.2" }]);
+  assert.equal(client.stamp("p"), "1764770000123.4");
+  client.heard("p", [{ status: "duplicate", stamp: "1764770000100.0" }]); // a duplicate's stamp is its first vote's: older
+  assert.equal(client.stamp("p"), "1764770000123.4", "never backwards");
+  client.heard("q", [{ stamp: "1764770000200.0" }]);
+  const next = new Tally({ url, storage }); // a reload
+  assert.equal(next.stamp("p"), "1764770000123.4");
+  assert.equal(next.stamp("q"), "1764770000200.0");
+  next.heard("p", null); // a refused stamp is dropped
+  assert.equal(next.stamp("p"), null);
+  assert.equal(new Tally({ url, storage }).stamp("p"), null);
+  assert.equal(new Tally({ url, storage }).stamp("q"), "1764770000200.0", "other polls' stamps stay");
+  storage.setItem("tally.stamps", "{damaged");
+  assert.equal(new Tally({ url, storage }).stamp("q"), null);
+});
+
+test("a client whose address changes between two votes earns a new token and its second vote counts, stamped after the first", async () => {
+  await createPoll("move");
+  let addr = "198.51.100.7"; // Wi-Fi
+  const votes = []; // the bodies of vote requests, as sent
+  const sessions = []; // the addresses of POST /v1/session
+  const storage = memory();
+  const client = new Tally({ url, storage, headers: () => ({ "X-Forwarded-For": addr }), fetch: (u, o) => {
+    if (u.endsWith("/votes")) votes.push(JSON.parse(o.body));
+    if (u.endsWith("/v1/session")) sessions.push(o.headers["X-Forwarded-For"]);
+    return fetch(u, o);
+  } });
+  const first = await client.session();
+  const one = (await client.vote("move", { option: "a", voter: first.voter, idem: "move-1" })).results[0];
+  assert.equal(one.status, "accepted");
+  assert.match(one.stamp ?? "", /^\d+\.\d+$/, `the answer carries its stamp: ${JSON.stringify(one)}`);
+  assert.equal(client.stamp("move"), one.stamp);
+  assert.equal(votes[0].after, undefined, "the first vote has no stamp to send");
+
+  addr = "203.0.113.9"; // cellular: the token is another network's now
+  const res = await client.vote("move", { option: "b", voter: first.voter, idem: "move-2" });
+  const two = res.results[0];
+  assert.equal(two.status, "accepted", "counted with no action");
+  assert.notEqual(client.token.voter, first.voter, "a new token");
+  assert.equal(JSON.parse(storage.getItem("tally.session")).token, client.token.token, "kept where the old one was");
+  assert.deepEqual(sessions.slice(2), ["203.0.113.9", "203.0.113.9"], "earned from the new network (challenge, solution)");
+  assert.equal(votes.length, 3, "the refused vote and the same vote again");
+  assert.deepEqual(votes.slice(1).map(v => [v.idem, v.after]), [["move-2", one.stamp], ["move-2", one.stamp]],
+    "the same key, after the first vote's stamp");
+  assert.equal(compareStamps(two.stamp, one.stamp), 1, `${two.stamp} after ${one.stamp}`);
+  assert.equal(client.stamp("move"), two.stamp);
+  const p = await client.poll("move");
+  assert.equal(p.totals.b, 1);
+});
+
+// Recording is the runtime's WebSocket with the messages it sends kept.
+function recording(sent, fake = () => false) {
+  return class extends globalThis.WebSocket {
+    send(data) {
+      const m = JSON.parse(data);
+      sent.push(m);
+      if (!fake(m, this)) super.send(data);
+    }
+  };
+}
+
+test("on the socket too: a token refused after the address changed is replaced and the vote sent again, with its stamp", async () => {
+  await createPoll("move-ws");
+  let addr = "198.51.100.8";
+  const sent = [];
+  let httpVotes = 0;
+  const client = new Tally({ url, headers: () => ({ "X-Forwarded-For": addr }), WebSocket: recording(sent),
+    fetch: (u, o) => { if (u.endsWith("/votes")) httpVotes++; return fetch(u, o); } });
+  let state = null;
+  let sockets = 0;
+  const live = client.subscribe("move-ws", s => { state = s; }, { onConn: c => { if (c === "websocket") sockets++; }, maxDelayMs: 200 });
+  try {
+    await waitFor("the snapshot", () => state?.type === "snapshot");
+    const first = await client.session();
+    const one = await live.vote({ option: "a" });
+    assert.equal(one.status, "accepted");
+    assert.ok(one.stamp, JSON.stringify(one));
+
+    // The phone moves: its socket breaks and comes back from the new address.
+    addr = "203.0.113.10";
+    live.ws.close();
+    await waitFor("the socket from the new address", () => sockets === 2 && live.ws.readyState === 1);
+    const two = await live.vote({ option: "b" });
+    assert.equal(two.status, "accepted");
+    assert.equal(httpVotes, 0, "all on the socket");
+    const msgs = sent.filter(m => m.type === "vote");
+    assert.equal(msgs.length, 3);
+    assert.equal(msgs[1].token, first.token);
+    assert.deepEqual([msgs[1].body.idem, msgs[1].body.after], [msgs[2].body.idem, one.stamp], "the same key again, after the first stamp");
+    assert.equal(msgs[2].token, client.token.token);
+    assert.notEqual(client.token.voter, first.voter);
+    assert.equal(compareStamps(two.stamp, one.stamp), 1);
+    await waitFor("the second vote on the stream", () => state.totals.b === 1);
+  } finally {
+    live.close();
+  }
+});
+
+test("504 outcome_unknown: the same request again after Retry-After until a definitive answer, on HTTP and on the socket; bounded", async () => {
+  await createPoll("unknown");
+  const bodies = [];
+  let unknowns = 2;
+  const edge = async (u, o) => { // an edge whose full node did not answer in time, twice
+    if (!u.endsWith("/votes")) return fetch(u, o);
+    bodies.push(o.body);
+    if (unknowns-- > 0) {
+      return new Response(JSON.stringify({ error: { code: "outcome_unknown", message: "retry with the same key" } }),
+        { status: 504, headers: { "Retry-After": "1", "Content-Type": "application/json" } });
+    }
+    return fetch(u, o);
+  };
+  const client = new Tally({ url, fetch: edge });
+  client.heard("unknown", [{ stamp: "1000.0" }]); // an old stamp: every vote carries it
+  const t0 = Date.now();
+  const r = (await client.vote("unknown", { option: "a", voter: "u1", idem: "unknown-1" })).results[0];
+  assert.equal(r.status, "accepted");
+  assert.ok(Date.now() - t0 >= 1900, "after Retry-After each time");
+  assert.equal(bodies.length, 3);
+  assert.ok(bodies.every(b => b === bodies[0]), `the same body each time: ${bodies}`);
+  assert.deepEqual(JSON.parse(bodies[0]), { option: "a", voter: "u1", idem: "unknown-1", after: "1000.0" });
+
+  // Never a definitive answer: the client says so after its bound.
+  unknowns = Infinity;
+  client.unknownMs = 1500;
+  await assert.rejects(client.vote("unknown", { option: "b", voter: "u2", idem: "unknown-2" }),
+    e => e instanceof TallyError && e.code === "outcome_unknown" && /may or may not/.test(e.message));
+
+  // On the socket: the ack says outcome_unknown once; the same message body goes again.
+  const sent = [];
+  let faked = false;
+  const fake = (m, ws) => {
+    if (m.type !== "vote" || faked) return false;
+    faked = true;
+    setTimeout(() => ws.onmessage({ data: JSON.stringify({ type: "error", ref: m.ref, error: { code: "outcome_unknown", message: "retry" } }) }), 10);
+    return true;
+  };
+  const sock = new Tally({ url, WebSocket: recording(sent, fake) });
+  let state = null;
+  const live = sock.subscribe("unknown", s => { state = s; });
+  try {
+    await waitFor("the snapshot", () => state?.type === "snapshot");
+    const a = await live.vote({ option: "b", voter: "u3" });
+    assert.equal(a.status, "accepted");
+    const msgs = sent.filter(m => m.type === "vote");
+    assert.equal(msgs.length, 2);
+    assert.deepEqual(msgs[1].body, msgs[0].body, "the same body, the same key");
+    assert.notEqual(msgs[1].ref, msgs[0].ref);
+  } finally {
+    live.close();
+  }
+});
+
+test("a stamp too far ahead is refused plainly and dropped; the next vote goes without it", async () => {
+  await createPoll("ahead");
+  const client = new Tally({ url });
+  client.heard("ahead", [{ stamp: `${Date.now() + 3_600_000}.0` }]);
+  await assert.rejects(client.vote("ahead", { option: "a", voter: "ahead-1", idem: "ahead-1" }),
+    e => e instanceof TallyError && e.code === "stamp_ahead" && e.status === 400);
+  assert.equal(client.stamp("ahead"), null, "dropped");
+  const r = (await client.vote("ahead", { option: "a", voter: "ahead-1", idem: "ahead-1" })).results[0];
+  assert.equal(r.status, "accepted", "the same key again, nothing was taken");
+});
+
+test("a solution refused (the node restarted between the challenge and the solution) is followed by a new challenge; twice at most", async () => {
+  const client = new Tally({ url });
+  let solutions = 0;
+  const acrossRestart = async (challenge, bits) => {
+    if (solutions++ === 0) { await stop(); await start(); }
+    return solvePuzzle(challenge, bits);
+  };
+  const s = await client.session(acrossRestart);
+  assert.equal(s.status, "issued");
+  assert.equal(solutions, 2, "one refused solution, one taken");
+
+  // A solver whose every solution is wrong: three tries, then a plain error.
+  const wrong = async (challenge, bits) => {
+    for (let n = 0; ; n++) {
+      const d = createHash("sha256").update(`${challenge}:${n}`).digest();
+      if (Math.clz32(d.readUInt32BE(0)) < bits) return String(n);
+    }
+  };
+  let tries = 0;
+  const other = new Tally({ url });
+  await assert.rejects(other.session((c, b) => { tries++; return wrong(c, b); }),
+    e => e instanceof TallyError && e.code === "puzzle_failed" && /3 solutions/.test(e.message));
+  assert.equal(tries, 3);
+  assert.equal(other.token, null);
 });
