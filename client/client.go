@@ -26,6 +26,10 @@ var (
 	ErrConflict     = errors.New("client: conflict")     // 409
 	ErrRateLimited  = errors.New("client: rate limited") // 429
 	ErrUnavailable  = errors.New("client: unavailable")  // 503: retry after RetryAfter
+	// ErrOutcomeUnknown is a 504 (outcome_unknown): an edge that cannot
+	// tell whether the vote was ledgered. Vote sends the same request
+	// again until a definitive answer, for Options.UnknownWait at most.
+	ErrOutcomeUnknown = errors.New("client: outcome unknown")
 )
 
 // Error is an error answer of the node: its HTTP status, the API's error
@@ -58,6 +62,8 @@ func (e *Error) Is(target error) bool {
 		return e.Status == http.StatusTooManyRequests
 	case ErrUnavailable:
 		return e.Status == http.StatusServiceUnavailable
+	case ErrOutcomeUnknown:
+		return e.Status == http.StatusGatewayTimeout || e.Code == api.CodeOutcomeUnknown
 	}
 	return false
 }
@@ -73,12 +79,20 @@ type Options struct {
 	HTTPClient *http.Client
 	// UserAgent is sent on every request; a voter token is bound to it.
 	UserAgent string
+	// UnknownWait bounds how long Vote sends a request answered 504
+	// outcome_unknown again (after each Retry-After) before it returns
+	// ErrOutcomeUnknown; 0: DefaultUnknownWait; below 0: not sent again.
+	UnknownWait time.Duration
 }
+
+// DefaultUnknownWait is how long Vote resolves an unknown outcome.
+const DefaultUnknownWait = 30 * time.Second
 
 // Client calls one node's API.
 type Client struct {
-	base *url.URL
-	opts Options
+	base   *url.URL
+	opts   Options
+	stamps stamps // the newest stamp of each voter's answers, per poll
 }
 
 // DefaultTimeout bounds a request when Options.HTTPClient is nil.
@@ -93,6 +107,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: DefaultTimeout}
+	}
+	if opts.UnknownWait == 0 {
+		opts.UnknownWait = DefaultUnknownWait
 	}
 	return &Client{base: u, opts: opts}, nil
 }

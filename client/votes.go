@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"tally/api"
 )
@@ -27,9 +30,26 @@ func NewKey() string {
 // none); when set, its voter replaces the votes'. A retry of a vote sends
 // the same Idem: it is answered "duplicate" with the first vote's id and
 // counts once.
+//
+// Each vote without an After carries the newest stamp this client was
+// answered for the same voter (the session, else the vote's voter) in
+// the poll, so the node stamps it after the votes the voter was told of,
+// whatever region takes it; the answers' stamps are kept (never an older
+// one), and a stamp the node refuses (400 stamp_ahead) is dropped. An
+// answer 504 outcome_unknown is followed by the same request (same body,
+// same keys) after its Retry-After until a definitive answer, for
+// Options.UnknownWait at most; then the error matches ErrOutcomeUnknown.
 func (c *Client) Vote(ctx context.Context, pollID, session string, votes ...api.Vote) ([]api.VoteResult, error) {
 	if len(votes) == 0 || len(votes) > api.MaxBatch {
 		return nil, fmt.Errorf("client: a vote request carries 1 to %d votes, not %d", api.MaxBatch, len(votes))
+	}
+	votes = slices.Clone(votes)
+	keys := make([]stampKey, len(votes))
+	for i := range votes {
+		keys[i] = stampKey{poll: pollID, voter: voterKey(session, votes[i].Voter)}
+		if votes[i].After == "" {
+			votes[i].After = c.stamps.get(keys[i])
+		}
 	}
 	var body any = api.VoteBatch{Votes: votes}
 	if len(votes) == 1 {
@@ -39,8 +59,14 @@ func (c *Client) Vote(ctx context.Context, pollID, session string, votes ...api.
 	if session != "" {
 		header.Set(api.SessionHeader, session)
 	}
-	res, err := c.request(ctx, http.MethodPost, path("polls", pollID, "votes"), nil, body, header)
+	res, err := c.settle(ctx, path("polls", pollID, "votes"), body, header)
 	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == api.CodeStampAhead {
+			for _, k := range keys {
+				c.stamps.drop(k)
+			}
+		}
 		return nil, err
 	}
 	defer res.Body.Close()
@@ -51,7 +77,89 @@ func (c *Client) Vote(ctx context.Context, pollID, session string, votes ...api.
 	if len(v.Results) != len(votes) {
 		return nil, fmt.Errorf("client: %d results for %d votes", len(v.Results), len(votes))
 	}
+	for i, r := range v.Results {
+		c.stamps.keep(keys[i], r.Stamp)
+	}
 	return v.Results, nil
+}
+
+// settle posts body to p, and again (the same body) after Retry-After
+// while the answer is 504 outcome_unknown, for Options.UnknownWait.
+func (c *Client) settle(ctx context.Context, p string, body any, header http.Header) (*http.Response, error) {
+	deadline := time.Now().Add(c.opts.UnknownWait)
+	for {
+		res, err := c.request(ctx, http.MethodPost, p, nil, body, header)
+		if err == nil || !errors.Is(err, ErrOutcomeUnknown) || c.opts.UnknownWait < 0 {
+			return res, err
+		}
+		var e *Error
+		errors.As(err, &e)
+		wait := min(max(e.RetryAfter, time.Second), 10*time.Second)
+		if time.Now().Add(wait).After(deadline) {
+			return nil, fmt.Errorf("client: no definitive answer within %v, the vote may or may not have been counted: %w", c.opts.UnknownWait, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("client: %w (the outcome is unknown: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// stampKey names whose stamp: a voter (a session token, or the vote's
+// voter id without one) in a poll.
+type stampKey struct{ poll, voter string }
+
+func voterKey(session, voter string) string {
+	if session != "" {
+		return "s:" + session
+	}
+	return "v:" + voter
+}
+
+// maxStamps bounds the stamps a client keeps; past it one is forgotten
+// (its voter's next vote is ordered by the node's clock alone).
+const maxStamps = 1 << 16
+
+// stamps is the newest stamp of each voter's answers per poll.
+type stamps struct {
+	mu sync.Mutex
+	m  map[stampKey]string
+}
+
+func (s *stamps) get(k stampKey) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k]
+}
+
+// keep holds stamp for k unless it holds a later one.
+func (s *stamps) keep(k stampKey, stamp string) {
+	if stamp == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[stampKey]string{}
+	}
+	if _, ok := s.m[k]; !ok && len(s.m) >= maxStamps {
+		for old := range s.m {
+			delete(s.m, old)
+			break
+		}
+	}
+	if later := api.LaterStamp(s.m[k], stamp); later != "" {
+		s.m[k] = later
+	}
+}
+
+func (s *stamps) drop(k stampKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
 }
 
 // ErrPuzzle reports a proof-of-work puzzle the client would not solve.
