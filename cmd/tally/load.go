@@ -2,16 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"tally/api"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"github.com/tsenart/vegeta/v12/lib/plot"
@@ -42,11 +48,20 @@ type loadReport struct {
 	Codes        map[int]int    `json:"codes"`
 	Acks         map[string]int `json:"acks"` // accepted, duplicate, late, rejected
 	Errors       int            `json:"errors"`
-	P50Ms        float64        `json:"p50_ms"`
-	P90Ms        float64        `json:"p90_ms"`
-	P99Ms        float64        `json:"p99_ms"`
-	P999Ms       float64        `json:"p999_ms"`
-	MaxMs        float64        `json:"max_ms"`
+	// Unknown counts the requests (socket messages) first answered 504
+	// outcome_unknown: each went again, the same body and keys, after
+	// Retry-After until a definitive answer, which is the one counted in
+	// Codes and Acks (and their latency ends with it); Resent counts those
+	// sends, StillUnknown the requests without a definitive answer within
+	// unknownWait (their final answer stays outcome_unknown).
+	Unknown      int     `json:"outcome_unknown"`
+	Resent       int     `json:"resent"`
+	StillUnknown int     `json:"still_unknown"`
+	P50Ms        float64 `json:"p50_ms"`
+	P90Ms        float64 `json:"p90_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	P999Ms       float64 `json:"p999_ms"`
+	MaxMs        float64 `json:"max_ms"`
 }
 
 func runLoad(args []string, stdout, stderr io.Writer) int {
@@ -111,11 +126,136 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "requests %d in %.1fs: %.0f req/s, %.0f votes/s acknowledged\n", rep.Requests, rep.Seconds, rep.RequestsPerS, rep.VotesPerS)
 	fmt.Fprintf(stdout, "latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n", rep.P50Ms, rep.P90Ms, rep.P99Ms, rep.P999Ms, rep.MaxMs)
 	fmt.Fprintf(stdout, "status codes %v, acks %v, transport errors %d\n", rep.Codes, rep.Acks, rep.Errors)
+	fmt.Fprintf(stdout, "outcome unknown %d (sent again %d times with the same keys; still unknown after %v: %d)\n",
+		rep.Unknown, rep.Resent, unknownWait, rep.StillUnknown)
 	return 0
 }
 
+// unknownWait bounds how long a vote answered outcome_unknown is sent again.
+const unknownWait = 30 * time.Second
+
+// retryAfter is an outcome_unknown answer's Retry-After, 1 to 10 s.
+func retryAfter(h http.Header) time.Duration {
+	n, _ := strconv.Atoi(h.Get("Retry-After"))
+	return time.Duration(min(max(n, 1), 10)) * time.Second
+}
+
+// settler is the load's transport: a request answered 504 (an edge that
+// cannot know whether its full node ledgered the votes) goes again, the
+// same body and keys, after Retry-After until a definitive answer or
+// unknownWait; the request's answer is the last. Each attempt has its
+// own timeout.
+type settler struct {
+	next                          http.RoundTripper
+	timeout, wait                 time.Duration
+	unknown, resent, stillUnknown atomic.Int64
+}
+
+func (s *settler) RoundTrip(req *http.Request) (*http.Response, error) {
+	deadline := time.Now().Add(s.wait)
+	res, err := s.attempt(req)
+	if err != nil || res.StatusCode != http.StatusGatewayTimeout || req.GetBody == nil {
+		return res, err
+	}
+	s.unknown.Add(1)
+	for {
+		wait := retryAfter(res.Header)
+		if time.Now().Add(wait).After(deadline) {
+			s.stillUnknown.Add(1)
+			return res, nil
+		}
+		io.Copy(io.Discard, io.LimitReader(res.Body, 1<<12))
+		res.Body.Close()
+		t := time.NewTimer(wait)
+		select {
+		case <-req.Context().Done():
+			t.Stop()
+			s.stillUnknown.Add(1)
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			s.stillUnknown.Add(1)
+			return nil, err
+		}
+		again := req.Clone(req.Context())
+		again.Body = body
+		s.resent.Add(1)
+		if res, err = s.attempt(again); err != nil {
+			s.stillUnknown.Add(1)
+			return nil, err
+		}
+		if res.StatusCode != http.StatusGatewayTimeout {
+			return res, nil
+		}
+	}
+}
+
+// attempt sends req once within s.timeout (reading the body included).
+func (s *settler) attempt(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), s.timeout)
+	res, err := s.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	res.Body = cancelOnClose{res.Body, cancel}
+	return res, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// eachStamp calls f with the voter number (the idempotency key's last
+// "-" field, as load and loadSockets write keys) and the stamp of every
+// result of a vote answer that carries both.
+func eachStamp(b []byte, f func(voter int, stamp string)) {
+	for {
+		i := bytes.Index(b, []byte(`"idem":"`))
+		if i < 0 {
+			return
+		}
+		b = b[i+8:]
+		j := bytes.IndexByte(b, '"')
+		if j < 0 {
+			return
+		}
+		idem := b[:j]
+		b = b[j:]
+		obj := b
+		if end := bytes.Index(b, []byte(`"idem":"`)); end >= 0 {
+			obj = b[:end]
+		}
+		k := bytes.Index(obj, []byte(`"stamp":"`))
+		if k < 0 {
+			continue
+		}
+		stamp := obj[k+9:]
+		l := bytes.IndexByte(stamp, '"')
+		dash := bytes.LastIndexByte(idem, '-')
+		if l < 0 || dash < 0 {
+			continue
+		}
+		if v, err := strconv.Atoi(string(idem[dash+1:])); err == nil {
+			f(v, string(stamp[:l]))
+		}
+	}
+}
+
 // voteTargeter makes request bodies: new voters, voters changing their
-// mind, and retries of earlier bodies.
+// mind, and retries of earlier bodies. A voter's vote carries the newest
+// stamp the voter was answered with as "after" (as our clients do), so a
+// change of mind sent to another --url is stamped after the vote it
+// replaces.
 type voteTargeter struct {
 	cfg    loadConfig
 	mu     sync.Mutex
@@ -123,8 +263,23 @@ type voteTargeter struct {
 	seq    int
 	run    string   // makes this run's idempotency keys its own
 	recent [][]byte // bodies that may be retried
+	stamps []string // voter → the newest stamp of their answers
 	header http.Header
 	rng    *rand.Rand
+}
+
+// heard keeps the stamps of an answer's results.
+func (t *voteTargeter) heard(body []byte) {
+	if !bytes.Contains(body, []byte(`"stamp":"`)) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	eachStamp(body, func(v int, stamp string) {
+		if v >= 0 && v < len(t.stamps) {
+			t.stamps[v] = api.LaterStamp(t.stamps[v], stamp)
+		}
+	})
 }
 
 func (t *voteTargeter) target(tg *vegeta.Target) error {
@@ -149,7 +304,11 @@ func (t *voteTargeter) target(tg *vegeta.Target) error {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"option":%q,"voter":"load-%d","idem":"%s-%d-%d"}`, t.cfg.options[t.rng.IntN(len(t.cfg.options))], voter, t.run, t.seq, i)
+		fmt.Fprintf(&b, `{"option":%q,"voter":"load-%d","idem":"%s-%d-%d-%d"`, t.cfg.options[t.rng.IntN(len(t.cfg.options))], voter, t.run, t.seq, i, voter)
+		if after := t.stamps[voter]; after != "" {
+			fmt.Fprintf(&b, `,"after":%q`, after)
+		}
+		b.WriteByte('}')
 	}
 	b.WriteString(`]}`)
 	tg.Body = b.Bytes()
@@ -162,12 +321,14 @@ func (t *voteTargeter) target(tg *vegeta.Target) error {
 }
 
 func load(cfg loadConfig, progress io.Writer, p *plot.Plot) (*loadReport, error) {
-	tr := &voteTargeter{cfg: cfg, run: fmt.Sprintf("run%x", time.Now().UnixNano()), header: http.Header{"Content-Type": {"application/json"}}, rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))}
+	tr := &voteTargeter{cfg: cfg, run: fmt.Sprintf("run%x", time.Now().UnixNano()), header: http.Header{"Content-Type": {"application/json"}},
+		stamps: make([]string, cfg.voters), rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))}
 	// A fixed pool of keep-alive connections and as many workers: without a
 	// cap, an open-model run that falls behind opens ever more connections
 	// and measures its own collapse instead of the server.
-	opts := []func(*vegeta.Attacker){vegeta.Connections(cfg.connections), vegeta.MaxConnections(cfg.connections),
-		vegeta.KeepAlive(true), vegeta.MaxBody(1 << 12), vegeta.Timeout(30 * time.Second),
+	set := &settler{next: &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: cfg.connections, MaxConnsPerHost: cfg.connections}, timeout: 30 * time.Second, wait: unknownWait}
+	opts := []func(*vegeta.Attacker){vegeta.Client(&http.Client{Transport: set}), vegeta.MaxBody(1 << 12),
 		vegeta.Workers(uint64(cfg.connections)), vegeta.MaxWorkers(uint64(cfg.connections))}
 	var pacer vegeta.Pacer
 	switch {
@@ -210,6 +371,7 @@ func load(cfg loadConfig, progress io.Writer, p *plot.Plot) (*loadReport, error)
 				rep.Votes += n
 			}
 		}
+		tr.heard(r.Body)
 		if p != nil {
 			p.Add(r)
 		}
@@ -223,6 +385,7 @@ func load(cfg loadConfig, progress io.Writer, p *plot.Plot) (*loadReport, error)
 	if rep.Requests == 0 {
 		return nil, fmt.Errorf("no requests were sent")
 	}
+	rep.Unknown, rep.Resent, rep.StillUnknown = int(set.unknown.Load()), int(set.resent.Load()), int(set.stillUnknown.Load())
 	rep.finish(start, lat)
 	return rep, nil
 }

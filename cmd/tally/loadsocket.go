@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"tally/api"
 )
 
 // loadSockets is `tally load --socket`: votes as messages on live sockets,
@@ -20,6 +22,9 @@ import (
 // stays under the node's 20 messages a second), from loopback source
 // addresses 100 sockets each (under --max-viewers-per-ip); each message
 // is one vote (or a batch with --batch), timed from its write to its ack.
+// Each vote carries its voter's newest stamp as "after"; a message
+// answered outcome_unknown is sent again, the same bytes, a second later
+// (in place of a new one, so the pace holds) until a definitive answer.
 func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 	if cfg.rate <= 0 {
 		return nil, fmt.Errorf("--socket needs --rate above 0")
@@ -27,7 +32,7 @@ func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 	if per := float64(cfg.rate) / float64(cfg.connections); per > 18 {
 		return nil, fmt.Errorf("--rate %d over %d sockets is %.0f messages a second each; the node closes a socket past 20: use more --connections", cfg.rate, cfg.connections, per)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration+unknownWait+30*time.Second)
 	defer cancel()
 	run := fmt.Sprintf("sock%x", time.Now().UnixNano())
 	var (
@@ -57,7 +62,15 @@ func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {
-			sent := map[string]time.Time{}
+			// pending is a message sent and not answered for good yet.
+			type pending struct {
+				first   time.Time // its first write: its latency and unknownWait run from it
+				msg     []byte
+				unknown bool      // answered outcome_unknown at least once
+				due     time.Time // when to send it again (its outcome was unknown); zero: waiting for an answer
+			}
+			sent := map[string]*pending{}
+			stamps := map[int]string{} // this socket's voters → the newest stamp of their answers
 			var smu sync.Mutex
 			readDone := make(chan struct{})
 			go func() { // owned by this socket's loop: it ends when the socket closes
@@ -68,30 +81,77 @@ func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 						return
 					}
 					ref := refOf(b)
+					ack := bytes.Contains(b, []byte(`"type":"ack"`))
 					smu.Lock()
-					t0, ok := sent[ref]
-					delete(sent, ref)
-					smu.Unlock()
-					if !ok {
+					p, ok := sent[ref]
+					if !ok || !p.due.IsZero() {
+						smu.Unlock()
 						continue // a frame of the poll, not an answer
 					}
+					still, first := false, false
+					if !ack && bytes.Contains(b, []byte(`"code":"outcome_unknown"`)) {
+						first, p.unknown = !p.unknown, true
+						if time.Since(p.first)+time.Second < unknownWait {
+							p.due = time.Now().Add(time.Second) // the same message again, after a second
+						} else {
+							still = true // no definitive answer within unknownWait
+						}
+					}
+					final := p.due.IsZero()
+					if final {
+						delete(sent, ref)
+					}
+					if ack {
+						eachStamp(b, func(v int, stamp string) { stamps[v] = api.LaterStamp(stamps[v], stamp) })
+					}
+					smu.Unlock()
 					mu.Lock()
-					lat = append(lat, time.Since(t0))
-					if bytes.Contains(b, []byte(`"type":"ack"`)) {
-						rep.Codes[200]++
-						for _, st := range []string{"accepted", "duplicate", "late", "rejected"} {
-							if n := bytes.Count(b, []byte(`"status":"`+st+`"`)); n > 0 {
-								rep.Acks[st] += n
-								rep.Votes += n
+					if first {
+						rep.Unknown++
+					}
+					if final {
+						lat = append(lat, time.Since(p.first))
+						if ack {
+							rep.Codes[200]++
+							for _, st := range []string{"accepted", "duplicate", "late", "rejected"} {
+								if n := bytes.Count(b, []byte(`"status":"`+st+`"`)); n > 0 {
+									rep.Acks[st] += n
+									rep.Votes += n
+								}
+							}
+						} else {
+							rep.Codes[0]++
+							rep.Errors++
+							if still {
+								rep.StillUnknown++
 							}
 						}
-					} else {
-						rep.Codes[0]++
-						rep.Errors++
 					}
 					mu.Unlock()
 				}
 			}()
+			// resend sends one message whose outcome was unknown again, when
+			// one is due: the same bytes (ref, keys, stamps). It takes a turn
+			// of the socket's pace, so the socket stays under the node's
+			// limit of messages a second.
+			resend := func() (bool, error) {
+				smu.Lock()
+				var msg []byte
+				for _, p := range sent {
+					if !p.due.IsZero() && time.Now().After(p.due) {
+						p.due, msg = time.Time{}, p.msg
+						break
+					}
+				}
+				smu.Unlock()
+				if msg == nil {
+					return false, nil
+				}
+				mu.Lock()
+				rep.Resent++
+				mu.Unlock()
+				return true, c.Write(ctx, websocket.MessageText, msg)
+			}
 			every := time.Duration(float64(time.Second) * float64(cfg.connections) / float64(cfg.rate))
 			rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
 			// Sockets start spread over one interval, so the rate is even.
@@ -99,18 +159,33 @@ func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 			tick := time.NewTicker(every)
 			defer tick.Stop()
 			for seq := 0; time.Since(start) < cfg.duration; seq++ {
+				if again, err := resend(); again || err != nil {
+					if err != nil {
+						mu.Lock()
+						rep.Errors++
+						mu.Unlock()
+						return
+					}
+					<-tick.C
+					continue
+				}
 				ref := strconv.Itoa(seq)
 				var b bytes.Buffer
 				fmt.Fprintf(&b, `{"type":"vote","ref":%q,"body":{"votes":[`, ref)
+				smu.Lock()
 				for j := range cfg.batch {
 					if j > 0 {
 						b.WriteByte(',')
 					}
-					fmt.Fprintf(&b, `{"option":%q,"voter":"sock-%d-%d","idem":"%s-%d-%d-%d"}`, cfg.options[rng.IntN(len(cfg.options))], i, rng.IntN(cfg.voters), run, i, seq, j)
+					v := rng.IntN(cfg.voters)
+					fmt.Fprintf(&b, `{"option":%q,"voter":"sock-%d-%d","idem":"%s-%d-%d-%d-%d"`, cfg.options[rng.IntN(len(cfg.options))], i, v, run, i, seq, j, v)
+					if after := stamps[v]; after != "" {
+						fmt.Fprintf(&b, `,"after":%q`, after)
+					}
+					b.WriteByte('}')
 				}
 				b.WriteString(`]}}`)
-				smu.Lock()
-				sent[ref] = time.Now()
+				sent[ref] = &pending{first: time.Now(), msg: b.Bytes()}
 				smu.Unlock()
 				if err := c.Write(ctx, websocket.MessageText, b.Bytes()); err != nil {
 					mu.Lock()
@@ -123,15 +198,34 @@ func loadSockets(cfg loadConfig, progress io.Writer) (*loadReport, error) {
 				mu.Unlock()
 				<-tick.C
 			}
-			// The last answers, then the socket closes.
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			// The last answers (and the last messages sent again), then the
+			// socket closes: 5 s after the last thing sent at most.
+			last, quiet := time.Now(), 5*time.Second
+			for time.Since(last) < quiet {
 				smu.Lock()
 				n := len(sent)
 				smu.Unlock()
 				if n == 0 {
 					break
 				}
+				if time.Since(last) >= every {
+					if again, err := resend(); err != nil {
+						break
+					} else if again {
+						last = time.Now()
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
+			smu.Lock()
+			for _, p := range sent {
+				if p.unknown {
+					mu.Lock()
+					rep.StillUnknown++
+					mu.Unlock()
+				}
+			}
+			smu.Unlock()
 			c.Close(websocket.StatusNormalClosure, "")
 			<-readDone
 		})
