@@ -87,7 +87,7 @@ func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 // prepareRequest is one relayed request up to its append: the body's
 // size, its decoding and token, and prepare. It returns how many votes the
 // request carried, for the metrics, or 0 if it was refused before the
-// pipeline (as Vote does not count those either).
+// pipeline (decode counts those refusals itself).
 func (p *Pipeline) prepareRequest(pollID string, q Request) (*prepared, int, error) {
 	if int64(len(q.Body)) > p.cfg.Limits.MaxBody {
 		return nil, 0, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"errors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
 
@@ -34,6 +35,10 @@ func TestIdemKeyBelongsToItsVoter(t *testing.T) {
 		if res[0].Status != StatusRejected || res[0].Error != api.CodeIdemConflict || res[0].VoteID != "" {
 			t.Fatalf("bob reusing alice's key: %+v", res[0])
 		}
+	}
+	// Each refusal counted once, with its reason.
+	if got, unnamed := testutil.ToFloat64(p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict)), testutil.ToFloat64(p.m.votes.WithLabelValues(StatusRejected, "")); got != 2 || unnamed != 0 {
+		t.Fatalf("idem_conflict counted %v times (and %v without a reason), want 2 and 0", got, unnamed)
 	}
 	if res, _ := p.Submit("p", []Vote{{Option: "a", Voter: "alice", Idem: "k1"}}, "192.0.2.1"); res[0].Status != StatusDuplicate || res[0].VoteID != first[0].VoteID {
 		t.Fatalf("alice's retry: %+v", res[0])

@@ -173,6 +173,9 @@ func (p *Pipeline) observe(start time.Time, votes int, results []Result, err err
 		return
 	}
 	for _, r := range results {
+		if r.Status == StatusRejected {
+			continue // counted with its reason where it was refused (idem_conflict)
+		}
 		p.m.votes.WithLabelValues(r.Status, "").Inc()
 	}
 }
