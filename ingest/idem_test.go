@@ -2,9 +2,10 @@ package ingest
 
 import (
 	"errors"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tally/api"
 	"tally/poll"
