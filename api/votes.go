@@ -78,6 +78,11 @@ type SessionResponse struct {
 // SessionSolution is the second POST /v1/session: the challenge and a
 // nonce that solves it.
 type SessionSolution struct {
-	Challenge string `json:"challenge"`
-	Nonce     string `json:"nonce"`
+	Challenge string `json:"challenge,omitempty"`
+	Nonce     string `json:"nonce,omitempty"`
+	// Previous is the token this client held before (refused for a new
+	// network, or expired): the new token keeps its voter, so a person
+	// whose phone changed network still counts once. One that does not
+	// verify is passed over (a new voter).
+	Previous string `json:"previous,omitempty"`
 }

@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_sessions_total",
-			Help: "Voter-token requests by outcome: issued, issued_unvouched (past the address group's vouched tokens: its votes are shadowed), puzzle_solved, puzzle_refused, rate_limited.",
+			Help: "Voter-token requests by outcome: issued, issued_unvouched (past the address group's vouched tokens: its votes are shadowed), puzzle_solved, puzzle_refused, rate_limited; reissued counts the tokens issued for the voter of a previous token the client presented (besides issued or issued_unvouched).",
 		}, []string{"outcome"}),
 	}
 	if reg == nil {

@@ -174,7 +174,7 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
 		return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
 	}
-	tok, t, err := s.cfg.Signer.Issue(client, s.cfg.PowBits > 0, slot)
+	tok, t, err := p.issue(req.Previous, client, slot)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +184,21 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 		p.m.sessions.WithLabelValues("issued").Inc()
 	}
 	return SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli(), ServerTime: t.Issued.UnixMilli()}, nil
+}
+
+// issue signs a new token for client: for the voter of previous when it is
+// a token of this cluster (the same person on a new network), otherwise
+// for a new voter.
+func (p *Pipeline) issue(previous string, client [8]byte, slot int) (string, session.Token, error) {
+	s := p.sessions
+	pow := s.cfg.PowBits > 0
+	if previous != "" {
+		if voter, err := s.cfg.Signer.VoterOf(previous); err == nil {
+			p.m.sessions.WithLabelValues("reissued").Inc()
+			return s.cfg.Signer.IssueFor(voter, client, pow, slot)
+		}
+	}
+	return s.cfg.Signer.Issue(client, pow, slot)
 }
 
 // voterOf resolves the token of a vote request, checked against the

@@ -440,3 +440,53 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		}
 	}
 }
+
+// A phone that moves from Wi-Fi to cellular is refused with its old token
+// (bound to the old address), earns a new one presenting the old one as
+// "previous", and keeps its voter id: its change of mind moves its vote
+// rather than adding a second one (issue 45, item 4). A previous token
+// this cluster did not sign earns a new voter.
+func TestANewNetworkKeepsTheVoter(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) {
+		c.RequireSession, c.PowBits, c.TrustedProxies = true, 4, mustCIDRs("127.0.0.1/32")
+	})
+	tn.createPoll(t, "p")
+	earn := func(addr, previous string) (token, voter string) {
+		t.Helper()
+		r := tn.call(t, "POST", "/v1/session", "", "User-Agent", "phone", "X-Forwarded-For", addr)
+		ch, bits := r.body["challenge"].(string), int(r.body["bits"].(float64))
+		nonce := 0
+		for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
+			nonce++
+		}
+		body, _ := json.Marshal(map[string]string{"challenge": ch, "nonce": strconv.Itoa(nonce), "previous": previous})
+		r = tn.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone", "X-Forwarded-For", addr)
+		if r.status != http.StatusOK || r.body["status"] != "issued" {
+			t.Fatalf("session from %s: %d %s", addr, r.status, r.raw)
+		}
+		return r.body["token"].(string), r.body["voter"].(string)
+	}
+	castAs := func(addr, token, option, idem string) response {
+		return tn.call(t, "POST", "/v1/polls/p/votes", vote(option, "ignored", idem), "User-Agent", "phone", "X-Forwarded-For", addr, "Tally-Session", token)
+	}
+	wifi, voter := earn("198.51.100.7", "")
+	if r := result(t, castAs("198.51.100.7", wifi, "a", "k1"), 0); r["status"] != "accepted" {
+		t.Fatalf("on Wi-Fi: %v", r)
+	}
+	if r := castAs("203.0.113.9", wifi, "b", "k2"); r.status != http.StatusUnauthorized || r.code() != "session_mismatch" {
+		t.Fatalf("the old token on cellular: %d %s", r.status, r.raw)
+	}
+	cell, again := earn("203.0.113.9", wifi)
+	if again != voter {
+		t.Fatalf("the new network's token is for voter %s, want %s", again, voter)
+	}
+	if r := result(t, castAs("203.0.113.9", cell, "b", "k2"), 0); r["status"] != "accepted" {
+		t.Fatalf("on cellular: %v", r)
+	}
+	if tot := tn.totals(t, "p"); tot["a"] != 0 || tot["b"] != 1 || tot["_total"] != 1 {
+		t.Fatalf("totals %v, want the change of mind alone (b: 1)", tot)
+	}
+	if _, other := earn("203.0.113.10", "s1.forged.token"); other == voter || other == "" {
+		t.Fatalf("a forged previous token gave voter %q", other)
+	}
+}

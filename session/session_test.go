@@ -184,3 +184,37 @@ func TestChallengeDifficultyIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// VoterOf reads the voter of any token this signer signed — issued to
+// another client, or expired — so a client on a new network keeps its
+// voter; a forged or another cluster's token has none.
+func TestVoterOfAndIssueFor(t *testing.T) {
+	s, c := newSigner(t)
+	wifi, cell := ClientHash("203.0.113.7", "phone"), ClientHash("198.51.100.9", "phone")
+	old, issued, err := s.Issue(wifi, true, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * time.Hour) // expired too
+	voter, err := s.VoterOf(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, again, err := s.IssueFor(voter, cell, true, 3)
+	if err != nil || again.Voter != issued.Voter || again.Slot != 3 {
+		t.Fatalf("reissued: %+v %v, want voter %s", again, err, issued.Voter)
+	}
+	if got, err := s.Verify(tok, cell); err != nil || got.Voter != issued.Voter {
+		t.Fatalf("the new token on the new network: %+v %v", got, err)
+	}
+	if _, err := s.Verify(tok, wifi); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("the new token on the old network: %v", err)
+	}
+	other, _ := NewSigner([]byte("another secret of 20b"), time.Hour, c.now)
+	foreign, _, _ := other.Issue(wifi, true, 1)
+	for _, bad := range []string{foreign, old[:len(old)-2] + "AA", "", "s1.", strings.Repeat("s1.x", 1000)} {
+		if _, err := s.VoterOf(bad); err == nil {
+			t.Errorf("VoterOf(%.24q) gave a voter", bad)
+		}
+	}
+}

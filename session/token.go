@@ -100,11 +100,29 @@ func ClientHash(ip, userAgent string) [8]byte {
 // client solved a puzzle for it, slot its place in its address group
 // (clamped to [1, MaxSlot]).
 func (s *Signer) Issue(client [8]byte, pow bool, slot int) (string, Token, error) {
-	slot = min(max(slot, 1), MaxSlot)
 	var voter [16]byte
 	if _, err := rand.Read(voter[:]); err != nil {
 		return "", Token{}, err
 	}
+	return s.IssueFor(voter, client, pow, slot)
+}
+
+// VoterOf returns the voter of a token this signer (or a secret of its
+// rotation) signed, whatever its age and the client it was issued to: a
+// client refused for its new network or the token's age presents it to
+// earn a new token for the same voter (Pipeline.Session), so the person
+// keeps one voter id, and one counted vote, when their network moves.
+func (s *Signer) VoterOf(token string) ([16]byte, error) {
+	p, err := s.payload(token)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	return [16]byte(p[1:17]), nil
+}
+
+// IssueFor returns a new token for voter, bound to client.
+func (s *Signer) IssueFor(voter [16]byte, client [8]byte, pow bool, slot int) (string, Token, error) {
+	slot = min(max(slot, 1), MaxSlot)
 	now := s.now()
 	p := make([]byte, 0, tokenPayload)
 	p = append(p, tokenVersion)
@@ -120,22 +138,32 @@ func (s *Signer) Issue(client [8]byte, pow bool, slot int) (string, Token, error
 	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli()), PoW: pow, Slot: slot}, nil
 }
 
-// Verify checks a token's form, signature, age and client.
-func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
+// payload returns a token's signed payload once its form and signature
+// are checked.
+func (s *Signer) payload(token string) ([]byte, error) {
 	if len(token) > MaxTokenLen || !strings.HasPrefix(token, tokenPrefix) {
-		return Token{}, ErrMalformed
+		return nil, ErrMalformed
 	}
 	body, sig, ok := strings.Cut(token[len(tokenPrefix):], ".")
 	if !ok {
-		return Token{}, ErrMalformed
+		return nil, ErrMalformed
 	}
 	p, err1 := dec(body)
 	mac, err2 := dec(sig)
 	if err1 != nil || err2 != nil || len(p) != tokenPayload || p[0] != tokenVersion || len(mac) != macSize {
-		return Token{}, ErrMalformed
+		return nil, ErrMalformed
 	}
 	if !s.verify("token", p, mac) {
-		return Token{}, ErrForged
+		return nil, ErrForged
+	}
+	return p, nil
+}
+
+// Verify checks a token's form, signature, age and client.
+func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
+	p, err := s.payload(token)
+	if err != nil {
+		return Token{}, err
 	}
 	issued := time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25])))
 	if age := s.now().Sub(issued); age > s.ttl || age < -time.Minute {
