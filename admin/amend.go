@@ -112,5 +112,19 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
 		return false, err
 	}
+	if def.ClosesAt == ts.Wall+1 {
+		h.closeSettles(def.ClosesAt)
+	}
 	return true, nil
+}
+
+// closeSettles waits, a few milliseconds at most, until the node's clock
+// reaches a close that takes effect in the next millisecond (a close
+// "now" is set just after the votes stamped in its own millisecond), so
+// that the answer to the close shows the poll closed.
+func (h *Host) closeSettles(closesAt int64) {
+	deadline := time.Now().Add(5 * time.Millisecond)
+	for h.cfg.Now().UnixMilli() < closesAt && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
 }

@@ -185,7 +185,7 @@ func (h *Host) HandleClosePoll(w http.ResponseWriter, r *http.Request) {
 		if nowMs >= def.ClosesAt {
 			return false, nil
 		}
-		def.ClosesAt = max(nowMs, def.OpensAt+1)
+		def.ClosesAt = max(nowMs+1, def.OpensAt+1) // after every vote stamped before the close, in its millisecond too
 		return true, nil
 	})
 }

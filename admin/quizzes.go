@@ -115,7 +115,7 @@ func (h *Host) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
 					if nowMs >= def.ClosesAt {
 						return false, nil
 					}
-					def.ClosesAt = max(nowMs, def.OpensAt+1)
+					def.ClosesAt = max(nowMs+1, def.OpensAt+1) // after every vote stamped before the close, in its millisecond too
 					return true, nil
 				})
 				return err
@@ -167,7 +167,7 @@ func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 					def.Quiz.Started, def.Quiz.Skipped = true, true // never asked: the host alone sees it
 					def.Hidden = false
 				case nowMs < def.ClosesAt:
-					def.ClosesAt = max(nowMs, def.OpensAt+1)
+					def.ClosesAt = max(nowMs+1, def.OpensAt+1) // after every vote stamped before the close, in its millisecond too
 				default:
 					return false, nil
 				}

@@ -314,7 +314,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 		case poll.BeforeOpen:
 			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", def.ID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
 		case poll.AfterGrace:
-			if p.cfg.State.BallotsMissing(def.ID, p.cfg.Ledger.Replica()) {
+			if ts.Wall < poll.AddMs(def.GraceEnd(), ballotsHorizon.Milliseconds()) && p.cfg.State.BallotsMissing(def.ID, p.cfg.Ledger.Replica()) {
 				// The key may be one another region took and this node has
 				// not heard of yet: "closed" would tell its voter a counted
 				// vote was refused.
@@ -357,6 +357,13 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 	}
 	return recs, nil
 }
+
+// ballotsHorizon is how long after a poll's grace the node waits for the
+// other replicas' ballots before it answers a key it does not know
+// poll_closed: ballots arrive within a second, or through the catch-up
+// within a few; those still missing after it were lost with their node's
+// ledger (a restore from an older backup) and never arrive.
+const ballotsHorizon = 30 * time.Second
 
 // stampAfter stamps a new vote after the voter's latest vote this node
 // knows of, from any region, and after the stamp the client sent with it

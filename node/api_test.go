@@ -122,8 +122,12 @@ func TestVoteLifecycle(t *testing.T) {
 	// Close now.
 	tn.createPoll(t, "q")
 	tn.clock.advance(time.Second)
-	if r := tn.admin(t, "POST", "/v1/polls/q/close", ""); r.status != 200 || r.body["status"] != "closed" {
-		t.Fatalf("close: %d %s", r.status, r.raw)
+	if r := tn.admin(t, "POST", "/v1/polls/q/close", ""); r.status != 200 || r.body["closes_at"] != float64(tn.clock.ms.Load()+1) {
+		t.Fatalf("close: %d %s, want it to close the millisecond after now", r.status, r.raw)
+	}
+	tn.closeTakesEffect(t, "q")
+	if r := tn.call(t, "GET", "/v1/polls/q", ""); r.body["status"] != "closed" {
+		t.Fatalf("after the close: %s", r.raw)
 	}
 	if r := tn.call(t, "POST", "/v1/polls/q/votes", vote("a", "hank", "k10")); r.body["results"].([]any)[0].(map[string]any)["status"] != "late" {
 		t.Fatalf("vote right after close now: %s", r.raw)

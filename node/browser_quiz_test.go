@@ -56,6 +56,7 @@ func TestBrowserQuiz(t *testing.T) {
 	}
 	tn.clock.advance(time.Second)
 	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
+	tn.closeTakesEffect(t, "pub-1")
 	tn.admin(t, "POST", "/v1/quizzes/pub/reveal", "")
 	if err := chromedp.Do(ctx, until(`document.querySelector("#q-result").textContent === "Correct! +950 points."`),
 		until(`document.querySelector('button[data-option="b"]').classList.contains("correct")`)); err != nil {
@@ -120,8 +121,11 @@ func TestBrowserQuiz(t *testing.T) {
 		t.Fatalf("the late participant's page reads the server's clock %d ms behind", behind)
 	}
 	tn.clock.advance(time.Second)
-	if err := chromedp.Do(host, chromedp.Click("#quiz-end"),
-		until(`document.querySelector("#quiz-host-state").textContent === "The quiz is over."`)); err != nil {
+	if err := chromedp.Do(host, chromedp.Click("#quiz-end")); err != nil {
+		t.Fatal(err)
+	}
+	tn.closeTakesEffect(t, "pub-2")
+	if err := chromedp.Do(host, until(`document.querySelector("#quiz-host-state").textContent === "The quiz is over."`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx, until(`document.querySelector("#quiz-status").textContent === "The quiz is over."`)); err != nil {

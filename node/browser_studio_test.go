@@ -224,6 +224,7 @@ func TestBrowserQuizStudio(t *testing.T) {
 
 	// C closes it: time is up, nothing of the split shows yet.
 	key("c")
+	tn.closeTakesEffect(t, "show-1")
 	if err := chromedp.Do(studio, phaseIs(studio, "closed"), until(`document.querySelector(".summary").textContent.includes("Time is up")`)); err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +267,7 @@ func TestBrowserQuizStudio(t *testing.T) {
 	answer("show-2", "b", "ann", "Ann")
 	tn.clock.advance(time.Second)
 	key("c")
+	tn.closeTakesEffect(t, "show-2")
 	if err := chromedp.Do(studio, phaseIs(studio, "closed")); err != nil {
 		t.Fatal(err)
 	}

@@ -167,6 +167,7 @@ func TestBrowserVoterView(t *testing.T) {
 			// Close: buttons off, then the certified winner with its digest.
 			tn.clock.advance(time.Second)
 			tn.admin(t, "POST", "/v1/polls/p/close", "")
+			tn.closeTakesEffect(t, "p")
 			if err := chromedp.Do(ctx, until(`document.querySelector(".badge").textContent === "Closed" && document.querySelector('button[data-option="a"]').disabled`)); err != nil {
 				t.Fatal(err)
 			}
@@ -339,7 +340,11 @@ func TestBrowserHostView(t *testing.T) {
 	if s := tn.call(t, "GET", "/v1/polls/"+id, "").body["status"]; s != "open" {
 		t.Fatalf("closed before the confirmation: %v", s)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(`#confirm-close`), until(`document.querySelector(".badge").textContent === "Closed"`)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Click(`#confirm-close`)); err != nil {
+		t.Fatal(err)
+	}
+	tn.closeTakesEffect(t, id)
+	if err := chromedp.Do(ctx, until(`document.querySelector(".badge").textContent === "Closed"`)); err != nil {
 		t.Fatal(err)
 	}
 	if s := tn.call(t, "GET", "/v1/polls/"+id, "").body["status"]; s != "closed" {

@@ -447,7 +447,7 @@ func (lc *lifecycle) close(rt *rapid.T) {
 		rt.Fatalf("close %s: %d %s", p.id, r.status, r.raw)
 	}
 	if lc.now < p.closes {
-		p.closes = max(lc.now, p.opens+1)
+		p.closes = max(lc.now+1, p.opens+1) // after the votes stamped in the close's millisecond
 	}
 	lc.waitDefinition(p)
 }

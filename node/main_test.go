@@ -189,3 +189,13 @@ func mustCIDRs(s string) []netip.Prefix {
 	}
 	return p
 }
+
+// closeTakesEffect waits until a close "now" of poll reached the node
+// (its closes_at is at most a millisecond ahead of the fake clock) and
+// moves the clock past it: a close takes effect after the votes stamped
+// in its own millisecond, and a test's clock stands still.
+func (tn *testNode) closeTakesEffect(t testing.TB, poll string) {
+	t.Helper()
+	waitFor(t, func() bool { d, ok := tn.state.Poll(poll); return ok && d.ClosesAt <= tn.clock.ms.Load()+1 })
+	tn.clock.advance(time.Millisecond)
+}

@@ -95,3 +95,23 @@ func TestAVoteStampedAheadIsRefused(t *testing.T) {
 		t.Fatalf("a stamp 2 s ahead: %v, want accepted, stamped %d.8", r, now+2_000)
 	}
 }
+
+// A vote acknowledged "accepted" in the millisecond a host closes the
+// poll counts: the close takes effect after the votes stamped before it
+// (found by an outside check: the close took the hybrid clock's
+// millisecond, and such a vote was certified late).
+func TestAVoteAcceptedInTheClosesMillisecondCounts(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	n.createPoll(t, "p")
+	n.clock.advance(time.Second)
+	if r := result(t, n.call(t, "POST", "/v1/polls/p/votes", vote("a", "v1", "k1")), 0); r["status"] != "accepted" {
+		t.Fatalf("vote: %v", r)
+	}
+	if r := n.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
+		t.Fatalf("close: %d %s", r.status, r.raw)
+	}
+	advanceAll([]*testNode{n}, 10*time.Second)
+	if res := certifiedEverywhere(t, []*testNode{n}, "p"); res.Totals["a"] != 1 || res.Total != 1 {
+		t.Fatalf("certified %+v, want the vote acknowledged before the close counted", res)
+	}
+}

@@ -1,0 +1,271 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"tally/api"
+	"tally/internal/testwait"
+	"tally/ledger"
+)
+
+// TestFaultsThroughEdges is the fault-injection run of issue 45 (items 2
+// and 3): voters vote and change their minds through two edges, sending
+// each answer's stamp back as "after" and retrying 504 outcome_unknown
+// with the same key, while the region's full nodes are stopped together
+// (SIGSTOP, 3 s), one is stopped alone, and one is killed with SIGKILL and
+// restarted. Then, against the ledgers of every full node:
+//   - a key answered with a refusal (503 or any 4xx) is in no ledger;
+//   - an acknowledged key is, and every full node and edge answers its
+//     retry with the id of the record that counts (the earliest under the
+//     key), after the close too;
+//   - the certificate counts each voter's last acknowledged vote.
+//
+// It prints how many answers were 504 outcome_unknown and how they ended.
+func TestFaultsThroughEdges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the node binary")
+	}
+	et := startEdgeTier(t)
+	et.us.createPoll(t, "p")
+	et.seePoll(t, "p")
+
+	run := &faultRun{edges: []string{et.edges[0].url, et.edges[1].url}, keys: map[string]*keyFate{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	const voters = 24
+	for v := range voters {
+		wg.Go(func() { run.voter(fmt.Sprintf("v%02d", v), stop) })
+	}
+	signal := func(p *procNode, sig syscall.Signal) {
+		t.Helper()
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatalf("signal %v: %v", sig, err)
+		}
+	}
+	pause := func(d time.Duration) { <-time.After(d) } // the faults' own schedule, not a wait for a condition
+	pause(2 * time.Second)
+	signal(et.full[0], syscall.SIGSTOP) // the region's full nodes freeze together
+	signal(et.full[1], syscall.SIGSTOP)
+	pause(3 * time.Second)
+	signal(et.full[0], syscall.SIGCONT)
+	signal(et.full[1], syscall.SIGCONT)
+	pause(2 * time.Second)
+	signal(et.full[1], syscall.SIGSTOP) // one alone, mid-commit as it happens
+	pause(3 * time.Second)
+	signal(et.full[1], syscall.SIGCONT)
+	pause(2 * time.Second)
+	signal(et.full[0], syscall.SIGKILL)
+	et.full[0].cmd.Wait()
+	et.full[0] = startProcess(t, et.bin, et.fullDirs[0], et.fullFlags[0]...)
+	pause(2 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	// Every answer settled, the ballots spread: close and certify.
+	if r := et.us.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
+		t.Fatal(r.raw)
+	}
+	var cert api.ResultView
+	testwait.For(t, 60*time.Second, "the certificate", func() bool {
+		r := et.us.call(t, "GET", "/v1/polls/p/result", "")
+		return json.Unmarshal([]byte(r.raw), &cert) == nil && cert.Status == "reconciled"
+	})
+
+	// The ledgers of every full node: the earliest record of each key.
+	counts := map[string]*ledger.Record{}
+	for _, url := range []string{et.us.url, et.full[0].url, et.full[1].url} {
+		for _, r := range ledgerOf(t, url, "p") {
+			if first, ok := counts[r.Idem]; !ok || first.After(&r) {
+				counts[r.Idem] = &r
+			}
+		}
+	}
+	run.report(t)
+	want := map[string]uint64{}
+	for key, f := range run.keys {
+		rec, ledgered := counts[key]
+		switch f.final {
+		case fateRefused:
+			if ledgered {
+				t.Errorf("key %s was refused (%s) but is ledgered as %s/%d", key, f.answer, rec.Replica, rec.Seq)
+			}
+		case fateAcked:
+			if !ledgered {
+				t.Errorf("key %s was acknowledged (%s) but is in no ledger", key, f.answer)
+			}
+		}
+	}
+	// Each voter's last acknowledged vote counts: the certificate's totals
+	// (unless a vote's outcome stayed unknown, which the voter cannot order).
+	for _, last := range run.lastAcked {
+		want[last]++
+	}
+	for _, option := range []string{"a", "b", "c"} {
+		if cert.Totals[option] != want[option] && run.unknownLast == 0 {
+			t.Errorf("certified %v, want each voter's last acknowledged vote: %v", cert.Totals, want)
+			break
+		}
+	}
+	// One key, one id: every node and edge answers a retry of an
+	// acknowledged key with the record that counts, after the close.
+	places := []string{et.us.url, et.full[0].url, et.full[1].url, et.edges[0].url, et.edges[1].url}
+	checked := 0
+	for key, f := range run.keys {
+		rec, ok := counts[key]
+		if f.final != fateAcked || !ok || checked >= 60 {
+			continue
+		}
+		checked++
+		id := rec.Replica + "/" + strconv.FormatUint(rec.Seq, 10)
+		for _, url := range places {
+			code, body, err := post(url+"/v1/polls/p/votes", f.body)
+			var res api.VoteResponse
+			json.Unmarshal(body, &res)
+			if err != nil || code != http.StatusOK || len(res.Results) != 1 || res.Results[0].Status != "duplicate" || res.Results[0].VoteID != id {
+				t.Errorf("a retry of %s at %s: %d %s, want duplicate %s", key, url, code, body, id)
+			}
+		}
+	}
+}
+
+// The fate of one key, as its voter saw it.
+const (
+	fateAcked   = "acked"   // accepted or duplicate: it counts (once)
+	fateRefused = "refused" // 503 or 4xx: nothing of it was taken
+	fateUnknown = "unknown" // still 504 when the voter gave up
+)
+
+type keyFate struct {
+	body   string
+	final  string
+	answer string
+}
+
+// faultRun is the voters' side of TestFaultsThroughEdges.
+type faultRun struct {
+	edges []string
+
+	mu                            sync.Mutex
+	keys                          map[string]*keyFate
+	lastAcked                     map[string]string // voter → option of their last acknowledged vote
+	requests, unknown, resolved   int
+	refused, unknownLast, retries int
+}
+
+// voter votes until stop, one vote at a time, as our clients do: the
+// newest stamp goes back as "after", a 504 is sent again (the same bytes)
+// until a definitive answer, and a refused key is never sent again.
+func (r *faultRun) voter(id string, stop <-chan struct{}) {
+	stamp := ""
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(20+rand.IntN(60)) * time.Millisecond): // a voter's pace
+		}
+		key := fmt.Sprintf("%s-%d", id, i)
+		option := []string{"a", "b", "c"}[rand.IntN(3)]
+		b, _ := json.Marshal(api.Vote{Option: option, Voter: id, Idem: key, After: stamp})
+		f := &keyFate{body: string(b)}
+		r.mu.Lock()
+		r.keys[key] = f
+		r.mu.Unlock()
+		deadline := time.Now().Add(20 * time.Second)
+		sawUnknown := false
+		for {
+			code, body, err := post(r.edges[rand.IntN(len(r.edges))]+"/v1/polls/p/votes", f.body)
+			r.mu.Lock()
+			r.requests++
+			r.mu.Unlock()
+			var res api.VoteResponse
+			var e api.ErrorBody
+			json.Unmarshal(body, &res)
+			json.Unmarshal(body, &e)
+			switch {
+			case err == nil && code == http.StatusOK && len(res.Results) == 1 && (res.Results[0].Status == "accepted" || res.Results[0].Status == "duplicate"):
+				f.final, f.answer = fateAcked, res.Results[0].Status+" "+res.Results[0].VoteID
+				stamp = api.LaterStamp(stamp, res.Results[0].Stamp)
+				r.mu.Lock()
+				if r.lastAcked == nil {
+					r.lastAcked = map[string]string{}
+				}
+				r.lastAcked[id] = option
+				if sawUnknown {
+					r.resolved++
+				}
+				r.mu.Unlock()
+			case err == nil && code == http.StatusGatewayTimeout && e.Error.Code == api.CodeOutcomeUnknown && time.Now().Before(deadline):
+				r.mu.Lock()
+				r.retries++
+				if !sawUnknown {
+					r.unknown++
+				}
+				r.mu.Unlock()
+				sawUnknown = true
+				<-time.After(time.Second) // Retry-After
+				continue
+			case err == nil && code == http.StatusGatewayTimeout:
+				f.final, f.answer = fateUnknown, string(body)
+				r.mu.Lock()
+				r.unknownLast++ // what counts for this voter is not known: the totals are not checked
+				r.mu.Unlock()
+			default:
+				f.final, f.answer = fateRefused, fmt.Sprintf("%d %s %v", code, bytes.TrimSpace(body), err)
+				r.mu.Lock()
+				r.refused++
+				r.mu.Unlock()
+			}
+			break
+		}
+	}
+}
+
+func (r *faultRun) report(t *testing.T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	acked := 0
+	for _, f := range r.keys {
+		if f.final == fateAcked {
+			acked++
+		}
+	}
+	t.Logf("faults through edges: %d keys (%d acknowledged, %d refused), %d requests; %d keys answered 504 outcome_unknown (%d resends), %d resolved by a retry, %d still unknown",
+		len(r.keys), acked, r.refused, r.requests, r.unknown, r.retries, r.resolved, r.unknownLast)
+	if os.Getenv("TALLY_FAULTS_JSON") != "" {
+		fmt.Printf(`{"keys":%d,"acked":%d,"refused":%d,"requests":%d,"unknown":%d,"resends":%d,"resolved":%d,"still_unknown":%d}`+"\n",
+			len(r.keys), acked, r.refused, r.requests, r.unknown, r.retries, r.resolved, r.unknownLast)
+	}
+}
+
+// ledgerOf reads a node's records of a poll (GET /v1/polls/{poll}/ledger).
+func ledgerOf(t *testing.T, url, poll string) []ledger.Record {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/v1/polls/"+poll+"/ledger", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("ledger of %s at %s: %d", poll, url, res.StatusCode)
+	}
+	var out []ledger.Record
+	for r, err := range ledger.ReadExport(res.Body, ledger.ExportHooks{}) {
+		if err != nil {
+			t.Fatalf("the ledger export of %s: %v", url, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
