@@ -103,11 +103,14 @@ func (n *network) move(addr string) {
 }
 
 // TestBrowserVoteAfterTheNetworkChanges: a phone votes on Wi-Fi, walks
-// onto cellular (another address; its socket breaks) and taps again. The
-// node refuses the token it earned on Wi-Fi (session_mismatch); the page
-// drops it, earns one from the new network and sends the vote again with
-// the same key, and the second tap counts with nothing asked of the voter,
-// stamped after the first (the page sent the first answer's stamp).
+// onto cellular (another address; its socket breaks) and taps another
+// option. The node refuses the token it earned on Wi-Fi (session_mismatch);
+// the page drops it, earns one from the new network — presenting the
+// refused token as "previous", so the new one keeps the voter id — and
+// sends the vote again with the same key. The second tap counts with
+// nothing asked of the voter, stamped after the first (the page sent the
+// first answer's stamp), and replaces it: the tally ends with the second
+// option only, not both.
 func TestBrowserVoteAfterTheNetworkChanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -126,6 +129,7 @@ func TestBrowserVoteAfterTheNetworkChanges(t *testing.T) {
 	}
 	waitFor(t, func() bool { return tn.totals(t, "p")["a"] == 1 })
 	firstVoter := must(t, ctx, `tallyPage.client.token.voter`)
+	firstToken := must(t, ctx, `tallyPage.client.token.token`)
 	firstStamp := must(t, ctx, `tallyPage.client.stamp("p")`)
 
 	if err := chromedp.Do(ctx, void(chromedp.Evaluate[bool](`window.wifiSocket = tallyPage.view.stream.ws, true`))); err != nil {
@@ -138,23 +142,38 @@ func TestBrowserVoteAfterTheNetworkChanges(t *testing.T) {
 		t.Fatalf("%v: the page says %q", err, must(t, ctx, `document.querySelector("p.error").textContent`))
 	}
 	waitFor(t, func() bool { return tn.totals(t, "p")["b"] == 1 })
+	if totals := tn.totals(t, "p"); totals["a"] != 0 || totals["b"] != 1 || totals["_total"] != 1 {
+		t.Fatalf("totals %v: want b:1 and a:0, the change of mind counted once", totals)
+	}
+	if err := chromedp.Do(ctx, until(`document.querySelector('button[data-option="a"] .count').textContent === "0 votes"`)); err != nil {
+		t.Fatalf("%v: option a shows %q", err, must(t, ctx, `document.querySelector('button[data-option="a"] .count').textContent`))
+	}
 	if msg := must(t, ctx, `document.querySelector("p.error").textContent`); msg != "" {
 		t.Fatalf("the voter was told %q", msg)
 	}
 	if hint := must(t, ctx, `document.querySelector("#hint").textContent`); hint != "Your vote: B — tap another to change it." {
 		t.Fatalf("hint %q", hint)
 	}
-	if got := must(t, ctx, `tallyPage.client.token.voter`); got == firstVoter {
+	if got := must(t, ctx, `tallyPage.client.token.token`); got == firstToken {
 		t.Fatal("the page kept the refused token")
 	}
-	if stored := must(t, ctx, `JSON.parse(localStorage.getItem("tally.session")).voter`); stored == firstVoter {
+	if got := must(t, ctx, `tallyPage.client.token.voter`); got != firstVoter {
+		t.Fatalf("the new token's voter is %s, the refused one's %s: want the same", got, firstVoter)
+	}
+	if stored := must(t, ctx, `JSON.parse(localStorage.getItem("tally.session")).token`); stored == firstToken {
 		t.Fatal("the refused token is still stored")
+	}
+	if kept := must(t, ctx, `String(localStorage.getItem("tally.previous"))`); kept != "null" {
+		t.Fatalf("tally.previous is %q after the new token was issued", kept)
 	}
 	if got := counterValue(t, tn, "tally_sessions_total", "issued"); got != 2 {
 		t.Fatalf("%v tokens issued, want 2: one on Wi-Fi, one on cellular", got)
 	}
-	// The ledger: the second vote from the new token's voter, stamped after
-	// the first, and each under one key (the refused send took nothing).
+	if got := counterValue(t, tn, "tally_sessions_total", "reissued"); got != 1 {
+		t.Fatalf("%v tokens reissued for a previous voter, want 1: the one on cellular", got)
+	}
+	// The ledger: the second vote from the same voter, stamped after the
+	// first, and each under one key (the refused send took nothing).
 	type rec struct {
 		voter, option string
 		wall          int64
@@ -167,7 +186,7 @@ func TestBrowserVoteAfterTheNetworkChanges(t *testing.T) {
 		}
 		recs = append(recs, rec{r.Voter, r.Option, r.Wall, r.Logical})
 	}
-	if len(recs) != 2 || recs[0].voter != firstVoter || recs[1].voter == firstVoter || recs[0].option != "a" || recs[1].option != "b" {
+	if len(recs) != 2 || recs[0].voter != firstVoter || recs[1].voter != firstVoter || recs[0].option != "a" || recs[1].option != "b" {
 		t.Fatalf("ledger %+v", recs)
 	}
 	if w, l, ok := api.ParseStamp(firstStamp); !ok || w != recs[0].wall || l != recs[0].logical {

@@ -94,12 +94,16 @@ export class Tally {
   request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<any>;
   poll(id: string): Promise<any>;
   result(id: string): Promise<any>;
-  /** A refused solution (puzzle_failed) is followed by a new challenge, twice at most. */
+  /**
+   * A refused solution (puzzle_failed) is followed by a new challenge, twice at most.
+   * The token held before (refused, or expired) is sent as "previous": the new one keeps its voter.
+   */
   session(solve?: (challenge: string, bits: number) => Promise<string>): Promise<Session>;
   /**
    * Votes over HTTP, each with "after" = stamp(poll); 504 outcome_unknown is
    * sent again (same keys and body) until definitive, 30 s at most; a token
-   * refused as another network's is replaced and the votes sent again, once.
+   * refused as another network's is replaced by one for the same voter and
+   * the votes sent again, once.
    */
   vote(poll: string, votes: Vote | Vote[]): Promise<VoteResponse>;
   /** The newest stamp the client was answered for the poll, or null. */

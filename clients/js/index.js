@@ -25,8 +25,9 @@ export class TallyError extends Error {
 
 // RENEW are the refusals of a voter token that a new token from this
 // device and network cures (the phone moved from Wi-Fi to cellular, the
-// node lost its session secret): the client earns one and sends the vote
-// again, once.
+// node lost its session secret): the client earns one — presenting the
+// refused token as "previous", so the new one keeps its voter — and sends
+// the vote again, once.
 const RENEW = new Set(["session_mismatch", "session_invalid", "session_expired"]);
 
 // unknown reports an answer that cannot say whether the vote was taken
@@ -45,9 +46,12 @@ const PUZZLE_RETRIES = 2;
 const uuid = () => globalThis.crypto.randomUUID();
 
 // SESSION_KEY is where a voter session is kept in the storage given;
-// STAMPS_KEY the newest stamp of each poll's answers, beside it (the
-// newest MAX_STAMPS polls).
+// PREVIOUS_KEY the token held before it, refused or expired, until the
+// next one is issued (sent as "previous", so a reload between the two
+// keeps the voter); STAMPS_KEY the newest stamp of each poll's answers,
+// beside it (the newest MAX_STAMPS polls).
 const SESSION_KEY = "tally.session";
+const PREVIOUS_KEY = "tally.previous";
 const STAMPS_KEY = "tally.stamps";
 const MAX_STAMPS = 200;
 
@@ -94,6 +98,11 @@ function readStamps(storage) {
 // clock hours off would otherwise earn a new token at every tap, and
 // spend its address's budget).
 const fresh = s => !!s && typeof s.token === "string" && (s.expires_local ?? s.expires_at) > Date.now() + 60_000;
+
+// tokenLike reports whether t may be sent as "previous": a string of a
+// token's size (the node's are under 128 characters; a damaged entry must
+// not make the request too large, whose body is bounded at 1 KiB).
+const tokenLike = t => typeof t === "string" && t.length > 0 && t.length <= 256;
 
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 
@@ -149,6 +158,7 @@ export class Tally {
     this.storage = storage;
     this.headers = headers;
     this.token = null; // a voter session from session()
+    this.previous = null; // the token held before, refused or expired: the next session() presents it
     this.earning = null; // the session() under way, shared by callers
     this.solve = solvePuzzle; // the last solver session() was given: a renewed token uses it too
     this.unknownMs = UNKNOWN_MS;
@@ -156,7 +166,14 @@ export class Tally {
     try {
       const saved = JSON.parse(storage?.getItem(SESSION_KEY) || "null");
       if (fresh(saved)) this.token = saved;
+      else if (tokenLike(saved?.token)) this.previous = saved.token; // expired, or nearly: its voter carries over
     } catch { /* a damaged entry: earn a new one */ }
+    if (!this.previous) {
+      try {
+        const kept = storage?.getItem(PREVIOUS_KEY);
+        if (tokenLike(kept)) this.previous = kept;
+      } catch { /* storage denied */ }
+    }
   }
 
   // extraHeaders is opts.headers as it stands now.
@@ -204,20 +221,42 @@ export class Tally {
    * same request goes again after Retry-After, a few times. A solution the
    * node refuses (puzzle_failed: redeemed at another node, or after a
    * restart) is followed by a new challenge, twice at most; then it throws
-   * a TallyError puzzle_failed.
+   * a TallyError puzzle_failed. The token held before — refused by the
+   * node (another network's, no longer good) or expired — goes along as
+   * "previous": the node gives the new token the same voter id, so a
+   * voter whose phone changed network still has one vote that counts.
    * @param {Function} [solve] (challenge, bits) => Promise<nonce string>; default: solvePuzzle
    */
   session(solve = this.solve) {
     if (fresh(this.token)) return Promise.resolve(this.token);
     this.solve = solve;
     this.earning ??= (async () => {
+      if (this.token) this.keepPrevious(this.token.token); // expired, or about to
+      const previous = this.previous;
+      let present = previous; // until a node refuses the field
+      // ask sends one POST /v1/session with "previous" added (with the
+      // puzzle on, the node reads it from the solution, which is the
+      // request that issues). A node from before the field refuses it as
+      // invalid_request: asked again without it, it issues a new voter
+      // as it always did.
+      const ask = async body => {
+        const send = b => paced(() => this.request("POST", "/v1/session", b));
+        if (!present) return send(body);
+        try {
+          return await send({ ...body, previous: present });
+        } catch (err) {
+          if (err.code !== "invalid_request") throw err;
+          present = null;
+          return send(body);
+        }
+      };
       let res;
       for (let attempt = 0; ; attempt++) {
-        res = await paced(() => this.request("POST", "/v1/session"));
+        res = await ask(undefined);
         if (res.status !== "challenge") break;
         const solved = { challenge: res.challenge, nonce: await solve(res.challenge, res.bits) };
         try {
-          res = await paced(() => this.request("POST", "/v1/session", solved));
+          res = await ask(solved);
           break;
         } catch (err) {
           if (err.code !== "puzzle_failed") throw err;
@@ -230,6 +269,7 @@ export class Tally {
       if (res.server_time) res.expires_local = Date.now() + (res.expires_at - res.server_time);
       this.token = res;
       try { this.storage?.setItem(SESSION_KEY, JSON.stringify(res)); } catch { /* storage full or denied: kept in memory */ }
+      if (this.previous === previous) this.keepPrevious(null); // presented (or the node had no use for it)
       return res;
     })().finally(() => { this.earning = null; });
     return this.earning;
@@ -237,13 +277,26 @@ export class Tally {
 
   // dropSession forgets the token (and its stored copy) if it is still
   // the one refused: a caller at once may have earned the next already.
+  // It is kept as the previous token, for the next session() to present.
   dropSession(refused) {
     if (refused && this.token && this.token.token !== refused.token) return;
+    this.keepPrevious((this.token ?? refused)?.token ?? this.previous);
     this.token = null;
     try {
       if (this.storage?.removeItem) this.storage.removeItem(SESSION_KEY);
       else this.storage?.setItem(SESSION_KEY, "null");
     } catch { /* storage denied: gone from memory all the same */ }
+  }
+
+  // keepPrevious sets the token the next session() presents as
+  // "previous" (null: none), in storage too.
+  keepPrevious(token) {
+    this.previous = tokenLike(token) ? token : null;
+    try {
+      if (this.previous) this.storage?.setItem(PREVIOUS_KEY, this.previous);
+      else if (this.storage?.removeItem) this.storage.removeItem(PREVIOUS_KEY);
+      else if (this.storage?.getItem(PREVIOUS_KEY)) this.storage.setItem(PREVIOUS_KEY, "");
+    } catch { /* storage denied: kept in memory */ }
   }
 
   /**
@@ -287,7 +340,8 @@ export class Tally {
    * Retry-After until a definitive answer (30 s at most, then a TallyError
    * outcome_unknown); a token refused as from another network
    * (session_mismatch, session_invalid, session_expired) is replaced by a
-   * new one and the votes sent again with the same keys, once.
+   * new one for the same voter (the refused token sent as "previous") and
+   * the votes sent again with the same keys, once.
    */
   vote(poll, votes) {
     return this.send(poll, [].concat(votes).map(v => ({ ...v })));

@@ -41,8 +41,11 @@ export function api(method, path, body, token) {
 
 // session earns the voter token (the client solves the node's puzzle in a
 // Worker); a node without voter tokens answers 404 and the votes go without.
-// A token the node later refuses (the phone moved to another network) is
-// replaced by the client itself, and the vote sent again.
+// A token the node later refuses (the phone moved to another network), or
+// one that expired, is replaced by the client itself with one for the same
+// voter (it sends the old token as "previous"; kept in localStorage until
+// then, so a reload in between loses nothing), and the vote sent again: a
+// change of mind after the move replaces the vote rather than adding one.
 let sessionError = null; // why the last earning failed, for why()
 export const session = () => client.session().then(s => { sessionError = null; return s; }, err => { sessionError = err; return null; });
 

@@ -1,8 +1,9 @@
 // The client against a real node, started here: subscribe, vote, change
 // of mind, retry, bad input, a seq gap, reconnect after the node
 // restarts, the certified final; stamps, a vote whose outcome is unknown,
-// a phone whose address changes between two votes, a puzzle solved
-// across a restart. The node binary: $TALLY_NODE_BIN, or built with go
+// a phone whose address changes between two votes (its new token keeps
+// its voter, presenting the old one as "previous"), a token that expired,
+// a puzzle solved across a restart. The node binary: $TALLY_NODE_BIN, or built with go
 // (scripts/test.sh builds it once). The node believes X-Forwarded-For
 // from loopback (--trusted-proxies), so a test can move a client to
 // another address.
@@ -297,6 +298,12 @@ function memory() {
   return { kept, getItem: k => kept.get(k) ?? null, setItem: (k, v) => kept.set(k, String(v)), removeItem: k => kept.delete(k) };
 }
 
+// humanPause waits as a person does before changing their mind: the
+// node's trust score shadows (takes, but does not count) a voter's vote
+// that follows their previous one within 300 ms on a token issued within
+// the second — as the token earned after a move always is.
+const humanPause = () => new Promise(r => setTimeout(r, 1000));
+
 // createPoll makes an open poll with options a and b.
 async function createPoll(id) {
   const p = await admin("POST", "/v1/polls", { id, question: "Which?", options: [{ id: "a", label: "A" }, { id: "b", label: "B" }], duration_s: 3600 });
@@ -331,15 +338,19 @@ test("stamps order as numbers, wall then logical; the newest is kept, in storage
   assert.equal(new Tally({ url, storage }).stamp("q"), null);
 });
 
-test("a client whose address changes between two votes earns a new token and its second vote counts, stamped after the first", async () => {
+test("a client whose address changes between two votes earns a new token for the same voter; its change of mind replaces its vote, stamped after it", async () => {
   await createPoll("move");
   let addr = "198.51.100.7"; // Wi-Fi
   const votes = []; // the bodies of vote requests, as sent
   const sessions = []; // the addresses of POST /v1/session
+  const sessionBodies = []; // and their bodies (null: none)
   const storage = memory();
   const client = new Tally({ url, storage, headers: () => ({ "X-Forwarded-For": addr }), fetch: (u, o) => {
     if (u.endsWith("/votes")) votes.push(JSON.parse(o.body));
-    if (u.endsWith("/v1/session")) sessions.push(o.headers["X-Forwarded-For"]);
+    if (u.endsWith("/v1/session")) {
+      sessions.push(o.headers["X-Forwarded-For"]);
+      sessionBodies.push(o.body === undefined ? null : JSON.parse(o.body));
+    }
     return fetch(u, o);
   } });
   const first = await client.session();
@@ -349,20 +360,71 @@ test("a client whose address changes between two votes earns a new token and its
   assert.equal(client.stamp("move"), one.stamp);
   assert.equal(votes[0].after, undefined, "the first vote has no stamp to send");
 
+  await humanPause();
   addr = "203.0.113.9"; // cellular: the token is another network's now
   const res = await client.vote("move", { option: "b", voter: first.voter, idem: "move-2" });
   const two = res.results[0];
   assert.equal(two.status, "accepted", "counted with no action");
-  assert.notEqual(client.token.voter, first.voter, "a new token");
+  assert.notEqual(client.token.token, first.token, "a new token");
+  assert.equal(client.token.voter, first.voter, "for the same voter");
   assert.equal(JSON.parse(storage.getItem("tally.session")).token, client.token.token, "kept where the old one was");
+  assert.equal(storage.getItem("tally.previous"), null, "the refused token is forgotten once presented");
   assert.deepEqual(sessions.slice(2), ["203.0.113.9", "203.0.113.9"], "earned from the new network (challenge, solution)");
+  assert.deepEqual(sessionBodies.slice(0, 2).map(b => b?.previous), [undefined, undefined], "the first token had none before it");
+  assert.deepEqual(sessionBodies.slice(2).map(b => b?.previous), [first.token, first.token], "the refused token presented as previous");
+  assert.ok(sessionBodies[3].challenge && sessionBodies[3].nonce, "with the solution, the request that issues");
   assert.equal(votes.length, 3, "the refused vote and the same vote again");
   assert.deepEqual(votes.slice(1).map(v => [v.idem, v.after]), [["move-2", one.stamp], ["move-2", one.stamp]],
     "the same key, after the first vote's stamp");
   assert.equal(compareStamps(two.stamp, one.stamp), 1, `${two.stamp} after ${one.stamp}`);
   assert.equal(client.stamp("move"), two.stamp);
+  assert.deepEqual(votes.map(v => v.voter), [first.voter, first.voter, first.voter]);
   const p = await client.poll("move");
-  assert.equal(p.totals.b, 1);
+  assert.deepEqual([p.totals.a, p.totals.b], [0, 1], `one vote counted, the change of mind: ${JSON.stringify(p.totals)}`);
+});
+
+test("a token that expired, or was refused before a reload, is presented as previous: the next one keeps its voter", async () => {
+  await createPoll("expired");
+  const storage = memory();
+  const bodies = [];
+  const counting = (u, o) => { if (u.endsWith("/v1/session")) bodies.push(o.body === undefined ? {} : JSON.parse(o.body)); return fetch(u, o); };
+  const first = await new Tally({ url, storage, fetch: counting }).session();
+  const one = (await new Tally({ url, storage }).vote("expired", { option: "a", voter: first.voter, idem: "expired-1" })).results[0];
+  assert.equal(one.status, "accepted");
+
+  // The stored token is about to expire (by this device's clock): the
+  // next visit earns another, with the old one as previous.
+  storage.setItem("tally.session", JSON.stringify({ ...first, expires_local: Date.now() + 30_000 }));
+  bodies.length = 0;
+  const later = new Tally({ url, storage, fetch: counting });
+  assert.equal(later.token, null, "not used");
+  const second = await later.session();
+  assert.ok(bodies.length >= 2 && bodies.every(b => b.previous === first.token), JSON.stringify(bodies)); // a 429 sends one again
+  assert.equal(second.voter, first.voter);
+  assert.notEqual(second.token, first.token);
+  assert.equal(storage.getItem("tally.previous"), null);
+  await humanPause();
+  const two = (await later.vote("expired", { option: "b", voter: second.voter, idem: "expired-2" })).results[0];
+  assert.equal(two.status, "accepted");
+  const p = await later.poll("expired");
+  assert.deepEqual([p.totals.a, p.totals.b], [0, 1], JSON.stringify(p.totals));
+
+  // A token refused (dropped) and the page reloaded before the next one
+  // was earned: the refused one is still presented.
+  later.dropSession(later.token);
+  assert.equal(storage.getItem("tally.session"), null);
+  assert.equal(storage.getItem("tally.previous"), second.token);
+  bodies.length = 0;
+  const third = await new Tally({ url, storage, fetch: counting }).session();
+  assert.ok(bodies.length >= 2 && bodies.every(b => b.previous === second.token), JSON.stringify(bodies));
+  assert.equal(third.voter, first.voter);
+
+  // A previous token the node did not sign is passed over: a new voter.
+  const stranger = memory();
+  stranger.setItem("tally.previous", "s1.not-a-token.at-all");
+  const fourth = await new Tally({ url, storage: stranger }).session();
+  assert.notEqual(fourth.voter, first.voter);
+  assert.equal(stranger.getItem("tally.previous"), null);
 });
 
 // Recording is the runtime's WebSocket with the messages it sends kept.
@@ -376,7 +438,7 @@ function recording(sent, fake = () => false) {
   };
 }
 
-test("on the socket too: a token refused after the address changed is replaced and the vote sent again, with its stamp", async () => {
+test("on the socket too: a token refused after the address changed is replaced by one for the same voter and the vote sent again, with its stamp", async () => {
   await createPoll("move-ws");
   let addr = "198.51.100.8";
   const sent = [];
@@ -394,6 +456,7 @@ test("on the socket too: a token refused after the address changed is replaced a
     assert.ok(one.stamp, JSON.stringify(one));
 
     // The phone moves: its socket breaks and comes back from the new address.
+    await humanPause();
     addr = "203.0.113.10";
     live.ws.close();
     await waitFor("the socket from the new address", () => sockets === 2 && live.ws.readyState === 1);
@@ -405,9 +468,11 @@ test("on the socket too: a token refused after the address changed is replaced a
     assert.equal(msgs[1].token, first.token);
     assert.deepEqual([msgs[1].body.idem, msgs[1].body.after], [msgs[2].body.idem, one.stamp], "the same key again, after the first stamp");
     assert.equal(msgs[2].token, client.token.token);
-    assert.notEqual(client.token.voter, first.voter);
+    assert.notEqual(client.token.token, first.token);
+    assert.equal(client.token.voter, first.voter, "the new token keeps the voter");
+    assert.deepEqual(msgs.map(m => m.body.voter), [first.voter, first.voter, first.voter]);
     assert.equal(compareStamps(two.stamp, one.stamp), 1);
-    await waitFor("the second vote on the stream", () => state.totals.b === 1);
+    await waitFor("the change of mind on the stream", () => state.totals.b === 1 && state.totals.a === 0 && state.total === 1);
   } finally {
     live.close();
   }
