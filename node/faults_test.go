@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +40,8 @@ func TestFaultsThroughEdges(t *testing.T) {
 	et.us.createPoll(t, "p")
 	et.seePoll(t, "p")
 
-	run := &faultRun{edges: []string{et.edges[0].url, et.edges[1].url}, keys: map[string]*keyFate{}}
+	run := &faultRun{edges: []string{et.edges[0].url, et.edges[1].url}, keys: map[string]*keyFate{}, byPhase: map[string]*phaseCount{}}
+	run.phase.Store("steady")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	const voters = 24
@@ -54,20 +56,29 @@ func TestFaultsThroughEdges(t *testing.T) {
 	}
 	pause := func(d time.Duration) { <-time.After(d) } // the faults' own schedule, not a wait for a condition
 	pause(2 * time.Second)
+	run.phase.Store("both full nodes of the region stopped 3 s")
 	signal(et.full[0], syscall.SIGSTOP) // the region's full nodes freeze together
 	signal(et.full[1], syscall.SIGSTOP)
 	pause(3 * time.Second)
 	signal(et.full[0], syscall.SIGCONT)
 	signal(et.full[1], syscall.SIGCONT)
-	pause(2 * time.Second)
+	pause(time.Second)
+	run.phase.Store("steady")
+	pause(time.Second)
+	run.phase.Store("one full node stopped 3 s")
 	signal(et.full[1], syscall.SIGSTOP) // one alone, mid-commit as it happens
 	pause(3 * time.Second)
 	signal(et.full[1], syscall.SIGCONT)
-	pause(2 * time.Second)
+	pause(time.Second)
+	run.phase.Store("steady")
+	pause(time.Second)
+	run.phase.Store("one full node killed (SIGKILL) and restarted")
 	signal(et.full[0], syscall.SIGKILL)
 	et.full[0].cmd.Wait()
 	et.full[0] = startProcess(t, et.bin, et.fullDirs[0], et.fullFlags[0]...)
-	pause(2 * time.Second)
+	pause(time.Second)
+	run.phase.Store("steady")
+	pause(time.Second)
 	close(stop)
 	wg.Wait()
 
@@ -154,12 +165,27 @@ type keyFate struct {
 // faultRun is the voters' side of TestFaultsThroughEdges.
 type faultRun struct {
 	edges []string
+	phase atomic.Value // string: the fault going on as a vote is sent
 
 	mu                            sync.Mutex
 	keys                          map[string]*keyFate
 	lastAcked                     map[string]string // voter → option of their last acknowledged vote
 	requests, unknown, resolved   int
 	refused, unknownLast, retries int
+	byPhase                       map[string]*phaseCount
+}
+
+// phaseCount is what the keys first sent during one phase of the faults
+// were answered.
+type phaseCount struct{ keys, unknown, refused int }
+
+func (r *faultRun) count(phase string, f func(*phaseCount)) {
+	c := r.byPhase[phase]
+	if c == nil {
+		c = &phaseCount{}
+		r.byPhase[phase] = c
+	}
+	f(c)
 }
 
 // voter votes until stop, one vote at a time, as our clients do: the
@@ -177,8 +203,10 @@ func (r *faultRun) voter(id string, stop <-chan struct{}) {
 		option := []string{"a", "b", "c"}[rand.IntN(3)]
 		b, _ := json.Marshal(api.Vote{Option: option, Voter: id, Idem: key, After: stamp})
 		f := &keyFate{body: string(b)}
+		phase := r.phase.Load().(string)
 		r.mu.Lock()
 		r.keys[key] = f
+		r.count(phase, func(c *phaseCount) { c.keys++ })
 		r.mu.Unlock()
 		deadline := time.Now().Add(20 * time.Second)
 		sawUnknown := false
@@ -209,6 +237,7 @@ func (r *faultRun) voter(id string, stop <-chan struct{}) {
 				r.retries++
 				if !sawUnknown {
 					r.unknown++
+					r.count(phase, func(c *phaseCount) { c.unknown++ })
 				}
 				r.mu.Unlock()
 				sawUnknown = true
@@ -223,6 +252,7 @@ func (r *faultRun) voter(id string, stop <-chan struct{}) {
 				f.final, f.answer = fateRefused, fmt.Sprintf("%d %s %v", code, bytes.TrimSpace(body), err)
 				r.mu.Lock()
 				r.refused++
+				r.count(phase, func(c *phaseCount) { c.refused++ })
 				r.mu.Unlock()
 			}
 			break
@@ -241,6 +271,9 @@ func (r *faultRun) report(t *testing.T) {
 	}
 	t.Logf("faults through edges: %d keys (%d acknowledged, %d refused), %d requests; %d keys answered 504 outcome_unknown (%d resends), %d resolved by a retry, %d still unknown",
 		len(r.keys), acked, r.refused, r.requests, r.unknown, r.retries, r.resolved, r.unknownLast)
+	for phase, c := range r.byPhase {
+		t.Logf("  %s: %d keys, %d answered 504 outcome_unknown (%.1f%%), %d refused", phase, c.keys, c.unknown, 100*float64(c.unknown)/float64(max(c.keys, 1)), c.refused)
+	}
 	if os.Getenv("TALLY_FAULTS_JSON") != "" {
 		fmt.Printf(`{"keys":%d,"acked":%d,"refused":%d,"requests":%d,"unknown":%d,"resends":%d,"resolved":%d,"still_unknown":%d}`+"\n",
 			len(r.keys), acked, r.refused, r.requests, r.unknown, r.retries, r.resolved, r.unknownLast)
