@@ -374,14 +374,21 @@ export class Tally {
   }
 
   // settle sends the same votes again, after Retry-After, while the
-  // answer is that their outcome is unknown; at most unknownMs.
+  // answer is that their outcome is unknown; at most unknownMs, and not
+  // once a later vote of the poll was answered meanwhile: a resend taken
+  // now would be stamped after that later vote and undo it.
   async settle(poll, votes, viaSocket) {
     const deadline = Date.now() + this.unknownMs;
+    const held = this.stamp(poll);
     for (;;) {
       try {
         return await this.sendOnce(poll, votes, viaSocket);
       } catch (err) {
         if (!unknown(err)) throw err;
+        if (this.stamp(poll) !== held) {
+          throw new TallyError("outcome_unknown", "a later vote was answered meanwhile: this one is not sent again " +
+            `(${err.message})`, { status: err.status });
+        }
         const wait = Math.min(Math.max(err.retryAfter || 1, 1), 10) * 1000;
         if (Date.now() + wait > deadline) {
           throw new TallyError("outcome_unknown", `no definitive answer within ${Math.round(this.unknownMs / 1000)} s: ` +
