@@ -102,7 +102,11 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 		return false, err
 	}
 	opensAt, closesAt, parked := def.OpensAt, def.ClosesAt, def.Parked()
-	changed, err := change(&def, ts.Wall)
+	// "Now" is after everything this node stamped: a vote it stamped after
+	// a voter's earlier one from a region whose clock runs ahead may be a
+	// little ahead of its own clock, and a close "now" must come after it.
+	nowMs := max(ts.Wall, h.cfg.Clock.Issued())
+	changed, err := change(&def, nowMs)
 	if err != nil || !changed {
 		return false, err
 	}
@@ -112,7 +116,7 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
 		return false, err
 	}
-	if def.ClosesAt == ts.Wall+1 {
+	if def.ClosesAt == nowMs+1 {
 		h.closeSettles(def.ClosesAt)
 	}
 	return true, nil

@@ -60,6 +60,7 @@ type Clock struct {
 
 	mu      sync.Mutex
 	last    Timestamp // wall and logical of the newest issued or observed time
+	ahead   int64     // the newest wall NowAfter issued past last (Issued)
 	mark    int64     // persisted high-water mark; 0 without a store
 	refused atomic.Uint64
 }
@@ -143,7 +144,19 @@ func (c *Clock) NowAfter(floor Timestamp) (Timestamp, error) {
 	if floor.Logical == math.MaxUint32 {
 		ts.Wall, ts.Logical = floor.Wall+1, 0
 	}
+	c.mu.Lock()
+	c.ahead = max(c.ahead, ts.Wall)
+	c.mu.Unlock()
 	return ts, nil
+}
+
+// Issued returns the newest wall time the clock issued or observed,
+// including the timestamps NowAfter issued ahead of the clock itself:
+// whatever this node stamped is before Issued()+1.
+func (c *Clock) Issued() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.last.Wall, c.ahead)
 }
 
 // MaxSkew is how far ahead of physical time a remote timestamp may be.

@@ -277,9 +277,13 @@ func TestNowAfterOrdersAfterTheFloorWithoutAdoptingIt(t *testing.T) {
 			t.Fatalf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	// The clock itself did not follow the floors ahead of it.
+	// The clock itself did not follow the floors ahead of it, but it knows
+	// what it issued.
 	if got := mustNow(t, c); got.Wall != 1000 {
 		t.Fatalf("the clock moved to %v with the floors", got)
+	}
+	if got := c.Issued(); got != 1042 {
+		t.Fatalf("Issued() = %d, want 1042 (the newest stamp NowAfter gave)", got)
 	}
 	if _, err := c.NowAfter(Timestamp{Wall: 1051}); !errors.Is(err, ErrSkew) {
 		t.Fatalf("a floor 51 ms ahead (bound 50 ms): err %v, want ErrSkew", err)

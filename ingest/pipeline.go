@@ -365,6 +365,13 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 // ledger (a restore from an older backup) and never arrive.
 const ballotsHorizon = 30 * time.Second
 
+// MaxStampAhead bounds how far ahead of this node's clock a client's
+// "after" stamp may be: the regions' clocks, on NTP, differ by
+// milliseconds. A vote stamped after it is stamped that far ahead, and a
+// close "now" at this node comes after it (admin), so the bound is also
+// how much later a client can make a close take effect.
+const MaxStampAhead = time.Second
+
 // stampAfter stamps a new vote after the voter's latest vote this node
 // knows of, from any region, and after the stamp the client sent with it
 // (the newest it was answered): a change of mind orders after the vote it
@@ -377,10 +384,16 @@ func (p *Pipeline) stampAfter(pollID string, v Vote, voter uint64) (hlc.Timestam
 		known = hlc.Timestamp{Wall: w, Logical: l}
 	}
 	if w, l, ok := api.ParseStamp(v.After); ok && (w > known.Wall || w == known.Wall && l > known.Logical) {
-		ts, err := p.cfg.Clock.NowAfter(hlc.Timestamp{Wall: w, Logical: l})
-		if errors.Is(err, hlc.ErrSkew) {
-			return ts, api.Errorf(http.StatusBadRequest, api.CodeStampAhead,
-				"after %q is further ahead of this node's clock than the %s the cluster's clocks may differ: check the regions' clocks (NTP)", v.After, p.cfg.Clock.MaxSkew())
+		// (w and the clock are positive: the difference cannot wrap.)
+		ahead := w - max(p.cfg.Now().UnixMilli(), p.cfg.Clock.Last().Wall)
+		var ts hlc.Timestamp
+		var err error
+		if ahead <= MaxStampAhead.Milliseconds() {
+			ts, err = p.cfg.Clock.NowAfter(hlc.Timestamp{Wall: w, Logical: l})
+		}
+		if ahead > MaxStampAhead.Milliseconds() || errors.Is(err, hlc.ErrSkew) {
+			return hlc.Timestamp{}, api.Errorf(http.StatusBadRequest, api.CodeStampAhead,
+				"after %q is %d ms ahead of this node's clock, more than the %s a region's clock may be: check the regions' clocks (NTP)", v.After, ahead, MaxStampAhead)
 		}
 		return ts, err
 	}

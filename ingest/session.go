@@ -186,6 +186,11 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 	return SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli(), ServerTime: t.Issued.UnixMilli()}, nil
 }
 
+// MaxPreviousAge bounds the age of a previous token that passes its voter
+// to a new one: a day holds any broadcast, and a token leaked from an old
+// show no longer speaks for its voter.
+const MaxPreviousAge = 24 * time.Hour
+
 // issue signs a new token for client: for the voter of previous when it is
 // a token of this cluster (the same person on a new network), otherwise
 // for a new voter.
@@ -193,7 +198,7 @@ func (p *Pipeline) issue(previous string, client [8]byte, slot int) (string, ses
 	s := p.sessions
 	pow := s.cfg.PowBits > 0
 	if previous != "" {
-		if voter, err := s.cfg.Signer.VoterOf(previous); err == nil {
+		if voter, issued, err := s.cfg.Signer.VoterOf(previous); err == nil && p.cfg.Now().Sub(issued) <= MaxPreviousAge {
 			p.m.sessions.WithLabelValues("reissued").Inc()
 			return s.cfg.Signer.IssueFor(voter, client, pow, slot)
 		}

@@ -489,4 +489,8 @@ func TestANewNetworkKeepsTheVoter(t *testing.T) {
 	if _, other := earn("203.0.113.10", "s1.forged.token"); other == voter || other == "" {
 		t.Fatalf("a forged previous token gave voter %q", other)
 	}
+	tn.clock.advance(25 * time.Hour) // a token from another day's show speaks for no one
+	if _, other := earn("203.0.113.11", cell); other == voter {
+		t.Fatal("a previous token a day old passed on its voter")
+	}
 }

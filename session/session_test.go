@@ -196,9 +196,9 @@ func TestVoterOfAndIssueFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.t = c.t.Add(2 * time.Hour) // expired too
-	voter, err := s.VoterOf(old)
-	if err != nil {
-		t.Fatal(err)
+	voter, at, err := s.VoterOf(old)
+	if err != nil || !at.Equal(issued.Issued) {
+		t.Fatalf("VoterOf: issued %v (want %v), %v", at, issued.Issued, err)
 	}
 	tok, again, err := s.IssueFor(voter, cell, true, 3)
 	if err != nil || again.Voter != issued.Voter || again.Slot != 3 {
@@ -213,7 +213,7 @@ func TestVoterOfAndIssueFor(t *testing.T) {
 	other, _ := NewSigner([]byte("another secret of 20b"), time.Hour, c.now)
 	foreign, _, _ := other.Issue(wifi, true, 1)
 	for _, bad := range []string{foreign, old[:len(old)-2] + "AA", "", "s1.", strings.Repeat("s1.x", 1000)} {
-		if _, err := s.VoterOf(bad); err == nil {
+		if _, _, err := s.VoterOf(bad); err == nil {
 			t.Errorf("VoterOf(%.24q) gave a voter", bad)
 		}
 	}

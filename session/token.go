@@ -112,12 +112,12 @@ func (s *Signer) Issue(client [8]byte, pow bool, slot int) (string, Token, error
 // client refused for its new network or the token's age presents it to
 // earn a new token for the same voter (Pipeline.Session), so the person
 // keeps one voter id, and one counted vote, when their network moves.
-func (s *Signer) VoterOf(token string) ([16]byte, error) {
+func (s *Signer) VoterOf(token string) (voter [16]byte, issued time.Time, err error) {
 	p, err := s.payload(token)
 	if err != nil {
-		return [16]byte{}, err
+		return [16]byte{}, time.Time{}, err
 	}
-	return [16]byte(p[1:17]), nil
+	return [16]byte(p[1:17]), time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25]))), nil
 }
 
 // IssueFor returns a new token for voter, bound to client.
