@@ -507,6 +507,17 @@ test("504 outcome_unknown: the same request again after Retry-After until a defi
   await assert.rejects(client.vote("unknown", { option: "b", voter: "u2", idem: "unknown-2" }),
     e => e instanceof TallyError && e.code === "outcome_unknown" && /may or may not/.test(e.message));
 
+  // A later vote answered meanwhile: the unknown one is not sent again
+  // (a resend taken then would be stamped after the later vote, undoing it).
+  unknowns = 1;
+  client.unknownMs = 30_000;
+  const earlier = client.vote("unknown", { option: "a", voter: "u4", idem: "unknown-4" });
+  await waitFor("the first answer, 504", () => bodies.some(b => JSON.parse(b).idem === "unknown-4"));
+  client.heard("unknown", [{ stamp: `${Date.now() + 60_000}.0` }]); // as a later vote's answer would
+  const before = bodies.length;
+  await assert.rejects(earlier, e => e instanceof TallyError && e.code === "outcome_unknown" && /later vote/.test(e.message));
+  assert.equal(bodies.length, before, "no resend after a later vote was answered");
+
   // On the socket: the ack says outcome_unknown once; the same message body goes again.
   const sent = [];
   let faked = false;
