@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,31 +43,7 @@ func TestCatchUpAfterKillAndTerm(t *testing.T) {
 		t.Skip("a measurement: TALLY_CATCHUP_ROUNDS=N runs it")
 	}
 	bin := buildNodeBinary(t)
-	type proc struct {
-		dir   string
-		flags []string
-		p     *procNode
-	}
-	seed := freePort(t)
-	common := []string{"--gossip-profile", "local", "--push-pull-interval", "500ms",
-		"--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}
-	nodes := []*proc{
-		{dir: t.TempDir(), flags: append([]string{"--region", "eu-west", "--node-name", "n1", "--gossip-addr", seed}, common...)},
-		{dir: t.TempDir(), flags: append([]string{"--region", "us-east", "--node-name", "n2", "--gossip-addr", freePort(t), "--join", seed}, common...)},
-		{dir: t.TempDir(), flags: append([]string{"--region", "ap-south", "--node-name", "n3", "--gossip-addr", freePort(t), "--join", seed}, common...)},
-	}
-	for _, n := range nodes {
-		n.p = startProcess(t, bin, n.dir, n.flags...)
-	}
-	getJSON := func(url string, v any) int {
-		res, err := http.Get(url)
-		if err != nil {
-			return 0
-		}
-		defer res.Body.Close()
-		json.NewDecoder(res.Body).Decode(v)
-		return res.StatusCode
-	}
+	nodes := startThreeRegions(t, bin)
 	waitFor(t, func() bool {
 		for _, n := range nodes {
 			var c struct{ Members []any }
@@ -84,7 +59,7 @@ func TestCatchUpAfterKillAndTerm(t *testing.T) {
 		t.Fatalf("create: %d %s %v", code, body, err)
 	}
 	total := 0
-	voteAt := func(tag string, at []*proc, each int) {
+	voteAt := func(tag string, at []*regionProc, each int) {
 		t.Helper()
 		var wg sync.WaitGroup
 		for i, n := range at {
@@ -105,7 +80,7 @@ func TestCatchUpAfterKillAndTerm(t *testing.T) {
 		}
 		total += len(at) * each
 	}
-	ballots := func(n *proc) int {
+	ballots := func(n *regionProc) int {
 		res, err := http.Get(n.p.url + "/metrics")
 		if err != nil {
 			return -1
@@ -121,7 +96,7 @@ func TestCatchUpAfterKillAndTerm(t *testing.T) {
 	}
 	// same waits until every node holds the same ballots of p as the
 	// others, every acknowledged vote's included.
-	same := func(nodes []*proc) {
+	same := func(nodes []*regionProc) {
 		t.Helper()
 		testwait.For(t, 30*time.Second, "every node holding every ballot", func() bool {
 			first := ballots(nodes[0])
@@ -148,7 +123,7 @@ func TestCatchUpAfterKillAndTerm(t *testing.T) {
 		for _, stop := range []string{"SIGTERM", "SIGKILL"} {
 			vi := round % 3 // n1 (the seed: no --join, it rejoins the members it kept), n2, n3 in turn
 			victim := nodes[vi]
-			others := []*proc{nodes[(vi+1)%3], nodes[(vi+2)%3]}
+			others := []*regionProc{nodes[(vi+1)%3], nodes[(vi+2)%3]}
 			same(nodes)
 			var load sync.WaitGroup
 			loading := make(chan struct{})

@@ -34,32 +34,8 @@ func TestRestartAtGraceEndNeverCertifiesAPartialView(t *testing.T) {
 		rounds = v
 	}
 	bin := buildNodeBinary(t)
-	type proc struct {
-		dir   string
-		flags []string
-		p     *procNode
-	}
-	seed := freePort(t)
-	common := []string{"--gossip-profile", "local", "--push-pull-interval", "500ms",
-		"--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}
-	nodes := []*proc{
-		{dir: t.TempDir(), flags: append([]string{"--region", "eu-west", "--node-name", "n1", "--gossip-addr", seed}, common...)},
-		{dir: t.TempDir(), flags: append([]string{"--region", "us-east", "--node-name", "n2", "--gossip-addr", freePort(t), "--join", seed}, common...)},
-		{dir: t.TempDir(), flags: append([]string{"--region", "ap-south", "--node-name", "n3", "--gossip-addr", freePort(t), "--join", seed}, common...)},
-	}
-	for _, n := range nodes {
-		n.p = startProcess(t, bin, n.dir, n.flags...)
-	}
-	getJSON := func(url string, v any) int {
-		res, err := http.Get(url)
-		if err != nil {
-			return 0
-		}
-		defer res.Body.Close()
-		json.NewDecoder(res.Body).Decode(v)
-		return res.StatusCode
-	}
-	replicaOf := map[string]*proc{}
+	nodes := startThreeRegions(t, bin)
+	replicaOf := map[string]*regionProc{}
 	waitFor(t, func() bool {
 		for _, n := range nodes {
 			var c api.ClusterView
@@ -166,4 +142,42 @@ func TestRestartAtGraceEndNeverCertifiesAPartialView(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// regionProc is a node process of a three-region cluster, with what
+// starts it again on its data dir.
+type regionProc struct {
+	dir   string
+	flags []string
+	p     *procNode
+}
+
+// startThreeRegions starts three node processes, one region each (n1 in
+// eu-west, the seed; n2 in us-east; n3 in ap-south), on loopback.
+func startThreeRegions(t *testing.T, bin string) []*regionProc {
+	t.Helper()
+	seed := freePort(t)
+	common := []string{"--gossip-profile", "local", "--push-pull-interval", "500ms",
+		"--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}
+	nodes := []*regionProc{
+		{dir: t.TempDir(), flags: append([]string{"--region", "eu-west", "--node-name", "n1", "--gossip-addr", seed}, common...)},
+		{dir: t.TempDir(), flags: append([]string{"--region", "us-east", "--node-name", "n2", "--gossip-addr", freePort(t), "--join", seed}, common...)},
+		{dir: t.TempDir(), flags: append([]string{"--region", "ap-south", "--node-name", "n3", "--gossip-addr", freePort(t), "--join", seed}, common...)},
+	}
+	for _, n := range nodes {
+		n.p = startProcess(t, bin, n.dir, n.flags...)
+	}
+	return nodes
+}
+
+// getJSON decodes a GET's JSON body into v and returns its status (0: no
+// answer).
+func getJSON(url string, v any) int {
+	res, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	json.NewDecoder(res.Body).Decode(v)
+	return res.StatusCode
 }
