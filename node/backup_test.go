@@ -14,16 +14,8 @@ import (
 // as `tally ledger backup` does, and returns it with its manifest.
 func takeBackup(t *testing.T, tn *testNode) (string, backup.Manifest) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", tn.url+"/v1/backup", nil)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := adminGet(t, tn.url, "/v1/backup")
 	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("backup: %d", res.StatusCode)
-	}
 	dir := filepath.Join(t.TempDir(), "backup")
 	m, err := backup.Extract(res.Body, dir, 1<<30)
 	if err != nil {

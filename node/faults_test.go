@@ -283,16 +283,8 @@ func (r *faultRun) report(t *testing.T) {
 // ledgerOf reads a node's records of a poll (GET /v1/polls/{poll}/ledger).
 func ledgerOf(t *testing.T, url, poll string) []ledger.Record {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url+"/v1/polls/"+poll+"/ledger", nil)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := adminGet(t, url, "/v1/polls/"+poll+"/ledger")
 	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("ledger of %s at %s: %d", poll, url, res.StatusCode)
-	}
 	var out []ledger.Record
 	for r, err := range ledger.ReadExport(res.Body, ledger.ExportHooks{}) {
 		if err != nil {

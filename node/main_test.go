@@ -199,3 +199,20 @@ func (tn *testNode) closeTakesEffect(t testing.TB, poll string) {
 	waitFor(t, func() bool { d, ok := tn.state.Poll(poll); return ok && d.ClosesAt <= tn.clock.ms.Load()+1 })
 	tn.clock.advance(time.Millisecond)
 }
+
+// adminGet GETs path at url with the admin token and fails the test
+// unless the answer is 200; the caller closes the body.
+func adminGet(t testing.TB, url, path string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		t.Fatalf("GET %s at %s: %d", path, url, res.StatusCode)
+	}
+	return res
+}
