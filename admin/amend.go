@@ -102,10 +102,12 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 		return false, err
 	}
 	opensAt, closesAt, parked := def.OpensAt, def.ClosesAt, def.Parked()
-	// "Now" is after everything this node stamped: a vote it stamped after
-	// a voter's earlier one from a region whose clock runs ahead may be a
-	// little ahead of its own clock, and a close "now" must come after it.
-	nowMs := max(ts.Wall, h.cfg.Clock.Issued())
+	// "Now" is after everything this node stamped and every vote of the
+	// poll it has heard of from the other regions: a vote stamped after a
+	// voter's earlier one from a region whose clock runs ahead may be a
+	// little ahead of the clocks (1 s at most, ingest.MaxStampAhead), and
+	// a close "now" must come after it.
+	nowMs := max(ts.Wall, h.cfg.Clock.Issued(), h.cfg.State.LatestWall(id))
 	changed, err := change(&def, nowMs)
 	if err != nil || !changed {
 		return false, err

@@ -47,6 +47,7 @@ type Ballots struct {
 	voters map[uint64]voterState
 	idems  map[uint64]ref // the earliest ballot of each key
 	n      int
+	latest int64 // the newest wall time of any ballot held (LatestWall)
 }
 
 // ref names a held ballot: its replica's index and its Seq.
@@ -203,6 +204,7 @@ func (s *Ballots) Add(b Ballot, changed func(Change)) bool {
 	v.head = me
 	s.voters[b.Voter] = v
 	s.n++
+	s.latest = max(s.latest, b.Wall)
 
 	var demoted ref // the key's previous first ballot, now a duplicate
 	if first, ok := s.idems[b.Idem]; !ok {
@@ -378,6 +380,10 @@ func (s *Ballots) Latest(voter uint64) (wall int64, logical uint32, ok bool) {
 	}
 	return wall, logical, ok
 }
+
+// LatestWall returns the newest HLC wall time of any ballot held, from
+// any replica: a close "now" comes after it.
+func (s *Ballots) LatestWall() int64 { return s.latest }
 
 // ballot rebuilds the held ballot at index i of replica rep.
 func (s *Ballots) ballot(rep uint16, i uint64, e *entry) Ballot {

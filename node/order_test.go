@@ -146,3 +146,27 @@ func TestACloseComesAfterVotesStampedAhead(t *testing.T) {
 		t.Fatalf("certified %+v, want b 1 and c 1: every vote answered accepted counts", res)
 	}
 }
+
+// The same when the host closes at another region, once the vote's ballot
+// reached it: the close comes after every vote of the poll the closing
+// node has heard of (found by an outside check: a close at another
+// region 800 ms after votes stamped 900 ms ahead certified them late).
+func TestACloseElsewhereComesAfterVotesStampedAhead(t *testing.T) {
+	nodes := startCluster(t, []string{"eu", "us"}, nil)
+	eu, us := nodes[0], nodes[1]
+	eu.createPoll(t, "p")
+	havePoll(t, nodes, "p")
+	advanceAll(nodes, time.Second)
+	ahead := fmt.Sprintf("%d.0", eu.clock.ms.Load()+900)
+	if r := result(t, eu.call(t, "POST", "/v1/polls/p/votes", `{"option":"b","voter":"w1","idem":"k1","after":"`+ahead+`"}`), 0); r["status"] != "accepted" {
+		t.Fatalf("vote: %v", r)
+	}
+	waitFor(t, func() bool { _, ok := us.state.IdemBallot("p", us.state.Hash("k1"), us.state.Hash("w1")); return ok })
+	if r := us.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
+		t.Fatalf("close at us: %d %s", r.status, r.raw)
+	}
+	advanceAll(nodes, 10*time.Second)
+	if res := certifiedEverywhere(t, nodes, "p"); res.Totals["b"] != 1 {
+		t.Fatalf("certified %+v, want the vote eu answered accepted counted", res)
+	}
+}

@@ -190,6 +190,18 @@ func (s *State) Latest(pollID string, voter uint64) (wall int64, logical uint32,
 	return ps.ballots.Latest(voter)
 }
 
+// LatestWall returns the newest HLC wall time of the poll's ballots this
+// node holds, from every replica; 0 for none.
+func (s *State) LatestWall(pollID string) int64 {
+	ps, err := s.poll(pollID)
+	if err != nil {
+		return 0
+	}
+	ps.bmu.Lock()
+	defer ps.bmu.Unlock()
+	return ps.ballots.LatestWall()
+}
+
 // LastWall returns the HLC wall time of the voter's counted ballot in the
 // poll, whichever replica took it.
 func (s *State) LastWall(pollID string, voter uint64) (int64, bool) {
