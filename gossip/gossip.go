@@ -72,6 +72,10 @@ type Config struct {
 	BindAddr      string   // memberlist host:port (port 0: any)
 	AdvertiseAddr string   // host:port announced instead of BindAddr's
 	Join          []string // memberlist seeds
+	// ExpectMembers is how many members, this node included, the cluster
+	// should have; fewer seen is a split or a lost node (MembersShort).
+	// 0: not set.
+	ExpectMembers int
 	// Keys encrypt gossip: the first is the primary (encrypts); the others
 	// are also accepted (key rotation). Each 16, 24 or 32 bytes; none:
 	// unencrypted gossip.
@@ -153,7 +157,9 @@ type Gossip struct {
 	self    meta
 	subject string
 
-	keys     keyring // seals and opens every gossip payload
+	keys     keyring     // seals and opens every gossip payload
+	keyWatch *keyWatch   // memberlist's log, read for another key's messages (keycheck.go)
+	joined   atomic.Bool // another member was seen once (Joined)
 	ml       *memberlist.Memberlist
 	conflict atomic.Pointer[string] // address of another member that holds our name
 	peersMu  sync.Mutex
@@ -347,7 +353,9 @@ func (g *Gossip) Start() error {
 	if len(cfg.Join) > 0 {
 		if _, err := g.ml.Join(cfg.Join); err != nil {
 			// Not fatal: the seeds may start later. Keep trying.
-			g.log.Warn("cannot join the seeds yet; retrying in the background", "seeds", cfg.Join, "err", err)
+			if !g.keyWatch.joinFailed(cfg.Join, err) {
+				g.log.Warn("cannot join the seeds yet; retrying in the background", "seeds", cfg.Join, "err", err)
+			}
 			g.wg.Add(1)
 			go g.rejoin(ctx)
 		}
@@ -386,9 +394,13 @@ func (g *Gossip) rejoin(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		if _, err := g.ml.Join(g.cfg.Join); err == nil {
+		_, err := g.ml.Join(g.cfg.Join)
+		if err == nil {
 			g.log.Info("joined the cluster", "members", g.ml.NumMembers())
 			return
+		}
+		if !g.keyWatch.joinFailed(g.cfg.Join, err) && wait >= 30*time.Second {
+			g.log.Warn("still cannot join the seeds; retrying", "seeds", g.cfg.Join, "err", err) // every 30 s
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
@@ -442,6 +454,19 @@ func (g *Gossip) Close() error {
 // Member is one node of the cluster as memberlist sees it: the API's
 // member of GET /v1/cluster.
 type Member = api.ClusterMember
+
+// Joined reports whether this node has been in a cluster with another
+// member since it started, or needs none (no --join): a node whose seeds
+// never answered — down, or holding another gossip key — is alone, and
+// must not report ready as if it had joined (issue 46).
+func (g *Gossip) Joined() bool { return len(g.cfg.Join) == 0 || g.joined.Load() }
+
+// MembersShort reports how many members this node sees and whether that
+// is fewer than ExpectMembers.
+func (g *Gossip) MembersShort() (seen int, short bool) {
+	seen = len(g.Members())
+	return seen, g.cfg.ExpectMembers > 0 && seen < g.cfg.ExpectMembers
+}
 
 // Members returns the live members, this node included, sorted by name.
 func (g *Gossip) Members() []Member {

@@ -6,7 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
-	"log/slog"
+	"log"
 	"maps"
 	"net"
 	"slices"
@@ -49,7 +49,8 @@ func (g *Gossip) startMemberlist() error {
 	if g.single() {
 		mc.Alive, mc.Merge = &loner{g: g}, &noMerge{g: g}
 	}
-	mc.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	g.keyWatch = newKeyWatch(g)
+	mc.Logger = log.New(g.keyWatch, "", 0)
 	if len(cfg.Keys) > 0 {
 		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
 		if err != nil {
@@ -208,6 +209,9 @@ type peer struct {
 }
 
 func (e *events) NotifyJoin(n *memberlist.Node) {
+	if n.Name != e.g.cfg.NodeName {
+		e.g.joined.Store(true)
+	}
 	p := e.g.track(n)
 	e.g.log.Info("member joined", "name", n.Name, "region", p.meta.Region, "replica", p.meta.Replica, "role", p.meta.Role, "addr", p.gossip)
 	e.g.pokeRepair()

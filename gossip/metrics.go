@@ -20,6 +20,9 @@ type metrics struct {
 	refused   *prometheus.CounterVec // port, reason: connections the embedded NATS refused
 	ballots   *prometheus.CounterVec // path: other replicas' ballots merged
 	catchUp   *prometheus.CounterVec // outcome: catch-up requests for missing ballots
+	// keyMismatch counts memberlist messages another gossip key sealed
+	// (received) and joins a seed could not read (sent): keycheck.go.
+	keyMismatch *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
@@ -48,6 +51,9 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 		catchUp: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_gossip_catchup_total", Help: "Catch-up requests for ballots this node lacked, by outcome (fetched: a batch arrived; failed: no answer or no progress).",
 		}, []string{"outcome"}),
+		keyMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_gossip_key_mismatch_total", Help: "Gossip messages between this node and another that the other's key sealed (direction received: this node could not read them) or that a seed could not read (sent: a join refused): the two nodes' --gossip-key differ, and neither is a member of the other's cluster.",
+		}, []string{"direction"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_nats_refused_total", Help: "Connections to or from the embedded NATS server that failed authentication (reason auth: no or a wrong credential) or TLS (reason tls: no or an untrusted certificate), by port (client, route, gateway, leaf).",
 		}, []string{"port", "reason"}),
@@ -55,9 +61,12 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tally_gossip_members", Help: "Live cluster members seen by memberlist, this node included.",
 	}, func() float64 { return float64(len(g.Members())) })
+	expected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tally_gossip_expected_members", Help: "The members this node expects to see (--expect-members; 0: not set): tally_gossip_members below it is a split or a lost node.",
+	}, func() float64 { return float64(g.cfg.ExpectMembers) })
 	staleness := &stalenessCollector{g: g, desc: prometheus.NewDesc("tally_gossip_staleness_seconds",
 		"Age of the newest state heard from each replica.", []string{"replica", "region"}, nil)}
-	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, members, staleness} {
+	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, m.keyMismatch, members, expected, staleness} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

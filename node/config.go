@@ -53,6 +53,7 @@ type Config struct {
 	GossipAddr      string   // memberlist bind address
 	GossipAdvertise string   // memberlist address announced, when not the bind address
 	Join            []string // memberlist seeds (host:port), parsed from --join
+	ExpectMembers   int      // members (this node included) the cluster should have; fewer: not ready. 0: not set
 	GossipKey       string   // memberlist encryption key (base64)
 	// Files holding secrets, read at start (a file's content replaces the
 	// flag's; giving both is an error): how operators keep secrets off
@@ -97,6 +98,9 @@ type Config struct {
 	// on their own listener; the public port then answers /metrics 404 and
 	// /v1/cluster with the region freshness only.
 	AdminAddr string
+	// LogoHosts are the hosts besides this node's own site that the page's
+	// ?logo= may show an image from (over https), parsed from --logo-hosts.
+	LogoHosts []string
 	// TLS files: with TLSCert and TLSKey the HTTP listeners serve HTTPS
 	// only, certification fetches peers' ledgers over HTTPS, and the
 	// embedded NATS server's routes and gateways run over mutual TLS.
@@ -214,6 +218,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "Bearer token(s) for admin endpoints, comma-separated during a rotation (prefer --admin-token-file or $TALLY_ADMIN_TOKEN: a flag shows in ps; default: generated and stored in the data dir, never printed)")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
+	fs.IntVar(&c.ExpectMembers, "expect-members", c.ExpectMembers, "how many members (full nodes and edges, this node included) the cluster has: while fewer are seen /readyz answers 503 and tally_gossip_members < tally_gossip_expected_members raises an alert (0: not set)")
 	fs.Func("join", "comma-separated memberlist seeds (host:port) of any region", func(s string) error {
 		c.Join = nil
 		for _, seed := range strings.Split(s, ",") {
@@ -284,6 +289,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 			}
 		}
 		return nil
+	})
+	fs.Func("logo-hosts", "comma-separated host names (cdn.example.com) besides this node's own site that the views' ?logo= may show an image from, over https; every page's Content-Security-Policy img-src lists them, so a logo from anywhere else is never fetched", func(s string) error {
+		hosts, err := parseLogoHosts(s)
+		c.LogoHosts = hosts
+		return err
 	})
 	fs.Func("public-url", "the address viewers reach the page at (https://vote.example.com), for the presenter's QR code; default: the address the presenter's browser used", func(s string) error {
 		u, err := url.Parse(s)
@@ -389,6 +399,11 @@ func (c *Config) Validate() error {
 	if _, err := c.gossipKeys(); err != nil {
 		return err
 	}
+	hosts, err := parseLogoHosts(strings.Join(c.LogoHosts, ",")) // a Config built by hand too
+	if err != nil {
+		return fmt.Errorf("%w: --logo-hosts: %v", ErrConfig, err)
+	}
+	c.LogoHosts = hosts
 	return nil
 }
 

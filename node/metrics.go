@@ -95,9 +95,9 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 			Name: "tally_hlc_refused_total", Help: "Remote timestamps refused for being too far ahead.",
 		}, func() float64 { return float64(n.clock.Refused()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tally_ready", Help: "1 while /readyz answers 200: the ledger is replayed, the other replicas' ballots caught up (or --catch-up-wait passed) and the node is not draining.",
+			Name: "tally_ready", Help: "1 while /readyz answers 200: the ledger is replayed, the node is in the cluster it was told of (--join answered, --expect-members seen), the other replicas' ballots caught up (or --catch-up-wait passed) and the node is not draining.",
 		}, func() float64 {
-			if n.ready.Load() && !n.draining.Load() && n.caughtUp.Load() {
+			if n.ready.Load() && !n.draining.Load() && n.caughtUp.Load() && n.membersNotReady() == "" && n.edgeNotReady() == "" {
 				return 1
 			}
 			return 0

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -88,7 +89,7 @@ func (n *Node) routes() http.Handler {
 			api.WriteError(w, r, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
 			return
 		}
-		w.Header().Set("Content-Security-Policy", "frame-ancestors 'self'") // only /embed/ may be framed elsewhere
+		w.Header().Set("Content-Security-Policy", n.pageCSP("'self'")) // only /embed/ may be framed elsewhere
 		page.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -154,11 +155,29 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up with the other regions' votes"))
 		return
 	}
+	if why := n.membersNotReady(); why != "" {
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", why))
+		return
+	}
 	if why := n.edgeNotReady(); why != "" {
 		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", why))
 		return
 	}
 	api.WriteJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// membersNotReady says why the node is not in the cluster it was told
+// of, or "": its --join seeds never answered (down, or holding another
+// --gossip-key: a split that would otherwise report ready on both
+// sides), or it sees fewer members than --expect-members.
+func (n *Node) membersNotReady() string {
+	if !n.gossip.Joined() {
+		return fmt.Sprintf("not in the cluster: no --join seed (%s) has answered; check that they run and share this node's --gossip-key", strings.Join(n.cfg.Join, ","))
+	}
+	if seen, short := n.gossip.MembersShort(); short {
+		return fmt.Sprintf("%d of the %d members of --expect-members seen: a split or a lost node", seen, n.cfg.ExpectMembers)
+	}
+	return ""
 }
 
 // edgeNotReady says why an edge cannot take votes now, or "" when it can:
