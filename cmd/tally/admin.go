@@ -1,10 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,9 +38,9 @@ subcommands:
   certify  --poll ID [--exclude REPLICA | --accept-lost REPLICA]
            [--reason TEXT]             certify now (admin)
 
-Every subcommand takes --node URL ($TALLY_URL) and the admin token from
---token-file FILE, $TALLY_TOKEN or --token; "tally poll SUB --help" lists
-its flags.
+Every subcommand takes --url URL (else $TALLY_URL; --node is its old
+spelling) and the admin token from --token-file FILE, $TALLY_TOKEN or
+--token; "tally poll SUB --help" lists its flags.
 `
 
 func runPoll(args []string, stdout, stderr io.Writer) int {
@@ -236,7 +240,7 @@ func call[T any](nf nodeFlags, stderr io.Writer, fn func(context.Context, *clien
 	}
 	v, err := fn(context.Background(), c)
 	if err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
+		fmt.Fprintf(stderr, "tally: %v\n", nf.explain(err))
 		return zero, 1
 	}
 	return v, 0
@@ -309,10 +313,29 @@ func pollList(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+const clusterUsage = `tally cluster [--url URL] [--admin-url URL] [--json]
+
+The cluster as one node sees it (GET /v1/cluster): this node (name,
+region, replica id, role), its NATS links (connected, embedded, routes,
+gateways, leaf nodes), each region's staleness, every member (region,
+replica id, role, state, gossip and HTTP addresses) and every replica
+heard from with its staleness.
+
+A node started with --admin-addr (as in production and scripts/cluster.sh)
+answers members, replica ids and NATS links on that address only; its
+public port answers each region's staleness alone. Give the admin address
+as --admin-url (or $TALLY_ADMIN_URL; scripts/cluster.sh's first node:
+http://localhost:9101). Without it the command asks --url ($TALLY_URL), and
+says so when that is a public port.`
+
+// runCluster prints GET /v1/cluster: the whole view from a node's admin
+// address (or a node without --admin-addr), the regions' staleness and
+// what to give for the rest from a public port.
 func runCluster(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally cluster", "tally cluster [--node URL] [--json]")
+	fs := newFlags("tally cluster", clusterUsage)
 	var nf nodeFlags
 	nf.register(fs)
+	adminURL := fs.String("admin-url", "", "the node's --admin-addr, http://host:port: the whole view (default: $TALLY_ADMIN_URL, else --url)")
 	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -320,35 +343,70 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	v, code := call(nf, stderr, func(ctx context.Context, c *client.Client) (api.ClusterView, error) { return c.Cluster(ctx) })
-	if code != 0 {
-		return code
+	url, from := resolveURL(nf.url)
+	switch env := os.Getenv("TALLY_ADMIN_URL"); {
+	case *adminURL != "":
+		url, from = *adminURL, "--admin-url"
+	case env != "":
+		url, from = env, "$TALLY_ADMIN_URL"
+	}
+	c, err := nf.clientAt(url, from)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 2
+	}
+	v, err := c.Cluster(context.Background())
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", nf.explain(err))
+		return 1
 	}
 	if *asJSON {
 		writeCompactJSON(stdout, v)
-		return 0
+	} else {
+		printCluster(stdout, v)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if v.Self == "" {
-		fmt.Fprintf(tw, "region %s (a public port: members and NATS are on the node's --admin-addr)\n\nREGION\tSTALENESS\n", v.Region)
-		for r, ms := range v.Regions {
-			fmt.Fprintf(tw, "%s\t%s\n", r, time.Duration(ms)*time.Millisecond)
+		fmt.Fprintf(stderr, "tally cluster: %s (%s) is a public port: it shows each region's staleness only; members, replica ids and NATS links are on the node's --admin-addr: give it as --admin-url http://HOST:PORT or $TALLY_ADMIN_URL\n", url, from)
+	}
+	return 0
+}
+
+// printCluster prints a cluster view as tables.
+func printCluster(w io.Writer, v api.ClusterView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if v.Self != "" {
+		fmt.Fprintf(tw, "node\t%s\nregion\t%s\nreplica\t%s\nrole\t%s\n", v.Self, v.Region, v.Replica, v.Role)
+	} else {
+		fmt.Fprintf(tw, "region\t%s\n", v.Region)
+	}
+	if n := v.NATS; n != nil {
+		gateways := strings.Join(slices.Sorted(slices.Values(n.Gateways)), ", ")
+		if gateways == "" {
+			gateways = "none"
 		}
-		tw.Flush()
-		return 0
+		fmt.Fprintf(tw, "nats\tconnected %t, embedded %t, routes %d, gateways %s, leaf nodes %d\n", n.Connected, n.Embedded, n.Routes, gateways, n.LeafNodes)
 	}
-	fmt.Fprintf(tw, "node %s, region %s, replica %s, role %s\n", v.Self, v.Region, v.Replica, v.Role)
-	if v.NATS != nil {
-		fmt.Fprintf(tw, "nats connected %t, embedded %t, routes %d, gateways %s\n", v.NATS.Connected, v.NATS.Embedded, v.NATS.Routes, strings.Join(v.NATS.Gateways, ","))
+	fmt.Fprintln(tw, "\nREGION\tSTALENESS")
+	for _, r := range slices.Sorted(maps.Keys(v.Regions)) {
+		fmt.Fprintf(tw, "%s\t%s\n", r, time.Duration(v.Regions[r])*time.Millisecond)
 	}
-	fmt.Fprintln(tw, "\nMEMBER\tREGION\tROLE\tSTATE\tGOSSIP\tHTTP")
-	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Region, m.Role, m.State, m.Gossip, m.HTTPAddr)
-	}
-	fmt.Fprintln(tw, "\nREPLICA\tREGION\tSTALENESS")
-	for _, r := range v.Replicas {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Replica, r.Region, time.Duration(r.StalenessMs)*time.Millisecond)
+	if v.Self != "" {
+		fmt.Fprintln(tw, "\nMEMBER\tREGION\tREPLICA\tROLE\tSTATE\tGOSSIP\tHTTP")
+		for _, m := range v.Members {
+			name := m.Name
+			if m.Self {
+				name += " (this node)"
+			}
+			http := m.HTTPAddr
+			if http != "" && m.HTTPS {
+				http += " (https)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, m.Region, m.Replica, m.Role, m.State, m.Gossip, cmp.Or(http, "-"))
+		}
+		fmt.Fprintln(tw, "\nREPLICA\tREGION\tSTALENESS")
+		for _, r := range v.Replicas {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Replica, r.Region, time.Duration(r.StalenessMs)*time.Millisecond)
+		}
 	}
 	tw.Flush()
-	return 0
 }

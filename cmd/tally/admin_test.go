@@ -161,7 +161,7 @@ func TestAdminCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "POLL") || !strings.Contains(out, "q1") {
 		t.Fatalf("list: %d %s", code, out)
 	}
-	if out, _, code := runCLI(t, "cluster"); code != 0 || !strings.Contains(out, "region eu-west") || !strings.Contains(out, "REPLICA") {
+	if out, _, code := runCLI(t, "cluster"); code != 0 || !regexp.MustCompile(`(?m)^region\s+eu-west$`).MatchString(out) || !strings.Contains(out, "REPLICA") {
 		t.Fatalf("cluster: %d %s", code, out)
 	}
 	// An unreachable node: one line, exit 1.

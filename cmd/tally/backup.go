@@ -20,7 +20,7 @@ const maxBackup = 1 << 40
 // ledgerBackup fetches GET /v1/backup from a running node into a new
 // directory and checks it: the ledger opens and every poll's chains verify.
 func ledgerBackup(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally ledger backup", "tally ledger backup --node URL -o DIR")
+	fs := newFlags("tally ledger backup", "tally ledger backup [--url URL] -o DIR")
 	var nf nodeFlags
 	nf.register(fs)
 	out := fs.String("o", "", "directory to write the backup into (must not exist, or be empty)")
@@ -38,7 +38,7 @@ func ledgerBackup(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	body, err := c.Backup(context.Background())
 	if err != nil {
-		fmt.Fprintf(stderr, "tally: %v\n", err)
+		fmt.Fprintf(stderr, "tally: %v\n", nf.explain(err))
 		return 1
 	}
 	m, err := backup.Extract(body, *out, maxBackup)

@@ -31,17 +31,21 @@ subcommands:
   merge [--json] FILE…      reconcile exports into the exact result and its
                             digest (--closes-at and --poll as in the
                             certified result, to reproduce its digest)
+  export --poll ID [--url URL…] [-o DIR]
+                            fetch each running node's records of a poll
+                            (--url, else $TALLY_URL; admin)
   export --poll ID --data-dir DIR [-o FILE]
                             export one poll from a stopped node's data dir
-  export --poll ID --node URL [--node URL…] [-o DIR]
-                            fetch each running node's records of a poll
-  backup --node URL -o DIR  an online, consistent copy of a running node's
+                            (./data when no --url nor $TALLY_URL is given)
+  backup [--url URL] -o DIR an online, consistent copy of a running node's
                             ledger and identity (admin)
   restore --from DIR --data-dir NEW --original-is-gone
                             put a backup in a new data dir, as the same
                             replica (only when the original is gone for good)
 
-"tally ledger SUB --help" lists its flags.
+The commands that call a node take --url URL (--node is its old
+spelling), else $TALLY_URL, and the admin token from --token-file FILE,
+$TALLY_TOKEN or --token. "tally ledger SUB --help" lists its flags.
 `
 
 func runLedger(args []string, stdout, stderr io.Writer) int {
@@ -323,31 +327,57 @@ func printResult(w io.Writer, res *ledger.Result) {
 	tw.Flush()
 }
 
+// exportUsage is tally ledger export's synopsis and where it reads from.
+const exportUsage = `tally ledger export --poll ID [--url URL]… [-o DIR]      (running nodes, by their API)
+       tally ledger export --poll ID --data-dir DIR [-o FILE]  (a stopped node's data dir)
+
+The records come from the first of these that is given:
+  1. --url URL, repeated for every replica (--node is its old spelling):
+     each running node's records, one file per node in the -o directory
+  2. --data-dir DIR: a stopped node's data dir, read-only
+  3. $TALLY_URL: that running node's records, as with --url
+  4. ./data: the stopped node's data dir here
+A running node holds its data dir's lock: export from it by URL.
+--url and --data-dir together are refused.`
+
 func ledgerExport(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally ledger export", "tally ledger export --data-dir DIR --poll ID [-o FILE]\n       tally ledger export --node URL [--node URL…] --poll ID [-o DIR]")
-	dir := fs.String("data-dir", "./data", "the node's data directory (the node must be stopped)")
+	fs := newFlags("tally ledger export", exportUsage)
+	dir := fs.String("data-dir", "", "a stopped node's data directory (default ./data, when neither --url nor $TALLY_URL is given)")
 	poll := fs.String("poll", "", "poll id to export")
-	out := fs.String("o", "-", "output file; - for standard output (with --node: a directory)")
-	var nodes stringList
-	fs.Var(&nodes, "node", "fetch from this running node's API instead (repeat for every replica)")
-	var nf nodeFlags // the token flags; --node is the list above
-	fs.StringVar(&nf.token, "token", "", "admin token for --node (prefer $TALLY_TOKEN or --token-file) [$TALLY_TOKEN]")
-	fs.StringVar(&nf.tokenFile, "token-file", "", "file holding the admin token for --node")
+	out := fs.String("o", "-", "output file; - for standard output (from running nodes: a directory, - for the current one)")
+	var urls stringList
+	fs.Var(&urls, "url", "a running node to fetch from, `URL` (repeat for every replica) [$TALLY_URL]")
+	fs.Var(&urls, "node", aliasPrefix+"url")
+	var nf nodeFlags
+	nf.registerToken(fs)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	if *poll == "" || fs.NArg() != 0 {
+	switch {
+	case *poll == "" || fs.NArg() != 0:
 		return usageError(fs, stderr, "--poll is required, and no arguments")
+	case len(urls) > 0 && *dir != "":
+		return usageError(fs, stderr, "give --url (running nodes) or --data-dir (a stopped node), not both")
+	}
+	var nodes []source
+	for _, u := range urls {
+		nodes = append(nodes, source{u, "--url"})
+	}
+	if env := os.Getenv("TALLY_URL"); len(nodes) == 0 && *dir == "" && env != "" {
+		nodes = append(nodes, source{env, "$TALLY_URL"})
 	}
 	if len(nodes) > 0 {
 		return exportFromNodes(nf, nodes, *poll, *out, stderr)
+	}
+	if *dir == "" {
+		*dir = "./data"
 	}
 	// Read-only: an auditor's tool never changes the evidence (Pebble
 	// would otherwise flush the write-ahead log into a new table), fails on
 	// a damaged ledger, and does not create a ledger where none is.
 	l, err := ledger.Open(ledger.Config{Dir: ledgerDir(*dir), ReadOnly: true})
 	if errors.Is(err, ledger.ErrLocked) {
-		fmt.Fprintf(stderr, "tally: %v (export from the running node with --node URL, or stop it first)\n", err)
+		fmt.Fprintf(stderr, "tally: %v (the node is running: export from it with --url URL or $TALLY_URL, or stop it first)\n", err)
 		return 1
 	}
 	if err != nil {

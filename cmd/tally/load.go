@@ -66,7 +66,8 @@ type loadReport struct {
 
 func runLoad(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally load", "tally load [--url URL,…] [--poll ID] [--rate R | --rate 0] [--batch N] [flags]")
-	urls := fs.String("url", cmpEnv("TALLY_URL", "http://127.0.0.1:8080"), "node URL(s), comma-separated: requests go round-robin (several regions at once)")
+	var urls string
+	urlVar(fs, &urls, "the nodes' addresses, comma-separated: requests go round-robin (several regions at once) (default: $TALLY_URL, else "+defaultURL+")")
 	pollID := fs.String("poll", "demo", "poll to vote in")
 	rate := fs.Int("rate", 1000, "requests per second (open model); 0: as fast as --connections allow (closed model)")
 	ramp := fs.Int("ramp-to", 0, "rise linearly from --rate to this rate over --duration")
@@ -91,7 +92,8 @@ func runLoad(args []string, stdout, stderr io.Writer) int {
 	case *rate < 0 || *ramp < 0 || *duration <= 0 || *voters < 1 || *conns < 1:
 		return usageError(fs, stderr, "--rate and --ramp-to must be 0 or more, --duration, --voters and --connections more than 0")
 	}
-	cfg := loadConfig{urls: strings.Split(*urls, ","), poll: *pollID, rate: *rate, rampTo: *ramp, duration: *duration,
+	urls, _ = resolveURL(urls)
+	cfg := loadConfig{urls: strings.Split(urls, ","), poll: *pollID, rate: *rate, rampTo: *ramp, duration: *duration,
 		batch: *batch, voters: *voters, changes: *changes, retries: *retries, connections: *conns, options: strings.Split(*options, ",")}
 	var p *plot.Plot
 	if *plotTo != "" {

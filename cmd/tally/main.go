@@ -18,25 +18,32 @@ func main() {
 
 const usage = `usage: tally <command> [arguments]
 
-Host and operator (a running node: --node URL or $TALLY_URL, the admin
-token from --token-file, $TALLY_TOKEN or --token):
+Host and operator (a running node: --url URL, else $TALLY_URL, else
+http://127.0.0.1:8080; the admin token from --token-file, $TALLY_TOKEN or
+--token):
   poll create|list|show|close|extend|reveal
                      create and run polls
   poll result        a certified result; with export FILEs, check that they
                      reproduce its digest
   poll certify       certify now, leaving out a lost replica only explicitly
-  cluster            members, NATS links and each replica's staleness
+  cluster            members, regions, replica ids, NATS links and
+                     staleness (--admin-url: the node's --admin-addr)
   quiz create|show|start|close|reveal|end
                      create and run quizzes
   quiz result        a quiz's certified leaderboard; with the exports of its
                      questions, reproduce it offline
   ledger backup      an online, consistent copy of a node's ledger
-  ledger export      a poll's records from running nodes or a stopped data dir
+  ledger export      a poll's records from running nodes (--url, else
+                     $TALLY_URL) or a stopped node's data dir (--data-dir)
   ledger restore     put a backup in a new data dir, as the same replica
 
 Auditor (offline, from exports):
   ledger verify FILE…   check the hash chains of exported ledgers
   ledger merge FILE…    reconcile exports into the exact result and its digest
+
+Voter:
+  vote               one vote for a smoke test (--session earns a voter
+                     token first); prints status, vote_id and stamp
 
 Measurement:
   load               vote load generator (vegeta): throughput, acks, latency
@@ -51,8 +58,10 @@ Capacity:
 
   version            print the version (also --version)
 
-"tally <command> --help" describes a command. Exit status: 0 on success, 1
-when a check or a request fails, 2 on a usage error.
+Every command that calls a node takes --url (--node is its old spelling)
+and honours $TALLY_URL. "tally <command> --help" describes a command
+(docs/cli.md has them all). Exit status: 0 on success, 1 when a check or a
+request fails, 2 on a usage error.
 `
 
 // run executes one command line and returns the exit status.
@@ -72,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runQuiz(args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(args[1:], stdout, stderr)
+	case "vote":
+		return runVote(args[1:], stdout, stderr)
 	case "load":
 		return runLoad(args[1:], stdout, stderr)
 	case "fleet":

@@ -16,11 +16,22 @@ import (
 // the test ends, and returns its base URL once it answers.
 func startTestNode(t *testing.T, dataDir string) string {
 	t.Helper()
+	base, _ := startTestNodeWith(t, dataDir, nil)
+	return base
+}
+
+// startTestNodeWith is startTestNode with the config changed by set
+// (when not nil); it returns the node too.
+func startTestNodeWith(t *testing.T, dataDir string, set func(*node.Config)) (string, *node.Node) {
+	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.DataDir, cfg.HTTPAddr, cfg.AdminToken, cfg.Demo = dataDir, "127.0.0.1:0", "tok", false
 	cfg.GossipAddr, cfg.NATSAddr, cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr = "127.0.0.1:0", "127.0.0.1:0", "", "", ""
 	cfg.NodeName, cfg.CertifySettle, cfg.Region, cfg.Drain = "audit", 10*time.Millisecond, "eu-west", 0
 	cfg.Logger, cfg.Stdout = slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard
+	if set != nil {
+		set(&cfg)
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +47,7 @@ func startTestNode(t *testing.T, dataDir string) string {
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
-				return base
+				return base, n
 			}
 		}
 		if time.Now().After(deadline) {

@@ -30,11 +30,12 @@ subcommands:
                                        exports, reproduce it offline
   swarm    --quiz ID --participants N  measure a question's burst
 
-Every subcommand but swarm takes --node URL ($TALLY_URL) and the admin token
-from --token-file FILE, $TALLY_TOKEN or --token.
+Every subcommand takes --url URL (else $TALLY_URL; --node is its old
+spelling); all but swarm take the admin token from --token-file FILE,
+$TALLY_TOKEN or --token.
 
 result shows a quiz's certified leaderboard. Given the exports of its questions
-(tally ledger export --node URL… --poll ID-N for each question, every
+(tally ledger export --url URL… --poll ID-N for each question, every
 replica), it reproduces the leaderboard offline: each question's records
 reconcile to its certified digest (the first answer counts), every score
 is recomputed from the node's measured time and the question's correct
@@ -61,7 +62,7 @@ func runQuiz(args []string, stdout, stderr io.Writer) int {
 }
 
 func quizResult(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally quiz result", "tally quiz result --quiz ID [--node URL] [--cluster NAME] [--json] [EXPORT.ndjson…]")
+	fs := newFlags("tally quiz result", "tally quiz result --quiz ID [--url URL] [--cluster NAME] [--json] [EXPORT.ndjson…]")
 	var nf nodeFlags
 	nf.register(fs)
 	id := fs.String("quiz", "", "quiz id")

@@ -44,8 +44,9 @@ Progress goes to stderr ("connected N/N" once the swarm is in).
 
 func quizSwarm(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally quiz swarm", "tally quiz swarm --quiz ID --participants N [flags]")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), quizSwarmHelp+"\nflags:\n"); fs.PrintDefaults() }
-	base := fs.String("url", cmpEnv("TALLY_URL", "http://127.0.0.1:8080"), "node URL [$TALLY_URL]")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), quizSwarmHelp+"\nflags:\n"); printDefaults(fs) }
+	var base string
+	urlVar(fs, &base, urlUsage)
 	id := fs.String("quiz", "", "quiz id")
 	n := fs.Int("participants", 1000, "participants, one socket each")
 	perIP := fs.Int("per-ip", 1000, "participants per loopback source address (127.0.0.2, .3, …)")
@@ -64,7 +65,8 @@ func quizSwarm(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := runQuizSwarm(ctx, quizSwarmConfig{url: *base, quiz: *id, prefix: *prefix, participants: *n, perIP: *perIP, ramp: *ramp, within: *within, progress: stderr})
+	base, _ = resolveURL(base)
+	rep, err := runQuizSwarm(ctx, quizSwarmConfig{url: base, quiz: *id, prefix: *prefix, participants: *n, perIP: *perIP, ramp: *ramp, within: *within, progress: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "tally quiz swarm: %v\n", err)
 		return 1

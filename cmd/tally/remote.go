@@ -25,9 +25,13 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
+// source is a node to export from and where its address came from
+// (--url, $TALLY_URL), for errors.
+type source struct{ url, from string }
+
 // exportFromNodes fetches each node's records of the poll into dir, one
 // file per node, with a progress bar on a terminal.
-func exportFromNodes(nf nodeFlags, nodes []string, poll, dir string, stderr io.Writer) int {
+func exportFromNodes(nf nodeFlags, nodes []source, poll, dir string, stderr io.Writer) int {
 	if dir == "-" {
 		dir = "."
 	}
@@ -36,17 +40,17 @@ func exportFromNodes(nf nodeFlags, nodes []string, poll, dir string, stderr io.W
 		return 1
 	}
 	for _, n := range nodes {
-		c, err := nf.clientAt(n, "--node")
+		c, err := nf.clientAt(n.url, n.from)
 		if err != nil {
 			fmt.Fprintf(stderr, "tally: %v\n", err)
 			return 2
 		}
 		body, err := c.Export(context.Background(), poll)
 		if err != nil {
-			fmt.Fprintf(stderr, "tally: %v\n", err)
+			fmt.Fprintf(stderr, "tally: %v\n", nf.explain(err))
 			return 1
 		}
-		u, _ := url.Parse(n)
+		u, _ := url.Parse(n.url)
 		name := filepath.Join(dir, strings.NewReplacer(":", "_", "/", "_").Replace(u.Host)+"-"+poll+".ndjson")
 		f, err := os.Create(name)
 		if err != nil {
@@ -64,10 +68,10 @@ func exportFromNodes(nf nodeFlags, nodes []string, poll, dir string, stderr io.W
 			err = cerr
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "tally: %s: %v\n", n, err)
+			fmt.Fprintf(stderr, "tally: %s: %v\n", n.url, err)
 			return 1
 		}
-		fmt.Fprintf(stderr, "%s: %d bytes → %s\n", n, nbytes, name)
+		fmt.Fprintf(stderr, "%s: %d bytes → %s\n", n.url, nbytes, name)
 	}
 	return 0
 }
@@ -75,7 +79,7 @@ func exportFromNodes(nf nodeFlags, nodes []string, poll, dir string, stderr io.W
 // pollResult prints a node's certified result and, given export files,
 // whether they reproduce it.
 func pollResult(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally poll result", "tally poll result --poll ID [--node URL] [--json] [EXPORT.ndjson…]")
+	fs := newFlags("tally poll result", "tally poll result --poll ID [--url URL] [--json] [EXPORT.ndjson…]")
 	var nf nodeFlags
 	nf.register(fs)
 	poll := fs.String("poll", "", "poll id")
@@ -185,7 +189,7 @@ func printView(w io.Writer, v api.ResultView) {
 
 // pollCertify asks a node to certify now, optionally without replicas.
 func pollCertify(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally poll certify", "tally poll certify --poll ID [--node URL] [--exclude REPLICA | --accept-lost REPLICA]… [--reason TEXT] [--json]")
+	fs := newFlags("tally poll certify", "tally poll certify --poll ID [--url URL] [--exclude REPLICA | --accept-lost REPLICA]… [--reason TEXT] [--json]")
 	var nf nodeFlags
 	nf.register(fs)
 	poll := fs.String("poll", "", "poll id")

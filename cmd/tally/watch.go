@@ -25,7 +25,8 @@ import (
 
 func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally watch", "tally watch [--url URL] [--poll ID]\n       tally watch --swarm N [--server-pid PID] [flags]")
-	url := fs.String("url", cmpEnv("TALLY_URL", "http://127.0.0.1:8080"), "node URL [$TALLY_URL]")
+	var url string
+	urlVar(fs, &url, urlUsage)
 	pollID := fs.String("poll", "demo", "poll to watch")
 	swarm := fs.Int("swarm", 0, "open this many viewers and report delivery figures instead of printing the tally")
 	perIP := fs.Int("per-ip", 100, "viewers per loopback source address (127.0.0.2, .3, …)")
@@ -41,13 +42,14 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 || *swarm < 0 {
 		return usageError(fs, stderr, "unexpected argument, or --swarm below 0")
 	}
+	url, from := resolveURL(url)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *swarm == 0 {
-		return watchOne(ctx, *url, *pollID, stdout, stderr)
+		return watchOne(ctx, url, from, *pollID, stdout, stderr)
 	}
 	rep, err := runSwarm(ctx, swarmConfig{
-		url: *url, poll: *pollID, viewers: *swarm, perIP: *perIP, ramp: *ramp, duration: *duration,
+		url: url, poll: *pollID, viewers: *swarm, perIP: *perIP, ramp: *ramp, duration: *duration,
 		votesPerSec: *votesPerSec, serverPID: *serverPID, sourceOffset: *sourceOffset, progress: stderr,
 	})
 	if err != nil {
@@ -64,10 +66,10 @@ func wsURL(base, poll string) string {
 // watchOne prints the tally as it changes, for a person at a terminal,
 // until the poll is certified or ctx ends; it comes back after a dropped
 // connection (client.Watch).
-func watchOne(ctx context.Context, url, poll string, stdout, stderr io.Writer) int {
+func watchOne(ctx context.Context, url, from, poll string, stdout, stderr io.Writer) int {
 	c, err := client.New(url, client.Options{})
 	if err != nil {
-		fmt.Fprintf(stderr, "tally watch: --url %q: want the node's address, http://host:port or https://host\n", url)
+		fmt.Fprintf(stderr, "tally watch: %s %q: want the node's address, http://host:port or https://host\n", from, url)
 		return 2
 	}
 	err = c.Watch(ctx, poll, client.WatchOptions{OnTally: func(t client.Tally) error {
