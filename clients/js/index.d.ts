@@ -1,4 +1,5 @@
-// Types of @tally/client (index.js). The protocol is docs/api.md's.
+// Types of Tally's JavaScript client (index.js, served by every node at
+// /client.js). The protocol is docs/api.md's.
 
 export type Code =
   | "invalid_request" | "unauthorized" | "poll_not_found" | "quiz_not_found" | "not_found" | "poll_not_open"
@@ -6,7 +7,9 @@ export type Code =
   | "records_lost" | "poll_not_closed" | "session_required" | "session_invalid" | "session_expired"
   | "session_mismatch" | "puzzle_failed" | "upgrade_required" | "too_many_polls" | "result_hidden"
   | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "join_code_not_found" | "outcome_unknown"
-  | "stamp_ahead" | "network";
+  | "stamp_ahead" | "network"
+  /** The client's own: subscribe on a runtime with neither WebSocket nor EventSource. */
+  | "no_websocket";
 
 export const codes: readonly Code[];
 
@@ -108,6 +111,11 @@ export class Tally {
   vote(poll: string, votes: Vote | Vote[]): Promise<VoteResponse>;
   /** The newest stamp the client was answered for the poll, or null. */
   stamp(poll: string): string | null;
+  /**
+   * Follows the poll until the Live's close(). Throws a TallyError "no_websocket"
+   * on a runtime with neither WebSocket nor EventSource (Node 20 without
+   * --experimental-websocket): pass the WebSocket option, or run with the flag.
+   */
   subscribe(poll: string, onChange: (state: LiveState) => void, opts?: LiveOptions): Live;
   quiz(id: string, onChange: (frame: QuizFrame) => void, opts?: QuizOptions): QuizLive;
 }

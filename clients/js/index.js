@@ -1,15 +1,21 @@
-// @tally/client: the live tally of a Tally poll and votes on it, for
-// browsers and Node 20+ (with --experimental-websocket, or a WebSocket
-// passed in), with no dependencies. The protocol is docs/api.md's.
+// Tally's JavaScript client: the live tally of a Tally poll and votes on
+// it, for browsers and Node 20+ (with --experimental-websocket, or a
+// WebSocket passed in; Node 22 has one), with no dependencies. It is on no
+// package registry: copy this file, or load /client.js from a node (see
+// README.md). The protocol is docs/api.md's.
 
-/** The error codes of docs/api.md, and "network" for a request that got no answer. */
+/**
+ * The error codes of docs/api.md, and the client's own: "network" for a
+ * request that got no answer, "no_websocket" for a stream this runtime
+ * cannot open.
+ */
 export const codes = Object.freeze([
   "invalid_request", "unauthorized", "poll_not_found", "quiz_not_found", "not_found", "poll_not_open",
   "poll_closed", "too_large", "invalid_option", "rate_limited", "internal", "unavailable", "edge_node",
   "records_lost", "poll_not_closed", "session_required", "session_invalid", "session_expired",
   "session_mismatch", "puzzle_failed", "upgrade_required", "too_many_polls", "result_hidden",
   "already_answered", "too_late", "quiz_ended", "idem_conflict", "join_code_not_found", "outcome_unknown",
-  "stamp_ahead", "network",
+  "stamp_ahead", "network", "no_websocket",
 ]);
 
 /** A refusal from the node (or no answer): code is one of codes. */
@@ -411,7 +417,10 @@ export class Tally {
   /**
    * subscribe follows a poll's live tally: onChange(state) after every
    * frame that changes it (state: the snapshot's fields, totals kept up to
-   * date by the diffs, final true once certified). It reconnects by itself.
+   * date by the diffs, final true once certified). It reconnects by itself
+   * until its close(). On a runtime with neither WebSocket nor EventSource
+   * (Node 20 without --experimental-websocket, and no WebSocket option)
+   * it throws a TallyError no_websocket that says what to pass.
    * @returns {Live}
    */
   subscribe(poll, onChange, opts = {}) { return new Live(this, poll, onChange, opts); }
@@ -435,6 +444,11 @@ export class Tally {
  */
 export class Live {
   constructor(client, poll, onChange, { onConn = () => {}, batchMs = 400, maxDelayMs = 10_000 } = {}) {
+    if (typeof client.WebSocket !== "function" && typeof client.EventSource !== "function") {
+      throw new TallyError("no_websocket", "subscribe: this runtime has no WebSocket (nor EventSource) to follow the poll with: " +
+        "on Node 20 run node --experimental-websocket (Node 22 and later have one), or pass one: " +
+        "new Tally({ url, WebSocket }) (for instance the ws package's)");
+    }
     Object.assign(this, { client, poll, onChange, onConn, batchMs, maxDelayMs });
     this.state = null;
     this.failures = 0;

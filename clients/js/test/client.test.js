@@ -10,10 +10,10 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { createHash } from "node:crypto";
 import { Tally, TallyError, codes, solvePuzzle, joinCode, compareStamps, laterStamp } from "../index.js";
 
@@ -578,4 +578,71 @@ test("a solution refused (the node restarted between the challenge and the solut
     e => e instanceof TallyError && e.code === "puzzle_failed" && /3 solutions/.test(e.message));
   assert.equal(tries, 3);
   assert.equal(other.token, null);
+});
+
+// runNode runs node with args in cwd and resolves with its exit code and
+// output; it fails when the process has not exited within ms.
+function runNode(args, cwd, ms = 30000) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "", stderr = "";
+    child.stdout.on("data", d => { stdout += d; });
+    child.stderr.on("data", d => { stderr += d; });
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`node ${args.join(" ")} did not exit within ${ms} ms; stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr)}`));
+    }, ms);
+    child.on("exit", code => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+  });
+}
+
+test("subscribe on a runtime without WebSocket is a TallyError saying what to pass, not a TypeError", async () => {
+  const noSocket = new Tally({ url, WebSocket: null, EventSource: null });
+  assert.throws(() => noSocket.subscribe("js", () => {}), e => e instanceof TallyError && e.code === "no_websocket" &&
+    codes.includes(e.code) && /--experimental-websocket/.test(e.message) && /WebSocket/.test(e.message));
+
+  // Node itself without its WebSocket (Node 20's default; 22 and later
+  // only with --no-experimental-websocket): the same error.
+  const script = `
+    import { Tally, TallyError } from ${JSON.stringify(pathToFileURL(join(repo, "clients", "js", "index.js")).href)};
+    try {
+      new Tally({ url: ${JSON.stringify(url)} }).subscribe("js", () => {});
+      console.log(JSON.stringify({ subscribed: typeof WebSocket }));
+    } catch (e) {
+      console.log(JSON.stringify({ tally: e instanceof TallyError, code: e.code, message: e.message }));
+    }`;
+  const { code, stdout, stderr } = await runNode(["--no-experimental-websocket", "--input-type=module", "-e", script], dir);
+  assert.equal(code, 0, stderr);
+  const got = JSON.parse(stdout);
+  assert.equal(got.tally, true, stdout);
+  assert.equal(got.code, "no_websocket");
+  assert.match(got.message, /node --experimental-websocket/);
+  assert.match(got.message, /new Tally\(\{ url, WebSocket \}\)/);
+  assert.doesNotMatch(got.message, /not a constructor/);
+});
+
+test("the README's Node example runs as written against a node: it votes, closes its stream and exits", async () => {
+  const readme = readFileSync(join(repo, "clients", "js", "README.md"), "utf8");
+  const block = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map(m => m[1]).find(b => b.includes("live.close()"));
+  assert.ok(block, "README.md has a js example that closes its stream");
+  assert.doesNotMatch(block, /@tally\/client/, "the example imports no registry package");
+  assert.match(block, /from "\.\/tally-client\.mjs"/);
+  assert.ok(block.includes('"http://localhost:8080"'), "the example names the node at http://localhost:8080");
+  // The demo poll of go run ./cmd/node, on the test's node.
+  await admin("POST", "/v1/polls", { id: "demo", question: "Which colour?", duration_s: 3600,
+    options: [{ id: "red", label: "Red" }, { id: "green", label: "Green" }, { id: "blue", label: "Blue" }, { id: "gold", label: "Gold" }] });
+  const work = mkdtempSync(join(tmpdir(), "tally-js-example-"));
+  try {
+    // Installed as the README says: the file copied beside the program.
+    copyFileSync(join(repo, "clients", "js", "index.js"), join(work, "tally-client.mjs"));
+    writeFileSync(join(work, "vote.mjs"), block.replace('"http://localhost:8080"', JSON.stringify(url)));
+    const { code, stdout, stderr } = await runNode(["--experimental-websocket", "vote.mjs"], work);
+    assert.equal(code, 0, `exit ${code}: ${stderr}`);
+    assert.match(stdout, /^accepted \S+\/\d+$/m, stdout);
+    assert.match(stdout, /^open \{/m, "it printed the tally");
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  const { totals } = await fetch(url + "/v1/polls/demo").then(r => r.json());
+  assert.equal(totals.red, 1);
 });
