@@ -11,22 +11,22 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestBrowserClientOnAnotherSite runs the README's ten-line example — read
-// from the README itself — on a page of another origin: it imports the
+// TestBrowserClientOnAnotherSite runs the ten-line example of docs/clients.md — read
+// from that file itself — on a page of another origin: it imports the
 // client from the node (/client.js, CORS for the --origins sites) and
 // draws the live bars from the node's stream, which follow a new vote.
 func TestBrowserClientOnAnotherSite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/clients.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(readme), "```html\n<div id=\"bars\">")
 	snippet, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 || !strings.Contains(snippet, "https://tally.example/client.js") {
-		t.Fatal("README.md has no bar-chart example importing https://tally.example/client.js")
+		t.Fatal("docs/clients.md has no bar-chart example importing https://tally.example/client.js")
 	}
 	ctx := sized(t, 1280, 800)
 	tn := startNode(t, t.TempDir(), func(c *Config) { c.Origins = []string{"127.0.0.1:*"} })

@@ -11,12 +11,12 @@ import (
 	"tally/node"
 )
 
-// TestREADMEFlagTableMatchesTheFlags holds the README's flag table (under
-// "Running a node") against the flags the node registers: every flag is
+// TestREADMEFlagTableMatchesTheFlags holds the flag table of
+// docs/running.md (which the README points to) against the flags the node registers: every flag is
 // in it, every flag it names exists, and a default written as a plain
 // value is the flag's default. So the two cannot drift.
 func TestREADMEFlagTableMatchesTheFlags(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/running.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestREADMEFlagTableMatchesTheFlags(t *testing.T) {
 			names = append(names, m[1])
 			documented[m[1]] = true
 			if fs.Lookup(m[1]) == nil {
-				t.Errorf("README documents --%s, which the node does not have", m[1])
+				t.Errorf("docs/running.md documents --%s, which the node does not have", m[1])
 			}
 		}
 		for _, m := range flagName.FindAllStringSubmatch(row[2], -1) {
@@ -41,7 +41,7 @@ func TestREADMEFlagTableMatchesTheFlags(t *testing.T) {
 	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if !documented[f.Name] && f.Name != "version" {
-			t.Errorf("--%s is not in README's flag table", f.Name)
+			t.Errorf("--%s is not in the flag table of docs/running.md", f.Name)
 		}
 	})
 }
@@ -51,7 +51,7 @@ func TestREADMEFlagTableMatchesTheFlags(t *testing.T) {
 func flagTable(t *testing.T, readme string) [][3]string {
 	_, rest, ok := strings.Cut(readme, "| flag | default | meaning |\n| --- | --- | --- |\n")
 	if !ok {
-		t.Fatal("README has no flag table")
+		t.Fatal("docs/running.md has no flag table")
 	}
 	var rows [][3]string
 	for line := range strings.Lines(rest) {
@@ -60,12 +60,12 @@ func flagTable(t *testing.T, readme string) [][3]string {
 		}
 		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), " | ")
 		if len(cells) != 3 {
-			t.Fatalf("README flag table row with %d cells: %s", len(cells), line)
+			t.Fatalf("the flag table of docs/running.md row with %d cells: %s", len(cells), line)
 		}
 		rows = append(rows, [3]string{cells[0], cells[1], cells[2]})
 	}
 	if len(rows) < 20 {
-		t.Fatalf("README flag table has %d rows", len(rows))
+		t.Fatalf("the flag table of docs/running.md has %d rows", len(rows))
 	}
 	return rows
 }
@@ -95,7 +95,7 @@ func checkDefaults(t *testing.T, fs *flag.FlagSet, names []string, cell string) 
 			}
 		}
 		if got != want {
-			t.Errorf("README says --%s defaults to %q; the flag's default is %q", names[i], part, got)
+			t.Errorf("docs/running.md says --%s defaults to %q; the flag's default is %q", names[i], part, got)
 		}
 	}
 }

@@ -42,7 +42,7 @@ flags:
 `
 
 // newFlagSet returns the node's flags: every setting of cfg, --config and
-// --version (the README's flag table is tested against it).
+// --version (the flag table of docs/running.md is tested against it).
 func newFlagSet(cfg *node.Config) (fs *flag.FlagSet, configFile *string, version *bool) {
 	fs = flag.NewFlagSet("tally-node", flag.ContinueOnError)
 	cfg.RegisterFlags(fs) // the settings, each also read from TALLY_<NAME>
