@@ -101,12 +101,9 @@ func render(t *testing.T, values ...string) []manifest {
 }
 
 func TestHelmLint(t *testing.T) {
-	for _, values := range [][]string{nil, {"three-regions.yaml"}, {"nats-chart.yaml"}} {
-		args := []string{"lint", "--strict", chart, "--set", "image.repository=registry.example/tally"}
-		for _, v := range values {
-			args = append(args, "-f", filepath.Join(chart, "examples", v))
-		}
-		runHelm(t, args...)
+	runHelm(t, "lint", "--strict", chart, "--set", "image.repository=registry.example/tally")
+	for _, f := range examples(t) {
+		runHelm(t, "lint", "--strict", chart, "--set", "image.repository=registry.example/tally", "-f", f)
 	}
 }
 
@@ -127,6 +124,7 @@ func TestHelmChartRendersWhatTheNodeNeeds(t *testing.T) {
 		{nil, []string{"local"}, false, false},
 		{[]string{"three-regions.yaml"}, []string{"eu-west", "us-east", "ap-south"}, true, false},
 		{[]string{"nats-chart.yaml"}, []string{"eu-west", "us-east", "ap-south"}, true, true},
+		{[]string{"public.yaml"}, []string{"eu-west"}, true, false},
 	} {
 		t.Run(strings.Join(append([]string{"defaults"}, tc.values...), "+"), func(t *testing.T) {
 			ms := render(t, tc.values...)
@@ -313,7 +311,18 @@ func TestHelmChartShipsTheDashboardAndAlerts(t *testing.T) {
 // Bad values are refused at render time with a line that names them.
 func TestHelmChartRefusesBadValues(t *testing.T) {
 	bin := helmBin(t)
-	for set, want := range map[string]string{"node.drain=500ms": "node.drain", "node.shutdownTimeout=abc": "node.shutdownTimeout", "image.repository=": "image.repository"} {
+	for set, want := range map[string]string{
+		"node.drain=500ms":                        "node.drain",
+		"node.shutdownTimeout=abc":                "node.shutdownTimeout",
+		"image.repository=":                       "image.repository",
+		"publicUrl=vote.example.com":              "publicUrl",
+		"publicUrl=https://vote.example.com/?a=b": "publicUrl",
+		"ingress.enabled=true":                    "ingress.host",
+		"ingress.enabled=true,ingress.host=v.example,ingress.region=mars": "ingress.region",
+		"full.antiAffinity=sometimes":                                     "full.antiAffinity",
+		"edge.spread.whenUnsatisfiable=Never,regions[0].name=r,regions[0].full.replicas=1,regions[0].edges.replicas=1,regions[0].edges.maxReplicas=0": "edge.spread.whenUnsatisfiable",
+		"metrics.prometheusRule.enabled=maybe": "metrics.prometheusRule.enabled",
+	} {
 		out, err := exec.Command(bin, "template", "t", chart, "--set", "image.repository=r", "--set", set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("--set %s: %v\n%s", set, err, out)

@@ -54,6 +54,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --shutdown-timeout={{ .root.Values.node.shutdownTimeout }}
 - --log-format={{ .root.Values.node.logFormat }}
 - --demo=false
+{{- with include "tally.publicURL" .root }}
+- --public-url={{ . }}
+{{- end }}
 {{- with .root.Values.node.trustedProxies }}
 - --trusted-proxies={{ . }}
 {{- end }}
@@ -108,4 +111,104 @@ prometheus.io/scrape: "true"
 prometheus.io/port: "9100"
 prometheus.io/path: /metrics
 {{- end }}
+{{- end -}}
+
+
+{{/* --public-url: publicUrl, else the Ingress's host; "" without either.
+     Checked as the node checks it (node/config.go). */}}
+{{- define "tally.publicURL" -}}
+{{- $u := .Values.publicUrl | default "" -}}
+{{- if and (not $u) .Values.ingress.enabled .Values.ingress.host -}}
+{{- $u = printf "%s://%s" (ternary "https" "http" (ne .Values.ingress.tlsSecretName "")) .Values.ingress.host -}}
+{{- end -}}
+{{- if $u -}}
+{{- if not (regexMatch "^https?://[^/?#@[:space:]]+(/[^?#[:space:]]*)?$" $u) -}}
+{{- fail (printf "publicUrl %q: want the http(s) address voters reach the page at, like https://vote.example.com (no query or fragment)" $u) -}}
+{{- end -}}
+{{- trimSuffix "/" $u -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The labels that pick a region's full nodes or edges. */}}
+{{- define "tally.selector" -}}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+tally/region: {{ .region }}
+{{- end -}}
+
+{{/* The pod-level "restricted" settings (values podSecurityContext). */}}
+{{- define "tally.podSecurity" -}}
+automountServiceAccountToken: false # the node never calls the Kubernetes API
+enableServiceLinks: false           # a Service's variables would be TALLY_*, read as flags
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* The container's "restricted" settings (values securityContext). */}}
+{{- define "tally.containerSecurity" -}}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+{{- end -}}
+
+{{/* Where a region's full nodes or edges run: nodeSelector,
+     tolerations, a topology spread a key and, for full nodes, pod
+     anti-affinity by machine. cfg is full or edge of the values. */}}
+{{- define "tally.scheduling" -}}
+{{- $ctx := . -}}
+{{- $sel := include "tally.selector" . -}}
+{{- with .cfg.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .cfg.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .cfg.spread.topologyKeys }}
+{{- if not (has $ctx.cfg.spread.whenUnsatisfiable (list "ScheduleAnyway" "DoNotSchedule")) }}
+{{- fail (printf "%s.spread.whenUnsatisfiable %q: want ScheduleAnyway or DoNotSchedule" $ctx.key (toString $ctx.cfg.spread.whenUnsatisfiable)) }}
+{{- end }}
+topologySpreadConstraints:
+{{- range . }}
+  - topologyKey: {{ . }}
+    maxSkew: {{ $ctx.cfg.spread.maxSkew | default 1 }}
+    whenUnsatisfiable: {{ $ctx.cfg.spread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- $sel | nindent 8 }}
+    {{- if eq $ctx.component "edge" }}
+    matchLabelKeys: [pod-template-hash] # a rollout's new pods spread among themselves
+    {{- end }}
+{{- end }}
+{{- end }}
+{{- $anti := .cfg.antiAffinity | default "none" }}
+{{- if not (has $anti (list "soft" "hard" "none")) }}
+{{- fail (printf "%s.antiAffinity %q: want soft, hard or none" .key $anti) }}
+{{- end }}
+{{- if eq $anti "soft" }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- $sel | nindent 14 }}
+{{- else if eq $anti "hard" }}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- $sel | nindent 12 }}
+{{- end }}
+{{- end -}}
+
+{{/* The scratch directory that lets the root filesystem stay read-only. */}}
+{{- define "tally.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmp.sizeLimit }}
 {{- end -}}
