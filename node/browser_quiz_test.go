@@ -141,3 +141,52 @@ func TestBrowserQuiz(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBrowserQuizHostAsksForTheToken: the quiz host page opened directly,
+// in a tab that holds no admin token, asks for it with the poll host
+// page's field rather than showing an empty quiz; a wrong token is refused
+// and asked for again; the right one loads the questions, and S starts the
+// first question.
+func TestBrowserQuizHostAsksForTheToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	axe := axeScript(t)
+	ctx := sized(t, 1280, 800)
+	tn := startNode(t, t.TempDir(), nil)
+	if r := tn.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/#/host/quiz/pub"),
+		until(`!!document.querySelector(".token-form") && !document.querySelector(".token-form").hidden`),
+		until(`document.activeElement === document.querySelector("#token")`),
+		until(`document.querySelector("#quiz-start").disabled && document.querySelectorAll("#quiz-questions li").length === 0`)); err != nil {
+		t.Fatal(err)
+	}
+	checkView(t, ctx, axe, "quiz-host-token")
+	// S in the field is typing, not a step; a wrong token is refused.
+	if err := chromedp.Do(ctx, chromedp.SendKeys("#token", "s-wrong\r"),
+		until(`!document.querySelector(".token-form").hidden && document.querySelector("#main .error").textContent !== ""`)); err != nil {
+		t.Fatal(err)
+	}
+	if s := tn.admin(t, "GET", "/v1/quizzes/pub", "").body["status"]; s != "ready" {
+		t.Fatalf("quiz %v before the token", s)
+	}
+	if err := chromedp.Do(ctx, void(chromedp.Evaluate[bool](`document.querySelector("#token").value = "", true`)),
+		chromedp.SendKeys("#token", testToken+"\r"),
+		until(`document.querySelector(".token-form").hidden && document.querySelectorAll("#quiz-questions li").length === 3`),
+		until(`document.querySelector("#quiz-host-state").textContent === "Ready: 3 questions, none started." && !document.querySelector("#quiz-start").disabled`),
+		chromedp.KeyEvent("s"),
+		until(`document.querySelector("#quiz-host-state").textContent === "Question 1 of 3 is open."`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: %q", err, must(t, ctx, `document.querySelector("#main").textContent`)))
+	}
+	if s := tn.admin(t, "GET", "/v1/quizzes/pub", "").body["status"]; s != "question" {
+		t.Fatalf("quiz %v after S, want question", s)
+	}
+	// The token stays in the tab: a reload asks no more.
+	if err := chromedp.Do(ctx, chromedp.Reload(),
+		until(`!!document.querySelector("#quiz-host-state") && document.querySelector("#quiz-host-state").textContent === "Question 1 of 3 is open."`),
+		until(`document.querySelector(".token-form").hidden`)); err != nil {
+		t.Fatal(err)
+	}
+}

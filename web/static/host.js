@@ -7,6 +7,17 @@ import { phase } from "/poll.js";
 
 export function hostToken() { return sessionStorage.getItem("tally.token") || ""; }
 
+// tokenField is the admin token's label and input, filled from this tab's
+// store; keep() stores what was typed there. The poll host page's form and
+// the quiz host page both ask with it.
+export function tokenField() {
+  const input = el("input", { id: "token", type: "password", autocomplete: "off", value: hostToken() });
+  return { label: el("label", { for: "token" }, t("adminToken")), input, keep: () => sessionStorage.setItem("tally.token", input.value.trim()) };
+}
+
+// refused: the node did not take the admin token (none, or a wrong one).
+export const refused = err => err?.status === 401 || err?.code === "unauthorized";
+
 function download(name, type, text) {
   const a = el("a", { href: URL.createObjectURL(new Blob([text], { type })), download: name });
   document.body.append(a); a.click(); a.remove();
@@ -91,7 +102,7 @@ async function nextQuestion(poll, event) {
 }
 
 export function hostPage(root) {
-  const token = el("input", { id: "token", type: "password", autocomplete: "off", value: hostToken() });
+  const token = tokenField();
   const question = el("input", { id: "question", required: true });
   const options = el("textarea", { id: "options", rows: "4", required: true });
   const duration = el("input", { id: "duration", type: "number", min: "1", value: "60" });
@@ -101,17 +112,17 @@ export function hostPage(root) {
   const out = el("p", { class: "error", role: "alert" });
   const form = el("form", { onsubmit: async ev => {
     ev.preventDefault();
-    sessionStorage.setItem("tally.token", token.value);
+    token.keep();
     const opts = options.value.split("\n").map(s => s.trim()).filter(Boolean).map((l, i) => ({ id: "o" + (i + 1), label: l }));
     const spec = { question: question.value, options: opts, duration_s: Number(duration.value), hidden: hidden.checked };
     if (opensAt.value) spec.opens_at = new Date(opensAt.value).getTime();
     if (event.value) spec.event = event.value;
     try {
-      const p = await api("POST", "/v1/polls", spec, token.value);
+      const p = await api("POST", "/v1/polls", spec, hostToken());
       location.hash = `#/host/${encodeURIComponent(p.id)}`;
     } catch (err) { out.textContent = err.message; }
   } },
-    el("label", { for: "token" }, t("adminToken")), token,
+    token.label, token.input,
     el("label", { for: "question" }, t("question")), question,
     el("label", { for: "options" }, t("optionsPerLine")), options,
     el("label", { for: "duration" }, t("openFor")), duration,

@@ -9,7 +9,7 @@
 // server's clock as the client keeps it.
 import { t } from "/i18n.js";
 import { el, api, client, me, session, why } from "/live.js";
-import { hostToken } from "/host.js";
+import { hostToken, tokenField, refused } from "/host.js";
 import { tile, asked } from "/studio.js";
 
 const answers = JSON.parse(localStorage.getItem("tally.answers") || "{}"); // question poll → {option, elapsed_ms}
@@ -136,7 +136,9 @@ function label(q, id) { return (q.options.find(o => o.id === id) || { label: id 
 // leaderboard and a live preview of the studio screen. One person runs
 // the show from the keyboard: S (or N) start the next question, C close
 // it, R reveal it, E end the quiz (pressed twice: it cannot be undone).
-// Each button is on only when its step can be taken.
+// Each button is on only when its step can be taken. Opened without the
+// admin token (or with one the node refuses), it asks for it as the poll
+// host page does (tokenField: kept in this tab), then loads the quiz.
 const KEYS = { s: "start", n: "start", c: "close", r: "reveal", e: "end" };
 
 export class QuizHostView {
@@ -152,11 +154,19 @@ export class QuizHostView {
       reveal: button("reveal", "R", "secondary", t("revealAnswer")), end: button("end", "E", "danger", t("endQuiz")),
     };
     for (const b of Object.values(this.btn)) b.disabled = true; // until the quiz's state is known
+    this.token = tokenField();
+    this.auth = el("form", { class: "token-form", hidden: true, onsubmit: ev => {
+      ev.preventDefault();
+      this.token.keep();
+      this.auth.hidden = true; this.msg.textContent = "";
+      this.root.focus(); // the keys work again at once
+      this.refresh();
+    } }, el("p", {}, t("tokenNeeded")), this.token.label, this.token.input, el("button", { class: "action", type: "submit" }, t("useToken")));
     this.list = el("ol", { id: "quiz-questions" });
     this.board = el("ol", { id: "quiz-board" });
     const studio = `/present/quiz/${encodeURIComponent(id)}`;
     this.preview = el("div", { class: "studio-preview" }, el("iframe", { src: studio, title: t("studioPreview"), tabindex: "-1" }));
-    root.replaceChildren(el("h1", {}, t("host") + " · " + id), this.state,
+    root.replaceChildren(el("h1", {}, t("host") + " · " + id), this.state, this.auth,
       el("p", { class: "controls" }, ...Object.values(this.btn)), el("p", { class: "hint" }, t("hostKeys")), this.msg,
       el("div", { class: "host-quiz" },
         el("section", {}, el("h2", {}, t("questions")), this.list, el("h2", {}, t("leaderboard")), this.board),
@@ -171,6 +181,13 @@ export class QuizHostView {
     addEventListener("keydown", this.onKey);
     this.refresh();
     this.timer = setInterval(() => this.refresh(), 1000);
+  }
+  // ask shows the token's form (when the node wanted a token it did not get).
+  ask(err) {
+    if (!this.auth.hidden) return;
+    this.auth.hidden = false;
+    this.msg.textContent = err ? err.message : "";
+    setTimeout(() => this.token.input.focus()); // after the page's own focus on a new view
   }
   // key runs a step from the keyboard, unless the host is typing.
   key(ev) {
@@ -195,15 +212,17 @@ export class QuizHostView {
     try {
       this.v = await api("POST", `/v1/quizzes/${encodeURIComponent(this.id)}/${step}`, undefined, hostToken());
       this.msg.textContent = "";
-    } catch (err) { this.msg.textContent = err.message; }
+    } catch (err) { if (refused(err)) this.ask(err); else this.msg.textContent = err.message; }
     this.busy = false;
     this.render();
   }
   async refresh() {
+    if (!hostToken()) { this.ask(); return; }
+    if (!this.auth.hidden) return; // waiting for the host to give it
     try {
       this.v = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}`, undefined, hostToken());
       this.lb = await api("GET", `/v1/quizzes/${encodeURIComponent(this.id)}/leaderboard?top=10`);
-    } catch (err) { this.msg.textContent = err.message; return; }
+    } catch (err) { if (refused(err)) this.ask(err); else this.msg.textContent = err.message; return; }
     this.render();
   }
   render() {
