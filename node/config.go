@@ -98,6 +98,9 @@ type Config struct {
 	// on their own listener; the public port then answers /metrics 404 and
 	// /v1/cluster with the region freshness only.
 	AdminAddr string
+	// LogoHosts are the hosts besides this node's own site that the page's
+	// ?logo= may show an image from (over https), parsed from --logo-hosts.
+	LogoHosts []string
 	// TLS files: with TLSCert and TLSKey the HTTP listeners serve HTTPS
 	// only, certification fetches peers' ledgers over HTTPS, and the
 	// embedded NATS server's routes and gateways run over mutual TLS.
@@ -287,6 +290,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.Func("logo-hosts", "comma-separated host names (cdn.example.com) besides this node's own site that the views' ?logo= may show an image from, over https; every page's Content-Security-Policy img-src lists them, so a logo from anywhere else is never fetched", func(s string) error {
+		hosts, err := parseLogoHosts(s)
+		c.LogoHosts = hosts
+		return err
+	})
 	fs.Func("public-url", "the address viewers reach the page at (https://vote.example.com), for the presenter's QR code; default: the address the presenter's browser used", func(s string) error {
 		u, err := url.Parse(s)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -391,6 +399,11 @@ func (c *Config) Validate() error {
 	if _, err := c.gossipKeys(); err != nil {
 		return err
 	}
+	hosts, err := parseLogoHosts(strings.Join(c.LogoHosts, ",")) // a Config built by hand too
+	if err != nil {
+		return fmt.Errorf("%w: --logo-hosts: %v", ErrConfig, err)
+	}
+	c.LogoHosts = hosts
 	return nil
 }
 

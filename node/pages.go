@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"fmt"
 	"html"
 	"io/fs"
 	"net/http"
@@ -21,6 +22,10 @@ import (
 // voting address, and what lets the sites named in --origins use them:
 // framing of the embed and CORS on the public read endpoints. It also
 // serves the JavaScript client the page runs on, at /client.js.
+//
+// Every page response carries a Content-Security-Policy (pageCSP): who may
+// frame it, and where its images may come from — this node, data: and the
+// hosts of --logo-hosts, so a ?logo= from anywhere else is never fetched.
 
 // pageRoutes adds the views and the QR code to mux.
 func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
@@ -34,6 +39,11 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 		meta := `<meta name="tally-public-url" content="` + html.EscapeString(n.cfg.PublicURL) + `">`
 		index = bytes.Replace(index, []byte("<head>"), []byte("<head>\n"+meta), 1)
 	}
+	// The hosts ?logo= may name besides this site, for the page's own check.
+	if len(n.cfg.LogoHosts) > 0 {
+		meta := `<meta name="tally-logo-hosts" content="` + html.EscapeString(strings.Join(n.cfg.LogoHosts, " ")) + `">`
+		index = bytes.Replace(index, []byte("<head>"), []byte("<head>\n"+meta), 1)
+	}
 	for _, route := range []string{"present/{poll}", "overlay/{poll}", "embed/{poll}", "present/event/{event}", "overlay/event/{event}",
 		"present/quiz/{quiz}", "overlay/quiz/{quiz}"} {
 		mux.HandleFunc("GET /"+route, func(w http.ResponseWriter, r *http.Request) {
@@ -41,7 +51,7 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 			if strings.HasPrefix(route, "embed/") {
 				ancestors = n.frameAncestors()
 			}
-			w.Header().Set("Content-Security-Policy", "frame-ancestors "+ancestors)
+			w.Header().Set("Content-Security-Policy", n.pageCSP(ancestors))
 			w.Header().Set("Cache-Control", "no-cache")
 			http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(index))
 		})
@@ -94,6 +104,50 @@ func (n *Node) frameAncestors() string {
 		out = append(out, "https://"+o, "http://"+o)
 	}
 	return strings.Join(out, " ")
+}
+
+// pageCSP is the Content-Security-Policy of a page response: the
+// frame-ancestors given, and images from this node (the QR codes, a logo
+// on its own site), data: and the --logo-hosts over https only.
+func (n *Node) pageCSP(ancestors string) string {
+	img := []string{"'self'", "data:"}
+	for _, h := range n.cfg.LogoHosts {
+		img = append(img, "https://"+h)
+	}
+	return "frame-ancestors " + ancestors + "; img-src " + strings.Join(img, " ")
+}
+
+// parseLogoHosts reads --logo-hosts: comma-separated host names, in ASCII
+// (an international name in its xn-- form). Anything else — a scheme, a
+// port, a path, a wildcard — is refused: each name goes into the
+// Content-Security-Policy header as it is.
+func parseLogoHosts(s string) ([]string, error) {
+	var out []string
+	for _, h := range strings.Split(s, ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h == "" {
+			continue
+		}
+		if !hostName(h) {
+			return nil, fmt.Errorf("%q is not a host name (like cdn.example.com: no scheme, port, path or wildcard)", h)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// hostName reports whether h is a DNS name of letters, digits and hyphens
+// (or a dotted IPv4 address): labels of 1-63, no hyphen at either end.
+func hostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' ||
+			strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // originAllowed reports whether an Origin header names a site --origins

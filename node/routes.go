@@ -89,7 +89,7 @@ func (n *Node) routes() http.Handler {
 			api.WriteError(w, r, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
 			return
 		}
-		w.Header().Set("Content-Security-Policy", "frame-ancestors 'self'") // only /embed/ may be framed elsewhere
+		w.Header().Set("Content-Security-Policy", n.pageCSP("'self'")) // only /embed/ may be framed elsewhere
 		page.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

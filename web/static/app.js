@@ -26,12 +26,16 @@ function theme() {
   if (font && /^[\p{L}\p{N} -]{1,60}$/u.test(font)) css.setProperty("--font", `"${font}", system-ui, sans-serif`);
   if (q.get("theme") === "light" || q.get("theme") === "dark") document.body.classList.add("theme-" + q.get("theme"));
   // ?logo=: the broadcaster's logo in the top corner, inside the
-  // title-safe area; an https address or a path on this site, nothing else
-  // (no javascript:, data: or plain-http mixed content).
+  // title-safe area; a path on this site, or an https address on a host
+  // the node lists in --logo-hosts (its <meta name="tally-logo-hosts">),
+  // nothing else: no javascript:, data:, plain http or third party, which
+  // a posted link would make every viewer's browser call. The node's
+  // Content-Security-Policy (img-src) refuses the same, should this miss.
   const logo = q.get("logo");
+  const hosts = (document.querySelector('meta[name="tally-logo-hosts"]')?.content || "").split(" ").filter(Boolean);
   let url = null;
   try { url = logo && new URL(logo, location.origin); } catch { /* not an address */ }
-  if (url && (url.protocol === "https:" || url.origin === location.origin)) {
+  if (url && (url.origin === location.origin || url.protocol === "https:" && !url.port && hosts.includes(url.hostname))) {
     document.querySelector("img.logo")?.remove();
     document.body.append(el("img", { class: "logo", src: url.href, alt: "", referrerpolicy: "no-referrer" }));
   }
