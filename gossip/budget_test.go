@@ -9,6 +9,9 @@ import (
 // the others, and a member that restarts with empty state learns back the
 // counts it had issued from its peers' whole views.
 func TestTokenBudgetCrossesRegions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a multi-node scenario of seconds: not in the -short inner loop")
+	}
 	a := startMember(t, "a", "eu", nil, nil)
 	b := startMember(t, "b", "us", []string{a.GossipAddr()}, nil)
 	waitFor(t, 10*time.Second, "members", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })

@@ -222,6 +222,9 @@ func TestGarbageDropped(t *testing.T) {
 // come back when it heals (memberlist alone would never call them again),
 // and push/pull merges what both sides counted. NATS is down throughout.
 func TestHealedPartitionRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a multi-node scenario of seconds: not in the -short inner loop")
+	}
 	ns := startNATS(t)
 	var net gossiptest.Network
 	opts := func(c *Config) { c.NATSURL = ns.ClientURL(); c.WrapTransport = net.Wrap }

@@ -14,6 +14,9 @@ import (
 // another region and a queue group, and when its full node goes it
 // connects to the other.
 func TestEdgeIsALeafNodeOfItsRegion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a multi-node scenario of seconds: not in the -short inner loop")
+	}
 	slow := func(c *Config) { c.PushPull = time.Hour }
 	a1 := startMember(t, "a1", "eu-west", nil, slow)
 	a2 := startMember(t, "a2", "eu-west", []string{a1.GossipAddr()}, slow)
@@ -81,6 +84,9 @@ func TestEdgeIsALeafNodeOfItsRegion(t *testing.T) {
 // TestEdgeStartedFirstFindsItsFullNode: an edge up before any full node
 // connects as a leaf once one joins.
 func TestEdgeStartedFirstFindsItsFullNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a multi-node scenario of seconds: not in the -short inner loop")
+	}
 	e := startMember(t, "e", "eu-west", nil, func(c *Config) { c.Role = RoleEdge })
 	a := startMember(t, "a", "eu-west", []string{e.GossipAddr()}, nil)
 	waitFor(t, 30*time.Second, "the edge a leaf of a", func() bool { return e.NATSLeafNodes() == 1 && a.NATSLeafNodes() == 1 })

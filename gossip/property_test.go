@@ -26,6 +26,9 @@ import (
 // partition are fetched by catch-up), and each replica's record count.
 // TALLY_GOSSIP_SEED=n replays one schedule.
 func TestRandomSchedules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a multi-node scenario of seconds: not in the -short inner loop")
+	}
 	seeds := []uint64{1, 2, 3}
 	if s := os.Getenv("TALLY_GOSSIP_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)

@@ -18,6 +18,9 @@ import (
 // startCluster starts one node per region entry, each joining the first.
 func startCluster(t testing.TB, regions []string, mutate func(i int, c *Config)) []*testNode {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("an in-process cluster: not in the -short inner loop")
+	}
 	var nodes []*testNode
 	for i, region := range regions {
 		nodes = append(nodes, startNode(t, t.TempDir(), func(c *Config) {

@@ -87,6 +87,9 @@ func TestLoadOverSockets(t *testing.T) {
 // vote of it, no 504 left. A voter's later votes carry the stamp of their
 // last answer as "after", which the node takes.
 func TestLoadResolvesUnknownOutcomes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load run of seconds: not in the -short inner loop")
+	}
 	base := startTestNode(t, t.TempDir())
 	if c := post(t, base+"/v1/polls", `{"id":"p","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":600}`); c != 201 {
 		t.Fatalf("create: %d", c)
@@ -150,6 +153,9 @@ func TestLoadResolvesUnknownOutcomes(t *testing.T) {
 // under faults answers outcome_unknown, so a small socket server stands
 // in for one here.)
 func TestLoadOverSocketsResolvesUnknownOutcomes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load run of seconds: not in the -short inner loop")
+	}
 	var mu sync.Mutex
 	seen := map[string]string{}   // message → its ref, as first sent
 	stamps := map[string]string{} // stamps handed out → voter

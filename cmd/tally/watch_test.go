@@ -67,6 +67,9 @@ func TestWatchPrintsTheTallyUntilTheCertificate(t *testing.T) {
 // A small viewer swarm against a real node: every viewer connects, none
 // drops, and frames arrive while votes flow.
 func TestViewerSwarmMeasuresFrames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load run of seconds: not in the -short inner loop")
+	}
 	base := startTestNode(t, t.TempDir())
 	if c := post(t, base+"/v1/polls", `{"id":"sw","question":"Colour?","options":[{"id":"red","label":"Red"},{"id":"green","label":"Green"},{"id":"blue","label":"Blue"},{"id":"gold","label":"Gold"}],"duration_s":600}`); c != 201 {
 		t.Fatalf("create: %d", c)
