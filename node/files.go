@@ -95,7 +95,7 @@ func replicaID(dir, region string) (string, error) {
 func checkWritable(dir string) error {
 	const probe = ".write-probe"
 	if err := writeAtomic(dir, probe, func(w io.Writer) error { _, err := io.WriteString(w, "ok\n"); return err }); err != nil {
-		return fmt.Errorf("node: data dir %s is not writable: %w", dir, err)
+		return err
 	}
 	return os.Remove(filepath.Join(dir, probe))
 }

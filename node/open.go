@@ -62,11 +62,13 @@ func (cfg *Config) fillDefaults() {
 // prepareDataDir makes the data dir (0700), checks that it is writable
 // and removes what an interrupted backup left.
 func prepareDataDir(dir string) error {
+	// A data dir that cannot be made or written is a setting to fix, as a
+	// bad flag is (exit status 2), said with the flag's name.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("node: cannot create data dir: %w", err)
+		return fmt.Errorf("%w: --data-dir %s: cannot create it: %w", ErrConfig, dir, err)
 	}
 	if err := checkWritable(dir); err != nil {
-		return err
+		return fmt.Errorf("%w: --data-dir %s: not writable: %w", ErrConfig, dir, err)
 	}
 	if err := removeBackupLeftovers(dir); err != nil {
 		return fmt.Errorf("node: data dir: %w", err)

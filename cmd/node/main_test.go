@@ -36,6 +36,15 @@ func TestHelpAndVersionExitZero(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errb.String())
 		}
 	}
+	// A data dir that cannot be made or written: the same, naming the flag.
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o600)
+	for _, dir := range []string{filepath.Join(file, "data"), file} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--data-dir "+dir) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("--data-dir %s: exit %d, stderr %q; want 2 and one line naming --data-dir", dir, code, errb.String())
+		}
+	}
 	// A bad environment value is a configuration error like a bad flag.
 	t.Setenv("TALLY_TICK", "fast")
 	var out2, errb2 bytes.Buffer
