@@ -178,6 +178,9 @@ func New(cfg Config) (n *Node, err error) {
 		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
 		Store: n.ledger, CheckCertificate: func(c state.Certificate) error { return n.certify.Check(c) },
 	})
+	if err == nil {
+		err = n.gossip.CheckPorts() // a port taken is refused now, not after the banner
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, flagError(err))
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -43,6 +44,20 @@ func TestHelpAndVersionExitZero(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--data-dir "+dir) || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("--data-dir %s: exit %d, stderr %q; want 2 and one line naming --data-dir", dir, code, errb.String())
+		}
+	}
+	// A gossip or NATS port another process holds: refused before the
+	// banner (nothing on stdout), one line naming the flag.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	for _, flagName := range []string{"--gossip-addr", "--nats-addr"} {
+		var out, errb bytes.Buffer
+		args := []string{"--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0", "--nats-addr", "127.0.0.1:0", flagName, held.Addr().String()}
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "tally-node: bad configuration: "+flagName+" ") || strings.Count(errb.String(), "tally-node:") != 1 || out.Len() != 0 {
+			t.Errorf("%s on a port taken: exit %d, stdout %q, stderr %q; want 2, no banner, one line naming the flag", flagName, code, out.String(), errb.String())
 		}
 	}
 	// A bad environment value is a configuration error like a bad flag.
