@@ -184,7 +184,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "backup")
 	out, stderr, code := runCLI(t, "ledger", "backup", "--node", base, "-o", dir)
-	if code != 0 || !strings.Contains(out, "20 records, chains verified") {
+	if code != 0 || !strings.Contains(out, "20 records of 1 poll with votes, chains verified") {
 		t.Fatalf("backup: %d %q %q", code, out, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "admin-token")); err == nil {
