@@ -279,7 +279,7 @@ func TestBrowserQuizStudio(t *testing.T) {
 	key("r")
 	tn.clock.advance(5 * time.Second)
 	if err := chromedp.Do(studio, phaseIs(studio, "reveal"),
-		until(`document.querySelector(".standings li:first-child .who").textContent === "Bob"`),
+		until(`document.querySelector(".standings li:first-child .who")?.textContent === "Bob"`),
 		until(`!!document.querySelector(".standings li:first-child .up") && document.querySelector(".standings li:first-child .up").textContent.trim() === "▲2"`)); err != nil {
 		t.Fatal(fmt.Errorf("%w: %q", err, must(t, studio, `document.querySelector(".standings").textContent`)))
 	}
