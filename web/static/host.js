@@ -8,8 +8,8 @@ import { phase } from "/poll.js";
 export function hostToken() { return sessionStorage.getItem("tally.token") || ""; }
 
 // tokenField is the admin token's label and input, filled from this tab's
-// store; keep() stores what was typed there. The poll host page's form and
-// the quiz host page both ask with it.
+// store; keep() stores what was typed there. The host's page's form, one
+// poll's host page and the quiz host page all ask with it.
 export function tokenField() {
   const input = el("input", { id: "token", type: "password", autocomplete: "off", value: hostToken() });
   return { label: el("label", { for: "token" }, t("adminToken")), input, keep: () => sessionStorage.setItem("tally.token", input.value.trim()) };
@@ -37,16 +37,45 @@ export function toCSV(s, totals, total) {
 }
 
 // hostControls fills the host's panel under the poll view; built once,
-// then patched like the rest of the view.
+// then patched like the rest of the view. Opened without the admin token
+// (or with one the node refuses), it asks for it as the quiz host page
+// does (tokenField: kept in this tab), then checks it again.
 export function hostControls(poll) {
+  const panel = {};
+  // ask shows the token's form (when the node wanted a token it did not get).
+  const ask = err => {
+    if (!panel.auth.hidden) return;
+    panel.auth.hidden = false;
+    panel.msg.textContent = err ? err.message : "";
+    setTimeout(() => panel.token.input.focus()); // after the page's own focus on a new view
+  };
+  const failed = err => { if (refused(err)) ask(err); else panel.msg.textContent = err.message; };
   const act = async (btn, fn) => {
     btn.disabled = true;
-    try { await fn(); panel.msg.textContent = ""; } catch (err) { panel.msg.textContent = err.message; } finally { btn.disabled = false; }
+    try { await fn(); panel.msg.textContent = ""; } catch (err) { failed(err); } finally { btn.disabled = false; }
   };
-  const panel = {};
+  // check reads the poll with this tab's token: the node refuses a wrong
+  // one, and a hidden poll's counts come with the right one.
+  const check = () => {
+    if (!hostToken()) { ask(); return; }
+    if (!panel.auth.hidden) return; // waiting for the host to give it
+    const view = panel.view;
+    api("GET", `/v1/polls/${encodeURIComponent(poll)}`, undefined, hostToken()).then(v => {
+      if (view.hostTimer) { view.hostTotals = v.totals || null; view.render(view.stream.state); }
+    }).catch(failed);
+  };
   return (root, s, totals, total, view) => {
+    panel.view = view;
     if (!panel.built) {
       panel.built = true;
+      panel.token = tokenField();
+      panel.auth = el("form", { class: "token-form", hidden: true, onsubmit: ev => {
+        ev.preventDefault();
+        panel.token.keep();
+        panel.auth.hidden = true; panel.msg.textContent = "";
+        (panel.close.hidden ? panel.view.root : panel.close).focus();
+        check();
+      } }, el("p", {}, t("tokenNeededPoll")), panel.token.label, panel.token.input, el("button", { class: "action", type: "submit" }, t("useToken")));
       panel.state = el("p", { id: "host-state" });
       panel.close = el("button", { class: "action", type: "button", id: "close", onclick: () => { panel.confirm.hidden = false; panel.yes.focus(); } }, t("closeNow"));
       panel.yes = el("button", { class: "action danger", type: "button", id: "confirm-close", onclick: () => act(panel.yes, async () => {
@@ -72,8 +101,9 @@ export function hostControls(poll) {
           download(`${poll}.json`, "application/json", JSON.stringify({ poll, question: st.question, status: st.status, as_of_ms: st.as_of_ms,
             totals: panel.totals, total: panel.total, digest: st.digest || undefined }, null, 2));
         } }, t("exportJSON")));
-      root.replaceChildren(el("h2", {}, t("host")), panel.state, el("p", { class: "controls" }, panel.close, ...panel.extend, panel.reveal),
+      root.replaceChildren(el("h2", {}, t("host")), panel.auth, panel.state, el("p", { class: "controls" }, panel.close, ...panel.extend, panel.reveal),
         panel.confirm, panel.msg, panel.exports, links, panel.next);
+      check();
       if (s.event) nextQuestion(poll, s.event).then(n => { if (n) panel.next.replaceChildren(el("a", { href: `#/host/${encodeURIComponent(n.id)}` }, t("nextQuestion", { q: n.question }))); });
     }
     panel.totals = totals; panel.total = total;
@@ -84,9 +114,7 @@ export function hostControls(poll) {
     panel.state.textContent = [s.hidden ? t("hiddenHost") : "", s.final ? t("finalCertified") : s.status === "closed" ? t("closedFinal") : ""].filter(Boolean).join(" ");
     // A hidden poll's counts reach the host from the API, with the token.
     if (s.hidden && !view.hostTimer) {
-      const load = () => api("GET", `/v1/polls/${encodeURIComponent(poll)}`, undefined, hostToken())
-        .then(v => { view.hostTotals = v.totals || null; view.render(view.stream.state); }).catch(err => { panel.msg.textContent = err.message; });
-      view.hostTimer = setInterval(load, 1000); load();
+      view.hostTimer = setInterval(check, 1000); // the first check runs as the panel is built
     } else if (!s.hidden && view.hostTimer) {
       clearInterval(view.hostTimer); view.hostTimer = null; view.hostTotals = null;
     }
