@@ -461,6 +461,11 @@ type Member = api.ClusterMember
 // must not report ready as if it had joined (issue 46).
 func (g *Gossip) Joined() bool { return len(g.cfg.Join) == 0 || g.joined.Load() }
 
+// KeyMismatch reports whether, within the last minute, this node met
+// gossip messages sealed with another key than its own, or a seed refused
+// its join for its key (keycheck.go).
+func (g *Gossip) KeyMismatch() bool { return g.keyWatch != nil && g.keyWatch.seen() }
+
 // MembersShort reports how many members this node sees and whether that
 // is fewer than ExpectMembers.
 func (g *Gossip) MembersShort() (seen int, short bool) {

@@ -35,9 +35,18 @@ type keyWatch struct {
 	g    *Gossip
 	next *log.Logger
 
-	mu      sync.Mutex
-	lastLog time.Time
-	quiet   int // failures since the last error line
+	mu       sync.Mutex
+	lastLog  time.Time
+	lastSeen time.Time // the newest failure (Seen)
+	quiet    int       // failures since the last error line
+}
+
+// seen reports whether a message of another key was met within the last
+// minute.
+func (w *keyWatch) seen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.lastSeen.IsZero() && time.Since(w.lastSeen) < time.Minute
 }
 
 func newKeyWatch(g *Gossip) *keyWatch {
@@ -63,6 +72,7 @@ func (w *keyWatch) mismatch(peer, dir string) {
 	w.g.m.keyMismatch.WithLabelValues(dir).Inc()
 	w.mu.Lock()
 	now := time.Now()
+	w.lastSeen = now
 	if !w.lastLog.IsZero() && now.Sub(w.lastLog) < keyMismatchLogEvery {
 		w.quiet++
 		w.mu.Unlock()

@@ -175,7 +175,11 @@ func (n *Node) membersNotReady() string {
 		return fmt.Sprintf("not in the cluster: no --join seed (%s) has answered; check that they run and share this node's --gossip-key", strings.Join(n.cfg.Join, ","))
 	}
 	if seen, short := n.gossip.MembersShort(); short {
-		return fmt.Sprintf("%d of the %d members of --expect-members seen: a split or a lost node", seen, n.cfg.ExpectMembers)
+		why := fmt.Sprintf("%d of the %d members of --expect-members seen: a split or a lost node", seen, n.cfg.ExpectMembers)
+		if n.gossip.KeyMismatch() {
+			why += " (a node sends gossip this node's --gossip-key cannot read: the keys differ)"
+		}
+		return why
 	}
 	return ""
 }
