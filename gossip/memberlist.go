@@ -63,13 +63,8 @@ func (g *Gossip) startMemberlist() error {
 	if err != nil {
 		return fmt.Errorf("%w: gossip address: %v", ErrConfig, err)
 	}
-	switch {
-	case g.single():
-		if host, err = singleBindHost(host); err != nil {
-			return err
-		}
-	case host == "":
-		host = "0.0.0.0"
+	if host, err = g.gossipBindHost(host); err != nil {
+		return err
 	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
@@ -98,6 +93,18 @@ func (g *Gossip) startMemberlist() error {
 	}
 	g.ml = ml
 	return nil
+}
+
+// gossipBindHost is the host memberlist listens on: loopback for a key-less single
+// node, every interface when none is given.
+func (g *Gossip) gossipBindHost(host string) (string, error) {
+	switch {
+	case g.single():
+		return singleBindHost(host)
+	case host == "":
+		return "0.0.0.0", nil
+	}
+	return host, nil
 }
 
 // GossipAddr returns the address memberlist announces (host:port), or ""

@@ -17,13 +17,8 @@ func (g *Gossip) CheckPorts() error {
 	if err != nil {
 		return &FieldError{Field: "BindAddr", Value: cfg.BindAddr, Err: err}
 	}
-	switch {
-	case g.single():
-		if host, err = singleBindHost(host); err != nil {
-			return err
-		}
-	case host == "":
-		host = "0.0.0.0"
+	if host, err = g.gossipBindHost(host); err != nil {
+		return err
 	}
 	if port != 0 {
 		addr := net.JoinHostPort(host, portOf(cfg.BindAddr))

@@ -259,11 +259,7 @@ func TestVote(t *testing.T) {
 			proxy.ServeHTTP(w, r)
 			return
 		}
-		proxy.ServeHTTP(httptest.NewRecorder(), r) // ledgered; its answer lost
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusGatewayTimeout)
-		io.WriteString(w, `{"error":{"code":"outcome_unknown","message":"send the same request again"}}`)
+		loseAnswer(w, r, proxy)
 	}))
 	defer edge.Close()
 	out, stderr, code = runCLI(t, "vote", "--url", edge.URL, "--poll", "p", "--option", "b", "--voter", "bob")

@@ -122,11 +122,7 @@ func TestLoadResolvesUnknownOutcomes(t *testing.T) {
 			proxy.ServeHTTP(w, r)
 			return
 		}
-		proxy.ServeHTTP(httptest.NewRecorder(), r) // ledgered; its answer lost
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusGatewayTimeout)
-		io.WriteString(w, `{"error":{"code":"outcome_unknown","message":"send the same request again"}}`)
+		loseAnswer(w, r, proxy)
 	}))
 	defer edge.Close()
 	rep, err := load(loadConfig{urls: []string{edge.URL}, poll: "p", rate: 40, duration: time.Second, batch: 2,
@@ -224,4 +220,15 @@ func TestLoadOverSocketsResolvesUnknownOutcomes(t *testing.T) {
 	if afters == 0 || wrong != 0 {
 		t.Fatalf("%d votes carried a stamp, %d of them another voter's", afters, wrong)
 	}
+}
+
+// loseAnswer passes r to the node behind proxy, which ledgers it, and
+// answers the client as an edge whose full node did not answer in time:
+// 504 outcome_unknown.
+func loseAnswer(w http.ResponseWriter, r *http.Request, proxy http.Handler) {
+	proxy.ServeHTTP(httptest.NewRecorder(), r)
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusGatewayTimeout)
+	io.WriteString(w, `{"error":{"code":"outcome_unknown","message":"send the same request again"}}`)
 }
