@@ -16,6 +16,7 @@ import (
 // client from the node (/client.js, CORS for the --origins sites) and
 // draws the live bars from the node's stream, which follow a new vote.
 func TestBrowserClientOnAnotherSite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

@@ -14,6 +14,7 @@ import (
 // asked for again (the poll stays open); the right one makes Close, once
 // confirmed, close the poll; a reload asks no more.
 func TestBrowserHostPollAsksForTheToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

@@ -21,6 +21,7 @@ import (
 // keeps even a script's image from it from being fetched. Both names lead
 // to one HTTPS server here, which counts the requests each one gets.
 func TestBrowserLogoFromListedHostsOnly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

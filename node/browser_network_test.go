@@ -112,6 +112,7 @@ func (n *network) move(addr string) {
 // first answer's stamp), and replaces it: the tally ends with the second
 // option only, not both.
 func TestBrowserVoteAfterTheNetworkChanges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
@@ -204,6 +205,7 @@ func TestBrowserVoteAfterTheNetworkChanges(t *testing.T) {
 // duplicate of the ledgered vote), and the tap counts once with nothing
 // said to the voter.
 func TestBrowserResolvesAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

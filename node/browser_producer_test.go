@@ -20,6 +20,7 @@ import (
 // scheduled one counts down, the presenter marks the certified winner and
 // stops inviting votes, and an embed tells its parent page its height.
 func TestBrowserProducerWorkflow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

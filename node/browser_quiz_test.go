@@ -16,6 +16,7 @@ import (
 // rank (told on the stream) once certified; the host starts and ends the quiz from the host
 // view. Each view is checked with axe.
 func TestBrowserQuiz(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
@@ -148,6 +149,7 @@ func TestBrowserQuiz(t *testing.T) {
 // and asked for again; the right one loads the questions, and S starts the
 // first question.
 func TestBrowserQuizHostAsksForTheToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

@@ -18,6 +18,7 @@ import (
 // close and certification (issue 25: the leader showed zero after a
 // reveal, on air and in the host's CSV).
 func TestBrowserRevealWhileOpen(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

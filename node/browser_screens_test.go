@@ -76,6 +76,7 @@ const screenProblems = `(() => {
 // and measures that nothing overflows (screenProblems); the QR code holds
 // the --public-url address printed under it.
 func TestBrowserScreensFitAnyContent(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

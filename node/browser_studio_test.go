@@ -70,6 +70,7 @@ func tab(t *testing.T, ctx context.Context, w, h int64) context.Context {
 // stays unseen. Every phase is measured (studioProblems) and checked
 // with axe.
 func TestBrowserQuizStudio(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

@@ -99,6 +99,7 @@ func sized(t *testing.T, w, h int64) context.Context {
 // focus through live updates, and sees the poll close and its certified
 // winner; a scheduled poll waits with its buttons explaining why.
 func TestBrowserVoterView(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
@@ -214,6 +215,7 @@ func must(t *testing.T, ctx context.Context, js string) string {
 // overlay (transparent, no scrollbars, filtered options) and the embed in
 // an iframe of another origin, which votes like the page.
 func TestBrowserBroadcastViews(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
@@ -283,6 +285,7 @@ func TestBrowserBroadcastViews(t *testing.T) {
 // counts while viewers do not, reveals it, extends it, and closes it after
 // confirming.
 func TestBrowserHostView(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
@@ -374,6 +377,7 @@ func TestBrowserSpeaksSpanish(t *testing.T) {
 // just vouched a token (the pace: one a second) is answered 429 with
 // Retry-After: 1; the page asks again and the vote counts under its token.
 func TestBrowserRetriesAPacedToken(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
@@ -410,6 +414,7 @@ func TestBrowserRetriesAPacedToken(t *testing.T) {
 // follows the poll over Server-Sent Events and sends its votes over HTTP
 // (the page's fallback), in one batch request.
 func TestBrowserVotesOverHTTPWithoutASocket(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}

@@ -89,6 +89,7 @@ func exports(t testing.TB, nodes []*testNode, poll string) [][]byte {
 // the acks, every region serves it, viewers get it as the final frame, and
 // the digest reproduces offline from the exports.
 func TestCertifiedResultMatchesModel(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
 	nodes[0].createPoll(t, "p") // open 60 s, grace 5 s
 	havePoll(t, nodes, "p")
@@ -179,6 +180,7 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 // leaves the result pending, naming it; when it is back, the poll is
 // certified.
 func TestCertificationPendingWhileAReplicaIsDown(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
 	nodes[0].createPoll(t, "p")
 	havePoll(t, nodes, "p")
@@ -245,6 +247,7 @@ func (tp *tamper) fetch(ctx context.Context, p certify.Peer, poll string, after 
 // fails the count or the chain check, and the result stays pending; honest
 // exports then certify.
 func TestCertificationRejectsTamperedExports(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"truncate", "alter"} {
 		t.Run(mode, func(t *testing.T) {
 			tp := &tamper{}
@@ -277,6 +280,7 @@ func TestCertificationRejectsTamperedExports(t *testing.T) {
 // missing replica); when the replica is back the poll is certified once,
 // with one digest everywhere.
 func TestCoordinatorTakeover(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		blocked = make(chan struct{}, 1)
@@ -401,6 +405,7 @@ func TestCertifyEndpointRefusesBadInput(t *testing.T) {
 // applies the same rule to the stamps in the ledgers, and every region
 // serves the same result: what was acked "accepted" is exactly what counts.
 func TestSkewedClocksAgreeOnWhichVotesAreIn(t *testing.T) {
+	t.Parallel()
 	offsets := []time.Duration{0, 2 * time.Second, -2 * time.Second}
 	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
 	for i, n := range nodes {
@@ -448,6 +453,7 @@ func TestSkewedClocksAgreeOnWhichVotesAreIn(t *testing.T) {
 // will not certify from its own replica; once the other region is back,
 // the poll certifies with every vote.
 func TestRestartedFirstNodeCertifiesNothingAlone(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
 	first, other := nodes[0], nodes[1]
 	first.createPoll(t, "p") // open 60 s, grace 5 s
@@ -502,6 +508,7 @@ func TestRestartedFirstNodeCertifiesNothingAlone(t *testing.T) {
 // for good. The node withdraws it and certifies again; the other region
 // never applies it.
 func TestHeldShortCertificateIsWithdrawn(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
 	first, other := nodes[0], nodes[1]
 	first.createPoll(t, "p")

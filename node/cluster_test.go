@@ -141,6 +141,7 @@ func TestClusterOfThreeRegions(t *testing.T) {
 // region, gateways between) and a third region; a node restarted keeps its
 // replica and its counts, and catches up on what it missed.
 func TestClusterOfFive(t *testing.T) {
+	t.Parallel()
 	regions := []string{"eu-west", "eu-west", "us-east", "us-east", "ap-south"}
 	nodes := startCluster(t, regions, nil)
 	nodes[3].createPoll(t, "p")
@@ -314,6 +315,7 @@ func TestReplicaIdentity(t *testing.T) {
 // push/pull out of the way: polls and votes cross on the NATS path alone.
 // (BenchmarkVoteToViewerAcrossRegions measures the same path.)
 func TestExternalSuperclusterWithLatency(t *testing.T) {
+	t.Parallel()
 	regions := []string{"eu-west", "us-east", "ap-south"}
 	urls := supercluster(t, regions, 50*time.Millisecond)
 	nodes := startCluster(t, regions, func(i int, c *Config) {

@@ -115,6 +115,7 @@ func post(url, body string, headers ...string) (int, []byte, error) {
 // the reconciled ledger, and retries of acknowledged votes still answer
 // "duplicate" with the same vote id.
 func TestKill9KeepsEveryAckedVote(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}
@@ -243,6 +244,7 @@ func regionAndProcessFlags(t *testing.T) (eu *testNode, dir string, flags []stri
 // SIGKILL while taking votes and restarted on its data dir; afterwards both
 // regions show the same tally, holding every acknowledged vote.
 func TestKill9InACluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}

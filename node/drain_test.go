@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,12 +18,30 @@ import (
 // buildNodeBinary builds cmd/node for process-level tests.
 func buildNodeBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "node")
-	if out, err := exec.Command("go", "build", "-o", bin, "tally/cmd/node").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := nodeBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
+
+// nodeBinary builds the node binary once for the test binary (the process
+// tests run in parallel); TestMain removes it.
+var nodeBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "tally-node-test-")
+	if err != nil {
+		return "", err
+	}
+	binDir.Store(&dir)
+	bin := filepath.Join(dir, "node")
+	if out, err := exec.Command("go", "build", "-o", bin, "tally/cmd/node").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// binDir is where nodeBinary built, once it has.
+var binDir atomic.Pointer[string]
 
 // TestSIGTERMDrainsWithoutFailingAnAck drives votes through a SIGTERM of
 // the real binary in a two-region cluster. The stopping node answers
@@ -32,6 +52,7 @@ func buildNodeBinary(t *testing.T) string {
 // one of the two ledgers, the node exits 0, and its log has none of the
 // warnings a normal stop used to print.
 func TestSIGTERMDrainsWithoutFailingAnAck(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}

@@ -22,6 +22,7 @@ import (
 // does not have, so no one who joined through an edge counted, and a
 // socket could join there under any id).
 func TestQuizJoinThroughAnEdge(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}

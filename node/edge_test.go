@@ -174,6 +174,7 @@ func voteAt(url, poll, option, voter, idem string) voteAnswer {
 // answering; with the region's full nodes down another region answers,
 // with none at all the edge says 503 with Retry-After, and recovers.
 func TestEdgeTier(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}

@@ -13,6 +13,7 @@ import (
 // duplicate with the original vote id, and after close the live tally
 // equals the certificate everywhere (tally_live_certified_diff 0).
 func TestLiveTallyFollowsVotersAcrossRegions(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
 	eu, us := nodes[0], nodes[1]
 	eu.createPoll(t, "p")

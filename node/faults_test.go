@@ -33,6 +33,7 @@ import (
 //
 // It prints how many answers were 504 outcome_unknown and how they ended.
 func TestFaultsThroughEdges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}

@@ -50,6 +50,7 @@ func TestPollWithNoVotesCertifiesZero(t *testing.T) {
 // a metric, other polls certify, and the poll certifies once the cause is
 // gone.
 func TestCertificationPanicIsContainedAndRetried(t *testing.T) {
+	t.Parallel()
 	var broken atomic.Bool
 	broken.Store(true)
 	honest := &tamper{}
@@ -279,6 +280,7 @@ func TestPollListPagesAndPollBound(t *testing.T) {
 // node; it stays gone across a restart and while a peer with a longer
 // retention still gossips it; its records stay in the ledger.
 func TestPollLeavesMemoryAfterRetention(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) {
 		c.ForgetEvery = 20 * time.Millisecond
 		c.Retention = time.Second

@@ -41,6 +41,7 @@ import (
 // sets more, scripts/lifecycle.sh far more); rapid prints the seed of a
 // failing run, and -rapid.seed replays it.
 func TestLifecycleMatchesModel(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts clusters")
 	}
@@ -368,6 +369,16 @@ func (lc *lifecycle) send(rt *rapid.T, p *mpoll, v mvote, i int) {
 	lc.tick(time.Second)
 	ln := lc.nodes[i]
 	r := lc.call(ln, "POST", "/v1/polls/"+p.id+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, v.option, v.voter, v.idem), false)
+	if p.window(lc.now) == poll.AfterGrace && r.status == http.StatusServiceUnavailable && lcCode(r) == "unavailable" {
+		// A closed poll's node that has not yet received every ballot the
+		// other regions' chain heads announce cannot tell a new key from
+		// one counted elsewhere, and says so (nothing is taken). Sent
+		// again once the ballots have arrived, it answers as the model.
+		lc.waitUntil("the closed poll's ballots arrive at "+ln.name, func() bool {
+			r = lc.call(ln, "POST", "/v1/polls/"+p.id+"/votes", fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q}`, v.option, v.voter, v.idem), false)
+			return r.status != http.StatusServiceUnavailable
+		})
+	}
 	replica := ln.n.replica
 	if ln.edge {
 		// The full node the edge relayed it to: its region's, unless that

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,12 +21,23 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// memberlist's probe of a peer outlives Shutdown by up to a probe
-		// interval when the peer's ack is lost (as the WAN delay test's
-		// are, in flight at shutdown); it ends on its own.
-		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
-	)
+	code := m.Run()
+	if dir := binDir.Load(); dir != nil {
+		os.RemoveAll(*dir)
+	}
+	if code == 0 {
+		err := goleak.Find(
+			// memberlist's probe of a peer outlives Shutdown by up to a probe
+			// interval when the peer's ack is lost (as the WAN delay test's
+			// are, in flight at shutdown); it ends on its own.
+			goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"),
+		)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // fakeClock is a wall clock the test moves by hand.

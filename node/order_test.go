@@ -18,6 +18,7 @@ import (
 // the same millisecond at two regions, the tie went to the replica id and
 // the replaced vote counted.
 func TestChangeOfMindOrdersAfterTheVoteItReplaces(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		behind time.Duration // how far the second region's clock is behind the first's
@@ -152,6 +153,7 @@ func TestACloseComesAfterVotesStampedAhead(t *testing.T) {
 // node has heard of (found by an outside check: a close at another
 // region 800 ms after votes stamped 900 ms ahead certified them late).
 func TestACloseElsewhereComesAfterVotesStampedAhead(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu", "us"}, nil)
 	eu, us := nodes[0], nodes[1]
 	eu.createPoll(t, "p")

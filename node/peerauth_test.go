@@ -16,6 +16,7 @@ import (
 // not the admin token: regions with different admin tokens certify, and a
 // wrong credential is refused like a missing one.
 func TestNodeToNodeCallsUseTheClusterCredential(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) {
 		c.AdminToken = []string{"admin-of-eu", "admin-of-us"}[i]
 	})

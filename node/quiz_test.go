@@ -91,6 +91,7 @@ func TestQuizQuestionAtOneNode(t *testing.T) {
 // A participant cannot answer once per region: once the first answer's
 // ballot has reached another region, an answer there is refused.
 func TestQuizAnswerOncePerCluster(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
 	if r := nodes[0].admin(t, "POST", "/v1/polls", quizQuestion); r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.raw)
@@ -151,6 +152,7 @@ func (tn *testNode) quiz(t *testing.T, method, path string, admin bool) (respons
 // at a time, close early, reveal, end (skipping the rest); the leaderboard
 // ranks the certified answers, the same at every region.
 func TestQuizLifecycle(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
 	eu, us := nodes[0], nodes[1]
 	if r := eu.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
@@ -461,6 +463,7 @@ func TestQuizCheaterCannotRestartTheClock(t *testing.T) {
 // they are. (The delay is modelled with the regions' clocks; the network
 // between them is loopback.)
 func TestQuizIsFairAcrossRegions(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu-west", "us-east", "ap-south"}, nil)
 	if r := nodes[0].admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.raw)

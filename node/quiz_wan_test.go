@@ -57,6 +57,7 @@ func (c *runClock) advance(d time.Duration) {
 // that the question took to cross to their region. The certified answers
 // carry the same times.
 func TestQuizIsFairAcrossRegionsWithWANDelay(t *testing.T) {
+	t.Parallel()
 	const delay = 100 * time.Millisecond
 	start, base := time.Now(), time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clocks := []*runClock{{base: base, start: start}, {base: base, start: start}, {base: base, start: start}}

@@ -54,6 +54,7 @@ func socketVote(t *testing.T, tn *testNode, poll, ua, token, body string) (typ, 
 // once: the full node behind the edge counts the refusal it decided in
 // tally_votes_total, the edge none there.
 func TestRefusedVotesAreCounted(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu", "eu"}, func(i int, c *Config) {
 		c.RequireSession, c.PowBits, c.SessionSecret = true, 2, "refusals-test-secret-0123456789"
 		if i == 1 {

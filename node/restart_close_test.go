@@ -26,6 +26,7 @@ import (
 //
 // Rounds: TALLY_RESTART_ROUNDS (default 4).
 func TestRestartAtGraceEndNeverCertifiesAPartialView(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs three node binaries")
 	}

@@ -20,6 +20,7 @@ import (
 // pull the number on air down, at the others or at itself (issue 26, item
 // 3: it went from 7 to 6).
 func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu", "us"}, nil)
 	eu, us := nodes[0], nodes[1]
 	if r := eu.admin(t, "POST", "/v1/polls", `{"id":"lost2","question":"?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":600}`); r.status != http.StatusCreated {

@@ -15,6 +15,7 @@ import (
 // certificate, at the node that acknowledged it and at another that knows
 // the key (issue 26, item 2).
 func TestRetryAfterTheClose(t *testing.T) {
+	t.Parallel()
 	nodes := startCluster(t, []string{"eu", "us"}, nil)
 	eu, us := nodes[0], nodes[1]
 	eu.createPoll(t, "p")
@@ -57,6 +58,7 @@ func TestRetryAfterTheClose(t *testing.T) {
 // new vote id of us (issue 26, item 1). Until us holds eu's ballots again
 // it answers 503 with Retry-After, which a client retries.
 func TestRetryAfterARestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}

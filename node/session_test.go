@@ -308,6 +308,7 @@ func TestPuzzleSolutionIsSingleUseClusterWide(t *testing.T) {
 // a region restarted in the middle learns the counts back from its peers,
 // so the restart gives the address no new budget.
 func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
+	t.Parallel()
 	const vouched = 4
 	nodes := startCluster(t, []string{"eu", "us", "ap"}, func(_ int, c *Config) {
 		c.RequireSession, c.PowBits, c.VouchedTokens, c.VouchPace = true, 0, vouched, 1000

@@ -17,6 +17,7 @@ import (
 // --tls-ca), and the embedded NATS gateways use mutual TLS. The result is
 // certified everywhere, which needs each of those paths to work.
 func TestClusterOverTLS(t *testing.T) {
+	t.Parallel()
 	ca := testtls.NewCA(t, "cluster")
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, func(i int, c *Config) {
 		f := ca.Issue(t, c.NodeName)

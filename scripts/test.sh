@@ -85,20 +85,44 @@ analysis=$!
 # The model-based lifecycle test (node/lifecycle_test.go) runs this many
 # seeded clusters here; scripts/lifecycle.sh runs far more.
 export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
-tests=0
-go test -race -count=1 "$@" ./... || tests=$?
-
 # The JavaScript client (clients/js) against a real node: node --test,
-# Node.js 20+ (its WebSocket behind --experimental-websocket).
-if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ]; then
+# Node.js 20+ (its WebSocket behind --experimental-websocket). It mostly
+# waits on the node, so it runs beside the Go tests.
+js_log=$(mktemp)
+trap 'rm -f "$analysis_log" "$skipped" "$js_log"' EXIT
+js() {
+  local jsbin rc=0
   jsbin=$(mktemp -d)
   go build -o "$jsbin/tally-node" ./cmd/node &&
-    (cd clients/js && TALLY_NODE_BIN="$jsbin/tally-node" node --experimental-websocket --test test/) || tests=1
+    (cd clients/js && TALLY_NODE_BIN="$jsbin/tally-node" node --experimental-websocket --test test/) || rc=1
   rm -rf "$jsbin"
+  return $rc
+}
+js_pid=
+if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ]; then
+  js > "$js_log" 2>&1 &
+  js_pid=$!
 elif [ "${CI:-}" = true ]; then
-  echo "the JavaScript client's tests need Node.js 20+ (apt-get install npm), and CI=true needs them"; tests=1
+  echo "the JavaScript client's tests need Node.js 20+ (apt-get install npm), and CI=true needs them" > "$js_log"
+  js_pid=fail
 else
   echo "SKIPPED the JavaScript client's tests (clients/js): Node.js 20+ is missing (apt-get install npm)" >> "$skipped"
+fi
+
+# -p 4 -parallel 4 on two cores: the slow tests (node's process, cluster
+# and browser tests, which call t.Parallel) mostly wait on processes,
+# sockets and timers, not on a core. The slowest packages are named first
+# so that they start first; ./... adds the rest.
+tests=0
+go test -race -count=1 -p 4 -parallel 4 "$@" ./node/ ./ledger/ ./gossip/ ./ingest/ ./cmd/tally/ ./... || tests=$?
+
+if [ "$js_pid" = fail ]; then
+  cat "$js_log"; tests=1
+elif [ -n "$js_pid" ]; then
+  js_rc=0
+  wait "$js_pid" || js_rc=$?
+  echo "JavaScript client (clients/js):"
+  if [ "$js_rc" = 0 ]; then grep -E '^# (tests|pass|fail) ' "$js_log"; else cat "$js_log"; tests=1; fi
 fi
 
 analysis_rc=0

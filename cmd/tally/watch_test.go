@@ -77,12 +77,23 @@ func TestViewerSwarmMeasuresFrames(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const n = 20
-	rep, err := runSwarm(ctx, swarmConfig{url: base, poll: "sw", viewers: n, perIP: 10, ramp: 100 * time.Millisecond,
-		duration: 2 * time.Second, votesPerSec: 20, progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Connected != n || rep.Disconnected != 0 || rep.Frames == 0 {
-		t.Fatalf("swarm report: %+v", rep)
+	// A run measures for two seconds; on a loaded machine those can pass
+	// before the votes' first frame, so the test runs again (bounded by
+	// the minute) until one has measured frames.
+	for {
+		rep, err := runSwarm(ctx, swarmConfig{url: base, poll: "sw", viewers: n, perIP: 10, ramp: 100 * time.Millisecond,
+			duration: 2 * time.Second, votesPerSec: 20, progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Connected != n || rep.Disconnected != 0 {
+			t.Fatalf("swarm report: %+v", rep)
+		}
+		if rep.Frames > 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no run within the minute measured a frame; the last: %+v", rep)
+		}
 	}
 }
