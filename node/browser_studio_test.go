@@ -277,12 +277,15 @@ func TestBrowserQuizStudio(t *testing.T) {
 		until(`document.querySelector("#q-result").textContent.startsWith("Too late")`)); err != nil {
 		t.Fatal(fmt.Errorf("%w: %q", err, must(t, phone, `document.querySelector("#q-result").textContent`)))
 	}
+	// R reveals only once the host page knows the question closed.
+	buttons("start,reveal,end")
 	key("r")
 	tn.clock.advance(5 * time.Second)
 	if err := chromedp.Do(studio, phaseIs(studio, "reveal"),
 		until(`document.querySelector(".standings li:first-child .who")?.textContent === "Bob"`),
 		until(`!!document.querySelector(".standings li:first-child .up") && document.querySelector(".standings li:first-child .up").textContent.trim() === "▲2"`)); err != nil {
-		t.Fatal(fmt.Errorf("%w: %q", err, must(t, studio, `document.querySelector(".standings").textContent`)))
+		cert, _ := tn.state.Certificate("show-2")
+		t.Fatal(fmt.Errorf("%w: %q; show-2's certificate %q at %d", err, must(t, studio, `document.querySelector(".standings")?.textContent ?? document.querySelector("main").textContent`), cert.Status, tn.clock.ms.Load()))
 	}
 	measure("moved-up")
 	// Zoë's phone: her rank and its change (first after question 1, second now).

@@ -4,44 +4,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"tally/internal/testbin"
 )
 
-// buildNodeBinary builds cmd/node for process-level tests.
+// buildNodeBinary returns the node binary for process-level tests
+// ($TALLY_NODE_BIN, or built once for this test binary).
 func buildNodeBinary(t *testing.T) string {
 	t.Helper()
-	bin, err := nodeBinary()
+	bin, err := testbin.Node()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return bin
 }
-
-// nodeBinary builds the node binary once for the test binary (the process
-// tests run in parallel); TestMain removes it.
-var nodeBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "tally-node-test-")
-	if err != nil {
-		return "", err
-	}
-	binDir.Store(&dir)
-	bin := filepath.Join(dir, "node")
-	if out, err := exec.Command("go", "build", "-o", bin, "tally/cmd/node").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// binDir is where nodeBinary built, once it has.
-var binDir atomic.Pointer[string]
 
 // TestSIGTERMDrainsWithoutFailingAnAck drives votes through a SIGTERM of
 // the real binary in a two-region cluster. The stopping node answers

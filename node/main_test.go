@@ -17,14 +17,13 @@ import (
 	"go.uber.org/goleak"
 
 	"tally/ingest"
+	"tally/internal/testbin"
 	"tally/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if dir := binDir.Load(); dir != nil {
-		os.RemoveAll(*dir)
-	}
+	testbin.Remove()
 	if code == 0 {
 		err := goleak.Find(
 			// memberlist's probe of a peer outlives Shutdown by up to a probe

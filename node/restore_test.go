@@ -46,7 +46,12 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 	res.Body.Close()
 	us.castVote(t, "lost2", "b", "u9", "ku9")
 	us.castVote(t, "lost2", "a", "u0", "ku0-again") // a change of mind after the backup
-	waitFor(t, func() bool { return eu.totals(t, "lost2")["_total"] == 7 })
+	// u0's change of mind moves one from b to a: wait for it, not only
+	// for the seventh vote.
+	waitFor(t, func() bool {
+		got := eu.totals(t, "lost2")
+		return got["_total"] == 7 && got["a"] == 4 && got["b"] == 3
+	})
 	before := eu.totals(t, "lost2")
 	// eu holds the ballots of us's last votes too (they travel apart from
 	// the counts): the lost votes' keys stay known in the cluster.

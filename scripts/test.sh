@@ -25,7 +25,18 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' 
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
-go vet ./...
+# Everything is compiled once, with the race detector: vet (which compiles
+# every package and test, and computes facts over every dependency) builds
+# the cache the tests and, through GOFLAGS, staticcheck and govulncheck read.
+# A separate non-race build would double the first run's compile time.
+go vet -race ./...
+# The node binary that process-level tests run (node, cmd/node and the
+# JavaScript client's), built once, from the same race-instrumented cache:
+# the tests' processes run under the race detector too.
+node_bin_dir=$(mktemp -d)
+trap 'rm -rf "$node_bin_dir"' EXIT
+go build -race -o "$node_bin_dir/tally-node" ./cmd/node
+export TALLY_NODE_BIN="$node_bin_dir/tally-node"
 
 # analyse: staticcheck and govulncheck, installed where missing.
 analyse() {
@@ -46,9 +57,9 @@ analyse() {
   fi
   local rc=0
   echo "staticcheck $staticcheck_version:"
-  "$tools/bin/staticcheck-$staticcheck_version" ./... || rc=1
+  GOFLAGS="${GOFLAGS:+$GOFLAGS }-race" "$tools/bin/staticcheck-$staticcheck_version" ./... || rc=1
   echo "govulncheck $govulncheck_version (database golang.org/x/vulndb@$vulndb_version):"
-  "$tools/bin/govulncheck-$govulncheck_version" -db "file://$db" ./... || rc=1
+  GOFLAGS="${GOFLAGS:+$GOFLAGS }-race" "$tools/bin/govulncheck-$govulncheck_version" -db "file://$db" ./... || rc=1
   # The OpenAPI document under Redocly's recommended rules (the justified
   # exceptions are in .redocly.lint-ignore.yaml), installed from npm.
   local redocly="$tools/redocly-$redocly_version/node_modules/.bin/redocly"
@@ -68,7 +79,8 @@ analyse() {
 }
 analysis_log=$(mktemp)
 skipped=$(mktemp) # one line per suite skipped for want of a program
-trap 'rm -f "$analysis_log" "$skipped"' EXIT
+js_log=$(mktemp)
+trap 'rm -f "$analysis_log" "$skipped" "$js_log"; rm -rf "$node_bin_dir"' EXIT
 # The suites that need programs from outside Go skip without them (and fail
 # with CI=true): say so at the end, with how to get them.
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 ||
@@ -88,15 +100,8 @@ export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
 # The JavaScript client (clients/js) against a real node: node --test,
 # Node.js 20+ (its WebSocket behind --experimental-websocket). It mostly
 # waits on the node, so it runs beside the Go tests.
-js_log=$(mktemp)
-trap 'rm -f "$analysis_log" "$skipped" "$js_log"' EXIT
 js() {
-  local jsbin rc=0
-  jsbin=$(mktemp -d)
-  go build -o "$jsbin/tally-node" ./cmd/node &&
-    (cd clients/js && TALLY_NODE_BIN="$jsbin/tally-node" node --experimental-websocket --test test/) || rc=1
-  rm -rf "$jsbin"
-  return $rc
+  (cd clients/js && node --experimental-websocket --test test/)
 }
 js_pid=
 if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ]; then

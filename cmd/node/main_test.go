@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"tally/internal/testbin"
 	"tally/node"
 )
 
@@ -138,10 +139,11 @@ func TestJSONLogsAndACleanStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the node binary")
 	}
-	bin := filepath.Join(t.TempDir(), "tally-node")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testbin.Node()
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer testbin.Remove()
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "tally.yaml")
 	os.WriteFile(cfgFile, []byte("http-addr: 127.0.0.1:0\ngossip-addr: 127.0.0.1:0\nnats-addr: 127.0.0.1:0\nnats-cluster-addr: ''\nnats-gateway-addr: ''\nnats-leaf-addr: ''\ndrain: 0s\nlog-format: json\n"), 0o600)
