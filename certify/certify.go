@@ -3,7 +3,6 @@ package certify
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"tally/api"
 	"tally/hlc"
+	"tally/internal/rendezvous"
 	"tally/ledger"
 	"tally/state"
 )
@@ -186,13 +186,7 @@ func New(cfg Config) (*Certifier, error) {
 // first, then who takes over. Every node computes the same order from the
 // same members.
 func Order(poll string, replicas []string) []string {
-	score := func(r string) string {
-		h := sha256.Sum256([]byte(poll + "\x00" + r))
-		return string(h[:])
-	}
-	out := slices.Clone(replicas)
-	slices.SortFunc(out, func(a, b string) int { return strings.Compare(score(b), score(a)) })
-	return out
+	return rendezvous.Rank(poll, replicas)
 }
 
 // Run looks for polls to certify every cfg.Every, and tops up the copies

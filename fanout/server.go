@@ -324,8 +324,6 @@ func (s *Server) writer() {
 	}
 }
 
-// watchdog disconnects viewers whose current write has taken longer than
-// WriteTimeout; closing the connection ends the stuck write.
 // pace moves the hubs' tick once a second by the node's CPU use.
 func (s *Server) pace() {
 	defer s.wg.Done()
@@ -343,6 +341,8 @@ func (s *Server) pace() {
 	}
 }
 
+// watchdog disconnects viewers whose current write has taken longer than
+// WriteTimeout; closing the connection ends the stuck write.
 func (s *Server) watchdog() {
 	defer s.wg.Done()
 	t := time.NewTicker(max(s.cfg.WriteTimeout/4, 10*time.Millisecond))

@@ -12,11 +12,9 @@ import (
 	"tally/api"
 )
 
-// A QR code costs ~13 ms of CPU to draw: uncached, a hundred requests a
-// second took the node's other answers from under a millisecond to over
-// 100 ms (issue 25). Images are kept per (address, size), and drawing new
-// ones is limited node-wide, so no client can turn the endpoint into a
-// CPU sink: a refused draw is 429 with Retry-After.
+// A QR code costs ~13 ms of CPU to draw. Images are kept per (address,
+// size), and drawing new ones is limited node-wide, so no client can turn
+// the endpoint into a CPU sink: a refused draw is 429 with Retry-After.
 const (
 	qrCacheEntries = 256 // distinct (address, size) images kept
 	qrDrawsPerSec  = 10  // new images drawn a second, node-wide: ≤ 13% of a core

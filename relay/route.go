@@ -1,10 +1,9 @@
 package relay
 
 import (
-	"cmp"
 	"encoding/json"
-	"hash/fnv"
-	"slices"
+
+	"tally/internal/rendezvous"
 )
 
 // NodeSubject is the relay subject of one full node (replica): an edge
@@ -37,39 +36,6 @@ func affinityKey(r Request) string {
 	return r.Poll + "\x00" + string(r.Body)
 }
 
-// rank orders nodes by their rendezvous score for key, highest first:
-// every edge ranks them alike, and a node leaving moves only the keys it
-// ranked first.
-func rank(key string, nodes []string) []string {
-	type scored struct {
-		node  string
-		score uint64
-	}
-	s := make([]scored, len(nodes))
-	for i, n := range nodes {
-		h := fnv.New64a()
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-		h.Write([]byte(key))
-		s[i] = scored{n, mix(h.Sum64())}
-	}
-	slices.SortFunc(s, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.node, b.node)) })
-	out := make([]string, len(s))
-	for i := range s {
-		out[i] = s[i].node
-	}
-	return out
-}
-
-// mix is SplitMix64's finalizer: FNV's low bits alone rank poorly.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // routed is a part of a gathered batch that goes the same way.
 type routed struct {
 	route   []string // subjects, in the order they are tried
@@ -91,7 +57,7 @@ func (e *Edge) split(batch []*pending) []routed {
 	var out []routed
 	index := map[string]int{} // first node → its part
 	for _, p := range batch {
-		order := append(rank(p.key, region), rank(p.key, others)...)
+		order := append(rendezvous.Rank(p.key, region), rendezvous.Rank(p.key, others)...)
 		i, ok := index[order[0]]
 		if !ok {
 			route := make([]string, 0, len(order)+1)

@@ -59,10 +59,8 @@ type ServerConfig struct {
 	// its limits are reached: their edges resend).
 	InFlight int
 	// Workers is how many parts of batches (a poll's votes, a session
-	// request) are answered at once, across batches; default 512, more
-	// than one poll's batches need now that a poll's votes are one part.
-	// They are long-lived goroutines: a goroutine a request spent a sixth
-	// of the node's CPU growing fresh stacks.
+	// request) are answered at once, across batches; default 512. They
+	// are long-lived goroutines, which keep their grown stacks.
 	Workers int
 	Metrics *Metrics
 	Logger  *slog.Logger
