@@ -142,4 +142,8 @@ if [ -s "$skipped" ]; then
   sort -u "$skipped"
   echo "(CI installs them all: .ci/run)"
 fi
+if [ "$tests" != 0 ]; then
+  echo
+  echo "FAILED: tests (go test above, or the JavaScript client's, whose summary is above)"
+fi
 [ "$tests" = 0 ] && [ "$analysis_rc" = 0 ]

@@ -143,7 +143,6 @@ func TestJSONLogsAndACleanStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer testbin.Remove()
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "tally.yaml")
 	os.WriteFile(cfgFile, []byte("http-addr: 127.0.0.1:0\ngossip-addr: 127.0.0.1:0\nnats-addr: 127.0.0.1:0\nnats-cluster-addr: ''\nnats-gateway-addr: ''\nnats-leaf-addr: ''\ndrain: 0s\nlog-format: json\n"), 0o600)
@@ -200,4 +199,12 @@ func TestJSONLogsAndACleanStop(t *testing.T) {
 	if levels["DEBUG"] == 0 && levels["INFO"] == 0 {
 		t.Fatalf("no log lines at all: %v", levels)
 	}
+}
+
+// TestMain removes the node binary a test built (internal/testbin), once
+// no test needs it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }

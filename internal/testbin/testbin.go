@@ -12,8 +12,9 @@ import (
 const Env = "TALLY_NODE_BIN"
 
 // Node returns the path of the node binary (tally/cmd/node): $TALLY_NODE_BIN
-// when set, else one built on the first call. Remove, from TestMain,
-// deletes what Node built.
+// when set, else one built (without the race detector) on the first call.
+// Call Remove from TestMain, after m.Run: what Node built is deleted, and
+// a later Node call would return its path all the same.
 func Node() (string, error) { return node() }
 
 var node = sync.OnceValues(find)

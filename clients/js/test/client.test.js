@@ -103,7 +103,10 @@ test("subscribe, vote on the socket, change of mind, retry, bad input, restart, 
     const before = conns.filter(c => c === "websocket").length;
     await stop();
     await start();
-    await waitFor("the reconnect", () => conns.filter(c => c === "websocket").length > before);
+    // The client's back-off between attempts reaches 15 s (10 s, jittered
+    // up to 1.5×), so on a loaded machine the attempt after the node is
+    // back can come more than 20 s after the stop.
+    await waitFor("the reconnect", () => conns.filter(c => c === "websocket").length > before, 60000);
     await waitFor("the snapshot after it", () => state.type === "snapshot" && state.totals.b === 1);
 
     // Close: the certified final, with its digest.
