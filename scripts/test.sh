@@ -98,11 +98,19 @@ analysis=$!
 # seeded clusters here; scripts/lifecycle.sh runs far more.
 export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
 # The JavaScript client (clients/js) against a real node: node --test,
-# Node.js 20+ (its WebSocket behind --experimental-websocket). It mostly
-# waits on the node, so it runs beside the Go tests.
+# Node.js 20+ (its WebSocket behind --experimental-websocket). It runs
+# after the Go tests: beside them, the restart test's socket did not come
+# back within a minute (not understood yet; see issue 46's closing note).
 js() {
   (cd clients/js && node --experimental-websocket --test test/)
 }
+# -p 4 -parallel 4 on two cores: the slow tests (node's process, cluster
+# and browser tests, which call t.Parallel) mostly wait on processes,
+# sockets and timers, not on a core. The slowest packages are named first
+# so that they start first; ./... adds the rest.
+tests=0
+go test -race -count=1 -p 4 -parallel 4 "$@" ./node/ ./ledger/ ./gossip/ ./ingest/ ./cmd/tally/ ./... || tests=$?
+
 js_pid=
 if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ]; then
   js > "$js_log" 2>&1 &
@@ -113,13 +121,6 @@ elif [ "${CI:-}" = true ]; then
 else
   echo "SKIPPED the JavaScript client's tests (clients/js): Node.js 20+ is missing (apt-get install npm)" >> "$skipped"
 fi
-
-# -p 4 -parallel 4 on two cores: the slow tests (node's process, cluster
-# and browser tests, which call t.Parallel) mostly wait on processes,
-# sockets and timers, not on a core. The slowest packages are named first
-# so that they start first; ./... adds the rest.
-tests=0
-go test -race -count=1 -p 4 -parallel 4 "$@" ./node/ ./ledger/ ./gossip/ ./ingest/ ./cmd/tally/ ./... || tests=$?
 
 if [ "$js_pid" = fail ]; then
   cat "$js_log"; tests=1
