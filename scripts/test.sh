@@ -101,8 +101,16 @@ export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
 # Node.js 20+ (its WebSocket behind --experimental-websocket). It runs
 # after the Go tests: beside them, the restart test's socket did not come
 # back within a minute (not understood yet; see issue 46's closing note).
+# It runs its own node binary, built without the race detector, as it did
+# when it last passed in CI: with the race-built one its restart test's
+# socket did not come back within a minute in three runs (issue 46's note).
 js() {
-  (cd clients/js && node --experimental-websocket --test test/)
+  local jsbin rc=0
+  jsbin=$(mktemp -d)
+  go build -o "$jsbin/tally-node" ./cmd/node &&
+    (cd clients/js && TALLY_NODE_BIN="$jsbin/tally-node" node --experimental-websocket --test test/) || rc=1
+  rm -rf "$jsbin"
+  return $rc
 }
 # -p 4 -parallel 4 on two cores: the slow tests (node's process, cluster
 # and browser tests, which call t.Parallel) mostly wait on processes,
