@@ -30,6 +30,7 @@ fi
 # the cache the tests and, through GOFLAGS, staticcheck and govulncheck read.
 # A separate non-race build would double the first run's compile time.
 go vet -race ./...
+echo "compiled and vetted in ${SECONDS} s"
 # The node binary that process-level tests run (node, cmd/node and the
 # JavaScript client's), built once, from the same race-instrumented cache:
 # the tests' processes run under the race detector too.
@@ -98,27 +99,11 @@ analysis=$!
 # seeded clusters here; scripts/lifecycle.sh runs far more.
 export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
 # The JavaScript client (clients/js) against a real node: node --test,
-# Node.js 20+ (its WebSocket behind --experimental-websocket). It runs
-# after the Go tests: beside them, the restart test's socket did not come
-# back within a minute (not understood yet; see issue 46's closing note).
-# It runs its own node binary, built without the race detector, as it did
-# when it last passed in CI: with the race-built one its restart test's
-# socket did not come back within a minute in three runs (issue 46's note).
+# Node.js 20+ (its WebSocket behind --experimental-websocket), on the same
+# race-built binary, beside the Go tests.
 js() {
-  local jsbin rc=0
-  jsbin=$(mktemp -d)
-  go build -o "$jsbin/tally-node" ./cmd/node &&
-    (cd clients/js && TALLY_NODE_BIN="$jsbin/tally-node" node --experimental-websocket --test test/) || rc=1
-  rm -rf "$jsbin"
-  return $rc
+  (cd clients/js && node --experimental-websocket --test test/)
 }
-# -p 4 -parallel 4 on two cores: the slow tests (node's process, cluster
-# and browser tests, which call t.Parallel) mostly wait on processes,
-# sockets and timers, not on a core. The slowest packages are named first
-# so that they start first; ./... adds the rest.
-tests=0
-go test -race -count=1 -p 4 -parallel 4 "$@" ./node/ ./ledger/ ./gossip/ ./ingest/ ./cmd/tally/ ./... || tests=$?
-
 js_pid=
 if command -v node >/dev/null 2>&1 && [ "$(node -p 'process.versions.node.split(".")[0] >= 20')" = true ]; then
   js > "$js_log" 2>&1 &
@@ -130,6 +115,14 @@ else
   echo "SKIPPED the JavaScript client's tests (clients/js): Node.js 20+ is missing (apt-get install npm)" >> "$skipped"
 fi
 
+# -p 4 -parallel 4 on two cores: the slow tests (node's process, cluster
+# and browser tests, which call t.Parallel) mostly wait on processes,
+# sockets and timers, not on a core. The slowest packages are named first
+# so that they start first; ./... adds the rest. -vet=off: go vet ran
+# above with every check, go test's own is a subset of it.
+tests=0
+go test -race -vet=off -count=1 -p 4 -parallel 4 "$@" ./node/ ./ledger/ ./gossip/ ./ingest/ ./cmd/tally/ ./... || tests=$?
+
 if [ "$js_pid" = fail ]; then
   cat "$js_log"; tests=1
 elif [ -n "$js_pid" ]; then
@@ -139,6 +132,7 @@ elif [ -n "$js_pid" ]; then
   if [ "$js_rc" = 0 ]; then grep -E '^# (tests|pass|fail) ' "$js_log"; else cat "$js_log"; tests=1; fi
 fi
 
+echo "tests done at ${SECONDS} s"
 analysis_rc=0
 wait "$analysis" || analysis_rc=$?
 echo
@@ -155,4 +149,5 @@ if [ "$tests" != 0 ]; then
   echo
   echo "FAILED: tests (go test above, or the JavaScript client's, whose summary is above)"
 fi
+echo "finished in ${SECONDS} s"
 [ "$tests" = 0 ] && [ "$analysis_rc" = 0 ]

@@ -88,6 +88,8 @@ export interface LiveOptions {
   batchMs?: number;
   /** The longest reconnect delay; default 10000. */
   maxDelayMs?: number;
+  /** A socket not open this long after it was asked for is given up and tried again; default 10000. */
+  openMs?: number;
 }
 
 export class Tally {
@@ -154,6 +156,8 @@ export interface QuizOptions {
   maxDelayMs?: number;
   /** How often the quiz is read over HTTP without a socket; default 1000. */
   pollMs?: number;
+  /** A socket not open this long after it was asked for is given up and tried again; default 10000. */
+  openMs?: number;
 }
 
 export class QuizLive {

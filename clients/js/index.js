@@ -139,6 +139,27 @@ function sendRequest(ws, pending, msg, ms = 5000) {
   });
 }
 
+// follow sets a socket's handlers: opened on its open, and lost once when
+// it is gone: on its close, on its error (Node 20's WebSocket fires error
+// and no close when the connection is refused or fails before the
+// handshake's answer), or when it has not opened within openMs (a
+// handshake that hangs, say on a node that is stopping), which closes it.
+// It returns the function that stops that wait (the stream's close).
+function follow(ws, { opened, lost, openMs }) {
+  let gone = false;
+  const once = () => {
+    clearTimeout(timer);
+    if (gone) return;
+    gone = true;
+    lost();
+  };
+  const timer = setTimeout(() => { try { ws.close(); } catch { /* not open yet */ } once(); }, openMs);
+  ws.onopen = () => { clearTimeout(timer); opened(); };
+  ws.onclose = once;
+  ws.onerror = once;
+  return () => clearTimeout(timer);
+}
+
 // jitter spreads reconnects so a restarted node is not met by every
 // client at once (the seeds' thundering herd): 0.5-1.5 times the delay.
 const jitter = ms => ms * (0.5 + Math.random());
@@ -443,13 +464,13 @@ export class Tally {
  * sent on the socket in 400 ms batches (HTTP when it is down).
  */
 export class Live {
-  constructor(client, poll, onChange, { onConn = () => {}, batchMs = 400, maxDelayMs = 10_000 } = {}) {
+  constructor(client, poll, onChange, { onConn = () => {}, batchMs = 400, maxDelayMs = 10_000, openMs = 10_000 } = {}) {
     if (typeof client.WebSocket !== "function" && typeof client.EventSource !== "function") {
       throw new TallyError("no_websocket", "subscribe: this runtime has no WebSocket (nor EventSource) to follow the poll with: " +
         "on Node 20 run node --experimental-websocket (Node 22 and later have one), or pass one: " +
         "new Tally({ url, WebSocket }) (for instance the ws package's)");
     }
-    Object.assign(this, { client, poll, onChange, onConn, batchMs, maxDelayMs });
+    Object.assign(this, { client, poll, onChange, onConn, batchMs, maxDelayMs, openMs });
     this.state = null;
     this.failures = 0;
     this.closed = false;
@@ -465,7 +486,6 @@ export class Live {
     if (!WS || (this.failures >= 3 && this.client.EventSource)) return this.connectSSE();
     const ws = this.client.socket(`/v1/polls/${encodeURIComponent(this.poll)}/live`);
     this.ws = ws;
-    ws.onopen = () => { this.failures = 0; this.onConn("websocket"); };
     ws.onmessage = ev => {
       const m = JSON.parse(typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data));
       if (m.type === "ack" || m.type === "error") {
@@ -475,13 +495,16 @@ export class Live {
       }
       this.handle(m, () => ws.send(JSON.stringify({ type: "resync" })));
     };
-    ws.onclose = () => {
-      for (const done of this.pending.values()) done(null); // their votes go over HTTP
-      if (this.closed) return;
-      this.failures++;
-      this.retry();
-    };
-    ws.onerror = () => {}; // onclose follows
+    this.unfollow = follow(ws, {
+      openMs: this.openMs,
+      opened: () => { this.failures = 0; this.onConn("websocket"); },
+      lost: () => {
+        for (const done of this.pending.values()) done(null); // their votes go over HTTP
+        if (this.closed) return;
+        this.failures++;
+        this.retry();
+      },
+    });
   }
 
   connectSSE() {
@@ -554,6 +577,7 @@ export class Live {
   close() {
     this.closed = true;
     clearTimeout(this.timer);
+    this.unfollow?.();
     this.ws?.close();
     this.es?.close();
   }
@@ -568,8 +592,8 @@ export class Live {
  * frame shape, and answers go over HTTP (timed from the question's opening).
  */
 export class QuizLive {
-  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000, pollMs = 1000 } = {}) {
-    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs, pollMs });
+  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000, pollMs = 1000, openMs = 10_000 } = {}) {
+    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs, pollMs, openMs });
     this.voter = voter || client.token?.voter;
     this.frame = null;
     this.offset = 0; // server clock − local clock, ms
@@ -586,12 +610,6 @@ export class QuizLive {
     if (!WS || this.failures >= 3) return this.readOverHTTP();
     const ws = this.client.socket(`/v1/quizzes/${encodeURIComponent(this.quiz)}/live`);
     this.ws = ws;
-    ws.onopen = () => {
-      this.failures = 0;
-      this.joinedAt = null;
-      this.onConn("websocket");
-      this.join(this.voter);
-    };
     ws.onmessage = ev => {
       const m = JSON.parse(typeof ev.data === "string" ? ev.data : new TextDecoder().decode(ev.data));
       if (m.type === "ack" || m.type === "error") {
@@ -607,16 +625,24 @@ export class QuizLive {
         }
       }
     };
-    ws.onclose = () => {
-      for (const done of this.pending.values()) done(null); // their answers go over HTTP
-      if (this.ws === ws) this.ws = null;
-      if (this.closed) return;
-      this.failures++;
-      const delay = jitter(Math.min(this.maxDelayMs, 500 * 2 ** Math.min(this.failures, 5)));
-      this.onConn("reconnecting", delay);
-      this.timer = setTimeout(() => this.connect(), delay);
-    };
-    ws.onerror = () => {};
+    this.unfollow = follow(ws, {
+      openMs: this.openMs,
+      opened: () => {
+        this.failures = 0;
+        this.joinedAt = null;
+        this.onConn("websocket");
+        this.join(this.voter);
+      },
+      lost: () => {
+        for (const done of this.pending.values()) done(null); // their answers go over HTTP
+        if (this.ws === ws) this.ws = null;
+        if (this.closed) return;
+        this.failures++;
+        const delay = jitter(Math.min(this.maxDelayMs, 500 * 2 ** Math.min(this.failures, 5)));
+        this.onConn("reconnecting", delay);
+        this.timer = setTimeout(() => this.connect(), delay);
+      },
+    });
   }
 
   // heard sets the clock from a time the server sent: the first frame a
@@ -707,6 +733,7 @@ export class QuizLive {
   close() {
     this.closed = true;
     clearTimeout(this.timer);
+    this.unfollow?.();
     this.ws?.close();
   }
 }

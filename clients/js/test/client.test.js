@@ -10,6 +10,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:net";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -196,6 +197,34 @@ test("after three failed sockets the stream follows Server-Sent Events, and vote
     await waitFor("the vote on the SSE stream", () => state.totals.a === 1);
   } finally {
     live.close();
+  }
+});
+
+// A socket is lost however it goes: refused (Node 20's WebSocket fires an
+// error and no close then), or accepted and never answered (a node that
+// is stopping), which openMs gives up. Each loss is followed by another
+// attempt, and close() leaves nothing behind.
+test("a refused socket and a handshake that hangs are each tried again", async () => {
+  const silent = createServer(() => {}); // accepts, never answers
+  const held = [];
+  silent.on("connection", c => held.push(c));
+  await new Promise(r => silent.listen(0, "127.0.0.1", r));
+  const refused = await new Promise(r => { const s = createServer(); s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => r(p)); }); });
+  try {
+    for (const [what, port] of [["refused", refused], ["hanging", silent.address().port]]) {
+      const tries = [];
+      const live = new Tally({ url: `http://127.0.0.1:${port}` }).subscribe("x", () => {},
+        { onConn: (c, d) => tries.push(c), maxDelayMs: 20, openMs: 200 });
+      try {
+        await waitFor(`three attempts at a ${what} socket`, () => tries.filter(c => c === "reconnecting").length >= 3, 10000);
+      } finally {
+        live.close();
+      }
+      assert.ok(!tries.includes("websocket"), `${what}: ${tries}`);
+    }
+  } finally {
+    held.forEach(c => c.destroy());
+    silent.close();
   }
 });
 
