@@ -143,7 +143,7 @@ func TestCreatePollRefusesBadInputAndChangesNothing(t *testing.T) {
 			}
 		})
 	}
-	if n := len(r.state.Polls()); n != 0 {
+	if n := len(r.state.Defs.Polls()); n != 0 {
 		t.Fatalf("refused requests left %d polls", n)
 	}
 	good := `{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`
@@ -192,13 +192,13 @@ func TestListPollsPagesThroughEveryPollOnce(t *testing.T) {
 func TestExtendAndCloseChangeOnlyWhatTheySay(t *testing.T) {
 	r := newRig(t)
 	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":60}`)
-	def, _ := r.state.Poll("p")
+	def, _ := r.state.Defs.Poll("p")
 	for _, body := range []string{`{}`, `{"by_s":10,"closes_at":1}`, `{"by_s":0}`, `{"by_s":1e400}`, `{"by_s":"10"}`, `{"closes_at":1}`} {
 		if st, b := r.do("POST", "/v1/polls/p/extend", body); st != http.StatusBadRequest {
 			t.Errorf("extend %s: %d %v, want 400", body, st, b)
 		}
 	}
-	if after, _ := r.state.Poll("p"); after.ClosesAt != def.ClosesAt {
+	if after, _ := r.state.Defs.Poll("p"); after.ClosesAt != def.ClosesAt {
 		t.Fatalf("refused extends moved the close from %d to %d", def.ClosesAt, after.ClosesAt)
 	}
 	if st, b := r.do("POST", "/v1/polls/p/extend", `{"by_s":30}`); st != http.StatusOK || int64(b["closes_at"].(float64)) != def.ClosesAt+30_000 {
@@ -243,12 +243,12 @@ func TestQuizRunsQuestionByQuestion(t *testing.T) {
 			t.Fatalf("%s of a parked question: %d %v", action, st, b)
 		}
 	}
-	if def, _ := r.state.Poll("qz-1"); !def.Parked() || !def.Hidden || def.StatusAt(r.clock.now().UnixMilli(), false) != poll.Scheduled {
+	if def, _ := r.state.Defs.Poll("qz-1"); !def.Parked() || !def.Hidden || def.StatusAt(r.clock.now().UnixMilli(), false) != poll.Scheduled {
 		t.Fatalf("a parked question 40 days on: %+v", def)
 	}
 	step("reveal", http.StatusConflict, api.CodePollNotOpen)
 	step("start", http.StatusOK, "")
-	if def, _ := r.state.Poll("qz-1"); def.Parked() || def.OpensAt != r.clock.now().UnixMilli() {
+	if def, _ := r.state.Defs.Poll("qz-1"); def.Parked() || def.OpensAt != r.clock.now().UnixMilli() {
 		t.Fatalf("the start did not set the schedule: %+v", def)
 	}
 	if st, b := r.do("GET", "/v1/polls/qz-1", ""); st != http.StatusOK || b["status"] != "open" {
@@ -262,13 +262,13 @@ func TestQuizRunsQuestionByQuestion(t *testing.T) {
 	r.clock.add(time.Millisecond)
 	step("close", http.StatusConflict, api.CodePollClosed)
 	step("reveal", http.StatusOK, "")
-	if def, _ := r.state.Poll("qz-1"); def.Hidden {
+	if def, _ := r.state.Defs.Poll("qz-1"); def.Hidden {
 		t.Fatal("reveal left question 1 hidden")
 	}
 	step("end", http.StatusOK, "") // question 2 is skipped: closed, unanswered
 	r.clock.add(time.Millisecond)
 	step("start", http.StatusConflict, api.CodeQuizEnded)
-	if def, _ := r.state.Poll("qz-2"); def.Hidden || def.StatusAt(r.clock.now().UnixMilli(), false) == "open" {
+	if def, _ := r.state.Defs.Poll("qz-2"); def.Hidden || def.StatusAt(r.clock.now().UnixMilli(), false) == "open" {
 		t.Fatalf("question 2 after the end: %+v", def)
 	}
 	if st, b := r.do("POST", "/v1/quizzes/none/start", ""); st != http.StatusNotFound || code(b) != api.CodeQuizNotFound {
@@ -292,7 +292,7 @@ func TestLedgerExportOfAMissingPoll(t *testing.T) {
 	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("export of an empty poll: %d %q %s", w.Code, w.Header().Get("Content-Type"), body)
 	}
-	def, _ := r.state.Poll("p")
+	def, _ := r.state.Defs.Poll("p")
 	if want := fmt.Sprintf(`{"close":{"poll":"p","closes_at":%d}}`+"\n", def.ClosesAt); string(body) != want {
 		t.Fatalf("export of an empty poll: %q, want its close line %q", body, want)
 	}
@@ -303,7 +303,7 @@ func TestLedgerExportOfAMissingPoll(t *testing.T) {
 func TestLedgerExportAfterASeq(t *testing.T) {
 	r := newRig(t)
 	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
-	def, _ := r.state.Poll("p")
+	def, _ := r.state.Defs.Poll("p")
 	for i := range 4 {
 		v := fmt.Sprint("v", i)
 		if _, err := r.ledger.Append(ledger.Record{Poll: "p", Voter: v, Option: "a", Idem: v, Wall: def.OpensAt + 1, Trust: 1, Counted: true}); err != nil {
@@ -395,7 +395,7 @@ func TestAScheduledQuizQuestionIsWithheldUntilItOpens(t *testing.T) {
 func TestLedgerExportFences(t *testing.T) {
 	r := newRig(t)
 	r.mustCreate(`{"id":"p","question":"q","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}]}`)
-	def, _ := r.state.Poll("p")
+	def, _ := r.state.Defs.Poll("p")
 	var fenced []string
 	fail := false
 	h, err := New(Config{State: r.state, Clock: hlcClock(t, r), Ledger: r.ledger, Now: r.clock.now, Fence: func(poll string, _ int64) error {
@@ -439,7 +439,7 @@ func TestLedgerExportFences(t *testing.T) {
 	if st, _ := r.do("POST", "/v1/polls/p/close", ""); st != http.StatusOK {
 		t.Fatalf("close: %d", st)
 	}
-	def, _ = r.state.Poll("p")
+	def, _ = r.state.Defs.Poll("p")
 	if code, _ := get(h.HandleLedger, "format=binary&fence="+at(def.GraceEnd()+6000)); code != http.StatusServiceUnavailable || len(fenced) != 0 {
 		t.Fatalf("a fence 6 s ahead of the node's clock: %d, fenced %v; want 503, nothing fenced", code, fenced)
 	}

@@ -84,7 +84,7 @@ func (h *Host) amend(w http.ResponseWriter, r *http.Request, change func(def *po
 // amendPoll is amend without the HTTP: it reports whether the definition
 // changed.
 func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int64) (bool, error)) (bool, error) {
-	reg, ok := h.cfg.State.PollRegister(id)
+	reg, ok := h.cfg.State.Defs.PollRegister(id)
 	if !ok {
 		return false, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
@@ -115,7 +115,7 @@ func (h *Host) amendPoll(id string, change func(def *poll.Definition, nowMs int6
 	if def.OpensAt != opensAt || def.ClosesAt != closesAt || def.Parked() != parked {
 		def.CloseStamp = &ts // this write sets the schedule
 	}
-	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
+	if _, err := h.cfg.State.Defs.PutPoll(def, ts); err != nil {
 		return false, err
 	}
 	if def.ClosesAt == nowMs+1 {

@@ -20,7 +20,7 @@ import (
 // chain above seq N.
 func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
-	def, ok := h.cfg.State.Poll(id)
+	def, ok := h.cfg.State.Defs.Poll(id)
 	if !ok {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
 		return

@@ -19,12 +19,12 @@ import (
 // View returns the API view of a poll at the current time; admin says
 // whether the host asks (and sees the counts of a hidden poll).
 func (h *Host) View(id string, admin bool) (api.PollView, error) {
-	def, ok := h.cfg.State.Poll(id)
+	def, ok := h.cfg.State.Defs.Poll(id)
 	now := h.cfg.Now().UnixMilli()
 	if !ok || def.Withheld(now) && !admin { // a quiz question is the host's until started
 		return api.PollView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id)
 	}
-	cert, ok := h.cfg.State.Certificate(id)
+	cert, ok := h.cfg.State.Defs.Certificate(id)
 	reconciled := ok && cert.Status == state.Reconciled
 	v := api.PollView{Definition: def, Status: def.StatusAt(now, reconciled), ServerTime: now}
 	v.CloseStamp = nil // replication detail, not part of the API
@@ -70,11 +70,11 @@ func (h *Host) HandleCreatePoll(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
 		return
 	}
-	if _, exists := h.cfg.State.Poll(def.ID); exists {
+	if _, exists := h.cfg.State.Defs.Poll(def.ID); exists {
 		api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q exists", def.ID))
 		return
 	}
-	if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
+	if _, err := h.cfg.State.Defs.PutPoll(def, ts); err != nil {
 		if errors.Is(err, state.ErrTooManyPolls) {
 			err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); closed polls leave after their certification and retention")
 		}
@@ -103,7 +103,7 @@ func (h *Host) HandleListPolls(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	polls := h.cfg.State.Polls()
+	polls := h.cfg.State.Defs.Polls()
 	if ev := q.Get("event"); ev != "" {
 		polls = slices.DeleteFunc(polls, func(d poll.Definition) bool { return d.Event != ev })
 	}

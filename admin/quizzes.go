@@ -24,7 +24,7 @@ func QuestionID(quizID string, i int) string { return fmt.Sprintf("%s-%d", quizI
 
 // quizQuestions returns the quiz's question definitions by index.
 func (h *Host) quizQuestions(quizID string) []poll.Definition {
-	return h.cfg.State.QuizQuestions(quizID)
+	return h.cfg.State.Defs.QuizQuestions(quizID)
 }
 
 // HandleCreateQuiz serves POST /v1/quizzes (admin): the quiz's questions
@@ -44,7 +44,7 @@ func (h *Host) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "quiz id must be at most %d characters", poll.MaxIDLen-4))
 		return
 	}
-	if _, exists := h.cfg.State.Poll(QuestionID(q.ID, 0)); exists {
+	if _, exists := h.cfg.State.Defs.Poll(QuestionID(q.ID, 0)); exists {
 		api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "quiz %q exists", q.ID))
 		return
 	}
@@ -66,7 +66,7 @@ func (h *Host) HandleCreateQuiz(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "question %d: %v", i+1, err))
 			return
 		}
-		if _, err := h.cfg.State.PutPoll(def, ts); err != nil {
+		if _, err := h.cfg.State.Defs.PutPoll(def, ts); err != nil {
 			if errors.Is(err, state.ErrTooManyPolls) {
 				err = api.Errorf(http.StatusConflict, api.CodeTooManyPolls, "this node holds as many polls as it may (--max-polls); %d of the quiz's questions were created", i)
 			}
@@ -213,7 +213,7 @@ func (h *Host) writeQuiz(w http.ResponseWriter, r *http.Request, status int, id 
 // QuizView returns a quiz as the API shows it; host says whether the host
 // asks (and sees every question, correct options and counts included).
 func (h *Host) QuizView(id string, host bool) (api.QuizView, error) {
-	v, ok := api.QuizOf(h.cfg.State, id, host, h.cfg.Now().UnixMilli())
+	v, ok := api.QuizOf(h.cfg.State.Quizzes, id, host, h.cfg.Now().UnixMilli())
 	if !ok {
 		return api.QuizView{}, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}

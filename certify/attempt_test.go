@@ -38,7 +38,7 @@ func TestAttemptRecoversFromPanic(t *testing.T) {
 	ts, _ := clock.Now()
 	def := poll.Definition{ID: "p", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 		OpensAt: now.Add(-time.Hour).UnixMilli(), ClosesAt: now.Add(-time.Minute).UnixMilli()}
-	if _, err := st.PutPoll(def, ts); err != nil {
+	if _, err := st.Defs.PutPoll(def, ts); err != nil {
 		t.Fatal(err)
 	}
 	panics := true
@@ -58,7 +58,7 @@ func TestAttemptRecoversFromPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.attempt(context.Background(), "p")
-	cert, ok := st.Certificate("p")
+	cert, ok := st.Defs.Certificate("p")
 	if !ok || cert.Status != state.Pending || !strings.Contains(cert.Reason, "internal error: injected") {
 		t.Fatalf("after a panic: %+v %v", cert, ok)
 	}
@@ -67,7 +67,7 @@ func TestAttemptRecoversFromPanic(t *testing.T) {
 	}
 	panics = false
 	c.attempt(context.Background(), "p")
-	if cert, _ := st.Certificate("p"); cert.Status != state.Reconciled || cert.Total != 0 {
+	if cert, _ := st.Defs.Certificate("p"); cert.Status != state.Reconciled || cert.Total != 0 {
 		t.Fatalf("retry: %+v", cert)
 	}
 }

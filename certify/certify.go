@@ -266,11 +266,11 @@ func (c *Certifier) due() []string {
 	var out []string
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, d := range c.cfg.State.Polls() {
+	for _, d := range c.cfg.State.Defs.Polls() {
 		if d.ClosesAt == 0 {
 			continue
 		}
-		if cert, ok := c.cfg.State.Certificate(d.ID); ok && cert.Status == state.Reconciled {
+		if cert, ok := c.cfg.State.Defs.Certificate(d.ID); ok && cert.Status == state.Reconciled {
 			continue
 		}
 		rank := slices.Index(Order(d.ID, replicas), c.cfg.Replica)
@@ -313,7 +313,7 @@ type Decisions struct {
 // ErrIncomplete).
 func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (state.Certificate, error) {
 	exclude := d.Exclude
-	def, ok := c.cfg.State.Poll(poll)
+	def, ok := c.cfg.State.Defs.Poll(poll)
 	if !ok {
 		return state.Certificate{}, fmt.Errorf("certify: no poll %q", poll)
 	}
@@ -573,7 +573,7 @@ func (c *Certifier) pending(poll string, detail api.ResultDetail) (state.Certifi
 		parts = append(parts, s)
 	}
 	reason := strings.Join(parts, "; ")
-	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Pending && held.Reason == reason && held.By == c.cfg.Replica {
+	if held, ok := c.cfg.State.Defs.Certificate(poll); ok && held.Status == state.Pending && held.Reason == reason && held.By == c.cfg.Replica {
 		return held, fmt.Errorf("%w: %s", ErrIncomplete, reason) // unchanged: no new write to spread
 	}
 	if c.pendingLog.should(poll, reason, time.Now()) {
@@ -602,10 +602,10 @@ func (c *Certifier) write(poll, status, reason string, detail api.ResultDetail) 
 	if c.cfg.Sign != nil {
 		cert.Sig = c.cfg.Sign(cert.SigningBytes())
 	}
-	if _, err := c.cfg.State.PutCertificate(cert); err != nil {
+	if _, err := c.cfg.State.Defs.PutCertificate(cert); err != nil {
 		return state.Certificate{}, err
 	}
-	held, _ := c.cfg.State.Certificate(poll)
+	held, _ := c.cfg.State.Defs.Certificate(poll)
 	return held, nil
 }
 

@@ -96,8 +96,8 @@ func (c *Certifier) recheck(passed map[string]uint64) {
 	if c.cfg.Synced != nil && !c.cfg.Synced() {
 		return
 	}
-	for _, d := range c.cfg.State.Polls() {
-		cert, ok := c.cfg.State.Certificate(d.ID)
+	for _, d := range c.cfg.State.Defs.Polls() {
+		cert, ok := c.cfg.State.Defs.Certificate(d.ID)
 		if !ok || cert.Status != state.Reconciled {
 			continue
 		}
@@ -117,7 +117,7 @@ func (c *Certifier) recheck(passed map[string]uint64) {
 			passed[d.ID] = sum
 			continue
 		}
-		if withdrawn, werr := c.cfg.State.WithdrawCertificate(d.ID); werr != nil || !withdrawn {
+		if withdrawn, werr := c.cfg.State.Defs.WithdrawCertificate(d.ID); werr != nil || !withdrawn {
 			continue
 		}
 		delete(passed, d.ID)

@@ -16,12 +16,12 @@ import (
 
 // ViewOf describes the poll's certification as this node knows it.
 func (c *Certifier) ViewOf(poll string) (api.ResultView, error) {
-	def, ok := c.cfg.State.Poll(poll)
+	def, ok := c.cfg.State.Defs.Poll(poll)
 	if !ok {
 		return api.ResultView{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll)
 	}
 	v := api.ResultView{Poll: poll, Status: state.Pending}
-	cert, ok := c.cfg.State.Certificate(poll)
+	cert, ok := c.cfg.State.Defs.Certificate(poll)
 	if !ok {
 		v.Coordinator = c.coordinator(poll)
 		now := c.cfg.Now().UnixMilli()
@@ -47,7 +47,7 @@ func (c *Certifier) ViewOf(poll string) (api.ResultView, error) {
 	v.Status, v.Reason, v.CertifiedBy, v.DecidedAt = cert.Status, cert.Reason, cert.By, cert.TS.Wall
 	v.Totals, v.Total, v.Digest = cert.Totals, cert.Total, cert.Digest
 	v.Certificate = &cert
-	if key, ok := c.cfg.State.PublicKey(cert.By); ok {
+	if key, ok := c.cfg.State.Defs.PublicKey(cert.By); ok {
 		v.CertifierKey = key
 	}
 	return v, nil
@@ -71,7 +71,7 @@ func (c *Certifier) coordinator(poll string) string {
 
 // HandleResult serves GET /v1/polls/{poll}/result.
 func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
-	def, ok := c.cfg.State.Poll(r.PathValue("poll"))
+	def, ok := c.cfg.State.Defs.Poll(r.PathValue("poll"))
 	if ok && def.Withheld(c.cfg.Now().UnixMilli()) && !api.IsAdmin(r) { // a quiz question before it opens is the host's
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", def.ID))
 		return
@@ -85,7 +85,7 @@ func (c *Certifier) HandleResult(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, err)
 		return
 	}
-	if def, ok := c.cfg.State.Poll(v.Poll); ok && def.Quiz != nil && !api.IsAdmin(r) {
+	if def, ok := c.cfg.State.Defs.Poll(v.Poll); ok && def.Quiz != nil && !api.IsAdmin(r) {
 		c.pseudonymize(&v)
 	}
 	api.WriteJSON(w, r, http.StatusOK, v)
@@ -156,11 +156,11 @@ func (c *Certifier) HandleCertify(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, ok := c.cfg.State.Poll(poll); !ok {
+	if _, ok := c.cfg.State.Defs.Poll(poll); !ok {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll))
 		return
 	}
-	if held, ok := c.cfg.State.Certificate(poll); ok && held.Status == state.Reconciled {
+	if held, ok := c.cfg.State.Defs.Certificate(poll); ok && held.Status == state.Reconciled {
 		if len(d.Exclude)+len(d.AcceptLost) > 0 {
 			api.WriteError(w, r, api.Errorf(http.StatusConflict, api.CodeInvalidRequest, "poll %q is certified already (by %s): a certificate is final, so the exclude and accept_lost given were not applied", poll, held.By))
 			return

@@ -85,7 +85,7 @@ func (r *Ranking) Of(voter string) (quiz.Standing, bool) {
 // Ranking ranks the quiz's certified answers, or returns the ranking kept
 // from the last call when no question's certificate has changed since.
 func (c *Certifier) Ranking(id string) (*Ranking, error) {
-	qs := c.cfg.State.QuizQuestions(id)
+	qs := c.cfg.State.Defs.QuizQuestions(id)
 	if len(qs) == 0 {
 		return nil, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}
@@ -99,7 +99,7 @@ func (c *Certifier) Ranking(id string) (*Ranking, error) {
 	for i, d := range qs {
 		// A question counts once certified and revealed: a score would
 		// otherwise tell who was right before the host shows the answer.
-		if cert, ok := c.cfg.State.Certificate(d.ID); ok && cert.Status == state.Reconciled && !d.Hidden {
+		if cert, ok := c.cfg.State.Defs.Certificate(d.ID); ok && cert.Status == state.Reconciled && !d.Hidden {
 			certs[i] = cert
 			key.WriteString(d.ID + "=" + cert.Digest + ";")
 		}

@@ -43,14 +43,14 @@ func TestRanking(t *testing.T) {
 		d := poll.Definition{ID: id, Question: "?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 			OpensAt: opens, ClosesAt: opens + 20_000, Hidden: hidden,
 			Quiz: &poll.QuizQuestion{Quiz: "q", Index: i, Correct: []string{"a"}, Points: 1000, LimitMs: 20_000, Started: true}}
-		if _, err := st.PutPoll(d, hlc.Timestamp{Wall: opens + int64(i), Replica: "eu-1"}); err != nil {
+		if _, err := st.Defs.PutPoll(d, hlc.Timestamp{Wall: opens + int64(i), Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 		if answers == nil {
 			return
 		}
 		detail, _ := json.Marshal(api.ResultDetail{Result: &ledger.Result{Poll: id, FirstWins: true, Answers: answers}})
-		if _, err := st.PutCertificate(state.Certificate{Poll: id, Status: state.Reconciled, TS: hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"},
+		if _, err := st.Defs.PutCertificate(state.Certificate{Poll: id, Status: state.Reconciled, TS: hlc.Timestamp{Wall: now.UnixMilli(), Replica: "eu-1"},
 			By: "eu-1", Digest: fmt.Sprintf("d%d-%d", i, len(answers)), Detail: detail}); err != nil {
 			t.Fatal(err)
 		}

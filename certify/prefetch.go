@@ -44,8 +44,8 @@ func (c *Certifier) prefetchOnce(ctx context.Context) {
 	}
 	now := c.cfg.Now().UnixMilli()
 	keep := map[string]bool{}
-	for _, d := range c.cfg.State.Polls() {
-		if cert, ok := c.cfg.State.Certificate(d.ID); d.ClosesAt == 0 || ok && cert.Status == state.Reconciled {
+	for _, d := range c.cfg.State.Defs.Polls() {
+		if cert, ok := c.cfg.State.Defs.Certificate(d.ID); d.ClosesAt == 0 || ok && cert.Status == state.Reconciled {
 			continue
 		}
 		keep[d.ID] = true

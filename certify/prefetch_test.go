@@ -63,7 +63,7 @@ func newPrefetchRig(t *testing.T, budget int) *prefetchRig {
 	ts, _ := clock.Now()
 	r.def = poll.Definition{ID: "p", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 		OpensAt: r.now.Add(-time.Minute).UnixMilli(), ClosesAt: r.now.Add(time.Minute).UnixMilli()}
-	if _, err := r.st.PutPoll(r.def, ts); err != nil {
+	if _, err := r.st.Defs.PutPoll(r.def, ts); err != nil {
 		t.Fatal(err)
 	}
 	r.c, err = New(Config{

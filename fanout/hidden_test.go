@@ -21,7 +21,7 @@ func TestRevealSendsWholeSnapshot(t *testing.T) {
 	}
 	def := poll.Definition{ID: "p", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 		OpensAt: time.Now().Add(-time.Minute).UnixMilli(), ClosesAt: time.Now().Add(time.Hour).UnixMilli(), GraceMs: 1000, Hidden: true}
-	if _, err := st.PutPoll(def, hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+	if _, err := st.Defs.PutPoll(def, hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	s := newServer(t, st, nil)

@@ -52,10 +52,10 @@ func newPollHub(s *Server, pollID string) *hub {
 // leave withdraws this node's viewers from the poll's count (a quiz
 // question's count is its quiz's participants: quizHub.firstQuestion).
 func (h *pollHub) leave() {
-	if def, ok := h.s.src.Poll(h.poll); ok && def.Quiz != nil {
+	if def, ok := h.s.src.Defs.Poll(h.poll); ok && def.Quiz != nil {
 		return
 	}
-	h.s.src.SetViewers(h.poll, 0, h.s.cfg.Now().UnixMilli())
+	h.s.src.Audience.Set(h.poll, 0, h.s.cfg.Now().UnixMilli())
 }
 
 type sample struct {
@@ -125,7 +125,7 @@ func (h *hub) tick() {
 // ranking and whether the question is on (shown). ok is false when the
 // poll or its tally is gone.
 func (h *pollHub) read(now time.Time) (cur view, def poll.Definition, cert state.Certificate, board []quiz.Standing, shown string, ok bool) {
-	def, ok = h.s.src.Poll(h.poll)
+	def, ok = h.s.src.Defs.Poll(h.poll)
 	if !ok {
 		return
 	}
@@ -133,7 +133,7 @@ func (h *pollHub) read(now time.Time) (cur view, def poll.Definition, cert state
 	if err != nil {
 		return cur, def, cert, nil, "", false
 	}
-	cert, final := h.s.src.Certificate(h.poll)
+	cert, final := h.s.src.Defs.Certificate(h.poll)
 	final = final && cert.Status == state.Reconciled
 	cur = view{status: string(def.StatusAt(now.UnixMilli(), final)), totals: make(map[string]int64, len(def.Options)), final: final, hidden: def.Hidden}
 	for _, o := range def.Options {
@@ -183,9 +183,9 @@ func (h *pollHub) tick() {
 		viewers = append(viewers, v)
 	}
 	if def.Quiz == nil { // a quiz question's count is its quiz's participants
-		h.s.src.SetViewers(h.poll, int64(len(viewers)), now.UnixMilli())
+		h.s.src.Audience.Set(h.poll, int64(len(viewers)), now.UnixMilli())
 	}
-	cur.viewers = h.s.src.Viewers(h.poll, now.UnixMilli())
+	cur.viewers = h.s.src.Audience.Count(h.poll, now.UnixMilli())
 	var regions map[string]int64
 	if h.s.cfg.Freshness != nil {
 		regions = h.s.cfg.Freshness()

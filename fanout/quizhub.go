@@ -91,7 +91,7 @@ func newQuizHub(s *Server, quizID string) *hub {
 // leave withdraws this node's participants from the quiz's count.
 func (h *quizHub) leave() {
 	if first, ok := h.firstQuestion(); ok {
-		h.s.src.SetViewers(first, 0, h.s.cfg.Now().UnixMilli())
+		h.s.src.Audience.Set(first, 0, h.s.cfg.Now().UnixMilli())
 	}
 }
 
@@ -100,7 +100,7 @@ func (h *quizHub) leave() {
 // its questions are polls). The first question's own poll stream does not
 // report viewers (pollHub.tick), so the count is the quiz's alone.
 func (h *quizHub) firstQuestion() (string, bool) {
-	qs := h.s.src.QuizQuestions(h.quiz)
+	qs := h.s.src.Defs.QuizQuestions(h.quiz)
 	if len(qs) == 0 {
 		return "", false
 	}
@@ -130,7 +130,7 @@ const answersEvery = time.Second
 // for every viewer; when the ranking changed, each participant's own.
 func (h *quizHub) tick() {
 	now := h.s.cfg.Now()
-	qv, ok := api.QuizOf(h.s.src, h.quiz, false, now.UnixMilli())
+	qv, ok := api.QuizOf(h.s.src.Quizzes, h.quiz, false, now.UnixMilli())
 	if !ok {
 		return
 	}
@@ -156,8 +156,8 @@ func (h *quizHub) tick() {
 	}
 	h.mu.Unlock()
 	if first, ok := h.firstQuestion(); ok {
-		h.s.src.SetViewers(first, joined(viewers), now.UnixMilli())
-		m.Joined = h.s.src.Viewers(first, now.UnixMilli())
+		h.s.src.Audience.Set(first, joined(viewers), now.UnixMilli())
+		m.Joined = h.s.src.Audience.Count(first, now.UnixMilli())
 	}
 	// What the frame says, but for the answer and participant counts:
 	// those change with every answer and every phone, and go out at most

@@ -28,7 +28,7 @@ func putQuiz(t testing.TB, st *state.State, id string, n int, opens time.Time) {
 			Options: []poll.Option{{ID: "a", Label: "3"}, {ID: "b", Label: "4"}}, Hidden: true, Event: id,
 			OpensAt: opens.UnixMilli(), ClosesAt: opens.Add(20 * time.Second).UnixMilli(),
 			Quiz: &poll.QuizQuestion{Quiz: id, Title: "Maths", Index: i, Correct: []string{"b"}, Points: 1000, LimitMs: 20_000, Started: opens.Before(time.Now())}}
-		if _, err := st.PutPoll(def, hlc.Timestamp{Wall: 10, Replica: "eu-1"}); err != nil {
+		if _, err := st.Defs.PutPoll(def, hlc.Timestamp{Wall: 10, Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,13 +37,13 @@ func putQuiz(t testing.TB, st *state.State, id string, n int, opens time.Time) {
 // amend rewrites one question the way the host's actions do.
 func amend(t testing.TB, st *state.State, id string, wall int64, change func(*poll.Definition)) {
 	t.Helper()
-	def, _ := st.Poll(id)
+	def, _ := st.Defs.Poll(id)
 	if def.Quiz != nil {
 		q := *def.Quiz // not the stored copy
 		def.Quiz = &q
 	}
 	change(&def)
-	if _, err := st.PutPoll(def, hlc.Timestamp{Wall: wall, Replica: "eu-1"}); err != nil {
+	if _, err := st.Defs.PutPoll(def, hlc.Timestamp{Wall: wall, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -432,7 +432,7 @@ func TestQuizStreamCountsJoinedParticipants(t *testing.T) {
 	ann1, ann2 := join("ann"), join("ann")
 	join("bob")
 	_, next := lurker.await(t, 0, joinedIs("2"))
-	st.MergeViewers("z-1", "us-1", 5, time.Now().UnixMilli()) // us-east's participants
+	st.Audience.Merge("z-1", "us-1", 5, time.Now().UnixMilli()) // us-east's participants
 	_, next = lurker.await(t, next, joinedIs("7"))
 	ann1.Close(websocket.StatusNormalClosure, "")
 	ann2.Close(websocket.StatusNormalClosure, "")

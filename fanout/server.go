@@ -12,31 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tally/api"
-	"tally/crdt"
-	"tally/poll"
 	"tally/quiz"
 	"tally/state"
 )
-
-// Source is where hubs read polls and tallies; *state.State is one.
-type Source interface {
-	Poll(id string) (poll.Definition, bool)
-	Tally(id string) (*crdt.Tally, error)
-	// Certificate returns the poll's certified result once there is one.
-	Certificate(id string) (state.Certificate, bool)
-	// SetViewers reports how many viewers of a poll this node serves;
-	// Viewers returns the poll's viewers across the cluster.
-	SetViewers(id string, n, nowMs int64)
-	Viewers(id string, nowMs int64) int64
-	// QuizQuestions reads a quiz (its questions are polls); with Totals
-	// and Certificate, it makes a Source an api.QuizSource.
-	QuizQuestions(quizID string) []poll.Definition
-	Totals(pollID string) (map[string]int64, int64, error)
-	// MarkShown records when the node first put a quiz question on a
-	// named participant's socket: their clock starts there, whatever
-	// socket they answer on (state/shown.go).
-	MarkShown(pollID, voter string, ms int64)
-}
 
 // Voter takes votes sent on a socket: body is the same JSON as the body of
 // POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
@@ -57,9 +35,9 @@ type Standings struct {
 
 // Config configures a Server. Zero values mean the defaults.
 type Config struct {
-	Source Source // required
-	Voter  Voter  // nil: votes on the socket are refused
-	Region string // shown to viewers
+	Source *state.State // where hubs read polls, tallies and viewers; required
+	Voter  Voter        // nil: votes on the socket are refused
+	Region string       // shown to viewers
 	// Freshness, when set, returns the per-region freshness vector put in
 	// every frame (region → age in ms of the newest state heard from it).
 	Freshness func() map[string]int64
@@ -109,7 +87,7 @@ type Config struct {
 // Server is the fan-out of one node.
 type Server struct {
 	cfg Config
-	src Source
+	src *state.State
 	m   *metrics
 
 	ctx    context.Context
@@ -215,7 +193,7 @@ func (s *Server) Close() error {
 // join admits a viewer of a poll, or refuses it with an *api.Error.
 func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error) {
 	// A quiz question is nobody's to watch until the host starts it.
-	if def, ok := s.src.Poll(pollID); !ok || def.Withheld(s.cfg.Now().UnixMilli()) {
+	if def, ok := s.src.Defs.Poll(pollID); !ok || def.Withheld(s.cfg.Now().UnixMilli()) {
 		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	return s.admit(newPollHub(s, pollID), ip, transport, out)
@@ -223,7 +201,7 @@ func (s *Server) join(pollID, ip, transport string, out sender) (*viewer, error)
 
 // joinQuiz admits a viewer of a quiz's stream.
 func (s *Server) joinQuiz(quizID, ip, transport string, out sender) (*viewer, error) {
-	if len(s.src.QuizQuestions(quizID)) == 0 {
+	if len(s.src.Defs.QuizQuestions(quizID)) == 0 {
 		return nil, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID)
 	}
 	return s.admit(newQuizHub(s, quizID), ip, transport, out)

@@ -39,7 +39,7 @@ type (
 // connection with a policy-violation status.
 func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 	pollID := r.PathValue("poll")
-	def, ok := s.src.Poll(pollID)
+	def, ok := s.src.Defs.Poll(pollID)
 	if !ok || def.Withheld(s.cfg.Now().UnixMilli()) { // a quiz question before it opens is the host's
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID))
 		return
@@ -56,7 +56,7 @@ func (s *Server) HandleLive(w http.ResponseWriter, r *http.Request) {
 // question poll names.
 func (s *Server) HandleQuizLive(w http.ResponseWriter, r *http.Request) {
 	quizID := r.PathValue("quiz")
-	if len(s.src.QuizQuestions(quizID)) == 0 {
+	if len(s.src.Defs.QuizQuestions(quizID)) == 0 {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", quizID))
 		return
 	}
@@ -272,7 +272,7 @@ const maxVoterLen = 128
 
 // isQuestion reports whether pollID is a started question of quizID.
 func (s *Server) isQuestion(quizID, pollID string) bool {
-	def, ok := s.src.Poll(pollID)
+	def, ok := s.src.Defs.Poll(pollID)
 	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Withheld(s.cfg.Now().UnixMilli())
 }
 

@@ -242,7 +242,7 @@ func TestQuizSocketReportsShownTimeAndRoundTrip(t *testing.T) {
 	def := poll.Definition{ID: "q", Question: "2+2?", Options: []poll.Option{{ID: "a", Label: "3"}, {ID: "b", Label: "4"}},
 		OpensAt: time.Now().Add(-time.Second).UnixMilli(), ClosesAt: time.Now().Add(time.Minute).UnixMilli(),
 		Quiz: &poll.QuizQuestion{Quiz: "z", Correct: []string{"b"}, Points: 1000, LimitMs: 60_000, Started: true}}
-	if _, err := st.PutPoll(def, hlc.Timestamp{Wall: 2, Replica: "eu-1"}); err != nil {
+	if _, err := st.Defs.PutPoll(def, hlc.Timestamp{Wall: 2, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	rec := &recordingVoter{}

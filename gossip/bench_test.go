@@ -52,7 +52,7 @@ func measureBytes(b *testing.B, n, polls int, busy bool, window time.Duration) (
 	}
 	waitFor(b, 30*time.Second, "every poll everywhere", func() bool {
 		for _, m := range ms {
-			if len(m.st.Polls()) != polls {
+			if len(m.st.Defs.Polls()) != polls {
 				return false
 			}
 		}

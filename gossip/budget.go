@@ -135,15 +135,15 @@ func (g *Gossip) publishBudget(nc *nats.Conn, mono time.Time) {
 	if asked || mono.Sub(bp.view) >= BudgetRefreshEvery {
 		g.budgetNow.Store(false)
 		bp.view = mono
-		g.cfg.State.TakeBudget() // the view holds them
-		for replica, entries := range g.cfg.State.BudgetView() {
+		g.cfg.State.Budget.Take() // the view holds them
+		for replica, entries := range g.cfg.State.Budget.View() {
 			if !g.sendBudget(nc, replica, ts, entries) {
 				return
 			}
 		}
 		return
 	}
-	g.sendBudget(nc, g.cfg.Replica, ts, g.cfg.State.TakeBudget())
+	g.sendBudget(nc, g.cfg.Replica, ts, g.cfg.State.Budget.Take())
 }
 
 // sendBudget publishes one replica's counts in messages of at most
@@ -184,7 +184,7 @@ func (g *Gossip) receiveBudget(b []byte) {
 		}
 		return
 	}
-	if n := g.cfg.State.MergeBudget(m.Replica, m.Entries, g.cfg.Now().UnixMilli()); n > 0 {
+	if n := g.cfg.State.Budget.Merge(m.Replica, m.Entries, g.cfg.Now().UnixMilli()); n > 0 {
 		g.m.merges.WithLabelValues(pathBudget).Inc()
 	}
 }

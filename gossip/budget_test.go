@@ -16,10 +16,10 @@ func TestTokenBudgetCrossesRegions(t *testing.T) {
 	b := startMember(t, "b", "us", []string{a.GossipAddr()}, nil)
 	waitFor(t, 10*time.Second, "members", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
 	now := time.Now().UnixMilli()
-	a.st.IssueTokens([]uint64{7, 8}, now)
-	a.st.IssueTokens([]uint64{7}, now)
-	b.st.IssueTokens([]uint64{7}, now)
-	held := func(m *member, g uint64) uint64 { return m.st.TokensWithin(g, time.Now().UnixMilli(), 60) }
+	a.st.Budget.Issue([]uint64{7, 8}, now)
+	a.st.Budget.Issue([]uint64{7}, now)
+	b.st.Budget.Issue([]uint64{7}, now)
+	held := func(m *member, g uint64) uint64 { return m.st.Budget.Within(g, time.Now().UnixMilli(), 60) }
 	waitFor(t, 10*time.Second, "counts at both", func() bool {
 		return held(a, 7) == 3 && held(b, 7) == 3 && held(a, 8) == 1 && held(b, 8) == 1
 	})
@@ -31,6 +31,6 @@ func TestTokenBudgetCrossesRegions(t *testing.T) {
 	waitFor(t, 10*time.Second, "counts back at the restarted member", func() bool {
 		return held(b2, 7) == 3 && held(b2, 8) == 1
 	})
-	b2.st.IssueTokens([]uint64{7}, time.Now().UnixMilli()) // its own count goes on from 1, not from 0
+	b2.st.Budget.Issue([]uint64{7}, time.Now().UnixMilli()) // its own count goes on from 1, not from 0
 	waitFor(t, 10*time.Second, "the next count", func() bool { return held(a, 7) == 4 && held(b2, 7) == 4 })
 }

@@ -154,7 +154,7 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 	// flight will bring it ballots older than its start.
 	starting := !g.caughtUp.Load()
 	defer func() { g.caughtUp.Store(!behind && g.Synced() && len(g.Unheard()) == 0) }()
-	for _, d := range g.cfg.State.Polls() {
+	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, now) {
 			continue
 		}

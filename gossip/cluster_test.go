@@ -27,7 +27,7 @@ func TestThreeRegionsConverge(t *testing.T) {
 	a.create(t, testPoll("p"))
 	waitFor(t, 10*time.Second, "the poll everywhere", func() bool {
 		for _, m := range all {
-			if _, ok := m.st.Poll("p"); !ok {
+			if _, ok := m.st.Defs.Poll("p"); !ok {
 				return false
 			}
 		}

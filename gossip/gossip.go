@@ -494,7 +494,7 @@ type Replica = api.ClusterReplica
 func (g *Gossip) Staleness() []Replica {
 	now := g.cfg.Now().UnixMilli()
 	out := []Replica{{Replica: g.cfg.Replica, Region: g.cfg.Region, Self: true}}
-	for _, h := range g.cfg.State.HeardFrom() {
+	for _, h := range g.cfg.State.Replicas.HeardFrom() {
 		if h.Replica != g.cfg.Replica {
 			out = append(out, Replica{Replica: h.Replica, Region: h.Region, StalenessMs: max(now-h.AtMs, 0)})
 		}
@@ -532,7 +532,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		if p.Cert != nil {
 			// Signed by the replica that certified, with the key it
 			// announced; anything else is dropped, whoever relayed it.
-			if pub, ok := g.cfg.State.PublicKey(p.Cert.By); !ok || !p.Cert.VerifySignature(pub) {
+			if pub, ok := g.cfg.State.Defs.PublicKey(p.Cert.By); !ok || !p.Cert.VerifySignature(pub) {
 				g.m.dropped.WithLabelValues(path, "bad_signature").Inc()
 				g.log.Warn("dropping a certificate whose signature does not verify", "poll", p.ID, "by", p.Cert.By, "from", msg.Replica, "key_known", ok)
 				p.Cert = nil
@@ -546,7 +546,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			p.Def = nil
 		}
 		if p.Def != nil {
-			won, err := g.cfg.State.MergePoll(*p.Def)
+			won, err := g.cfg.State.Defs.MergePoll(*p.Def)
 			if err != nil {
 				g.m.dropped.WithLabelValues(path, "rejected").Inc()
 				g.log.Warn("cannot apply a gossiped definition", "poll", p.ID, "from", msg.Replica, "err", err)
@@ -558,7 +558,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			p.Cert = nil
 		}
 		if p.Cert != nil {
-			won, err := g.cfg.State.PutCertificate(*p.Cert)
+			won, err := g.cfg.State.Defs.PutCertificate(*p.Cert)
 			if err != nil {
 				g.m.dropped.WithLabelValues(path, "rejected").Inc()
 				g.log.Warn("cannot apply a gossiped certificate", "poll", p.ID, "from", msg.Replica, "err", err)
@@ -573,10 +573,10 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			}
 		}
 		if p.Viewers != nil {
-			g.cfg.State.MergeViewers(p.ID, msg.Replica, *p.Viewers, sentAt)
+			g.cfg.State.Audience.Merge(p.ID, msg.Replica, *p.Viewers, sentAt)
 		}
 		if p.Tally != nil {
-			if def, ok := g.cfg.State.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
+			if def, ok := g.cfg.State.Defs.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
 				// Merge keeps the poll's own options only; say so.
 				g.m.dropped.WithLabelValues(path, "unknown_option").Inc()
 			}
@@ -595,12 +595,12 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		}
 	}
 	now := g.cfg.Now().UnixMilli()
-	if last, ok := g.cfg.State.HeardAt(msg.Replica); ok && now-last > 2*g.cfg.HeartbeatEvery.Milliseconds() {
+	if last, ok := g.cfg.State.Replicas.HeardAt(msg.Replica); ok && now-last > 2*g.cfg.HeartbeatEvery.Milliseconds() {
 		// Silent for a while (a partition, a restart): it missed our
 		// deltas too, so refresh at the next tick instead of within a second.
 		g.refreshNow.Store(true)
 	}
-	g.cfg.State.Heard(msg.Replica, msg.Region, sentAt)
+	g.cfg.State.Replicas.Heard(msg.Replica, msg.Region, sentAt)
 	g.heardFrom(msg.Replica)
 	if changed {
 		g.m.merges.WithLabelValues(path).Inc()
@@ -658,20 +658,20 @@ func (g *Gossip) fullState() (*Message, error) {
 	}
 	msg := &Message{Kind: KindFull, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts}
 	now := g.cfg.Now().UnixMilli()
-	for _, d := range g.cfg.State.Polls() {
+	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, now) {
 			continue
 		}
-		reg, ok := g.cfg.State.PollRegister(d.ID)
+		reg, ok := g.cfg.State.Defs.PollRegister(d.ID)
 		t, err := g.cfg.State.Tally(d.ID)
 		if !ok || err != nil {
 			continue
 		}
 		u := PollUpdate{ID: d.ID, Def: &reg, Tally: t}
-		if c, ok := g.cfg.State.Certificate(d.ID); ok {
+		if c, ok := g.cfg.State.Defs.Certificate(d.ID); ok {
 			u.Cert = &c
 		}
-		if n, ok := g.cfg.State.OwnViewers(d.ID); ok {
+		if n, ok := g.cfg.State.Audience.Own(d.ID); ok {
 			u.Viewers = &n
 		}
 		msg.Polls = append(msg.Polls, u)

@@ -113,11 +113,11 @@ func snapshot(t *testing.T, m *member) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, _ := m.st.Poll("p")
-	cert, certified := m.st.Certificate("p")
+	def, _ := m.st.Defs.Poll("p")
+	cert, certified := m.st.Defs.Certificate("p")
 	b, _ := json.Marshal(map[string]any{
 		"totals": m.totals("p"), "records": maps.Clone(tally.RecordCounts()), "def": def,
-		"cert": certified, "certBy": cert.By, "polls": len(m.st.Polls()),
+		"cert": certified, "certBy": cert.By, "polls": len(m.st.Defs.Polls()),
 	})
 	return string(b)
 }
@@ -169,7 +169,7 @@ func TestKeylessNodeTakesNoMembers(t *testing.T) {
 	if after := snapshot(t, a); after != before {
 		t.Fatalf("a stranger changed a keyless node's state:\nbefore %s\nafter  %s", before, after)
 	}
-	if _, ok := stranger.st.Poll("p"); ok && stranger.totals("p")["a"] != 0 {
+	if _, ok := stranger.st.Defs.Poll("p"); ok && stranger.totals("p")["a"] != 0 {
 		t.Fatalf("the keyless node sent its counts to a stranger: %v", stranger.totals("p"))
 	}
 	if b := d.LocalState(false); b != nil {
@@ -323,7 +323,7 @@ func TestCertificatesMustBeSignedByTheirCertifier(t *testing.T) {
 	a.create(t, testPoll("p"))
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	_, stranger, _ := ed25519.GenerateKey(nil)
-	if err := a.st.LearnKey("us-1", pub); err != nil { // as if announced in us-1's member metadata
+	if err := a.st.Defs.LearnKey("us-1", pub); err != nil { // as if announced in us-1's member metadata
 		t.Fatal(err)
 	}
 	ts := hlc.Timestamp{Wall: time.Now().UnixMilli(), Replica: "us-1"}
@@ -354,11 +354,11 @@ func TestCertificatesMustBeSignedByTheirCertifier(t *testing.T) {
 	if got := counter(t, a, "dropped", pathPushPull, "bad_signature"); got != 4 {
 		t.Fatalf("bad signatures dropped: %v", got)
 	}
-	if _, ok := a.st.Certificate("p"); ok {
+	if _, ok := a.st.Defs.Certificate("p"); ok {
 		t.Fatal("a badly signed certificate was taken")
 	}
 	send(good)
-	if c, ok := a.st.Certificate("p"); !ok || c.Total != 2 {
+	if c, ok := a.st.Defs.Certificate("p"); !ok || c.Total != 2 {
 		t.Fatalf("the signed certificate: %+v %v", c, ok)
 	}
 }
@@ -406,7 +406,7 @@ func TestReplayedGossipChangesNothing(t *testing.T) {
 	closed.ClosesAt = time.Now().UnixMilli()
 	b.create(t, closed) // the admin closes early: a newer stamp
 	waitFor(t, 10*time.Second, "a has the newer state", func() bool {
-		def, _ := a.st.Poll("p")
+		def, _ := a.st.Defs.Poll("p")
 		return a.totals("p")["a"] == 3 && def.ClosesAt == closed.ClosesAt
 	})
 	before := snapshot(t, a)
@@ -442,7 +442,7 @@ func TestReplayRevivesNoRegion(t *testing.T) {
 		}
 		return a.keys.seal(b)
 	}
-	own := func() int64 { n, _ := a.st.OwnViewers("p"); return n }
+	own := func() int64 { n, _ := a.st.Audience.Own("p"); return n }
 	// Captured 12 s ago with 30 viewers: the replica's last words before
 	// it died. Then the capture is sent again now.
 	captured := msg(now.Add(-12*time.Second), 30)
@@ -451,17 +451,17 @@ func TestReplayRevivesNoRegion(t *testing.T) {
 	if got := counter(t, a, "dropped", pathPushPull, "replay"); got != 1 {
 		t.Fatalf("replays dropped: %v, want 1", got)
 	}
-	if at, _ := a.st.HeardAt("ap-1"); at != now.Add(-12*time.Second).UnixMilli() {
+	if at, _ := a.st.Replicas.HeardAt("ap-1"); at != now.Add(-12*time.Second).UnixMilli() {
 		t.Fatalf("ap-1 heard at %d, want its send time %d", at, now.Add(-12*time.Second).UnixMilli())
 	}
-	if n := a.st.Viewers("p", now.UnixMilli()) - own(); n != 0 {
+	if n := a.st.Audience.Count("p", now.UnixMilli()) - own(); n != 0 {
 		t.Fatalf("a 12 s old report counts %d viewers", n)
 	}
 	// An older capture arriving after a newer message is a replay; one
 	// older than maxMessageAge is dropped whatever came before.
 	d.MergeRemoteState(msg(now.Add(-time.Second), 5), false)
 	d.MergeRemoteState(msg(now.Add(-2*time.Second), 40), false)
-	if n := a.st.Viewers("p", now.UnixMilli()) - own(); n != 5 {
+	if n := a.st.Audience.Count("p", now.UnixMilli()) - own(); n != 5 {
 		t.Fatalf("viewers after a newer report and an older replay: %d, want 5", n)
 	}
 	a.receive(pathNATS, msg(now.Add(-31*time.Second), 99))

@@ -98,7 +98,7 @@ func (g *Gossip) expectsPeers() bool {
 	if len(g.keptAddrs()) > 0 {
 		return true
 	}
-	for _, d := range g.cfg.State.Polls() {
+	for _, d := range g.cfg.State.Defs.Polls() {
 		known, err := g.cfg.State.KnownRecords(d.ID)
 		if err != nil {
 			continue
@@ -129,11 +129,11 @@ func (g *Gossip) heardFrom(replica string) {
 func (g *Gossip) Unheard() []string {
 	now := g.cfg.Now().UnixMilli()
 	want := map[string]bool{}
-	for _, d := range g.cfg.State.Polls() {
+	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, now) {
 			continue
 		}
-		if c, ok := g.cfg.State.Certificate(d.ID); ok && c.Status == state.Reconciled {
+		if c, ok := g.cfg.State.Defs.Certificate(d.ID); ok && c.Status == state.Reconciled {
 			continue
 		}
 		known, err := g.cfg.State.KnownRecords(d.ID)
@@ -193,7 +193,7 @@ func (g *Gossip) checkCertificate(path, from string, c *state.Certificate) bool 
 	if g.cfg.CheckCertificate == nil || c.Status != state.Reconciled {
 		return true
 	}
-	if held, ok := g.cfg.State.Certificate(c.Poll); ok && held.Status == state.Reconciled && !c.TS.Less(held.TS) {
+	if held, ok := g.cfg.State.Defs.Certificate(c.Poll); ok && held.Status == state.Reconciled && !c.TS.Less(held.TS) {
 		// It would not replace the one held (every full state carries it
 		// again): nothing to decode. The held one is the certifier's to
 		// recheck.

@@ -51,7 +51,7 @@ func TestRestartWithoutJoinFindsItsCluster(t *testing.T) {
 	// records (state.LoadTallies): the same.
 	st, _ := state.New(state.Config{Replica: "a-r"})
 	p := testPoll("p")
-	if _, err := st.PutPoll(p, hlc.Timestamp{Wall: 1, Replica: "a-r"}); err != nil {
+	if _, err := st.Defs.PutPoll(p, hlc.Timestamp{Wall: 1, Replica: "a-r"}); err != nil {
 		t.Fatal(err)
 	}
 	tally := crdt.NewTally()
@@ -110,7 +110,7 @@ func TestShortCertificateIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	if err := a.st.LearnKey("us-1", pub); err != nil {
+	if err := a.st.Defs.LearnKey("us-1", pub); err != nil {
 		t.Fatal(err)
 	}
 	ts := hlc.Timestamp{Wall: time.Now().UnixMilli(), Replica: "us-1"}
@@ -134,11 +134,11 @@ func TestShortCertificateIsRefused(t *testing.T) {
 	if got := counter(t, a, "dropped", pathPushPull, "short_certificate"); got != 1 {
 		t.Fatalf("short certificates dropped: %v", got)
 	}
-	if c, ok := a.st.Certificate("p"); ok {
+	if c, ok := a.st.Defs.Certificate("p"); ok {
 		t.Fatalf("a short certificate was applied: %+v", c)
 	}
 	send(cert(ledger.Chain{Poll: "p", Replica: "us-1", Records: 3}, ledger.Chain{Poll: "p", Replica: "ap-1", Records: 2}))
-	if c, ok := a.st.Certificate("p"); !ok || c.Status != state.Reconciled {
+	if c, ok := a.st.Defs.Certificate("p"); !ok || c.Status != state.Reconciled {
 		t.Fatalf("the whole certificate: %+v %v", c, ok)
 	}
 }

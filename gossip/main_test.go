@@ -94,7 +94,7 @@ func (m *member) create(t testing.TB, d poll.Definition) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.st.PutPoll(d, ts); err != nil {
+	if _, err := m.st.Defs.PutPoll(d, ts); err != nil {
 		t.Fatal(err)
 	}
 }

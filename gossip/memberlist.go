@@ -254,7 +254,7 @@ func (g *Gossip) track(n *memberlist.Node) peer {
 	}
 	p := peer{name: n.Name, addr: append(net.IP(nil), n.Addr...), gossip: n.Address(), meta: m}
 	if pub, err := base64.StdEncoding.DecodeString(m.Pub); err == nil && len(pub) == ed25519.PublicKeySize && m.Replica != "" {
-		if err := g.cfg.State.LearnKey(m.Replica, pub); err != nil {
+		if err := g.cfg.State.Defs.LearnKey(m.Replica, pub); err != nil {
 			g.m.dropped.WithLabelValues(pathPushPull, "key_conflict").Inc()
 			g.log.Error("member announces a signing key its replica is not known by", "name", n.Name, "replica", m.Replica, "err", err)
 		}

@@ -88,7 +88,7 @@ func runSchedule(t *testing.T, seed uint64) {
 	nodes[0].create(t, testPoll("p"))
 	waitFor(t, 10*time.Second, "the poll everywhere", func() bool {
 		for _, n := range nodes {
-			if _, ok := n.st.Poll("p"); !ok {
+			if _, ok := n.st.Defs.Poll("p"); !ok {
 				return false
 			}
 		}

@@ -87,7 +87,7 @@ func (g *Gossip) publishOnce() bool {
 	refresh := g.refreshNow.Swap(false) || mono.Sub(g.pub.last) >= g.cfg.HeartbeatEvery
 	ballots := g.takeBallots()
 	sent := newPublished()
-	for _, d := range g.cfg.State.Polls() {
+	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, nowMs) {
 			continue
 		}
@@ -144,10 +144,10 @@ func (g *Gossip) takeBallots() map[string][]crdt.Ballot {
 // reports whether it carries anything.
 func (g *Gossip) pollUpdate(id string, live, refresh bool, ballots []crdt.Ballot, sent published) (PollUpdate, bool) {
 	u := PollUpdate{ID: id, Ballots: ballots}
-	if reg, ok := g.cfg.State.PollRegister(id); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[id]) {
+	if reg, ok := g.cfg.State.Defs.PollRegister(id); ok && reg.TS.Replica == g.cfg.Replica && (live || reg.TS != g.pub.defs[id]) {
 		u.Def, sent.defs[id] = &reg, reg.TS
 	}
-	if c, ok := g.cfg.State.Certificate(id); ok && c.By == g.cfg.Replica && (live || c.TS != g.pub.certs[id]) {
+	if c, ok := g.cfg.State.Defs.Certificate(id); ok && c.By == g.cfg.Replica && (live || c.TS != g.pub.certs[id]) {
 		u.Cert, sent.certs[id] = &c, c.TS
 	}
 	if g.cfg.Role == RoleFull {
@@ -164,7 +164,7 @@ func (g *Gossip) pollUpdate(id string, live, refresh bool, ballots []crdt.Ballot
 	}
 	// Viewers when they changed, and in every refresh while there are
 	// any, so the others' reports of them stay fresh.
-	if n, ok := g.cfg.State.OwnViewers(id); ok && (n != g.pub.viewers[id] || refresh && n > 0) {
+	if n, ok := g.cfg.State.Audience.Own(id); ok && (n != g.pub.viewers[id] || refresh && n > 0) {
 		u.Viewers, sent.viewers[id] = &n, n
 	}
 	return u, u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 || u.Viewers != nil

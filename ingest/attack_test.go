@@ -151,7 +151,7 @@ func runSimulation(t *testing.T, votes []simVote) (*ledger.Result, int, int) {
 	hc, _ := hlc.New(hlc.Config{Replica: "eu-1", Now: clk.now})
 	def := poll.Definition{ID: "p", Question: "Who?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}, {ID: "c", Label: "C"}, {ID: "d", Label: "D"}},
 		OpensAt: start.UnixMilli(), ClosesAt: start.Add(40 * time.Second).UnixMilli(), GraceMs: 2000}
-	st.PutPoll(def, hlc.Timestamp{Wall: start.UnixMilli(), Replica: "eu-1"})
+	st.Defs.PutPoll(def, hlc.Timestamp{Wall: start.UnixMilli(), Replica: "eu-1"})
 	p, err := New(Config{Ledger: l, State: st, Clock: hc, Limits: Limits{MaxBody: 1 << 14}, TrustFloor: trust.DefaultFloor,
 		Datacenters: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, Now: clk.now})
 	if err != nil {

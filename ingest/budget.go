@@ -57,8 +57,8 @@ func (p *Pipeline) tokenGroups(ip string) []uint64 {
 // the sliding minute stay under TokensPerMinute (times SharedScale in a
 // shared network). It also returns the token's slot and the group's
 // tokens in the sliding minute (the puzzle's difficulty grows with them).
-func (p *Pipeline) tokenBudget(groups []uint64, shared bool, now time.Time) (ok bool, retry time.Duration, slot, recent int) {
-	cfg := p.sessions.cfg
+func (s *sessionState) tokenBudget(groups []uint64, shared bool, now time.Time) (ok bool, retry time.Duration, slot, recent int) {
+	cfg := s.cfg
 	nowMs := now.UnixMilli()
 	frac := 1 - float64(nowMs%60_000)/60_000 // the previous minute's share of the sliding one
 	limit := cfg.TokensPerMinute
@@ -68,7 +68,7 @@ func (p *Pipeline) tokenBudget(groups []uint64, shared bool, now time.Time) (ok 
 	slot = 1
 	ttlMinutes := int((cfg.TTL + time.Minute - 1) / time.Minute)
 	for i, g := range groups {
-		counts := p.cfg.State.TokensIssued(g, nowMs, 2)
+		counts := s.budget.Issued(g, nowMs, 2)
 		minute := float64(counts[0]) + float64(counts[1])*frac
 		if i == 0 {
 			recent = int(minute)
@@ -77,7 +77,7 @@ func (p *Pipeline) tokenBudget(groups []uint64, shared bool, now time.Time) (ok 
 			return false, time.Duration(60_000-nowMs%60_000) * time.Millisecond, 0, recent
 		}
 		if !shared {
-			slot = max(slot, int(p.cfg.State.TokensWithin(g, nowMs, ttlMinutes))+1)
+			slot = max(slot, int(s.budget.Within(g, nowMs, ttlMinutes))+1)
 		}
 	}
 	return true, 0, slot, recent
@@ -86,8 +86,8 @@ func (p *Pipeline) tokenBudget(groups []uint64, shared bool, now time.Time) (ok 
 // reserveToken counts a token about to be issued to ip's groups at now
 // and returns its slot; or, when the hard limit or the pace refuses it,
 // how long to wait. With dry set it counts nothing: whether it would.
-func (p *Pipeline) reserveToken(groups []uint64, shared bool, now time.Time, dry bool) (slot int, retry time.Duration, ok bool) {
-	ok, retry, slot, _ = p.tokenBudget(groups, shared, now)
+func (s *sessionState) reserveToken(groups []uint64, shared bool, now time.Time, dry bool) (slot int, retry time.Duration, ok bool) {
+	ok, retry, slot, _ = s.tokenBudget(groups, shared, now)
 	if !ok {
 		return 0, retry, false
 	}
@@ -99,9 +99,9 @@ func (p *Pipeline) reserveToken(groups []uint64, shared bool, now time.Time, dry
 			}
 		}
 	}()
-	if !shared && slot <= p.sessions.cfg.Vouched {
+	if !shared && slot <= s.cfg.Vouched {
 		for _, g := range groups {
-			taken, wait, u := p.sessions.pace.reserve(strconv.FormatUint(g, 16), 1, p.sessions.paceNow())
+			taken, wait, u := s.pace.reserve(strconv.FormatUint(g, 16), 1, s.paceNow())
 			if !taken {
 				ok = false
 				return 0, max(wait, time.Second), false
@@ -110,15 +110,14 @@ func (p *Pipeline) reserveToken(groups []uint64, shared bool, now time.Time, dry
 		}
 	}
 	if !dry {
-		p.cfg.State.IssueTokens(groups, now.UnixMilli())
+		s.budget.Issue(groups, now.UnixMilli())
 	}
 	return slot, 0, true
 }
 
 // overBudget reports whether a token's slot is past what its poll vouches
 // for.
-func (p *Pipeline) overBudget(slot int, quiz bool) bool {
-	s := p.sessions
+func (s *sessionState) overBudget(slot int, quiz bool) bool {
 	if s == nil || slot == 0 {
 		return false
 	}

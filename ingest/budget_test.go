@@ -100,7 +100,7 @@ func TestTokenSlotsPerAddressGroup(t *testing.T) {
 		quiz bool
 		want bool
 	}{{0, false, false}, {1, false, false}, {3, false, false}, {4, false, true}, {1, true, false}, {2, true, true}} {
-		if got := r.p.overBudget(c.slot, c.quiz); got != c.want {
+		if got := r.p.sessions.overBudget(c.slot, c.quiz); got != c.want {
 			t.Errorf("overBudget(%d, quiz %v) = %v", c.slot, c.quiz, got)
 		}
 	}

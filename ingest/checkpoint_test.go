@@ -39,11 +39,11 @@ func newRig(t *testing.T, dir string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := st.Poll("p"); !ok {
+	if _, ok := st.Defs.Poll("p"); !ok {
 		now := time.Now().UnixMilli()
 		def := poll.Definition{ID: "p", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}, {ID: "c", Label: "C"}},
 			OpensAt: now - 1000, ClosesAt: now + 3600_000, GraceMs: 1000}
-		if _, err := st.PutPoll(def, hlc.Timestamp{Wall: now, Replica: "eu-1"}); err != nil {
+		if _, err := st.Defs.PutPoll(def, hlc.Timestamp{Wall: now, Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}

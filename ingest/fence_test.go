@@ -21,7 +21,7 @@ func TestFenceClosesThePollHereOnly(t *testing.T) {
 	now := time.Now().UnixMilli()
 	def := poll.Definition{ID: "f", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 		OpensAt: now - 1000, ClosesAt: now + 3_600_000, GraceMs: 1000}
-	if _, err := r.st.PutPoll(def, hlc.Timestamp{Wall: now, Replica: "eu-1"}); err != nil {
+	if _, err := r.st.Defs.PutPoll(def, hlc.Timestamp{Wall: now, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.p.Submit("f", []Vote{{Option: "a", Voter: "v1", Idem: "k1"}}, "127.0.0.1"); err != nil || res[0].Status != StatusAccepted {
@@ -52,7 +52,7 @@ func TestFenceClosesThePollHereOnly(t *testing.T) {
 	// A poll extended past the fence takes votes again: the fence covered
 	// the close it was taken under.
 	def.ClosesAt += 60_000
-	if _, err := r.st.PutPoll(def, hlc.Timestamp{Wall: now + 1, Replica: "eu-1"}); err != nil {
+	if _, err := r.st.Defs.PutPoll(def, hlc.Timestamp{Wall: now + 1, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := r.p.Submit("f", []Vote{{Option: "b", Voter: "v4", Idem: "k4"}}, "127.0.0.1"); err != nil || res[0].Status != StatusAccepted {

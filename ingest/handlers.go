@@ -28,25 +28,23 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 // socket): the same decoding, voter token check, pipeline and
 // acknowledgement as HandleVotes. It is fanout's Voter.
 func (p *Pipeline) Vote(pollID string, body []byte, s api.Sender) (any, error) {
-	if err := p.fits(body); err != nil {
+	if err := p.Fits(body); err != nil {
 		p.m.refused(err, 1)
 		return nil, err
 	}
 	return p.vote(pollID, body, s)
 }
 
-// fits refuses a vote request body larger than the pipeline takes.
-func (p *Pipeline) fits(body []byte) error {
+// Fits refuses a vote request body larger than the pipeline takes. The
+// node's relay server calls it too: it refuses (and counts) an oversized
+// relayed request before the batch (VoteBatch does not count that
+// refusal).
+func (p *Pipeline) Fits(body []byte) error {
 	if int64(len(body)) > p.cfg.Limits.MaxBody {
 		return api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
 	}
 	return nil
 }
-
-// Fits is fits for the node's relay server, which refuses (and counts) an
-// oversized relayed request before the batch (VoteBatch does not count
-// that refusal).
-func (p *Pipeline) Fits(body []byte) error { return p.fits(body) }
 
 // vote decodes a vote request body, checks the sender's voter token (bound
 // to its address and User-Agent; its voter replaces the body's) and
@@ -75,7 +73,7 @@ func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Cli
 		p.m.refused(err, 1)
 		return nil, Client{}, err
 	}
-	def, _ := p.cfg.State.Poll(pollID)
+	def, _ := p.cfg.State.Defs.Poll(pollID)
 	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.Public)
 	if err != nil {
 		p.m.refused(err, len(votes))

@@ -129,7 +129,7 @@ func New(cfg Config) (*Pipeline, error) {
 			if cfg.Sessions.Signer == nil {
 				return nil
 			}
-			return newSessionState(cfg.Sessions)
+			return newSessionState(cfg.Sessions, cfg.State.Budget)
 		}(),
 	}, nil
 }
@@ -330,7 +330,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 		}
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := trust.Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
-			Datacenter: p.datacenters.contains(c.IP), OverBudget: p.overBudget(c.TokenSlot, def.Quiz != nil)}
+			Datacenter: p.datacenters.contains(c.IP), OverBudget: p.sessions.overBudget(c.TokenSlot, def.Quiz != nil)}
 		if prev, ok := p.cfg.State.LastWall(def.ID, hashes[i][0]); ok && ts.Wall > prev {
 			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
 		}
@@ -440,7 +440,7 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, h
 // 1 to MaxBatch votes, each for one of its options (interned), and quiz
 // names. It returns the poll's definition.
 func (p *Pipeline) checkRequest(pollID string, votes []Vote) (poll.Definition, error) {
-	def, ok := p.cfg.State.Poll(pollID)
+	def, ok := p.cfg.State.Defs.Poll(pollID)
 	if !ok || def.Withheld(p.cfg.Now().UnixMilli()) {
 		return poll.Definition{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}

@@ -39,7 +39,7 @@ func quizPipeline(t *testing.T, now time.Time, openedAgo time.Duration, names Na
 	q := poll.Definition{ID: "q-1", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}, OpensAt: opens, ClosesAt: opens + 20_000,
 		Quiz: &poll.QuizQuestion{Quiz: "q", Correct: []string{"a"}, Points: 1000, LimitMs: 20_000, Started: true}}
 	for _, d := range append([]poll.Definition{q}, extra...) {
-		if _, err := st.PutPoll(d, ts); err != nil {
+		if _, err := st.Defs.PutPoll(d, ts); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,8 +20,8 @@ func (p *Pipeline) Replay(records iter.Seq2[ledger.Record, error], replica strin
 		if r.Replica != replica {
 			continue
 		}
-		def, ok := p.cfg.State.Poll(r.Poll)
-		if _, aside := p.cfg.State.SetAside()[r.Poll]; !ok && (aside || p.cfg.State.Forgotten(r.Poll)) {
+		def, ok := p.cfg.State.Defs.Poll(r.Poll)
+		if _, aside := p.cfg.State.Defs.SetAside()[r.Poll]; !ok && (aside || p.cfg.State.Defs.Forgotten(r.Poll)) {
 			continue // set aside at load, or certified and past retention: not served, records kept
 		}
 		if !ok {

@@ -9,6 +9,7 @@ import (
 
 	"tally/api"
 	"tally/session"
+	"tally/state"
 )
 
 // SessionHeader carries a voter token on vote requests.
@@ -65,9 +66,10 @@ type sessionState struct {
 	used    session.Used
 	pace    *limiter // vouched tokens per group (budget.go); nil: none
 	paceNow func() time.Time
+	budget  *state.Budgets // the tokens issued across the cluster
 }
 
-func newSessionState(cfg Sessions) *sessionState {
+func newSessionState(cfg Sessions, budget *state.Budgets) *sessionState {
 	if cfg.TokensPerMinute <= 0 {
 		cfg.TokensPerMinute = DefaultTokensPerMinute
 	}
@@ -80,7 +82,7 @@ func newSessionState(cfg Sessions) *sessionState {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultSessionTTL
 	}
-	return &sessionState{cfg: cfg, shared: ranges(cfg.Shared), pace: newLimiter(cfg.VouchPace, 1), paceNow: time.Now}
+	return &sessionState{cfg: cfg, shared: ranges(cfg.Shared), pace: newLimiter(cfg.VouchPace, 1), paceNow: time.Now, budget: budget}
 }
 
 // difficulty is the puzzle's bits for an address that obtained recent
@@ -140,7 +142,7 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 	if s.cfg.PowBits > 0 {
 		if req.Challenge == "" {
 			// Refused before any puzzle is set: no work for nothing.
-			ok, wait, _, recent := p.tokenBudget(groups, shared, now)
+			ok, wait, _, recent := p.sessions.tokenBudget(groups, shared, now)
 			if !ok {
 				p.m.sessions.WithLabelValues("rate_limited").Inc()
 				return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
@@ -159,7 +161,7 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
 			return nil, sessionError(err)
 		}
-		if _, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
+		if _, wait, ok := p.sessions.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
 			p.m.sessions.WithLabelValues("rate_limited").Inc()
 			return nil, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After")
 		}
@@ -169,7 +171,7 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
-	slot, wait, ok := p.reserveToken(groups, shared, p.cfg.Now(), false)
+	slot, wait, ok := p.sessions.reserveToken(groups, shared, p.cfg.Now(), false)
 	if !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
 		return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
@@ -267,5 +269,5 @@ func (p *Pipeline) Participant(tok, userAgent, ip string) (voter string, counted
 	if err != nil {
 		return "", false
 	}
-	return t.Voter, !p.overBudget(t.Slot, true)
+	return t.Voter, !p.sessions.overBudget(t.Slot, true)
 }

@@ -58,7 +58,7 @@ func TestCheckpointWhileAppending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	chains, err := c.Verify("p")
+	chains, err := VerifyChains(c.Scan("p"))
 	if err != nil {
 		t.Fatalf("the checkpoint's chain does not verify: %v", err)
 	}

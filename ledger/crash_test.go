@@ -129,7 +129,7 @@ func checkRecovered(t *testing.T, l *Ledger, acked [][]string) {
 		}
 	}
 	if len(recs) > 0 {
-		if _, err := l.Verify("p"); err != nil {
+		if _, err := VerifyChains(l.Scan("p")); err != nil {
 			t.Fatal(err)
 		}
 	}

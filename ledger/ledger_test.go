@@ -59,7 +59,7 @@ func TestAppendAssignsChainAndDeduplicates(t *testing.T) {
 	if err != nil || out[0] != (Appended{ID: VoteID{"eu-1", 3}}) || !out[1].Duplicate {
 		t.Fatalf("after restart: %+v, %v", out, err)
 	}
-	if _, err := l2.Verify("p1"); err != nil {
+	if _, err := VerifyChains(l2.Scan("p1")); err != nil {
 		t.Fatal(err)
 	}
 	if all := collect(t, l2.Replay()); len(all) != 4 {
@@ -139,7 +139,7 @@ func TestConcurrentAppendsShareCommits(t *testing.T) {
 	if len(seen) != writers*per/2 {
 		t.Fatalf("%d records appended, want %d", len(seen), writers*per/2)
 	}
-	chains, err := l.Verify("p")
+	chains, err := VerifyChains(l.Scan("p"))
 	if err != nil || chains[0].Records != writers*per/2 {
 		t.Fatalf("verify: %+v %v", chains, err)
 	}

@@ -35,7 +35,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	chains, err := hub.Verify("p")
+	chains, err := VerifyChains(hub.Scan("p"))
 	if err != nil || len(chains) != 2 || chains[0].Records != 20 || chains[1].Records != 10 {
 		t.Fatalf("chains %+v, %v", chains, err)
 	}
@@ -83,7 +83,7 @@ func TestImportRefusesBrokenAndConflictingChains(t *testing.T) {
 	if _, err := hub.Import(ReadNDJSON(&other)); !errors.Is(err, ErrConflict) {
 		t.Fatalf("conflict: err = %v, want ErrConflict", err)
 	}
-	if chains, err := hub.Verify("p"); err != nil || chains[0].Records != 5 {
+	if chains, err := VerifyChains(hub.Scan("p")); err != nil || chains[0].Records != 5 {
 		t.Fatalf("after refused imports: %+v %v", chains, err)
 	}
 }

@@ -72,6 +72,3 @@ func VerifyChains(records iter.Seq2[Record, error]) ([]Chain, error) {
 	}
 	return v.Chains(), nil
 }
-
-// Verify checks every chain of one poll in this ledger.
-func (l *Ledger) Verify(poll string) ([]Chain, error) { return VerifyChains(l.Scan(poll)) }

@@ -197,7 +197,7 @@ func runAbuse(b *testing.B, vouched int) {
 		group := at.state.Hash("tokens " + probe.ip)
 		waitFor(b, func() bool {
 			for _, n := range nodes {
-				if n.state.TokensWithin(group, n.clock.ms.Load(), 60) != 1 {
+				if n.state.Budget.Within(group, n.clock.ms.Load(), 60) != 1 {
 					return false
 				}
 			}
@@ -374,7 +374,7 @@ func runAbuse(b *testing.B, vouched int) {
 		}
 		waitFor(b, func() bool {
 			for _, n := range nodes {
-				if _, ok := n.state.Poll(poll); !ok || n.call(b, "GET", "/v1/polls/"+poll, "").status != http.StatusOK {
+				if _, ok := n.state.Defs.Poll(poll); !ok || n.call(b, "GET", "/v1/polls/"+poll, "").status != http.StatusOK {
 					return false
 				}
 			}

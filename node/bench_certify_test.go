@@ -40,7 +40,7 @@ func benchmarkCertify(b *testing.B, prefetch int) {
 		nodes := startCluster(b, []string{"eu-west", "us-east", "ap-south"}, func(_ int, c *Config) { c.CertifyPrefetch = prefetch })
 		nodes[0].createPoll(b, "p") // 60 s, grace 5 s
 		havePoll(b, nodes, "p")
-		def, _ := nodes[0].state.Poll("p")
+		def, _ := nodes[0].state.Defs.Poll("p")
 		var wg sync.WaitGroup
 		for i, n := range nodes {
 			wg.Add(1)
@@ -106,7 +106,7 @@ func benchmarkCertify(b *testing.B, prefetch int) {
 		for {
 			done := 0
 			for _, n := range nodes {
-				if c, ok := n.state.Certificate("p"); ok && c.Status == "reconciled" {
+				if c, ok := n.state.Defs.Certificate("p"); ok && c.Status == "reconciled" {
 					done++
 				}
 			}
@@ -123,7 +123,7 @@ func benchmarkCertify(b *testing.B, prefetch int) {
 		}
 		all := time.Since(start)
 		b.StopTimer()
-		c, _ := nodes[0].state.Certificate("p")
+		c, _ := nodes[0].state.Defs.Certificate("p")
 		if c.Total != votes {
 			b.Fatalf("certified total %d, want %d", c.Total, votes)
 		}

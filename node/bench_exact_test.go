@@ -216,3 +216,10 @@ func exactness(tb testing.TB, nodes []*testNode, poll string) (int64, int64) {
 	}
 	return worst, int64(res.Total)
 }
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -21,7 +21,7 @@ func BenchmarkRestartMillionRecords(b *testing.B) {
 	dir := b.TempDir()
 	tn := startNode(b, dir, nil)
 	tn.createPoll(b, "p")
-	def, _ := tn.state.Poll("p")
+	def, _ := tn.state.Defs.Poll("p")
 	batch := make([]ledger.Record, 0, 5000)
 	for k := range votes {
 		voter := fmt.Sprintf("voter-%d", k)

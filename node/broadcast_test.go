@@ -112,7 +112,7 @@ func TestHiddenPollShowsNoCountsUntilRevealed(t *testing.T) {
 
 	// Through the close and certification it stays hidden.
 	tn.clock.advance(62 * time.Second)
-	waitFor(t, func() bool { c, ok := tn.state.Certificate("h"); return ok && c.Status == state.Reconciled })
+	waitFor(t, func() bool { c, ok := tn.state.Defs.Certificate("h"); return ok && c.Status == state.Reconciled })
 	check()
 	final, frames := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["type"] == "final" })
 	for _, f := range frames {

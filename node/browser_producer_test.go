@@ -93,7 +93,7 @@ func TestBrowserProducerWorkflow(t *testing.T) {
 	tn.admin(t, "POST", "/v1/polls/e2/reveal", "")
 	tn.admin(t, "POST", "/v1/polls/e2/close", "")
 	tn.clock.advance(10 * time.Second)
-	waitFor(t, func() bool { c, ok := tn.state.Certificate("e2"); return ok && c.Status == state.Reconciled })
+	waitFor(t, func() bool { c, ok := tn.state.Defs.Certificate("e2"); return ok && c.Status == state.Reconciled })
 	if err := chromedp.Do(ctx, chromedp.Navigate(tn.url+"/present/e2"),
 		until(text(".certified")+` === "✓ Certified" && document.querySelector(".option.lead .label")?.textContent === "Blue"`),
 		until(text(".qr .scan")+` === "Voting has closed" && document.querySelectorAll(".option.lead").length === 1`)); err != nil {

@@ -85,6 +85,6 @@ func TestBrowserRevealWhileOpen(t *testing.T) {
 	shows("a vote after the reveal", 4, 5, 2)
 
 	tn.clock.advance(602 * time.Second)
-	waitFor(t, func() bool { c, ok := tn.state.Certificate("h"); return ok && c.Status == state.Reconciled })
+	waitFor(t, func() bool { c, ok := tn.state.Defs.Certificate("h"); return ok && c.Status == state.Reconciled })
 	shows("certified", 4, 5, 2)
 }

@@ -284,7 +284,7 @@ func TestBrowserQuizStudio(t *testing.T) {
 	if err := chromedp.Do(studio, phaseIs(studio, "reveal"),
 		until(`document.querySelector(".standings li:first-child .who")?.textContent === "Bob"`),
 		until(`!!document.querySelector(".standings li:first-child .up") && document.querySelector(".standings li:first-child .up").textContent.trim() === "▲2"`)); err != nil {
-		cert, _ := tn.state.Certificate("show-2")
+		cert, _ := tn.state.Defs.Certificate("show-2")
 		t.Fatal(fmt.Errorf("%w: %q; show-2's certificate %q at %d", err, must(t, studio, `document.querySelector(".standings")?.textContent ?? document.querySelector("main").textContent`), cert.Status, tn.clock.ms.Load()))
 	}
 	measure("moved-up")

@@ -174,7 +174,7 @@ func TestBrowserVoterView(t *testing.T) {
 			}
 			checkView(t, ctx, axe, "voter-closed-"+size.name)
 			tn.clock.advance(10 * time.Second)
-			waitFor(t, func() bool { c, ok := tn.state.Certificate("p"); return ok && c.Status == state.Reconciled })
+			waitFor(t, func() bool { c, ok := tn.state.Defs.Certificate("p"); return ok && c.Status == state.Reconciled })
 			if err := chromedp.Do(ctx, until(`document.querySelector(".winner") && document.querySelector(".winner").textContent === "Winner: A" && !!document.querySelector(".digest code")`)); err != nil {
 				t.Fatal(err)
 			}
@@ -264,14 +264,14 @@ func TestBrowserBroadcastViews(t *testing.T) {
 			if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return tn.state.Viewers("p", tn.clock.now().UnixMilli()) == 0 })
-			before := tn.state.Viewers("p", tn.clock.now().UnixMilli())
+			waitFor(t, func() bool { return tn.state.Audience.Count("p", tn.clock.now().UnixMilli()) == 0 })
+			before := tn.state.Audience.Count("p", tn.clock.now().UnixMilli())
 			if err := chromedp.Do(ctx, chromedp.Navigate(site.URL), chromedp.WaitVisible(`iframe`)); err != nil {
 				t.Fatal(err)
 			}
 			// The embed connected (one more viewer) and its own origin's
 			// voting works from inside the frame.
-			waitFor(t, func() bool { return tn.state.Viewers("p", tn.clock.now().UnixMilli()) > before })
+			waitFor(t, func() bool { return tn.state.Audience.Count("p", tn.clock.now().UnixMilli()) > before })
 			frame, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("iframe").src`))
 			if err != nil || !strings.HasSuffix(frame, "/embed/p") {
 				t.Fatalf("iframe src %q %v", frame, err)

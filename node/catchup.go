@@ -66,7 +66,7 @@ func (n *Node) watchCatchUp(ctx context.Context) {
 // older backup): the node takes no new votes on them, and their
 // certification waits for a decision.
 func (n *Node) warnLostRecords() {
-	for _, d := range n.state.Polls() {
+	for _, d := range n.state.Defs.Polls() {
 		held, acked, err := n.state.OwnRecords(d.ID)
 		if err != nil || acked <= held {
 			continue

@@ -166,7 +166,7 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 	for _, e := range exports(t, nodes, "p") {
 		streams = append(streams, ledger.ReadNDJSON(bytes.NewReader(e)))
 	}
-	def, _ := nodes[0].state.Poll("p")
+	def, _ := nodes[0].state.Defs.Poll("p")
 	offline, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt}, streams...)
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func TestCertifyEndpointRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, r.status, r.raw, c.status, c.code)
 		}
 	}
-	if _, ok := tn.state.Certificate("p"); ok {
+	if _, ok := tn.state.Defs.Certificate("p"); ok {
 		t.Fatal("a refused request wrote a certificate")
 	}
 	if r := tn.call(t, "GET", "/v1/polls/nope/result", ""); r.status != 404 || r.code() != "poll_not_found" {
@@ -523,7 +523,7 @@ func TestHeldShortCertificateIsWithdrawn(t *testing.T) {
 			Replicas: []ledger.Chain{{Poll: "p", Replica: first.replica, Records: 2}}}})
 	ts, _ := first.Node.clock.Now()
 	short := ledger.Certificate{Poll: "p", Status: ledger.Reconciled, TS: ts, By: first.replica, Totals: map[string]uint64{"a": 2}, Total: 2, Digest: "short", Detail: raw}
-	if ok, err := first.state.PutCertificate(short); !ok || err != nil {
+	if ok, err := first.state.Defs.PutCertificate(short); !ok || err != nil {
 		t.Fatalf("held a short certificate: %v %v", ok, err)
 	}
 	advanceAll(nodes, 80*time.Second) // past the close and the grace

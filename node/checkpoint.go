@@ -6,93 +6,111 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
 
+	"tally/ingest"
+	"tally/ledger"
 	"tally/state"
 )
 
 const checkpointFile = "checkpoint" // the vote state at one instant; see state.Checkpoint
 
+// checkpoints keeps the node's vote state where a restart finds it: the
+// checkpoint file in the data dir (the state at one instant, so a start
+// replays only the ledger after it) and the merged tallies in the ledger's
+// metadata (what a restart knows of the other replicas).
+type checkpoints struct {
+	dataDir string
+	every   time.Duration // CheckpointEvery; 0: none but the one at shutdown
+	replica string
+	ledger  *ledger.Ledger
+	state   *state.State
+	ingest  *ingest.Pipeline
+	log     *slog.Logger
+	m       *nodeMetrics
+}
+
 // heads is this replica's chain length per poll.
-func (n *Node) heads(poll string) (uint64, error) {
-	c, _, err := n.ledger.Head(poll, n.replica)
-	return c, err
+func (c *checkpoints) heads(poll string) (uint64, error) {
+	n, _, err := c.ledger.Head(poll, c.replica)
+	return n, err
 }
 
 // restore replays the ledger into memory: from the checkpoint and the
 // records after it when there is a usable one, else from the start. It
 // returns the records replayed.
-func (n *Node) restore() (int, error) {
-	f, err := os.Open(filepath.Join(n.cfg.DataDir, checkpointFile))
+func (c *checkpoints) restore() (int, error) {
+	f, err := os.Open(filepath.Join(c.dataDir, checkpointFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return n.ingest.Replay(n.ledger.Replay(), n.replica)
+		return c.ingest.Replay(c.ledger.Replay(), c.replica)
 	}
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	applied, err := n.state.LoadCheckpoint(f, n.heads)
+	applied, err := c.state.LoadCheckpoint(f, c.heads)
 	if errors.Is(err, state.ErrLedgerBehind) {
 		return 0, fmt.Errorf("%w: %w", ErrDamaged, err)
 	}
 	if err != nil {
-		n.log.Warn("checkpoint not usable; replaying the whole ledger", "err", err)
-		return n.ingest.Replay(n.ledger.Replay(), n.replica)
+		c.log.Warn("checkpoint not usable; replaying the whole ledger", "err", err)
+		return c.ingest.Replay(c.ledger.Replay(), c.replica)
 	}
-	n.log.Info("checkpoint loaded", "polls", len(applied))
-	return n.ingest.Replay(n.ledger.ReplayAfter(n.replica, applied), n.replica)
+	c.log.Info("checkpoint loaded", "polls", len(applied))
+	return c.ingest.Replay(c.ledger.ReplayAfter(c.replica, applied), c.replica)
 }
 
-// checkpoint writes the vote state to the data dir: a temporary file,
+// write writes the vote state to the data dir: a temporary file,
 // fsynced, renamed over the old one.
-func (n *Node) checkpoint() error {
+func (c *checkpoints) write() error {
 	start := time.Now()
 	var polls, voters int
-	err := writeAtomic(n.cfg.DataDir, checkpointFile, func(w io.Writer) (err error) {
-		polls, voters, err = n.ingest.WriteCheckpoint(w, n.heads)
+	err := writeAtomic(c.dataDir, checkpointFile, func(w io.Writer) (err error) {
+		polls, voters, err = c.ingest.WriteCheckpoint(w, c.heads)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("node: checkpoint: %w", err)
 	}
-	n.m.checkpointSeconds.Set(time.Since(start).Seconds())
-	n.log.Debug("checkpoint written", "polls", polls, "voters", voters, "took", time.Since(start).Round(time.Millisecond))
+	c.m.checkpointSeconds.Set(time.Since(start).Seconds())
+	c.log.Debug("checkpoint written", "polls", polls, "voters", voters, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// checkpointLoop writes a checkpoint every CheckpointEvery until ctx ends.
-func (n *Node) checkpointLoop(ctx context.Context) {
-	if n.cfg.CheckpointEvery <= 0 {
+// loop writes a checkpoint every CheckpointEvery until ctx ends.
+func (c *checkpoints) loop(ctx context.Context) {
+	if c.every <= 0 {
 		return
 	}
-	t := time.NewTicker(n.cfg.CheckpointEvery)
+	t := time.NewTicker(c.every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := n.safeCheckpoint(); err != nil {
-				n.m.checkpointFails.Inc()
-				n.log.Error("checkpoint failed; will retry at the next tick", "err", err)
+			if err := c.safeWrite(); err != nil {
+				c.m.checkpointFails.Inc()
+				c.log.Error("checkpoint failed; will retry at the next tick", "err", err)
 			}
 		}
 	}
 }
 
-// safeCheckpoint is checkpoint with a panic turned into an error: a bug in
+// safeWrite is write with a panic turned into an error: a bug in
 // the background write must not take the node down (the ledger still holds
 // every record; the next start replays more of it).
-func (n *Node) safeCheckpoint() (err error) {
+func (c *checkpoints) safeWrite() (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("node: checkpoint panicked: %v\n%s", v, debug.Stack())
 		}
 	}()
-	return n.checkpoint()
+	return c.write()
 }
 
 // talliesEvery is how often the polls' merged tallies (every replica's
@@ -103,18 +121,18 @@ const talliesEvery = 100 * time.Millisecond
 
 // loadTallies merges the tallies kept by the last run into the state,
 // after the replay: the other replicas' counts and record counts.
-func (n *Node) loadTallies() {
-	loaded, err := n.state.LoadTallies()
+func (c *checkpoints) loadTallies() {
+	loaded, err := c.state.LoadTallies()
 	if err != nil {
-		n.log.Error("some kept tallies could not be read; those polls know the other replicas only once gossip brings them", "err", err)
+		c.log.Error("some kept tallies could not be read; those polls know the other replicas only once gossip brings them", "err", err)
 	}
 	if loaded > 0 {
-		n.log.Info("kept tallies loaded: the other replicas' counts as last known", "polls", loaded)
+		c.log.Info("kept tallies loaded: the other replicas' counts as last known", "polls", loaded)
 	}
 }
 
 // saveTalliesLoop keeps the tallies every talliesEvery until ctx ends.
-func (n *Node) saveTalliesLoop(ctx context.Context) {
+func (c *checkpoints) saveTalliesLoop(ctx context.Context) {
 	t := time.NewTicker(talliesEvery)
 	defer t.Stop()
 	failing := false
@@ -124,12 +142,12 @@ func (n *Node) saveTalliesLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		_, err := n.state.SaveTallies()
+		_, err := c.state.SaveTallies()
 		switch {
 		case err != nil && !failing:
-			n.log.Error("cannot keep the tallies; will retry", "err", err)
+			c.log.Error("cannot keep the tallies; will retry", "err", err)
 		case err == nil && failing:
-			n.log.Info("tallies kept again")
+			c.log.Info("tallies kept again")
 		}
 		failing = err != nil
 	}

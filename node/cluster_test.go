@@ -50,7 +50,7 @@ func havePoll(t testing.TB, nodes []*testNode, poll string) {
 	t.Helper()
 	waitFor(t, func() bool {
 		for _, n := range nodes {
-			if _, ok := n.state.Poll(poll); !ok {
+			if _, ok := n.state.Defs.Poll(poll); !ok {
 				return false
 			}
 		}
@@ -207,7 +207,7 @@ func TestEdgeNode(t *testing.T) {
 	// User-Agent it is bound to (the edge relays its first 1 KiB, which is
 	// what binds it); an overlong token is what a full node says it is.
 	full.createPoll(t, "p2")
-	waitFor(t, func() bool { _, ok := edge.state.Poll("p2"); return ok })
+	waitFor(t, func() bool { _, ok := edge.state.Defs.Poll("p2"); return ok })
 	ua := "Mozilla/5.0 " + strings.Repeat("x", 1500)
 	tok, _, _ := full.getToken(t, ua)
 	if r := edge.call(t, "POST", "/v1/polls/p2/votes", vote("b", "ignored", "edge-tok"), "User-Agent", ua, "Tally-Session", tok); r.status != http.StatusOK {

@@ -360,7 +360,7 @@ func TestEdgeOnAnExternalNATS(t *testing.T) {
 	})
 	waitFor(t, func() bool { return len(edge.gossip.Members()) == 3 && len(us.gossip.Members()) == 3 })
 	eu.createPoll(t, "p")
-	waitFor(t, func() bool { _, ok := edge.state.Poll("p"); return ok })
+	waitFor(t, func() bool { _, ok := edge.state.Defs.Poll("p"); return ok })
 	a := voteAt(edge.url, "p", "a", "ann", "ann-1")
 	if a.status != "accepted" || !strings.HasPrefix(a.voteID, eu.replica+"/") {
 		t.Fatalf("a vote through the edge: %+v, want eu-west's %s", a, eu.replica)

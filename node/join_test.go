@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"tally/ids"
-	"tally/poll"
 )
 
 // Join codes: a poll's, an event's (its current poll, as the event views
@@ -86,35 +85,4 @@ func TestJoinCodes(t *testing.T) {
 			t.Errorf("%s: %d to %q, want %q", path, res.StatusCode, res.Header.Get("Location"), want)
 		}
 	}
-}
-
-// BenchmarkJoinIndex: what resolving a code costs at 10,000 polls, with
-// the index built (a map lookup) and rebuilt (the once-a-second cost).
-//
-//	go test -run XXX -bench JoinIndex ./node
-func BenchmarkJoinIndex(b *testing.B) {
-	defs := make([]poll.Definition, 10_000)
-	for i := range defs {
-		defs[i] = poll.Definition{ID: "poll-" + strconv.Itoa(i), Event: "event-" + strconv.Itoa(i/10)}
-	}
-	polls := func() []poll.Definition { return defs }
-	code := ids.JoinCode(ids.JoinPoll, "poll-1234")
-	now := time.Unix(1_800_000_000, 0)
-	b.Run("lookup", func(b *testing.B) {
-		var x joinIndex
-		x.lookup(code, now, polls)
-		for b.Loop() {
-			if _, ok := x.lookup(code, now, polls); !ok {
-				b.Fatal("not found")
-			}
-		}
-	})
-	b.Run("rebuild", func(b *testing.B) {
-		var x joinIndex
-		t := now
-		for b.Loop() {
-			t = t.Add(joinEvery)
-			x.lookup(code, t, polls)
-		}
-	})
 }

@@ -314,7 +314,7 @@ func (lc *lifecycle) create(rt *rapid.T) {
 func (lc *lifecycle) waitDefinition(p *mpoll) {
 	lc.waitUntil("definition of "+p.id+" everywhere", func() bool {
 		for _, ln := range lc.nodes {
-			d, ok := ln.n.state.Poll(p.id)
+			d, ok := ln.n.state.Defs.Poll(p.id)
 			if !ok || d.ClosesAt != p.closes || d.OpensAt != p.opens {
 				return false
 			}

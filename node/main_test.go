@@ -207,7 +207,7 @@ func mustCIDRs(s string) []netip.Prefix {
 // in its own millisecond, and a test's clock stands still.
 func (tn *testNode) closeTakesEffect(t testing.TB, poll string) {
 	t.Helper()
-	waitFor(t, func() bool { d, ok := tn.state.Poll(poll); return ok && d.ClosesAt <= tn.clock.ms.Load()+1 })
+	waitFor(t, func() bool { d, ok := tn.state.Defs.Poll(poll); return ok && d.ClosesAt <= tn.clock.ms.Load()+1 })
 	tn.clock.advance(time.Millisecond)
 }
 

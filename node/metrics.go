@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"tally/certify"
 	"tally/internal/buildinfo"
 )
 
@@ -19,8 +20,6 @@ type nodeMetrics struct {
 	checkpointFails   prometheus.Counter
 	catchUpTimeouts   prometheus.Counter
 	pollsForgotten    prometheus.Counter
-	backups           *prometheus.CounterVec
-	backupSeconds     prometheus.Histogram
 	edgeVotes         *prometheus.CounterVec // at an edge, every answer its clients got (refusals.go)
 	http              *httpMetrics
 }
@@ -56,13 +55,6 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 			Name: "tally_catch_up_timeouts_total", Help: "Starts after which the node took votes without having caught up with the other replicas' ballots (--catch-up-wait passed).",
 		}),
 	}
-	n.m.backups = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tally_backups_total", Help: "Backups served (GET /v1/backup), by result: ok or failed.",
-	}, []string{"result"})
-	n.m.backupSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "tally_backup_duration_seconds", Help: "Time to checkpoint the ledger and stream a backup.",
-		Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
-	})
 	n.m.edgeVotes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_edge_votes_total",
 		Help: "Votes this edge's clients sent (HTTP and live socket), by the answer they got, relayed from a full node or the edge's own (unavailable, outcome_unknown: no full node answered in time): result (accepted, duplicate, late, rejected; unknown for outcome_unknown, which the client retries) and, for rejections, reason (the API error code). A full node counts the votes relayed to it in tally_votes_total: sum one or the other, never both.",
@@ -80,9 +72,9 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	})
 	buildInfo.Set(1)
 	cs := []prometheus.Collector{
-		buildInfo, n.m.backups, n.m.backupSeconds, n.m.edgeVotes,
+		buildInfo, n.m.edgeVotes,
 		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.catchUpTimeouts, n.m.pollsForgotten,
-		newExactnessCollector(n),
+		certify.NewExactnessCollector(n.state, n.cfg.Now, n.cfg.AdminAddr == ""),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -107,9 +99,9 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		}, func() float64 { return float64(n.openPolls()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tally_polls_held", Help: "Polls held in memory (open, closed, kept until certified plus retention); at most --max-polls.",
-		}, func() float64 { return float64(len(n.state.Polls())) }),
+		}, func() float64 { return float64(len(n.state.Defs.Polls())) }),
 	}
-	for _, c := range cs {
+	for _, c := range append(cs, n.backup.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

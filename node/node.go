@@ -25,9 +25,12 @@ import (
 	"tally/hlc"
 	"tally/ids"
 	"tally/ingest"
+	"tally/internal/backup"
 	"tally/internal/tlsconf"
+	"tally/join"
 	"tally/ledger"
 	"tally/poll"
+	"tally/qr"
 	"tally/relay"
 	"tally/state"
 )
@@ -47,8 +50,7 @@ type Node struct {
 	ingest   *ingest.Pipeline
 	admin    *admin.Host
 	fanout   *fanout.Server
-	qr       *qrCache  // drawn QR codes (qr.go)
-	joins    joinIndex // join codes (join.go)
+	pages    *pages // the page, QR and join codes, CORS and CSP
 	gossip   *gossip.Gossip
 	certify  *certify.Certifier
 	edge     *relay.Edge    // an edge's relay of votes to the full nodes; nil at a full node
@@ -62,11 +64,12 @@ type Node struct {
 	adminSrv *http.Server
 	debugLn  net.Listener // --debug-addr; nil: no profiles served
 	debugSrv *http.Server
-	ready    atomic.Bool  // replayed and serving: the API answers
-	readyAt  atomic.Int64 // when ready was set (Unix ns, the process clock)
-	caughtUp atomic.Bool  // the catch-up gate is open (catchup.go)
-	draining atomic.Bool  // stopping: /readyz answers 503, the API still answers
-	backupMu sync.Mutex   // one GET /v1/backup at a time
+	ready    atomic.Bool    // replayed and serving: the API answers
+	readyAt  atomic.Int64   // when ready was set (Unix ns, the process clock)
+	caughtUp atomic.Bool    // the catch-up gate is open (catchup.go)
+	draining atomic.Bool    // stopping: /readyz answers 503, the API still answers
+	backup   *backup.Server // GET /v1/backup
+	ckpt     *checkpoints   // the checkpoint file and the kept tallies
 }
 
 // New prepares a node: it opens the data directory and the ledger, loads
@@ -89,7 +92,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, tls: tlsID, qr: newQRCache()}
+	n = &Node{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, tls: tlsID}
 	opened := n // the return below sets n to nil
 	defer func() {
 		if err != nil {
@@ -123,14 +126,16 @@ func New(cfg Config) (n *Node, err error) {
 		HashKey: ids.ClusterHashKey(cfg.Cluster)}); err != nil {
 		return nil, err
 	}
+	n.pages = &pages{cfg: &n.cfg, state: n.state, qr: qr.New(), joins: join.New(n.state, cfg.Now)}
+	n.backup = n.backupServer()
 	key, err := signingKey(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("node: signing key: %w", err)
 	}
-	if err := n.state.LearnKey(n.replica, key.Public().(ed25519.PublicKey)); err != nil {
+	if err := n.state.Defs.LearnKey(n.replica, key.Public().(ed25519.PublicKey)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
 	}
-	for id, why := range n.state.SetAside() {
+	for id, why := range n.state.Defs.SetAside() {
 		cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
 	}
 	signer, err := sessionSigner(cfg, known)
@@ -151,6 +156,8 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.ckpt = &checkpoints{dataDir: cfg.DataDir, every: cfg.CheckpointEvery, replica: n.replica, ledger: n.ledger,
+		state: n.state, ingest: n.ingest, log: n.log, m: &n.m}
 	n.admin, err = admin.New(admin.Config{State: n.state, Clock: n.clock, Ledger: n.ledger, SigningKey: key, MaxBody: cfg.Limits.MaxBody, Now: cfg.Now,
 		Fence: n.ingest.Fence})
 	if err != nil {
@@ -196,6 +203,9 @@ func New(cfg Config) (n *Node, err error) {
 	if n.relayM, err = relay.NewMetrics(n.reg); err != nil {
 		return nil, err
 	}
+	if err := n.registerMetrics(n.reg); err != nil {
+		return nil, fmt.Errorf("node: cannot register metrics: %w", err)
+	}
 	var voter fanout.Voter = n.ingest
 	participant := n.ingest.Participant
 	if cfg.Role == gossip.RoleEdge {
@@ -205,8 +215,8 @@ func New(cfg Config) (n *Node, err error) {
 			ClientIP: func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 			MaxBody:  cfg.Limits.MaxBody, Metrics: n.relayM, Logger: cfg.Logger, Now: cfg.Now,
 		})
-		voter = edgeVoter{n, n.edge}     // its clients' answers counted (refusals.go)
-		participant = n.edge.Participant // a full node checks the join's token
+		voter = edgeVoter{edgeVotes{n.m.edgeVotes}, n.edge} // its clients' answers counted (refusals.go)
+		participant = n.edge.Participant                    // a full node checks the join's token
 	}
 	n.fanout, err = fanout.New(fanout.Config{
 		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
@@ -220,10 +230,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := n.registerMetrics(n.reg); err != nil {
-		return nil, fmt.Errorf("node: cannot register metrics: %w", err)
-	}
-	if cfg.Demo && len(n.state.Polls()) == 0 {
+	if cfg.Demo && len(n.state.Defs.Polls()) == 0 {
 		if err := n.createDemoPoll(); err != nil {
 			return nil, err
 		}
@@ -284,7 +291,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.banner()
 
 	start := time.Now()
-	applied, err := n.restore()
+	applied, err := n.ckpt.restore()
 	n.state.TakeBallots(math.MaxInt) // replayed ballots are not news: the others have them or fetch them
 	replayed := err == nil
 	if err != nil {
@@ -293,7 +300,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.m.replaySeconds.Set(time.Since(start).Seconds())
 		n.m.replayRecords.Set(float64(applied))
 		n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
-		n.loadTallies()
+		n.ckpt.loadTallies()
 		// After a crash the clock resumes from its saved mark, up to a
 		// second ahead of the wall: wait that out before taking votes, so a
 		// vote acked now never orders after a change of mind that the same
@@ -313,8 +320,8 @@ func (n *Node) Run(ctx context.Context) error {
 			certCtx, stopCert := context.WithCancel(context.Background())
 			certDone := make(chan struct{}, 5)
 			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
-			go func() { defer func() { certDone <- struct{}{} }(); n.checkpointLoop(certCtx) }()
-			go func() { defer func() { certDone <- struct{}{} }(); n.saveTalliesLoop(certCtx) }()
+			go func() { defer func() { certDone <- struct{}{} }(); n.ckpt.loop(certCtx) }()
+			go func() { defer func() { certDone <- struct{}{} }(); n.ckpt.saveTalliesLoop(certCtx) }()
 			go func() { defer func() { certDone <- struct{}{} }(); n.forgetLoop(certCtx) }()
 			n.readyAt.Store(time.Now().UnixNano())
 			n.ready.Store(true)
@@ -354,7 +361,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if replayed {
 		// The memory state is whole and no request is in flight any more: a
 		// checkpoint now makes the next start replay nothing.
-		if cerr := n.checkpoint(); cerr != nil {
+		if cerr := n.ckpt.write(); cerr != nil {
 			n.log.Error("final checkpoint", "err", cerr)
 		}
 		if _, serr := n.state.SaveTallies(); serr != nil {
@@ -423,7 +430,7 @@ func (n *Node) banner() {
 func (n *Node) openPolls() int {
 	now := n.cfg.Now().UnixMilli()
 	open := 0
-	for _, p := range n.state.Polls() {
+	for _, p := range n.state.Defs.Polls() {
 		if p.StatusAt(now, false) == poll.Open {
 			open++
 		}
@@ -446,7 +453,7 @@ func (n *Node) createDemoPoll() error {
 	if err != nil {
 		return err
 	}
-	_, err = n.state.PutPoll(def, ts)
+	_, err = n.state.Defs.PutPoll(def, ts)
 	return err
 }
 

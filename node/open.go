@@ -17,6 +17,7 @@ import (
 	"tally/api"
 	"tally/hlc"
 	"tally/ingest"
+	"tally/internal/backup"
 	"tally/ledger"
 	"tally/session"
 )
@@ -70,7 +71,7 @@ func prepareDataDir(dir string) error {
 	if err := checkWritable(dir); err != nil {
 		return fmt.Errorf("%w: --data-dir %s: not writable: %w", ErrConfig, dir, err)
 	}
-	if err := removeBackupLeftovers(dir); err != nil {
+	if err := backup.RemoveLeftovers(dir); err != nil {
 		return fmt.Errorf("node: data dir: %w", err)
 	}
 	return nil

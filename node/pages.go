@@ -8,13 +8,26 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
+	"tally/api"
 	tallyjs "tally/clients/js"
+	"tally/join"
+	"tally/qr"
+	"tally/state"
 	"tally/web"
 )
+
+// pages serves the page, its assets and what a screen shows beside it:
+// the QR codes and the join codes; and it holds the browser-facing
+// policies (CORS, the Content-Security-Policy) the other routes share.
+type pages struct {
+	cfg   *Config
+	state *state.State
+	qr    *qr.Codes
+	joins *join.Codes
+}
 
 // The broadcaster's views of a poll — the presenter screen, the on-air
 // overlay and the embed — are the page itself (web/static), which picks
@@ -28,20 +41,20 @@ import (
 // hosts of --logo-hosts, so a ?logo= from anywhere else is never fetched.
 
 // pageRoutes adds the views and the QR code to mux.
-func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
+func (p *pages) routes(mux routeMux, ready func(http.Handler) http.Handler) {
 	index, err := fs.ReadFile(web.FS(), "index.html")
 	if err != nil {
 		panic(err) // embedded at build time
 	}
 	// The broadcaster's views carry --public-url, so the address printed
 	// under the QR code is the one the code holds.
-	if n.cfg.PublicURL != "" {
-		meta := `<meta name="tally-public-url" content="` + html.EscapeString(n.cfg.PublicURL) + `">`
+	if p.cfg.PublicURL != "" {
+		meta := `<meta name="tally-public-url" content="` + html.EscapeString(p.cfg.PublicURL) + `">`
 		index = bytes.Replace(index, []byte("<head>"), []byte("<head>\n"+meta), 1)
 	}
 	// The hosts ?logo= may name besides this site, for the page's own check.
-	if len(n.cfg.LogoHosts) > 0 {
-		meta := `<meta name="tally-logo-hosts" content="` + html.EscapeString(strings.Join(n.cfg.LogoHosts, " ")) + `">`
+	if len(p.cfg.LogoHosts) > 0 {
+		meta := `<meta name="tally-logo-hosts" content="` + html.EscapeString(strings.Join(p.cfg.LogoHosts, " ")) + `">`
 		index = bytes.Replace(index, []byte("<head>"), []byte("<head>\n"+meta), 1)
 	}
 	for _, route := range []string{"present/{poll}", "overlay/{poll}", "embed/{poll}", "present/event/{event}", "overlay/event/{event}",
@@ -49,20 +62,20 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 		mux.HandleFunc("GET /"+route, func(w http.ResponseWriter, r *http.Request) {
 			ancestors := "'self'"
 			if strings.HasPrefix(route, "embed/") {
-				ancestors = n.frameAncestors()
+				ancestors = p.frameAncestors()
 			}
-			w.Header().Set("Content-Security-Policy", n.pageCSP(ancestors))
+			w.Header().Set("Content-Security-Policy", p.csp(ancestors))
 			w.Header().Set("Cache-Control", "no-cache")
 			http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(index))
 		})
 	}
-	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(n.handleQR)))
-	mux.Handle("GET /v1/quizzes/{quiz}/qr.png", ready(http.HandlerFunc(n.handleQuizQR)))
-	mux.Handle("GET /v1/join/{code}", n.cors(ready(http.HandlerFunc(n.handleJoin))))
-	mux.Handle("GET /j/{code}", ready(http.HandlerFunc(n.handleJoinPage)))
+	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(p.handleQR)))
+	mux.Handle("GET /v1/quizzes/{quiz}/qr.png", ready(http.HandlerFunc(p.handleQuizQR)))
+	mux.Handle("GET /v1/join/{code}", p.cors(ready(http.HandlerFunc(p.joins.ServeCode))))
+	mux.Handle("GET /j/{code}", ready(http.HandlerFunc(p.joins.ServePage)))
 	// The JavaScript client, which the page imports as an ES module (and
 	// so may the sites --origins names: a module import is a CORS request).
-	mux.Handle("GET /client.js", n.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /client.js", p.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeContent(w, r, "client.js", time.Time{}, bytes.NewReader(tallyjs.Source))
 	})))
@@ -70,15 +83,15 @@ func (n *Node) pageRoutes(mux routeMux, ready func(http.Handler) http.Handler) {
 
 // voteURL is the address a viewer votes at: --public-url, or the address
 // the request came to.
-func (n *Node) voteURL(r *http.Request, pollID string) string {
-	return n.publicBase(r) + "/#/poll/" + url.PathEscape(pollID)
+func (p *pages) voteURL(r *http.Request, pollID string) string {
+	return p.publicBase(r) + "/#/poll/" + url.PathEscape(pollID)
 }
 
 // publicBase is the page's address for viewers: --public-url, or the
 // address the request came to.
-func (n *Node) publicBase(r *http.Request) string {
-	if n.cfg.PublicURL != "" {
-		return n.cfg.PublicURL
+func (p *pages) publicBase(r *http.Request) string {
+	if p.cfg.PublicURL != "" {
+		return p.cfg.PublicURL
 	}
 	scheme := "http"
 	if r.TLS != nil {
@@ -87,17 +100,11 @@ func (n *Node) publicBase(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// atoiIn parses a decimal integer in [lo, hi].
-func atoiIn(s string, lo, hi int) (int, bool) {
-	v, err := strconv.Atoi(s)
-	return v, err == nil && v >= lo && v <= hi
-}
-
 // frameAncestors lists who may frame the embed: this node and every
 // --origins pattern, over http and https.
-func (n *Node) frameAncestors() string {
+func (p *pages) frameAncestors() string {
 	out := []string{"'self'"}
-	for _, o := range n.cfg.Origins {
+	for _, o := range p.cfg.Origins {
 		if strings.Trim(o, "abcdefghijklmnopqrstuvwxyz0123456789.-*:") != "" {
 			continue // a path.Match class or the like: CSP has no way to say it
 		}
@@ -109,9 +116,9 @@ func (n *Node) frameAncestors() string {
 // pageCSP is the Content-Security-Policy of a page response: the
 // frame-ancestors given, and images from this node (the QR codes, a logo
 // on its own site), data: and the --logo-hosts over https only.
-func (n *Node) pageCSP(ancestors string) string {
+func (p *pages) csp(ancestors string) string {
 	img := []string{"'self'", "data:"}
-	for _, h := range n.cfg.LogoHosts {
+	for _, h := range p.cfg.LogoHosts {
 		img = append(img, "https://"+h)
 	}
 	return "frame-ancestors " + ancestors + "; img-src " + strings.Join(img, " ")
@@ -152,13 +159,13 @@ func hostName(h string) bool {
 
 // originAllowed reports whether an Origin header names a site --origins
 // lets in (its host, and port if any, matching a pattern).
-func (n *Node) originAllowed(origin string) bool {
+func (p *pages) originAllowed(origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
 	host := strings.ToLower(u.Host)
-	for _, p := range n.cfg.Origins {
+	for _, p := range p.cfg.Origins {
 		if ok, _ := path.Match(p, host); ok {
 			return true
 		}
@@ -169,15 +176,39 @@ func (n *Node) originAllowed(origin string) bool {
 // cors lets the --origins sites read h from their pages: a simple GET
 // (no preflight) with the Origin echoed back. Other origins get no CORS
 // headers, and their browsers keep the answer from them.
-func (n *Node) cors(h http.Handler) http.Handler {
-	if len(n.cfg.Origins) == 0 {
+func (p *pages) cors(h http.Handler) http.Handler {
+	if len(p.cfg.Origins) == 0 {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Origin")
-		if o := r.Header.Get("Origin"); o != "" && n.originAllowed(o) {
+		if o := r.Header.Get("Origin"); o != "" && p.originAllowed(o) {
 			w.Header().Set("Access-Control-Allow-Origin", o)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// handleQR serves GET /v1/polls/{poll}/qr.png: the voting address as a QR
+// code. A quiz question not yet started is 404, as on every other public
+// endpoint.
+func (p *pages) handleQR(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("poll")
+	if def, ok := p.state.Defs.Poll(id); !ok || def.Withheld(p.cfg.Now().UnixMilli()) {
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", id))
+		return
+	}
+	p.qr.Serve(w, r, p.voteURL(r, id), time.Now())
+}
+
+// handleQuizQR serves GET /v1/quizzes/{quiz}/qr.png: the quiz's join
+// address (its participant page) as a QR code, for the studio screen's
+// lobby.
+func (p *pages) handleQuizQR(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("quiz")
+	if _, ok := api.QuizOf(p.state.Quizzes, id, false, p.cfg.Now().UnixMilli()); !ok {
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id))
+		return
+	}
+	p.qr.Serve(w, r, p.publicBase(r)+"/#/quiz/"+url.PathEscape(id), time.Now())
 }

@@ -517,7 +517,7 @@ func TestQuizLeaderboardOnTheLiveStream(t *testing.T) {
 	tn.clock.advance(time.Second)
 	tn.admin(t, "POST", "/v1/quizzes/pub/close", "")
 	tn.clock.advance(5 * time.Second)
-	certified := func() bool { c, ok := tn.state.Certificate("pub-1"); return ok && c.Status == "reconciled" }
+	certified := func() bool { c, ok := tn.state.Defs.Certificate("pub-1"); return ok && c.Status == "reconciled" }
 	waitFor(t, certified)
 	// Certified but not revealed: not counted yet (a score would tell who was right).
 	var lb struct {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"tally/api"
 	"tally/ingest"
 	"tally/relay"
@@ -24,39 +26,43 @@ import (
 // edgeVoter is fanout's Voter at an edge: the edge's relay, its answers
 // counted.
 type edgeVoter struct {
-	n *Node
-	e *relay.Edge
+	counts edgeVotes
+	e      *relay.Edge
 }
+
+// edgeVotes counts an edge's clients' votes by the answer they got
+// (tally_edge_votes_total).
+type edgeVotes struct{ c *prometheus.CounterVec }
 
 func (v edgeVoter) Vote(poll string, body []byte, s api.Sender) (any, error) {
 	res, err := v.e.Vote(poll, body, s)
 	if err != nil {
-		v.n.countEdgeRefusal(ingest.RefusalCode(err), ingest.VotesIn(body))
+		v.counts.refusal(ingest.RefusalCode(err), ingest.VotesIn(body))
 		return res, err
 	}
 	raw, _ := res.(json.RawMessage)
-	v.n.countEdgeResults(raw)
+	v.counts.results(raw)
 	return res, err
 }
 
-// countEdgeRefusal counts a request an edge's client was answered with an
+// refusal counts a request an edge's client was answered with an
 // error: refused, or for outcome_unknown (a full node may have taken it;
 // the client retries with the same key) result "unknown".
-func (n *Node) countEdgeRefusal(code string, votes int) {
+func (e edgeVotes) refusal(code string, votes int) {
 	result := ingest.StatusRejected
 	if code == api.CodeOutcomeUnknown {
 		result = resultUnknown
 	}
-	n.m.edgeVotes.WithLabelValues(result, code).Add(float64(max(votes, 1)))
+	e.c.WithLabelValues(result, code).Add(float64(max(votes, 1)))
 }
 
 // resultUnknown is tally_edge_votes_total's result for an answer that
 // says nothing of the vote's fate (504 outcome_unknown).
 const resultUnknown = "unknown"
 
-// countEdgeResults counts the votes of a success answer (a VoteResponse)
+// results counts the votes of a success answer (a VoteResponse)
 // by their result, a rejected one by its error code.
-func (n *Node) countEdgeResults(body []byte) {
+func (e edgeVotes) results(body []byte) {
 	var v struct {
 		Results []struct {
 			Status string `json:"status"`
@@ -64,7 +70,7 @@ func (n *Node) countEdgeResults(body []byte) {
 		} `json:"results"`
 	}
 	if json.Unmarshal(body, &v) != nil || len(v.Results) == 0 {
-		n.countEdgeRefusal(api.CodeInternal, 1) // the client got an answer it cannot read either
+		e.refusal(api.CodeInternal, 1) // the client got an answer it cannot read either
 		return
 	}
 	for _, r := range v.Results {
@@ -72,33 +78,33 @@ func (n *Node) countEdgeResults(body []byte) {
 		if r.Status == ingest.StatusRejected {
 			reason = r.Error
 		}
-		n.m.edgeVotes.WithLabelValues(r.Status, reason).Inc()
+		e.c.WithLabelValues(r.Status, reason).Inc()
 	}
 }
 
-// countEdgeVotes wraps an edge's vote route (POST /v1/polls/{poll}/votes,
+// wrap wraps an edge's vote route (POST /v1/polls/{poll}/votes,
 // its readiness check included): every answer is counted as the client
 // got it.
-func (n *Node) countEdgeVotes(h http.Handler) http.Handler {
+func (e edgeVotes) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := &headReader{ReadCloser: r.Body}
 		r.Body = in
 		out := &answerRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(out, r)
 		if out.status == http.StatusOK {
-			n.countEdgeResults(out.body.Bytes())
+			e.results(out.body.Bytes())
 			return
 		}
-		var e api.ErrorBody
+		var body api.ErrorBody
 		code := api.CodeInternal
-		if json.Unmarshal(out.body.Bytes(), &e) == nil && e.Error.Code != "" {
-			code = e.Error.Code
+		if json.Unmarshal(out.body.Bytes(), &body) == nil && body.Error.Code != "" {
+			code = body.Error.Code
 		}
-		n.countEdgeRefusal(code, ingest.VotesIn(in.head.Bytes()))
+		e.refusal(code, ingest.VotesIn(in.head.Bytes()))
 	})
 }
 
-// capturedMax bounds what countEdgeVotes keeps of a request body and of
+// capturedMax bounds what wrap keeps of a request body and of
 // its answer: a vote request is at most relay.MaxBody, its answer a few
 // hundred bytes a vote.
 const capturedMax = relay.MaxBody
@@ -145,11 +151,11 @@ func (a *answerRecorder) Write(p []byte) (int, error) {
 func (a *answerRecorder) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // votesRoute is POST /v1/polls/{poll}/votes once the node is ready, every
-// answer counted once: at an edge by countEdgeVotes; at a full node by
+// answer counted once: at an edge by edgeVotes.wrap; at a full node by
 // its pipeline, and here the refusal while it is not ready.
 func (n *Node) votesRoute(votes http.HandlerFunc, ready func(http.Handler) http.Handler) http.Handler {
 	if n.edge != nil {
-		return n.countEdgeVotes(ready(votes))
+		return edgeVotes{n.m.edgeVotes}.wrap(ready(votes))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := n.readyErr(); err != nil {

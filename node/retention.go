@@ -37,12 +37,12 @@ func (n *Node) forgetLoop(ctx context.Context) {
 func (n *Node) forgetExpired() int {
 	now := n.cfg.Now().UnixMilli()
 	forgotten := 0
-	for _, d := range n.state.Polls() {
-		cert, ok := n.state.Certificate(d.ID)
+	for _, d := range n.state.Defs.Polls() {
+		cert, ok := n.state.Defs.Certificate(d.ID)
 		if !ok || cert.Status != state.Reconciled || now < poll.AddMs(d.GraceEnd(), n.cfg.Retention.Milliseconds()) {
 			continue // a poll still pending stays: an operator must see it
 		}
-		if err := n.state.Forget(d.ID, now); err != nil {
+		if err := n.state.Defs.Forget(d.ID, now); err != nil {
 			n.log.Error("cannot forget a poll past retention; will retry", "poll", d.ID, "err", err)
 			continue
 		}

@@ -36,14 +36,16 @@ func (n *Node) routes() http.Handler {
 	// The ledger and the backup are a full node's too: an edge keeps no
 	// votes, and its own token is not the cluster's.
 	write := admin
-	ledger, backup := n.adminOrPeer(host.HandleLedger), admin(n.handleBackup)
+	ledger, backup := n.adminOrPeer(host.HandleLedger), admin(n.backup.ServeHTTP)
 	if n.cfg.Role == gossip.RoleEdge {
 		votes, sessions = n.edge.HandleVotes, n.edge.HandleSession // relayed to a full node (package relay)
 		write = func(http.HandlerFunc) http.Handler { return http.HandlerFunc(refuseOnEdge) }
 		ledger, backup = http.HandlerFunc(refuseOnEdge), http.HandlerFunc(refuseOnEdge)
 	}
 	// Public reads show a hidden poll's counts to the admin token only.
-	public := func(h http.HandlerFunc) http.Handler { return ready(n.cors(api.OptionalBearer(n.adminTokens, h))) }
+	public := func(h http.HandlerFunc) http.Handler {
+		return ready(n.pages.cors(api.OptionalBearer(n.adminTokens, h)))
+	}
 	mux.Handle("POST /v1/polls", ready(write(create)))
 	mux.Handle("GET /v1/polls", public(host.HandleListPolls))
 	mux.Handle("GET /v1/polls/{poll}", public(host.HandleGetPoll))
@@ -65,15 +67,15 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(write(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
-	mux.Handle("GET /v1/polls/{poll}/events", ready(n.cors(http.HandlerFunc(n.fanout.HandleEvents))))
-	n.pageRoutes(mux, ready)
+	mux.Handle("GET /v1/polls/{poll}/events", ready(n.pages.cors(http.HandlerFunc(n.fanout.HandleEvents))))
+	n.pages.routes(mux, ready)
 	if n.adminSrv == nil {
 		mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
 	} else {
 		// The public port keeps what viewers need (the region freshness);
 		// members, addresses and metrics are on --admin-addr.
-		mux.Handle("GET /v1/cluster", n.cors(http.HandlerFunc(n.handlePublicCluster)))
+		mux.Handle("GET /v1/cluster", n.pages.cors(http.HandlerFunc(n.handlePublicCluster)))
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 			api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "metrics are served on the admin address"))
 		})
@@ -89,7 +91,7 @@ func (n *Node) routes() http.Handler {
 			api.WriteError(w, r, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
 			return
 		}
-		w.Header().Set("Content-Security-Policy", n.pageCSP("'self'")) // only /embed/ may be framed elsewhere
+		w.Header().Set("Content-Security-Policy", n.pages.csp("'self'")) // only /embed/ may be framed elsewhere
 		page.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {

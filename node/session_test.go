@@ -318,7 +318,7 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 	havePoll(t, nodes, "p")
 	group := nodes[0].state.Hash("tokens 127.0.0.1")
 	held := func(tn *testNode) uint64 {
-		return tn.state.TokensWithin(group, tn.clock.ms.Load(), 240)
+		return tn.state.Budget.Within(group, tn.clock.ms.Load(), 240)
 	}
 	issued := 0
 	farm := func(tn *testNode) {

@@ -28,7 +28,7 @@ func TestKeylessNodeMergesNothing(t *testing.T) {
 	tn.createPoll(t, "p")
 	tn.castVote(t, "p", "a", "v1", "k1")
 	before := tn.totals(t, "p")
-	def, _ := tn.state.Poll("p")
+	def, _ := tn.state.Defs.Poll("p")
 
 	// The stranger: a cluster of its own without a key, holding the poll
 	// with a forged count and question.
@@ -38,7 +38,7 @@ func TestKeylessNodeMergesNothing(t *testing.T) {
 	}
 	forged := def
 	forged.Question = "Rewritten?"
-	if _, err := st.PutPoll(forged, hlc.Timestamp{Wall: time.Now().Add(time.Second).UnixMilli(), Replica: "stranger-1"}); err != nil {
+	if _, err := st.Defs.PutPoll(forged, hlc.Timestamp{Wall: time.Now().Add(time.Second).UnixMilli(), Replica: "stranger-1"}); err != nil {
 		t.Fatal(err)
 	}
 	st.Count("p", "b", 999_999)
@@ -55,7 +55,7 @@ func TestKeylessNodeMergesNothing(t *testing.T) {
 	if got := tn.totals(t, "p"); got["b"] != before["b"] || got["_total"] != before["_total"] {
 		t.Fatalf("a stranger changed a key-less node's counts: %v, before %v", got, before)
 	}
-	if d, _ := tn.state.Poll("p"); d.Question != def.Question {
+	if d, _ := tn.state.Defs.Poll("p"); d.Question != def.Question {
 		t.Fatalf("a stranger rewrote the question: %q", d.Question)
 	}
 	if u := tn.gossip.EmbeddedNATSURL(); u == "" {

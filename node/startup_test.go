@@ -118,7 +118,7 @@ func TestUnwritableDataDirStopsTheStart(t *testing.T) {
 // start; the rest of the data dir is kept.
 func TestStartRemovesBackupLeftovers(t *testing.T) {
 	dir := t.TempDir()
-	left := filepath.Join(dir, backupPrefix+"123")
+	left := filepath.Join(dir, "backup-tmp-123") // internal/backup's scratch prefix
 	if err := os.MkdirAll(filepath.Join(left, "ledger"), 0o700); err != nil {
 		t.Fatal(err)
 	}

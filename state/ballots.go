@@ -59,7 +59,7 @@ func (s *State) MergeBallots(pollID string, bs []crdt.Ballot) (added, left int, 
 	if err != nil {
 		return 0, 0, err
 	}
-	def, _ := s.Poll(pollID)
+	def, _ := s.Defs.Poll(pollID)
 	ps.bmu.Lock()
 	defer ps.bmu.Unlock()
 	move := s.mover(ps)
@@ -170,7 +170,7 @@ func (s *State) Answered(pollID string, voter uint64) bool {
 // node if that was later. A quiz answer's time runs from it when the
 // node did not push the question to the participant itself.
 func (s *State) OpenedHere(pollID string) (int64, bool) {
-	def, ok := s.Poll(pollID)
+	def, ok := s.Defs.Poll(pollID)
 	ps, err := s.poll(pollID)
 	if !ok || err != nil {
 		return 0, false

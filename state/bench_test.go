@@ -11,7 +11,7 @@ import (
 // cores at once into one poll (the striped cells exist for this).
 func BenchmarkCount(b *testing.B) {
 	s, _ := New(Config{Replica: "eu-1"})
-	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := s.Count("p", "red", 1); err != nil {
@@ -24,7 +24,7 @@ func BenchmarkCount(b *testing.B) {
 // BenchmarkTotals is the read a fan-out tick or a GET does.
 func BenchmarkTotals(b *testing.B) {
 	s, _ := New(Config{Replica: "eu-1"})
-	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
 	for b.Loop() {
 		if _, _, err := s.Totals("p"); err != nil {
 			b.Fatal(err)
@@ -40,7 +40,7 @@ func BenchmarkSaveTallies(b *testing.B) {
 	s, _ := New(Config{Replica: "eu-1", Store: &memStore{}})
 	for i := range 100 {
 		d := def(fmt.Sprintf("p%d", i))
-		s.PutPoll(d, hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+		s.Defs.PutPoll(d, hlc.Timestamp{Wall: 1, Replica: "eu-1"})
 	}
 	if _, err := s.SaveTallies(); err != nil {
 		b.Fatal(err)

@@ -94,19 +94,23 @@ func (c *budgetCell) sum() uint64 {
 	return n
 }
 
-type budgets struct {
-	mu    sync.Mutex
-	m     map[budgetKey]*budgetCell
-	dirty map[budgetKey]struct{} // own counts changed since TakeBudget
-	swept int64                  // the minute of the last sweep
-	store budgetStore            // nil: in memory only
+// Budgets are the voter tokens issued per address group and minute, this
+// replica's and the others' as heard, across the cluster (see the top of
+// this file).
+type Budgets struct {
+	replica string
+	mu      sync.Mutex
+	m       map[budgetKey]*budgetCell
+	dirty   map[budgetKey]struct{} // own counts changed since Take
+	swept   int64                  // the minute of the last sweep
+	store   budgetStore            // nil: in memory only
 
 	names  []string // the batch being written (mu held)
 	values [][]byte
 }
 
 // sweep forgets minutes older than the window (called with mu held).
-func (b *budgets) sweep(minute int64) {
+func (b *Budgets) sweep(minute int64) {
 	b.swept = minute
 	for k := range b.m {
 		if k.minute <= minute-BudgetMinutes {
@@ -122,14 +126,14 @@ func (b *budgets) sweep(minute int64) {
 }
 
 // keep queues a count for the store (mu held); flush writes the queue.
-func (b *budgets) keep(minute int64, replica string, group, n uint64) {
+func (b *Budgets) keep(minute int64, replica string, group, n uint64) {
 	if b.store != nil {
 		b.names = append(b.names, budgetName(minute, replica, group))
 		b.values = append(b.values, binary.AppendUvarint(nil, n))
 	}
 }
 
-func (b *budgets) flush() {
+func (b *Budgets) flush() {
 	if b.store == nil || len(b.names) == 0 {
 		return
 	}
@@ -141,15 +145,14 @@ func (b *budgets) flush() {
 }
 
 // loadBudget reads the kept counts back (New).
-func (s *State) loadBudget() {
-	bs, ok := s.store.(budgetStore)
+func (b *Budgets) load(store Store, nowMs int64) {
+	bs, ok := store.(budgetStore)
 	if !ok {
 		return
 	}
-	b := &s.budgets
 	b.store = bs
-	minute := s.now().UnixMilli() / 60_000
-	for name, value := range s.store.MetaWithPrefix(budgetPrefix) {
+	minute := nowMs / 60_000
+	for name, value := range store.MetaWithPrefix(budgetPrefix) {
 		m, replica, group, n, ok := parseBudget(name, value)
 		if !ok || m <= minute-BudgetMinutes || m > minute+1 {
 			continue
@@ -157,7 +160,7 @@ func (s *State) loadBudget() {
 		c := b.cell(budgetKey{group, m}, minute)
 		switch {
 		case c == nil:
-		case replica == s.replica:
+		case replica == b.replica:
 			c.own = max(c.own, n)
 		default:
 			if c.others == nil {
@@ -170,7 +173,7 @@ func (s *State) loadBudget() {
 	}
 }
 
-func (b *budgets) cell(k budgetKey, minute int64) *budgetCell {
+func (b *Budgets) cell(k budgetKey, minute int64) *budgetCell {
 	if b.m == nil {
 		b.m, b.dirty = make(map[budgetKey]*budgetCell), make(map[budgetKey]struct{})
 	}
@@ -188,11 +191,10 @@ func (b *budgets) cell(k budgetKey, minute int64) *budgetCell {
 	return c
 }
 
-// IssueTokens counts one token issued by this replica to each group at
+// Issue counts one token issued by this replica to each group at
 // nowMs.
-func (s *State) IssueTokens(groups []uint64, nowMs int64) {
+func (b *Budgets) Issue(groups []uint64, nowMs int64) {
 	minute := nowMs / 60_000
-	b := &s.budgets
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if minute != b.swept {
@@ -203,18 +205,17 @@ func (s *State) IssueTokens(groups []uint64, nowMs int64) {
 		if c := b.cell(k, minute); c != nil {
 			c.own++
 			b.dirty[k] = struct{}{}
-			b.keep(minute, s.replica, g, c.own)
+			b.keep(minute, b.replica, g, c.own)
 		}
 	}
 	b.flush()
 }
 
-// TokensIssued returns the tokens issued to group across the cluster in
+// Issued returns the tokens issued to group across the cluster in
 // each of the last n minutes up to nowMs: counts[0] is the current minute.
-func (s *State) TokensIssued(group uint64, nowMs int64, n int) []uint64 {
+func (b *Budgets) Issued(group uint64, nowMs int64, n int) []uint64 {
 	minute := nowMs / 60_000
 	out := make([]uint64, min(n, BudgetMinutes))
-	b := &s.budgets
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range out {
@@ -225,11 +226,10 @@ func (s *State) TokensIssued(group uint64, nowMs int64, n int) []uint64 {
 	return out
 }
 
-// TokensWithin returns the tokens issued to group across the cluster in
+// Within returns the tokens issued to group across the cluster in
 // the last minutes minutes up to nowMs, the current one included.
-func (s *State) TokensWithin(group uint64, nowMs int64, minutes int) uint64 {
+func (b *Budgets) Within(group uint64, nowMs int64, minutes int) uint64 {
 	minute := nowMs / 60_000
-	b := &s.budgets
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var n uint64
@@ -241,10 +241,9 @@ func (s *State) TokensWithin(group uint64, nowMs int64, minutes int) uint64 {
 	return n
 }
 
-// TakeBudget returns this replica's counts changed since the last call
+// Take returns this replica's counts changed since the last call
 // (for the next gossip message).
-func (s *State) TakeBudget() []BudgetEntry {
-	b := &s.budgets
+func (b *Budgets) Take() []BudgetEntry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]BudgetEntry, 0, len(b.dirty))
@@ -257,16 +256,15 @@ func (s *State) TakeBudget() []BudgetEntry {
 	return out
 }
 
-// BudgetView returns every count this node knows, its own and the
+// View returns every count this node knows, its own and the
 // others', by replica (for a whole-view refresh).
-func (s *State) BudgetView() map[string][]BudgetEntry {
-	b := &s.budgets
+func (b *Budgets) View() map[string][]BudgetEntry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make(map[string][]BudgetEntry)
 	for k, c := range b.m {
 		if c.own > 0 {
-			out[s.replica] = append(out[s.replica], BudgetEntry{Group: k.group, Minute: k.minute, N: c.own})
+			out[b.replica] = append(out[b.replica], BudgetEntry{Group: k.group, Minute: k.minute, N: c.own})
 		}
 		for r, n := range c.others {
 			out[r] = append(out[r], BudgetEntry{Group: k.group, Minute: k.minute, N: n})
@@ -275,14 +273,13 @@ func (s *State) BudgetView() map[string][]BudgetEntry {
 	return out
 }
 
-// MergeBudget takes a replica's counts, as the sender knows them (its own,
+// Merge takes a replica's counts, as the sender knows them (its own,
 // or another's it relays, this node's included: a restarted node learns
 // back what it had issued); counts only rise. Minutes outside the window
 // (or ahead of nowMs by more than a minute) are ignored. It reports how
 // many entries raised a count.
-func (s *State) MergeBudget(replica string, entries []BudgetEntry, nowMs int64) int {
+func (b *Budgets) Merge(replica string, entries []BudgetEntry, nowMs int64) int {
 	minute := nowMs / 60_000
-	b := &s.budgets
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	raised := 0
@@ -294,7 +291,7 @@ func (s *State) MergeBudget(replica string, entries []BudgetEntry, nowMs int64) 
 		switch {
 		case c == nil:
 			continue
-		case replica == s.replica:
+		case replica == b.replica:
 			if e.N > c.own {
 				c.own = e.N
 				raised++

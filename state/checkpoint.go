@@ -133,7 +133,7 @@ func boolByte(b bool) byte {
 // to each poll's head is in the copy and none after it.
 func (s *State) Snapshot(heads Heads) (Checkpoint, error) {
 	var out []pollSnapshot
-	for _, d := range s.Polls() {
+	for _, d := range s.Defs.Polls() {
 		ballots, counts, err := s.SnapshotBallots(d.ID)
 		if err != nil {
 			return Checkpoint{}, err
@@ -183,8 +183,8 @@ func (s *State) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, err
 			options[j] = str()
 			ps.counts[options[j]] = [2]uint64{d.Uvarint(), d.Uvarint()}
 		}
-		def, ok := s.Poll(ps.poll)
-		if !ok && d.Err() == nil && !s.Forgotten(ps.poll) {
+		def, ok := s.Defs.Poll(ps.poll)
+		if !ok && d.Err() == nil && !s.Defs.Forgotten(ps.poll) {
 			d.Fail("poll %q has no definition", ps.poll)
 		}
 		for j, o := range options {
@@ -231,7 +231,7 @@ func (s *State) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, err
 	// Checked whole: apply.
 	applied := make(map[string]uint64, len(snaps))
 	for _, ps := range snaps {
-		if s.Forgotten(ps.poll) {
+		if s.Defs.Forgotten(ps.poll) {
 			applied[ps.poll] = ps.applied // left memory since this checkpoint: nothing to restore
 			continue
 		}

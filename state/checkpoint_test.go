@@ -15,7 +15,7 @@ import (
 func checkpointed(t testing.TB) (*State, []byte, Heads) {
 	t.Helper()
 	s := newState(t, "eu-1")
-	if _, err := s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -42,7 +42,7 @@ func checkpointed(t testing.TB) (*State, []byte, Heads) {
 func fresh(t testing.TB) *State {
 	t.Helper()
 	s := newState(t, "eu-1")
-	if _, err := s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -63,11 +63,11 @@ func TestConcurrentExtendAndRevealBothSurvive(t *testing.T) {
 	} {
 		s := newState(t, "x")
 		for _, r := range order {
-			if _, err := s.PutPoll(r.Value, r.TS); err != nil {
+			if _, err := s.Defs.PutPoll(r.Value, r.TS); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, _ := s.Poll("p")
+		got, _ := s.Defs.Poll("p")
 		if got.Hidden || got.ClosesAt != t0+120_000 {
 			t.Errorf("%s: hidden %v, closes_at +%d ms; want revealed and extended to +120000", name, got.Hidden, got.ClosesAt-t0)
 		}
@@ -88,9 +88,9 @@ func TestStartSurvivesAConcurrentReveal(t *testing.T) {
 	for _, order := range [][]crdt.Register[poll.Definition]{{created, start, reveal}, {created, reveal, start}} {
 		s := newState(t, "x")
 		for _, r := range order {
-			s.PutPoll(r.Value, r.TS)
+			s.Defs.PutPoll(r.Value, r.TS)
 		}
-		if got, _ := s.Poll("p"); got.Parked() || got.OpensAt != t0+100 || got.ClosesAt != t0+20_100 || got.Hidden {
+		if got, _ := s.Defs.Poll("p"); got.Parked() || got.OpensAt != t0+100 || got.ClosesAt != t0+20_100 || got.Hidden {
 			t.Errorf("parked %v opens +%d closes +%d hidden %v", got.Parked(), got.OpensAt-t0, got.ClosesAt-t0, got.Hidden)
 		}
 	}
@@ -110,9 +110,9 @@ func TestSkipSurvivesAConcurrentReveal(t *testing.T) {
 	for _, order := range [][]crdt.Register[poll.Definition]{{created, end, reveal}, {created, reveal, end}} {
 		s := newState(t, "x")
 		for _, r := range order {
-			s.PutPoll(r.Value, r.TS)
+			s.Defs.PutPoll(r.Value, r.TS)
 		}
-		if got, _ := s.Poll("p"); !got.Quiz.Skipped || !got.Withheld(t0+1_000_000) || got.ClosesAt != t0+100 {
+		if got, _ := s.Defs.Poll("p"); !got.Quiz.Skipped || !got.Withheld(t0+1_000_000) || got.ClosesAt != t0+100 {
 			t.Errorf("skipped %v withheld %v closes +%d", got.Quiz.Skipped, got.Withheld(t0+1_000_000), got.ClosesAt-t0)
 		}
 	}
@@ -130,9 +130,9 @@ func TestTheLastCloseWins(t *testing.T) {
 	} {
 		s := newState(t, "x")
 		for _, r := range order {
-			s.PutPoll(r.Value, r.TS)
+			s.Defs.PutPoll(r.Value, r.TS)
 		}
-		got, _ := s.Poll("p")
+		got, _ := s.Defs.Poll("p")
 		if got.ClosesAt != t0+120 || got.Hidden {
 			t.Errorf("closes_at +%d, hidden %v; want the close (+120) and revealed", got.ClosesAt-t0, got.Hidden)
 		}
@@ -155,10 +155,10 @@ func TestDefinitionJoinConverges(t *testing.T) {
 			seen := newState(t, "seen")
 			for _, w := range writes {
 				if rapid.Bool().Draw(t, fmt.Sprint("sees", i)) || w.TS == created.TS {
-					seen.PutPoll(w.Value, w.TS)
+					seen.Defs.PutPoll(w.Value, w.TS)
 				}
 			}
-			from, _ := seen.PollRegister("p")
+			from, _ := seen.Defs.PollRegister("p")
 			ts := stamp(int64(10*(i+1)), replicas[rapid.IntRange(0, 2).Draw(t, "replica")])
 			var w crdt.Register[poll.Definition]
 			switch rapid.IntRange(0, 2).Draw(t, "kind") {
@@ -181,9 +181,9 @@ func TestDefinitionJoinConverges(t *testing.T) {
 		for k := range 3 {
 			s := newState(t, "node")
 			for _, i := range rapid.Permutation(indexes(len(writes))).Draw(t, fmt.Sprint("order", k)) {
-				s.PutPoll(writes[i].Value, writes[i].TS)
+				s.Defs.PutPoll(writes[i].Value, writes[i].TS)
 			}
-			got, _ := s.Poll("p")
+			got, _ := s.Defs.Poll("p")
 			if k == 0 {
 				first = got
 			} else if !sameDefinition(got, first) {

@@ -1,16 +1,20 @@
-// Package state is a node's replicated state, in two parts that State
-// joins:
+// Package state is a node's replicated state. State holds the per-poll
+// counts itself and gives each other concern its own type, a field set by
+// New:
 //
-//   - Definitions, the definitions store (definitions.go, certificate.go,
-//     keys.go, forget.go, quiz.go): each poll's definition as a register
-//     whose amended fields join field by field, its certificate, the
-//     replicas' public keys and the tombstones of forgotten polls, all
-//     persisted in the Store;
-//   - per poll, the counts: this replica's cells, every replica's tally
-//     and ballots, viewers and quiz show times (state.go, ballots.go,
-//     viewers.go, shown.go), plus the cluster-wide voter-token budgets
-//     (budget.go). A poll's counts are made before its definition is
-//     visible and dropped after it is forgotten.
+//   - Defs (Definitions: definitions.go, certificate.go, keys.go,
+//     forget.go, quiz.go): each poll's definition as a register whose
+//     amended fields join field by field, its certificate, the replicas'
+//     public keys and the tombstones of forgotten polls, all persisted in
+//     the Store;
+//   - per poll, on State, the counts: this replica's cells, every
+//     replica's tally and ballots, and quiz show times (state.go,
+//     ballots.go, shown.go). A poll's counts are made before its
+//     definition is visible and dropped after it is forgotten;
+//   - Audience (viewers.go): the viewers each replica serves, per poll;
+//   - Budget (Budgets, budget.go): the cluster-wide voter-token budgets;
+//   - Replicas (replicas.go): when each replica was last heard from;
+//   - Quizzes (quiz.go): the reads api.QuizOf takes.
 //
 // The API's views of this state (a quiz's, a poll's) are built in package
 // api.

@@ -32,7 +32,7 @@ func TestLiveTallyIsExactAfterQuiescence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.PutPoll(d, hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+			if _, err := s.Defs.PutPoll(d, hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
 				t.Fatal(err)
 			}
 			return s

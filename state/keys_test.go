@@ -44,20 +44,20 @@ func TestLearnKeyKeepsTheFirst(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1", Store: store})
 	a, _, _ := ed25519.GenerateKey(nil)
 	b, _, _ := ed25519.GenerateKey(nil)
-	if err := s.LearnKey("us-1", a); err != nil {
+	if err := s.Defs.LearnKey("us-1", a); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.LearnKey("us-1", a); err != nil {
+	if err := s.Defs.LearnKey("us-1", a); err != nil {
 		t.Fatalf("the same key again: %v", err)
 	}
-	if err := s.LearnKey("us-1", b); err == nil {
+	if err := s.Defs.LearnKey("us-1", b); err == nil {
 		t.Fatal("another key for a known replica was taken")
 	}
-	if err := s.LearnKey("us-2", a[:5]); err == nil {
+	if err := s.Defs.LearnKey("us-2", a[:5]); err == nil {
 		t.Fatal("a short key was taken")
 	}
 	again, _ := New(Config{Replica: "eu-1", Store: store})
-	if k, ok := again.PublicKey("us-1"); !ok || !k.Equal(a) {
+	if k, ok := again.Defs.PublicKey("us-1"); !ok || !k.Equal(a) {
 		t.Fatal("keys do not survive a reload")
 	}
 }

@@ -54,9 +54,9 @@ func (s *State) SaveTallies() (int, error) {
 	var names []string
 	var values [][]byte
 	sync := false
-	for _, d := range s.Polls() {
+	for _, d := range s.Defs.Polls() {
 		if _, done := s.saved.versions[d.ID]; done {
-			if c, ok := s.Certificate(d.ID); ok && c.Status == Reconciled {
+			if c, ok := s.Defs.Certificate(d.ID); ok && c.Status == Reconciled {
 				continue // certified and kept: its number is the certificate's now
 			}
 		}
@@ -138,7 +138,7 @@ func (s *State) LoadTallies() (int, error) {
 	var gone []string
 	for name, value := range s.store.MetaWithPrefix(tallyPrefix) {
 		id := name[len(tallyPrefix):]
-		if _, ok := s.Poll(id); !ok {
+		if _, ok := s.Defs.Poll(id); !ok {
 			gone = append(gone, id)
 			continue
 		}

@@ -27,8 +27,8 @@ func restarted(t *testing.T, store *memStore) *State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Poll("p"); !ok {
-		if _, err := s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+	if _, ok := s.Defs.Poll("p"); !ok {
+		if _, err := s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func TestTalliesOutliveARestart(t *testing.T) {
 func TestKeptTalliesDamagedOrGone(t *testing.T) {
 	store := &memStore{}
 	s := restarted(t, store)
-	if _, err := s.PutPoll(def("q"), hlc.Timestamp{Wall: 2, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(def("q"), hlc.Timestamp{Wall: 2, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Merge("q", remote(map[string]int64{"red": 1}, 1)); err != nil {

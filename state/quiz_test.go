@@ -31,13 +31,13 @@ func TestQuizQuestionsIndex(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1", Store: store})
 	const parked = 1_800_000_000_000
 	for _, d := range []poll.Definition{question("pub", 2, parked), def("p"), question("pub", 0, parked), question("other", 0, parked), question("pub", 1, parked)} {
-		if _, err := s.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+		if _, err := s.Defs.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ids := func(s *State, quiz string) string {
 		var out []string
-		for _, d := range s.QuizQuestions(quiz) {
+		for _, d := range s.Defs.QuizQuestions(quiz) {
 			out = append(out, d.ID)
 		}
 		return fmt.Sprint(out)
@@ -48,7 +48,7 @@ func TestQuizQuestionsIndex(t *testing.T) {
 	if got := ids(s, "nope") + ids(s, "p") + ids(s, ""); got != "[][][]" {
 		t.Fatalf("not quizzes: %s", got)
 	}
-	if err := s.Forget("pub-2", 10); err != nil {
+	if err := s.Defs.Forget("pub-2", 10); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(s, "pub"); got != "[pub-1 pub-3]" {
@@ -71,14 +71,14 @@ func TestQuizView(t *testing.T) {
 	const now = 1_796_083_200_000
 	put := func(d poll.Definition, wall int64) {
 		t.Helper()
-		if _, err := s.PutPoll(d, hlc.Timestamp{Wall: wall, Replica: "eu-1"}); err != nil {
+		if _, err := s.Defs.PutPoll(d, hlc.Timestamp{Wall: wall, Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	put(question("pub", 0, now+1e9), 1)
 	put(question("pub", 1, now+1e9), 1)
 	status := func(host bool, at int64) (string, int) {
-		v, ok := api.QuizOf(s, "pub", host, at)
+		v, ok := api.QuizOf(s.Quizzes, "pub", host, at)
 		if !ok {
 			t.Fatal("no quiz")
 		}
@@ -92,7 +92,7 @@ func TestQuizView(t *testing.T) {
 	}
 	q := started("pub", 0, now)
 	put(q, 2)
-	v, _ := api.QuizOf(s, "pub", false, now+1000)
+	v, _ := api.QuizOf(s.Quizzes, "pub", false, now+1000)
 	if v.Status != "question" || v.Current == nil || *v.Current != 0 || len(v.Questions) != 1 || v.Questions[0].Correct != nil || v.Questions[0].Totals != nil {
 		t.Fatalf("question 1 open: %+v", v)
 	}
@@ -101,7 +101,7 @@ func TestQuizView(t *testing.T) {
 	}
 	q.Hidden = false
 	put(q, 3)
-	v, _ = api.QuizOf(s, "pub", false, now+20_000)
+	v, _ = api.QuizOf(s.Quizzes, "pub", false, now+20_000)
 	if qv := v.Questions[0]; !qv.Revealed || len(qv.Correct) != 1 || qv.Totals == nil {
 		t.Fatalf("revealed: %+v", qv)
 	}
@@ -109,7 +109,7 @@ func TestQuizView(t *testing.T) {
 	if st, _ := status(false, now+50_000); st != "ended" {
 		t.Fatalf("every question closed: %s", st)
 	}
-	if _, ok := api.QuizOf(s, "nope", true, now); ok {
+	if _, ok := api.QuizOf(s.Quizzes, "nope", true, now); ok {
 		t.Fatal("a quiz that does not exist")
 	}
 }

@@ -49,49 +49,49 @@ type Heard struct {
 	AtMs    int64 // unix milliseconds
 }
 
-// heard records when each replica was last heard from; gossip writes it,
-// fan-out and the cluster endpoint read it.
-type heard struct {
+// Replicas records when each replica was last heard from; gossip writes
+// it, fan-out and the cluster endpoint read it.
+type Replicas struct {
 	mu sync.Mutex
 	m  map[string]Heard
 }
 
 // Heard records that state sent by replica (of region) arrived at atMs.
 // Older reports than the one held are ignored.
-func (s *State) Heard(replica, region string, atMs int64) {
-	s.heard.mu.Lock()
-	defer s.heard.mu.Unlock()
-	if s.heard.m == nil {
-		s.heard.m = make(map[string]Heard)
+func (r *Replicas) Heard(replica, region string, atMs int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = make(map[string]Heard)
 	}
-	if cur, ok := s.heard.m[replica]; ok && cur.AtMs >= atMs {
+	if cur, ok := r.m[replica]; ok && cur.AtMs >= atMs {
 		return
 	}
-	s.heard.m[replica] = Heard{Replica: replica, Region: region, AtMs: atMs}
+	r.m[replica] = Heard{Replica: replica, Region: region, AtMs: atMs}
 }
 
 // HeardAt returns when replica was last heard from.
-func (s *State) HeardAt(replica string) (int64, bool) {
-	s.heard.mu.Lock()
-	defer s.heard.mu.Unlock()
-	h, ok := s.heard.m[replica]
+func (r *Replicas) HeardAt(replica string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.m[replica]
 	return h.AtMs, ok
 }
 
 // HeardFrom returns every replica heard from, sorted by replica id.
-func (s *State) HeardFrom() []Heard {
-	s.heard.mu.Lock()
-	out := slices.Collect(maps.Values(s.heard.m))
-	s.heard.mu.Unlock()
+func (r *Replicas) HeardFrom() []Heard {
+	r.mu.Lock()
+	out := slices.Collect(maps.Values(r.m))
+	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b Heard) int { return strings.Compare(a.Replica, b.Replica) })
 	return out
 }
 
 // RegionsHeard returns, per region, the newest time any of its replicas
 // was heard from (unix milliseconds).
-func (s *State) RegionsHeard() map[string]int64 {
+func (r *Replicas) RegionsHeard() map[string]int64 {
 	out := make(map[string]int64)
-	for _, h := range s.HeardFrom() {
+	for _, h := range r.HeardFrom() {
 		out[h.Region] = max(out[h.Region], h.AtMs)
 	}
 	return out

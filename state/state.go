@@ -68,7 +68,15 @@ type Config struct {
 // definitions, certificates, replicas' keys and tombstones) and, per
 // poll, the counters and ballots. It is safe for concurrent use.
 type State struct {
-	*Definitions
+	// Defs are the poll definitions, certificates and keys; Budget the
+	// voter-token budgets; Replicas when each replica was last heard
+	// from; Audience the viewers each replica serves. Each is set by New
+	// and never replaced.
+	Defs     *Definitions
+	Budget   *Budgets
+	Replicas *Replicas
+	Audience *Audience
+	Quizzes  Quizzes // an api.QuizSource
 
 	replica string
 	store   Store // the voter-token budgets' (budget.go)
@@ -77,12 +85,9 @@ type State struct {
 	pmu   sync.RWMutex          // guards polls
 	polls map[string]*pollState // a poll's counts exist before its definition is visible, and go after it
 
-	heard heard
-
 	hashKey []byte
 	now     func() time.Time
 	log     *slog.Logger
-	budgets budgets      // voter tokens issued per address group, across the cluster (budget.go)
 	saved   savedTallies // what SaveTallies last wrote (known.go)
 }
 
@@ -122,12 +127,16 @@ func New(cfg Config) (*State, error) {
 	if len(s.hashKey) == 0 {
 		s.hashKey = []byte("tally ballot hash v1")
 	}
-	s.Definitions = &Definitions{store: cfg.Store, maxPolls: cfg.MaxPolls, onDefine: s.define, onForget: s.drop}
+	s.Budget = &Budgets{replica: cfg.Replica}
+	s.Replicas = &Replicas{}
+	s.Audience = &Audience{replica: cfg.Replica, poll: s.poll}
+	s.Quizzes = Quizzes{s}
+	s.Defs = &Definitions{store: cfg.Store, maxPolls: cfg.MaxPolls, onDefine: s.define, onForget: s.drop}
 	if s.store == nil {
 		return s, nil
 	}
-	s.loadBudget()
-	if err := s.Definitions.load(); err != nil {
+	s.Budget.load(s.store, s.now().UnixMilli())
+	if err := s.Defs.load(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -234,7 +243,7 @@ func (s *State) Tally(pollID string) (*crdt.Tally, error) {
 // Totals returns the live count of every option of the poll (zero for
 // options without votes) and their sum.
 func (s *State) Totals(pollID string) (map[string]int64, int64, error) {
-	def, ok := s.Poll(pollID)
+	def, ok := s.Defs.Poll(pollID)
 	t, err := s.Tally(pollID)
 	if err != nil || !ok {
 		return nil, 0, err
@@ -255,7 +264,7 @@ func (s *State) Merge(pollID string, delta *crdt.Tally) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	def, _ := s.Poll(pollID)
+	def, _ := s.Defs.Poll(pollID)
 	options := make([]string, len(def.Options))
 	for i, o := range def.Options {
 		options[i] = o.ID

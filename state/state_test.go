@@ -27,7 +27,7 @@ func TestConcurrentCountsSumExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -73,7 +73,7 @@ func TestConcurrentCountsSumExactly(t *testing.T) {
 
 func TestRemoteEntriesMergeWithLocal(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1"})
-	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
 	s.Count("p", "red", 2)
 	remote := crdt.NewTally()
 	remote.Add("us-1", "red", 5)
@@ -93,32 +93,32 @@ func TestDefinitionsPersistAndLastWriterWins(t *testing.T) {
 	store := &memStore{}
 	s, _ := New(Config{Replica: "eu-1", Store: store})
 	d := def("p")
-	if won, err := s.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); !won || err != nil {
+	if won, err := s.Defs.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); !won || err != nil {
 		t.Fatalf("create: %v %v", won, err)
 	}
 	closed := d
 	closed.ClosesAt = d.OpensAt + 30000
-	if won, _ := s.PutPoll(closed, hlc.Timestamp{Wall: 9, Replica: "us-1"}); !won {
+	if won, _ := s.Defs.PutPoll(closed, hlc.Timestamp{Wall: 9, Replica: "us-1"}); !won {
 		t.Fatal("newer close lost")
 	}
-	if won, _ := s.PutPoll(d, hlc.Timestamp{Wall: 7, Replica: "ap-1"}); won {
+	if won, _ := s.Defs.PutPoll(d, hlc.Timestamp{Wall: 7, Replica: "ap-1"}); won {
 		t.Fatal("older write won")
 	}
 	bad := d
 	bad.Options = bad.Options[:1]
-	if _, err := s.PutPoll(bad, hlc.Timestamp{Wall: 10}); err == nil {
+	if _, err := s.Defs.PutPoll(bad, hlc.Timestamp{Wall: 10}); err == nil {
 		t.Fatal("invalid definition accepted")
 	}
 	again, err := New(Config{Replica: "eu-1", Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok := again.Poll("p")
+	got, ok := again.Defs.Poll("p")
 	if !ok || got.ClosesAt != d.OpensAt+30000 {
 		t.Fatalf("after reload: %+v %v", got, ok)
 	}
-	if len(again.Polls()) != 1 {
-		t.Fatalf("polls = %v", again.Polls())
+	if len(again.Defs.Polls()) != 1 {
+		t.Fatalf("polls = %v", again.Defs.Polls())
 	}
 }
 
@@ -127,7 +127,7 @@ func TestDefinitionsPersistAndLastWriterWins(t *testing.T) {
 func TestStoredDefinitionOutOfBoundsIsSetAside(t *testing.T) {
 	store := &memStore{}
 	s, _ := New(Config{Replica: "eu-1", Store: store})
-	if _, err := s.PutPoll(def("good"), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(def("good"), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
 	old := def("old")
@@ -140,11 +140,11 @@ func TestStoredDefinitionOutOfBoundsIsSetAside(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a stored definition out of today's bounds stops the start: %v", err)
 	}
-	if _, ok := again.Poll("good"); !ok {
+	if _, ok := again.Defs.Poll("good"); !ok {
 		t.Fatal("the valid poll was not loaded")
 	}
-	if _, ok := again.Poll("old"); ok || again.SetAside()["old"] == nil {
-		t.Fatalf("the invalid poll: served %v, set aside %v", ok, again.SetAside())
+	if _, ok := again.Defs.Poll("old"); ok || again.Defs.SetAside()["old"] == nil {
+		t.Fatalf("the invalid poll: served %v, set aside %v", ok, again.Defs.SetAside())
 	}
 }
 
@@ -154,7 +154,7 @@ func TestStoredDefinitionOutOfBoundsIsSetAside(t *testing.T) {
 // the count unchanged, so the next vote shows everywhere.
 func TestMergeLiftsOwnCells(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1"})
-	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
 	s.Count("p", "red", 3) // replayed: P 3, N 0, count 3
 	old := crdt.NewTally()
 	old.MergeEntry("eu-1", "red", 5, 2) // before the restart: P 5, N 2, count 3
@@ -185,19 +185,19 @@ func TestMergeLiftsOwnCells(t *testing.T) {
 func TestMaxPolls(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1", MaxPolls: 2})
 	for i, id := range []string{"a", "b"} {
-		if _, err := s.PutPoll(def(id), hlc.Timestamp{Wall: int64(5 + i), Replica: "eu-1"}); err != nil {
+		if _, err := s.Defs.PutPoll(def(id), hlc.Timestamp{Wall: int64(5 + i), Replica: "eu-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.MergePoll(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 9, Replica: "us-1"}, Value: def("c")}); !errors.Is(err, ErrTooManyPolls) {
+	if _, err := s.Defs.MergePoll(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 9, Replica: "us-1"}, Value: def("c")}); !errors.Is(err, ErrTooManyPolls) {
 		t.Fatalf("a third poll from gossip: %v", err)
 	}
 	closed := def("a")
 	closed.ClosesAt = closed.OpensAt + 1000
-	if won, err := s.PutPoll(closed, hlc.Timestamp{Wall: 10, Replica: "us-1"}); !won || err != nil {
+	if won, err := s.Defs.PutPoll(closed, hlc.Timestamp{Wall: 10, Replica: "us-1"}); !won || err != nil {
 		t.Fatalf("closing a poll at the bound: %v %v", won, err)
 	}
-	if n := len(s.Polls()); n != 2 {
+	if n := len(s.Defs.Polls()); n != 2 {
 		t.Fatalf("%d polls held", n)
 	}
 }
@@ -208,29 +208,29 @@ func TestForgetIsKept(t *testing.T) {
 	store := &memStore{}
 	s, _ := New(Config{Replica: "eu-1", Store: store})
 	d := def("p")
-	if _, err := s.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(d, hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutPoll(def("q"), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+	if _, err := s.Defs.PutPoll(def("q"), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Forget("p", 99); err != nil {
+	if err := s.Defs.Forget("p", 99); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Poll("p"); ok || !s.Forgotten("p") || len(s.Polls()) != 1 {
+	if _, ok := s.Defs.Poll("p"); ok || !s.Defs.Forgotten("p") || len(s.Defs.Polls()) != 1 {
 		t.Fatal("still held after Forget")
 	}
-	if won, err := s.MergePoll(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 50, Replica: "us-1"}, Value: d}); won || err != nil {
+	if won, err := s.Defs.MergePoll(crdt.Register[poll.Definition]{TS: hlc.Timestamp{Wall: 50, Replica: "us-1"}, Value: d}); won || err != nil {
 		t.Fatalf("gossip brought it back: %v %v", won, err)
 	}
 	again, err := New(Config{Replica: "eu-1", Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := again.Poll("p"); ok || !again.Forgotten("p") {
+	if _, ok := again.Defs.Poll("p"); ok || !again.Defs.Forgotten("p") {
 		t.Fatal("a reload brought it back")
 	}
-	if _, ok := again.Poll("q"); !ok {
+	if _, ok := again.Defs.Poll("q"); !ok {
 		t.Fatal("the other poll was lost")
 	}
 }
@@ -240,28 +240,28 @@ func TestForgetIsKept(t *testing.T) {
 // polls, negative counts and reports past the bound are ignored.
 func TestViewersAcrossReplicas(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1"})
-	if got := s.Viewers("p", 0); got != 0 {
+	if got := s.Audience.Count("p", 0); got != 0 {
 		t.Fatalf("viewers of an unknown poll: %d", got)
 	}
-	s.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
-	if _, ok := s.OwnViewers("p"); ok {
+	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	if _, ok := s.Audience.Own("p"); ok {
 		t.Fatal("own viewers reported before any")
 	}
-	s.SetViewers("p", 3, 1000)
-	s.MergeViewers("p", "other", 5, 1000)
-	s.MergeViewers("p", "liar", -7, 1000)
-	s.MergeViewers("nope", "other", 9, 1000)
-	if got := s.Viewers("p", 1000); got != 8 {
+	s.Audience.Set("p", 3, 1000)
+	s.Audience.Merge("p", "other", 5, 1000)
+	s.Audience.Merge("p", "liar", -7, 1000)
+	s.Audience.Merge("nope", "other", 9, 1000)
+	if got := s.Audience.Count("p", 1000); got != 8 {
 		t.Fatalf("viewers %d, want 8", got)
 	}
 	// The other's report goes stale; our own count never does.
-	if got := s.Viewers("p", 1000+ViewersFresh.Milliseconds()+1); got != 3 {
+	if got := s.Audience.Count("p", 1000+ViewersFresh.Milliseconds()+1); got != 3 {
 		t.Fatalf("viewers after the other's report went stale: %d, want 3", got)
 	}
 	for i := range maxViewerReports + 10 {
-		s.MergeViewers("p", fmt.Sprint("r", i), 1, 2000)
+		s.Audience.Merge("p", fmt.Sprint("r", i), 1, 2000)
 	}
-	if got := s.Viewers("p", 2000); got > 3+5+maxViewerReports {
+	if got := s.Audience.Count("p", 2000); got > 3+5+maxViewerReports {
 		t.Fatalf("reports past the bound counted: %d", got)
 	}
 }
@@ -280,38 +280,38 @@ func TestTokenBudgetCounts(t *testing.T) {
 	const minute = 60_000
 	now := int64(1_000_000) * minute
 	a, b := newState("a"), newState("b")
-	a.IssueTokens([]uint64{1, 2}, now)
-	a.IssueTokens([]uint64{1}, now+minute)
-	b.IssueTokens([]uint64{1}, now+minute)
+	a.Budget.Issue([]uint64{1, 2}, now)
+	a.Budget.Issue([]uint64{1}, now+minute)
+	b.Budget.Issue([]uint64{1}, now+minute)
 	for _, e := range []struct {
 		from *State
 		name string
 	}{{a, "a"}, {a, "a"}} { // a replay changes nothing
-		b.MergeBudget(e.name, e.from.BudgetView()[e.name], now+minute)
+		b.Budget.Merge(e.name, e.from.Budget.View()[e.name], now+minute)
 	}
-	if got := b.TokensWithin(1, now+minute, 2); got != 3 {
+	if got := b.Budget.Within(1, now+minute, 2); got != 3 {
 		t.Fatalf("group 1 over two minutes: %d, want 3", got)
 	}
-	if got := b.TokensWithin(1, now+minute, 1); got != 2 {
+	if got := b.Budget.Within(1, now+minute, 1); got != 2 {
 		t.Fatalf("group 1 this minute: %d, want 2", got)
 	}
-	if n := b.MergeBudget("a", []BudgetEntry{{Group: 1, Minute: now / minute, N: 0}}, now+minute); n != 0 || b.TokensWithin(1, now+minute, 2) != 3 {
+	if n := b.Budget.Merge("a", []BudgetEntry{{Group: 1, Minute: now / minute, N: 0}}, now+minute); n != 0 || b.Budget.Within(1, now+minute, 2) != 3 {
 		t.Fatal("a lower count lowered the budget")
 	}
-	if n := b.MergeBudget("a", []BudgetEntry{{Group: 9, Minute: now/minute - BudgetMinutes - 1, N: 5}, {Group: 9, Minute: now/minute + 5, N: 5}}, now); n != 0 {
+	if n := b.Budget.Merge("a", []BudgetEntry{{Group: 9, Minute: now/minute - BudgetMinutes - 1, N: 5}, {Group: 9, Minute: now/minute + 5, N: 5}}, now); n != 0 {
 		t.Fatal("counts outside the window were taken")
 	}
 
 	// a restarts empty and learns its own counts back from b's view.
 	a2 := newState("a")
-	for replica, entries := range b.BudgetView() {
-		a2.MergeBudget(replica, entries, now+minute)
+	for replica, entries := range b.Budget.View() {
+		a2.Budget.Merge(replica, entries, now+minute)
 	}
-	if got := a2.TokensWithin(1, now+minute, 2); got != 3 {
+	if got := a2.Budget.Within(1, now+minute, 2); got != 3 {
 		t.Fatalf("after the restart: %d, want 3", got)
 	}
-	a2.IssueTokens([]uint64{1}, now+minute)
-	if own := a2.TakeBudget(); len(own) != 1 || own[0].N != 2 {
+	a2.Budget.Issue([]uint64{1}, now+minute)
+	if own := a2.Budget.Take(); len(own) != 1 || own[0].N != 2 {
 		t.Fatalf("own count after the restart: %+v, want 2 (1 learned back + 1)", own)
 	}
 }
@@ -328,32 +328,32 @@ func TestTokenBudgetSurvivesARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.IssueTokens([]uint64{1, 2}, now)
-	a.IssueTokens([]uint64{1}, now)
-	a.MergeBudget("b", []BudgetEntry{{Group: 1, Minute: now / minute, N: 4}}, now)
+	a.Budget.Issue([]uint64{1, 2}, now)
+	a.Budget.Issue([]uint64{1}, now)
+	a.Budget.Merge("b", []BudgetEntry{{Group: 1, Minute: now / minute, N: 4}}, now)
 	again, err := New(Config{Replica: "a", Store: store, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := again.TokensWithin(1, now, 1); got != 6 {
+	if got := again.Budget.Within(1, now, 1); got != 6 {
 		t.Fatalf("group 1 after the restart: %d, want 6 (2 own + 4 heard)", got)
 	}
-	if got := again.TokensWithin(2, now, 1); got != 1 {
+	if got := again.Budget.Within(2, now, 1); got != 1 {
 		t.Fatalf("group 2 after the restart: %d, want 1", got)
 	}
-	again.IssueTokens([]uint64{1}, now)
-	if own := again.TakeBudget(); len(own) != 1 || own[0].N != 3 {
+	again.Budget.Issue([]uint64{1}, now)
+	if own := again.Budget.Take(); len(own) != 1 || own[0].N != 3 {
 		t.Fatalf("own count after the restart: %+v, want 3", own)
 	}
 	// A damaged entry is skipped, the others still load.
 	store.PutMeta(budgetPrefix+"zz/a/1", []byte{1})
 	store.PutMeta(budgetName(now/minute, "a", 9), []byte{0xff})
-	if s, err := New(Config{Replica: "a", Store: store, Now: clock}); err != nil || s.TokensWithin(1, now, 1) != 7 || s.TokensWithin(9, now, 1) != 0 {
+	if s, err := New(Config{Replica: "a", Store: store, Now: clock}); err != nil || s.Budget.Within(1, now, 1) != 7 || s.Budget.Within(9, now, 1) != 0 {
 		t.Fatalf("with damaged entries: %v", err)
 	}
 	// A day later the window has passed: the next count sweeps the store.
 	now += BudgetMinutes * minute
-	again.IssueTokens([]uint64{3}, now)
+	again.Budget.Issue([]uint64{3}, now)
 	for name := range store.MetaWithPrefix(budgetPrefix) {
 		if m, _, _, _, ok := parseBudget(name, []byte{1}); ok && m <= now/minute-BudgetMinutes {
 			t.Fatalf("%s outlived the window", name)

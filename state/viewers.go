@@ -13,22 +13,29 @@ const ViewersFresh = 10 * time.Second
 // maxViewerReports bounds the replicas whose reports a poll keeps.
 const maxViewerReports = 1024
 
+// Audience is how many viewers each replica's sockets serve per poll, as
+// reported (each replica's own count travels in gossip).
+type Audience struct {
+	replica string
+	poll    func(id string) (*pollState, error)
+}
+
 type viewerCount struct {
 	n    int64
 	atMs int64 // when it was reported (this node's clock)
 }
 
-// SetViewers records how many viewers of the poll this replica serves.
-func (s *State) SetViewers(pollID string, n int64, nowMs int64) {
-	s.MergeViewers(pollID, s.replica, n, nowMs)
+// Set records how many viewers of the poll this replica serves.
+func (a *Audience) Set(pollID string, n int64, nowMs int64) {
+	a.Merge(pollID, a.replica, n, nowMs)
 }
 
-// MergeViewers records another replica's report of the viewers it serves,
+// Merge records another replica's report of the viewers it serves,
 // made at nowMs (the sender's time: a replayed old report changes
 // nothing). Reports older than the one held, for unknown polls, negative
 // counts and reports beyond maxViewerReports replicas a poll are ignored.
-func (s *State) MergeViewers(pollID, replica string, n int64, nowMs int64) {
-	ps, err := s.poll(pollID)
+func (a *Audience) Merge(pollID, replica string, n int64, nowMs int64) {
+	ps, err := a.poll(pollID)
 	if err != nil || n < 0 {
 		return
 	}
@@ -44,23 +51,23 @@ func (s *State) MergeViewers(pollID, replica string, n int64, nowMs int64) {
 	ps.viewers[replica] = viewerCount{n: n, atMs: nowMs}
 }
 
-// OwnViewers returns this replica's count of the poll's viewers, and
+// Own returns this replica's count of the poll's viewers, and
 // whether it has reported one.
-func (s *State) OwnViewers(pollID string) (int64, bool) {
-	ps, err := s.poll(pollID)
+func (a *Audience) Own(pollID string) (int64, bool) {
+	ps, err := a.poll(pollID)
 	if err != nil {
 		return 0, false
 	}
 	ps.vmu.Lock()
 	defer ps.vmu.Unlock()
-	c, ok := ps.viewers[s.replica]
+	c, ok := ps.viewers[a.replica]
 	return c.n, ok
 }
 
-// Viewers returns the poll's viewers across the cluster at nowMs: this
+// Count returns the poll's viewers across the cluster at nowMs: this
 // replica's own count and every other replica's fresh report.
-func (s *State) Viewers(pollID string, nowMs int64) int64 {
-	ps, err := s.poll(pollID)
+func (a *Audience) Count(pollID string, nowMs int64) int64 {
+	ps, err := a.poll(pollID)
 	if err != nil {
 		return 0
 	}
@@ -68,7 +75,7 @@ func (s *State) Viewers(pollID string, nowMs int64) int64 {
 	defer ps.vmu.Unlock()
 	var sum int64
 	for r, c := range ps.viewers {
-		if r == s.replica || nowMs-c.atMs <= ViewersFresh.Milliseconds() {
+		if r == a.replica || nowMs-c.atMs <= ViewersFresh.Milliseconds() {
 			sum += c.n
 		}
 	}

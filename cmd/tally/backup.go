@@ -98,7 +98,7 @@ func verifyBackup(dir string) (polls int, records uint64, err error) {
 		return 0, 0, err
 	}
 	for _, id := range ids {
-		chains, err := l.Verify(id)
+		chains, err := ledger.VerifyChains(l.Scan(id))
 		if err != nil {
 			return 0, 0, fmt.Errorf("poll %s: %w", id, err)
 		}

@@ -32,6 +32,8 @@ var may = map[string][]string{
 	"certify":       {"api", "hlc", "ids", "internal/rendezvous", "ledger", "poll", "quiz", "state"},
 	"relay":         {"api", "ids", "internal/rendezvous", "internal/wire"},
 	"client":        {"api", "poll", "quiz"},
+	"join":          {"api", "ids", "poll", "state"},
+	"qr":            {"api"},
 	"cmd/node":      {"internal/buildinfo", "internal/flagerr", "node"},
 	"cmd/tally": {"api", "client", "fleet", "ids", "internal/atomicfile", "internal/backup",
 		"internal/buildinfo", "internal/flagerr", "ledger", "poll", "quiz", "trust"},

@@ -1,6 +1,8 @@
-package node
+package certify
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tally/state"
@@ -33,18 +35,23 @@ func abs(v int64) int64 {
 	return v
 }
 
-// exactnessCollector reports, at scrape time, the voter state held for
-// each poll in memory and, for certified polls, the live tally's distance
-// from the certificate.
-type exactnessCollector struct {
-	n                     *Node
+// ExactnessCollector reports, at scrape time, each poll's status, the
+// voter state held for it in memory and, for certified polls, the live
+// tally's distance from the certificate. With public set (the metrics are
+// on the public port) a hidden poll's voter-state sizes, which would be
+// its counts, are left out until the reveal.
+type ExactnessCollector struct {
+	state                 *state.State
+	now                   func() time.Time
+	public                bool
 	diff, ballots, voters *prometheus.Desc
 	bytes                 *prometheus.Desc
 	status, overdue       *prometheus.Desc
 }
 
-func newExactnessCollector(n *Node) *exactnessCollector {
-	return &exactnessCollector{n: n,
+// NewExactnessCollector returns the collector of st's polls.
+func NewExactnessCollector(st *state.State, now func() time.Time, public bool) *ExactnessCollector {
+	return &ExactnessCollector{state: st, now: now, public: public,
 		diff: prometheus.NewDesc("tally_live_certified_diff",
 			"For a certified poll still in memory: sum over options of |live count - certified count| at this node (0 when the live tally is exact).", []string{"poll"}, nil),
 		ballots: prometheus.NewDesc("tally_voter_state_ballots",
@@ -60,7 +67,8 @@ func newExactnessCollector(n *Node) *exactnessCollector {
 	}
 }
 
-func (c *exactnessCollector) Describe(ch chan<- *prometheus.Desc) {
+// Describe sends the collector's descriptions.
+func (c *ExactnessCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.diff
 	ch <- c.ballots
 	ch <- c.voters
@@ -69,20 +77,18 @@ func (c *exactnessCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.overdue
 }
 
-func (c *exactnessCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.n.state
-	now := c.n.cfg.Now().UnixMilli()
-	// On the public port (no --admin-addr) a hidden poll's voter-state
-	// sizes would be its counts: they are left out until the reveal.
-	public := c.n.cfg.AdminAddr == ""
-	for _, d := range st.Polls() {
-		cert, certified := st.Certificate(d.ID)
+// Collect sends one reading of every poll.
+func (c *ExactnessCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.state
+	now := c.now().UnixMilli()
+	for _, d := range st.Defs.Polls() {
+		cert, certified := st.Defs.Certificate(d.ID)
 		reconciled := certified && cert.Status == state.Reconciled
 		ch <- prometheus.MustNewConstMetric(c.status, prometheus.GaugeValue, 1, d.ID, string(d.StatusAt(now, reconciled)))
 		if !reconciled && d.ClosesAt != 0 && now > d.GraceEnd() {
 			ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(now-d.GraceEnd())/1000, d.ID)
 		}
-		if d.Hidden && public {
+		if d.Hidden && c.public {
 			continue
 		}
 		if s, err := st.Ballots(d.ID); err == nil {

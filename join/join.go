@@ -1,4 +1,4 @@
-package node
+package join
 
 import (
 	"cmp"
@@ -12,37 +12,46 @@ import (
 	"tally/api"
 	"tally/ids"
 	"tally/poll"
+	"tally/state"
 )
 
-// Join codes (ids.JoinCode) let a viewer type six characters instead of
-// scanning: GET /v1/join/{code} says what a code names and the page to
-// open; GET /j/{code} opens it (the address a screen prints). A node
-// resolves a code by computing the codes of the polls, events and quizzes
-// it holds; the index is rebuilt at most once a second, so a stranger
-// trying codes costs a map lookup each.
+// rebuildEvery bounds how often the index is rebuilt.
+const rebuildEvery = time.Second
 
-// joinEvery bounds how often the index is rebuilt.
-const joinEvery = time.Second
+type target struct{ kind, id string }
 
-type joinTarget struct{ kind, id string }
-
-type joinIndex struct {
+// index maps the codes of the polls, events and quizzes held to them.
+type index struct {
 	mu    sync.Mutex
 	built time.Time
-	codes map[string]joinTarget
+	codes map[string]target
+}
+
+// Codes resolves join codes against a node's state and serves the two
+// endpoints.
+type Codes struct {
+	state *state.State
+	now   func() time.Time
+	index index
+}
+
+// New returns the join codes of st's polls, events and quizzes; now is the
+// node's clock.
+func New(st *state.State, now func() time.Time) *Codes {
+	return &Codes{state: st, now: now}
 }
 
 // lookup returns what code names, rebuilding the index from polls when it
-// is older than joinEvery.
-func (x *joinIndex) lookup(code string, now time.Time, polls func() []poll.Definition) (joinTarget, bool) {
+// is older than rebuildEvery.
+func (x *index) lookup(code string, now time.Time, polls func() []poll.Definition) (target, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.codes == nil || now.Sub(x.built) >= joinEvery || now.Before(x.built) {
-		x.codes = map[string]joinTarget{}
+	if x.codes == nil || now.Sub(x.built) >= rebuildEvery || now.Before(x.built) {
+		x.codes = map[string]target{}
 		add := func(kind, id string) {
 			c := ids.JoinCode(kind, id)
 			if _, taken := x.codes[c]; !taken { // a collision (1 in 729 million a pair): the first stands
-				x.codes[c] = joinTarget{kind, id}
+				x.codes[c] = target{kind, id}
 			}
 		}
 		for _, d := range polls() {
@@ -60,11 +69,11 @@ func (x *joinIndex) lookup(code string, now time.Time, polls func() []poll.Defin
 	return t, ok
 }
 
-// resolveJoin returns what a code names now: a poll viewers may see, an
-// event with such a poll (and which is current), or a quiz.
-func (n *Node) resolveJoin(code string) (api.JoinView, bool) {
-	now := n.cfg.Now()
-	t, ok := n.joins.lookup(code, now, n.state.Polls)
+// Resolve returns what a code names now: a poll viewers may see, an event
+// with such a poll (and which is current), or a quiz.
+func (c *Codes) Resolve(code string) (api.JoinView, bool) {
+	now := c.now()
+	t, ok := c.index.lookup(code, now, c.state.Defs.Polls)
 	if !ok {
 		return api.JoinView{}, false
 	}
@@ -72,18 +81,18 @@ func (n *Node) resolveJoin(code string) (api.JoinView, bool) {
 	nowMs := now.UnixMilli()
 	switch t.kind {
 	case ids.JoinPoll:
-		if d, ok := n.state.Poll(t.id); !ok || d.Withheld(nowMs) {
+		if d, ok := c.state.Defs.Poll(t.id); !ok || d.Withheld(nowMs) {
 			return api.JoinView{}, false
 		}
 		v.Path = "/#/poll/" + url.PathEscape(t.id)
 	case ids.JoinEvent:
-		cur, ok := currentPoll(n.state.Polls(), t.id, nowMs)
+		cur, ok := currentPoll(c.state.Defs.Polls(), t.id, nowMs)
 		if !ok {
 			return api.JoinView{}, false
 		}
 		v.Poll, v.Path = cur, "/#/poll/"+url.PathEscape(cur)
 	case ids.JoinQuiz:
-		if _, ok := api.QuizOf(n.state, t.id, false, nowMs); !ok {
+		if _, ok := api.QuizOf(c.state.Quizzes, t.id, false, nowMs); !ok {
 			return api.JoinView{}, false
 		}
 		v.Path = "/#/quiz/" + url.PathEscape(t.id)
@@ -126,14 +135,15 @@ func currentPoll(polls []poll.Definition, event string, nowMs int64) (string, bo
 	return "", false
 }
 
-// handleJoin serves GET /v1/join/{code}.
-func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
+// ServeCode serves GET /v1/join/{code}: what the code names and the page
+// to open.
+func (c *Codes) ServeCode(w http.ResponseWriter, r *http.Request) {
 	code, err := ids.ParseJoinCode(r.PathValue("code"))
 	if err != nil {
 		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "%v", err))
 		return
 	}
-	v, ok := n.resolveJoin(code)
+	v, ok := c.Resolve(code)
 	if !ok {
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeJoinNotFound, "no poll, event or quiz has the code %s", code))
 		return
@@ -142,13 +152,13 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, r, http.StatusOK, v)
 }
 
-// handleJoinPage serves GET /j/{code}: a redirect to the page the code
-// names, or to the page's join form saying the code names nothing.
-func (n *Node) handleJoinPage(w http.ResponseWriter, r *http.Request) {
+// ServePage serves GET /j/{code}: a redirect to the page the code names,
+// or to the page's join form saying the code names nothing.
+func (c *Codes) ServePage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	code, err := ids.ParseJoinCode(r.PathValue("code"))
 	if err == nil {
-		if v, ok := n.resolveJoin(code); ok {
+		if v, ok := c.Resolve(code); ok {
 			http.Redirect(w, r, v.Path, http.StatusFound)
 			return
 		}
