@@ -329,39 +329,15 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	if n := c.localCount(poll); n > expected[c.cfg.Replica] {
 		expected[c.cfg.Replica] = n
 	}
-	excluded := map[string]bool{}
-	for _, e := range exclude {
-		excluded[e.Replica] = true
-	}
 	peers := map[string]Peer{}
 	for _, p := range c.cfg.Peers() {
 		peers[p.Replica] = p
-		if _, ok := expected[p.Replica]; !ok && p.Full {
-			// A live full member whose count has not reached us yet: ask it
-			// anyway; its export says what it holds.
-			expected[p.Replica] = 0
-		}
 	}
-	for _, e := range append(slices.Clone(d.Exclude), d.AcceptLost...) {
-		if _, ok := expected[e.Replica]; !ok {
-			return state.Certificate{}, fmt.Errorf("%w: poll %q has no replica %s (its replicas: %s)", ErrDecision, poll, e.Replica,
-				strings.Join(slices.Sorted(maps.Keys(expected)), ", "))
-		}
+	replicas, missing, err := plan(poll, expected, peers, c.cfg.Replica, d)
+	if err != nil {
+		return state.Certificate{}, err
 	}
-	detail := api.ResultDetail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt}
-	var replicas []string
-	for _, r := range slices.Sorted(maps.Keys(expected)) {
-		if excluded[r] {
-			continue
-		}
-		if _, live := peers[r]; !live && r != c.cfg.Replica {
-			if expected[r] > 0 {
-				detail.Missing = append(detail.Missing, api.Missing{Replica: r, Expected: expected[r], Error: "not a live member of the cluster"})
-			}
-			continue
-		}
-		replicas = append(replicas, r)
-	}
+	detail := api.ResultDetail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt, Missing: missing}
 	if len(detail.Missing) > 0 {
 		return c.pending(poll, detail)
 	}
@@ -388,33 +364,12 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		detail.Missing = append(detail.Missing, api.Missing{Replica: replicaOf(err), Error: err.Error()})
 		return c.pending(poll, detail)
 	}
-	for _, ch := range res.Replicas {
-		if ch.Records < expected[ch.Replica] {
-			if i := slices.IndexFunc(d.AcceptLost, func(e api.Exclusion) bool { return e.Replica == ch.Replica }); i >= 0 {
-				detail.Lost = append(detail.Lost, api.Lost{Replica: ch.Replica, From: ch.Records + 1, To: expected[ch.Replica],
-					Count: expected[ch.Replica] - ch.Records, Reason: d.AcceptLost[i].Reason})
-				continue
-			}
-			detail.Missing = append(detail.Missing, api.Missing{Replica: ch.Replica, Expected: expected[ch.Replica], Received: ch.Records,
-				Error: "export shorter than the gossiped record count (restored from an older backup? see --accept-lost)"})
-		}
-	}
-	for _, r := range replicas {
-		if expected[r] > 0 && !slices.ContainsFunc(res.Replicas, func(ch ledger.Chain) bool { return ch.Replica == r }) {
-			if i := slices.IndexFunc(d.AcceptLost, func(e api.Exclusion) bool { return e.Replica == r }); i >= 0 {
-				detail.Lost = append(detail.Lost, api.Lost{Replica: r, From: 1, To: expected[r], Count: expected[r], Reason: d.AcceptLost[i].Reason})
-				continue
-			}
-			detail.Missing = append(detail.Missing, api.Missing{Replica: r, Expected: expected[r], Error: "export held no records"})
-		}
-	}
+	detail.Lost, detail.Missing, err = judge(poll, expected, replicas, res.Replicas, d.AcceptLost)
 	if len(detail.Missing) > 0 {
 		return c.pending(poll, detail)
 	}
-	for _, e := range d.AcceptLost {
-		if !slices.ContainsFunc(detail.Lost, func(l api.Lost) bool { return l.Replica == e.Replica }) {
-			return state.Certificate{}, fmt.Errorf("%w: replica %s holds every record it acknowledged of poll %q: nothing to accept as lost", ErrDecision, e.Replica, poll)
-		}
+	if err != nil {
+		return state.Certificate{}, err
 	}
 	detail.Result = res
 	c.pendingLog.forget(poll)

@@ -41,7 +41,7 @@ const SharedScale = 50
 // tokenGroups returns the hashes of the groups the address ip counts
 // under (state.Hash).
 func (p *Pipeline) tokenGroups(ip string) []uint64 {
-	groups := []uint64{p.cfg.State.Hash("tokens " + p.addrKey(ip))}
+	groups := []uint64{p.cfg.State.Hash("tokens " + AddressKey(ip, p.ipv6Prefix()))}
 	a, err := netip.ParseAddr(ip)
 	if err != nil || a.Is4() || a.Is4In6() {
 		return groups

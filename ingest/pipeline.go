@@ -246,7 +246,7 @@ func (p *Pipeline) prepare(pollID string, votes []Vote, c Client) (*prepared, er
 		}
 	}
 	now := p.cfg.Now()
-	addr := p.addrKey(c.IP) // the client as the per-address limits count it
+	addr := AddressKey(c.IP, p.ipv6Prefix()) // the client as the per-address limits count it
 	if pr.giveBack, err = p.reserveRates(&def, addr, votes, fresh, now); err != nil {
 		pr.release()
 		return nil, err
@@ -612,9 +612,6 @@ func (p *Pipeline) limitersFor(def *poll.Definition) (ip, vote *limiter) {
 	}
 	return ip, vote
 }
-
-// addrKey is the key a client's address is limited under (see AddressKey).
-func (p *Pipeline) addrKey(ip string) string { return AddressKey(ip, p.ipv6Prefix()) }
 
 // ipv6Prefix is how many leading bits of an IPv6 address name a client.
 func (p *Pipeline) ipv6Prefix() int {

@@ -209,7 +209,8 @@ var ErrDamaged = errors.New(`node: data dir damaged, refusing to start (see "A d
 // RegisterFlags adds every setting to fs, each defaulting to its
 // TALLY_<NAME> environment variable when set, else to c's value. A value
 // in the environment that does not parse makes Validate (and so New) fail,
-// even when the flag is also given.
+// even when the flag is also given. It is long because it is one table, a
+// line per flag, read top to bottom.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "Pebble data, replica id, admin token")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (API, WebSocket, page, metrics)")
@@ -219,18 +220,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
 	fs.IntVar(&c.ExpectMembers, "expect-members", c.ExpectMembers, "how many members (full nodes and edges, this node included) the cluster has: while fewer are seen /readyz answers 503 and tally_gossip_members < tally_gossip_expected_members raises an alert (0: not set)")
-	fs.Func("join", "comma-separated memberlist seeds (host:port) of any region", func(s string) error {
-		c.Join = nil
-		for _, seed := range strings.Split(s, ",") {
-			if seed = strings.TrimSpace(seed); seed == "" {
-				continue
-			}
-			if host, port, err := net.SplitHostPort(seed); err != nil || host == "" || port == "" {
-				return fmt.Errorf("%q is not host:port (like eu-1.example.net:7946)", seed)
-			}
-			c.Join = append(c.Join, seed)
-		}
-		return nil
+	fs.Func("join", "comma-separated memberlist seeds (host:port) of any region", func(s string) (err error) {
+		c.Join, err = parseSeeds(s)
+		return err
 	})
 	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "base64 cluster key of 16, 24 or 32 bytes: encrypts memberlist and authenticates every gossip message (prefer $TALLY_GOSSIP_KEY: a flag shows in ps). Without it the node is a single node: it takes no members and opens no NATS route or gateway. Comma-separated keys during a rotation: the first seals, all verify")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin token(s), one per line or comma-separated: every one is accepted, so a new token can be added before the old one is removed")
@@ -278,30 +270,18 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", c.Limits.MaxBody, "largest request body in bytes")
 	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes whose trust score (0-1, from their client's behaviour) is lower are ledgered and acknowledged but not counted; 0: count all")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "create a demo poll when there is none")
-	fs.Func("origins", "comma-separated host patterns (path.Match, e.g. www.example.com,*.example.org) of other sites allowed to embed the poll page, read the public API (CORS) and open live streams", func(s string) error {
-		c.Origins = nil
-		for _, o := range strings.Split(s, ",") {
-			if o = strings.TrimSpace(o); o != "" {
-				if _, err := path.Match(o, ""); err != nil || strings.ContainsAny(o, "/ ") {
-					return fmt.Errorf("%q is not a host pattern (like www.example.com or *.example.com)", o)
-				}
-				c.Origins = append(c.Origins, strings.ToLower(o))
-			}
-		}
-		return nil
+	fs.Func("origins", "comma-separated host patterns (path.Match, e.g. www.example.com,*.example.org) of other sites allowed to embed the poll page, read the public API (CORS) and open live streams", func(s string) (err error) {
+		c.Origins, err = parseOrigins(s)
+		return err
 	})
 	fs.Func("logo-hosts", "comma-separated host names (cdn.example.com) besides this node's own site that the views' ?logo= may show an image from, over https; every page's Content-Security-Policy img-src lists them, so a logo from anywhere else is never fetched", func(s string) error {
 		hosts, err := parseLogoHosts(s)
 		c.LogoHosts = hosts
 		return err
 	})
-	fs.Func("public-url", "the address viewers reach the page at (https://vote.example.com), for the presenter's QR code; default: the address the presenter's browser used", func(s string) error {
-		u, err := url.Parse(s)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("%q is not an http(s) address like https://vote.example.com", s)
-		}
-		c.PublicURL = strings.TrimRight(s, "/")
-		return nil
+	fs.Func("public-url", "the address viewers reach the page at (https://vote.example.com), for the presenter's QR code; default: the address the presenter's browser used", func(s string) (err error) {
+		c.PublicURL, err = parsePublicURL(s)
+		return err
 	})
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics, the full /v1/cluster (members, addresses, NATS) and pprof here instead of on the public port (set it in production, on a private address); empty: on the public port")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "this node's certificate chain (PEM): HTTP listeners serve HTTPS only, peers are called over HTTPS, embedded NATS routes and gateways use mutual TLS; reloaded when the file changes")
@@ -319,6 +299,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log lines as text (logfmt) or json, on standard error")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log level written: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown waits for in-flight requests")
+	c.fromEnv(fs)
+}
+
+// fromEnv sets each flag of fs from its TALLY_<NAME> variable, when set,
+// and names the variable in the flag's usage.
+func (c *Config) fromEnv(fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "TALLY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
@@ -328,6 +314,45 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		}
 		f.Usage += fmt.Sprintf(" [$%s]", env)
 	})
+}
+
+// parseSeeds reads --join: comma-separated host:port seeds.
+func parseSeeds(s string) ([]string, error) {
+	var out []string
+	for _, seed := range strings.Split(s, ",") {
+		if seed = strings.TrimSpace(seed); seed == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(seed); err != nil || host == "" || port == "" {
+			return nil, fmt.Errorf("%q is not host:port (like eu-1.example.net:7946)", seed)
+		}
+		out = append(out, seed)
+	}
+	return out, nil
+}
+
+// parseOrigins reads --origins: comma-separated host patterns.
+func parseOrigins(s string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(s, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			if _, err := path.Match(o, ""); err != nil || strings.ContainsAny(o, "/ ") {
+				return nil, fmt.Errorf("%q is not a host pattern (like www.example.com or *.example.com)", o)
+			}
+			out = append(out, strings.ToLower(o))
+		}
+	}
+	return out, nil
+}
+
+// parsePublicURL reads --public-url: an http(s) address, no query or
+// fragment, without a trailing slash.
+func parsePublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%q is not an http(s) address like https://vote.example.com", s)
+	}
+	return strings.TrimRight(s, "/"), nil
 }
 
 // Validate refuses settings the node cannot run with.

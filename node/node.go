@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -32,6 +34,7 @@ import (
 	"tally/poll"
 	"tally/qr"
 	"tally/relay"
+	"tally/session"
 	"tally/state"
 )
 
@@ -146,14 +149,7 @@ func New(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.ingest, err = ingest.New(ingest.Config{
-		Ledger: n.ledger, State: n.state, Clock: n.clock, Names: cfg.Names, Limits: cfg.Limits, TrustFloor: cfg.TrustFloor,
-		IPSalt: []byte(salt), TrustedProxies: cfg.TrustedProxies, IPv6Prefix: cfg.IPv6Prefix, Registerer: n.reg, Now: cfg.Now,
-		Datacenters: datacenters, CatchingUp: n.catchingUp,
-		Sessions: ingest.Sessions{Signer: signer, Require: cfg.RequireSession, PowBits: cfg.PowBits, TokensPerMinute: cfg.TokensPerMinute,
-			Vouched: cfg.VouchedTokens, QuizVouched: cfg.QuizVouchedTokens, VouchPace: cfg.VouchPace, Shared: cfg.SharedNetworks, TTL: cfg.SessionTTL},
-	})
-	if err != nil {
+	if n.ingest, err = newIngest(n, signer, salt, datacenters); err != nil {
 		return nil, err
 	}
 	n.ckpt = &checkpoints{dataDir: cfg.DataDir, every: cfg.CheckpointEvery, replica: n.replica, ledger: n.ledger,
@@ -176,28 +172,14 @@ func New(cfg Config) (n *Node, err error) {
 			cfg.Logger.Info("no --gossip-key: a single node (it takes no members and opens no NATS route or gateway)")
 		}
 	}
-	n.gossip, err = gossip.New(gossip.Config{
-		NodeName: cfg.NodeName, Region: cfg.Region, Replica: n.replica, Role: cfg.Role,
-		BindAddr: cfg.GossipAddr, AdvertiseAddr: cfg.GossipAdvertise, Join: cfg.Join, ExpectMembers: cfg.ExpectMembers, Keys: keys, AllowInsecure: cfg.InsecureGossip, PublicKey: key.Public().(ed25519.PublicKey),
-		Profile: cfg.GossipProfile, PushPull: cfg.PushPull, WrapTransport: cfg.WrapGossip, Cluster: cfg.Cluster,
-		HTTPS: tlsID != nil, TLS: natsMutual(tlsID), NATSCredsFile: cfg.NATSCreds, NATSNKeyFile: cfg.NATSNKey, NATSTLS: natsTLS,
-		NATSURL: cfg.NATSURL, NATSAddr: cfg.NATSAddr, NATSClusterAddr: cfg.NATSClusterAddr, NATSGatewayAddr: cfg.NATSGatewayAddr, NATSLeafAddr: cfg.NATSLeafAddr,
-		Retention: cfg.Retention, State: n.state, Clock: n.clock, Registerer: n.reg, Logger: cfg.Logger, Now: cfg.Now,
-		Store: n.ledger, CheckCertificate: func(c state.Certificate) error { return n.certify.Check(c) },
-	})
+	n.gossip, err = newGossip(n, keys, key, tlsID, natsTLS)
 	if err == nil {
 		err = n.gossip.CheckPorts() // a port taken is refused now, not after the banner
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, flagError(err))
 	}
-	n.certify, err = certify.New(certify.Config{
-		State: n.state, Ledger: n.ledger, Replica: n.replica, Name: cfg.NodeName, Full: cfg.Role == gossip.RoleFull,
-		Peers: n.peers, Synced: n.mayCertify, Fetch: cfg.Fetch, PeerHeader: PeerHeader, PeerToken: peerToken, Client: n.peerClient(), Sign: func(b []byte) []byte { return ed25519.Sign(key, b) }, Clock: n.clock, TrustFloor: cfg.TrustFloor,
-		Settle: cfg.CertifySettle, Prefetch: cfg.CertifyPrefetch, TakeoverAfter: cfg.TakeoverAfter, Logger: cfg.Logger, Now: cfg.Now, Registerer: n.reg,
-		Fence: n.ingest.Fence,
-	})
-	if err != nil {
+	if n.certify, err = newCertify(n, key, peerToken); err != nil {
 		return nil, err
 	}
 	if n.relayM, err = relay.NewMetrics(n.reg); err != nil {
@@ -206,32 +188,11 @@ func New(cfg Config) (n *Node, err error) {
 	if err := n.registerMetrics(n.reg); err != nil {
 		return nil, fmt.Errorf("node: cannot register metrics: %w", err)
 	}
-	var voter fanout.Voter = n.ingest
-	participant := n.ingest.Participant
-	if cfg.Role == gossip.RoleEdge {
-		// An edge takes votes and relays them to a full node.
-		n.edge = relay.NewEdge(relay.EdgeConfig{
-			Conn: n.gossip.Conn, Cluster: cfg.Cluster, FullNodes: n.fullNodes, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay,
-			ClientIP: func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
-			MaxBody:  cfg.Limits.MaxBody, Metrics: n.relayM, Logger: cfg.Logger, Now: cfg.Now,
-		})
-		voter = edgeVoter{edgeVotes{n.m.edgeVotes}, n.edge} // its clients' answers counted (refusals.go)
-		participant = n.edge.Participant                    // a full node checks the join's token
-	}
-	n.fanout, err = fanout.New(fanout.Config{
-		Source: n.state, Voter: voter, Region: cfg.Region, Tick: cfg.Tick, Origins: cfg.Origins, Freshness: n.freshness,
-		MaxTick: cfg.MaxTick, CPUBudget: cfg.FanoutCPU, CPU: processCPU, Wait: schedWait(),
-		Standings: n.quizStandings, Participant: participant,
-		MaxViewers: cfg.MaxViewers, MaxViewersPerIP: cfg.MaxViewersPerIP,
-		ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
-		AddrKey:    func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },
-		Registerer: n.reg, Now: cfg.Now,
-	})
-	if err != nil {
+	if n.fanout, err = newFanout(n); err != nil {
 		return nil, err
 	}
 	if cfg.Demo && len(n.state.Defs.Polls()) == 0 {
-		if err := n.createDemoPoll(); err != nil {
+		if err := createDemoPoll(n.clock, n.state); err != nil {
 			return nil, err
 		}
 	}
@@ -239,6 +200,149 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// newIngest makes the vote pipeline of n's ledger, state and clock.
+func newIngest(n *Node, signer *session.Signer, salt string, datacenters []netip.Prefix) (*ingest.Pipeline, error) {
+	cfg := n.cfg
+	return ingest.New(ingest.Config{
+		Ledger:         n.ledger,
+		State:          n.state,
+		Clock:          n.clock,
+		Names:          cfg.Names,
+		Limits:         cfg.Limits,
+		TrustFloor:     cfg.TrustFloor,
+		IPSalt:         []byte(salt),
+		TrustedProxies: cfg.TrustedProxies,
+		IPv6Prefix:     cfg.IPv6Prefix,
+		Registerer:     n.reg,
+		Now:            cfg.Now,
+		Datacenters:    datacenters,
+		CatchingUp:     n.catchingUp,
+		Sessions: ingest.Sessions{
+			Signer:          signer,
+			Require:         cfg.RequireSession,
+			PowBits:         cfg.PowBits,
+			TokensPerMinute: cfg.TokensPerMinute,
+			Vouched:         cfg.VouchedTokens,
+			QuizVouched:     cfg.QuizVouchedTokens,
+			VouchPace:       cfg.VouchPace,
+			Shared:          cfg.SharedNetworks,
+			TTL:             cfg.SessionTTL,
+		},
+	})
+}
+
+// newGossip makes n's membership and NATS side.
+func newGossip(n *Node, keys [][]byte, key ed25519.PrivateKey, tlsID *tlsconf.Identity, natsTLS *tls.Config) (*gossip.Gossip, error) {
+	cfg := n.cfg
+	return gossip.New(gossip.Config{
+		NodeName:         cfg.NodeName,
+		Region:           cfg.Region,
+		Replica:          n.replica,
+		Role:             cfg.Role,
+		BindAddr:         cfg.GossipAddr,
+		AdvertiseAddr:    cfg.GossipAdvertise,
+		Join:             cfg.Join,
+		ExpectMembers:    cfg.ExpectMembers,
+		Keys:             keys,
+		AllowInsecure:    cfg.InsecureGossip,
+		PublicKey:        key.Public().(ed25519.PublicKey),
+		Profile:          cfg.GossipProfile,
+		PushPull:         cfg.PushPull,
+		WrapTransport:    cfg.WrapGossip,
+		Cluster:          cfg.Cluster,
+		HTTPS:            tlsID != nil,
+		TLS:              natsMutual(tlsID),
+		NATSCredsFile:    cfg.NATSCreds,
+		NATSNKeyFile:     cfg.NATSNKey,
+		NATSTLS:          natsTLS,
+		NATSURL:          cfg.NATSURL,
+		NATSAddr:         cfg.NATSAddr,
+		NATSClusterAddr:  cfg.NATSClusterAddr,
+		NATSGatewayAddr:  cfg.NATSGatewayAddr,
+		NATSLeafAddr:     cfg.NATSLeafAddr,
+		Retention:        cfg.Retention,
+		State:            n.state,
+		Clock:            n.clock,
+		Registerer:       n.reg,
+		Logger:           cfg.Logger,
+		Now:              cfg.Now,
+		Store:            n.ledger,
+		CheckCertificate: func(c state.Certificate) error { return n.certify.Check(c) },
+	})
+}
+
+// newCertify makes n's closer and certifier.
+func newCertify(n *Node, key ed25519.PrivateKey, peerToken string) (*certify.Certifier, error) {
+	cfg := n.cfg
+	return certify.New(certify.Config{
+		State:         n.state,
+		Ledger:        n.ledger,
+		Replica:       n.replica,
+		Name:          cfg.NodeName,
+		Full:          cfg.Role == gossip.RoleFull,
+		Peers:         n.peers,
+		Synced:        n.mayCertify,
+		Fetch:         cfg.Fetch,
+		PeerHeader:    PeerHeader,
+		PeerToken:     peerToken,
+		Client:        n.peerClient(),
+		Sign:          func(b []byte) []byte { return ed25519.Sign(key, b) },
+		Clock:         n.clock,
+		TrustFloor:    cfg.TrustFloor,
+		Settle:        cfg.CertifySettle,
+		Prefetch:      cfg.CertifyPrefetch,
+		TakeoverAfter: cfg.TakeoverAfter,
+		Logger:        cfg.Logger,
+		Now:           cfg.Now,
+		Registerer:    n.reg,
+		Fence:         n.ingest.Fence,
+	})
+}
+
+// newFanout makes n's live streams; at an edge, the votes sent on them
+// are relayed to a full node.
+func newFanout(n *Node) (*fanout.Server, error) {
+	cfg := n.cfg
+	var voter fanout.Voter = n.ingest
+	participant := n.ingest.Participant
+	if cfg.Role == gossip.RoleEdge {
+		n.edge = relay.NewEdge(relay.EdgeConfig{
+			Conn:      n.gossip.Conn,
+			Cluster:   cfg.Cluster,
+			FullNodes: n.fullNodes,
+			Seal:      n.gossip.SealRelay,
+			Open:      n.gossip.OpenRelay,
+			ClientIP:  func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
+			MaxBody:   cfg.Limits.MaxBody,
+			Metrics:   n.relayM,
+			Logger:    cfg.Logger,
+			Now:       cfg.Now,
+		})
+		voter = edgeVoter{edgeVotes{n.m.edgeVotes}, n.edge} // its clients' answers counted (refusals.go)
+		participant = n.edge.Participant                    // a full node checks the join's token
+	}
+	return fanout.New(fanout.Config{
+		Source:          n.state,
+		Voter:           voter,
+		Region:          cfg.Region,
+		Tick:            cfg.Tick,
+		Origins:         cfg.Origins,
+		Freshness:       n.freshness,
+		MaxTick:         cfg.MaxTick,
+		CPUBudget:       cfg.FanoutCPU,
+		CPU:             processCPU,
+		Wait:            schedWait(),
+		Standings:       n.quizStandings,
+		Participant:     participant,
+		MaxViewers:      cfg.MaxViewers,
+		MaxViewersPerIP: cfg.MaxViewersPerIP,
+		ClientIP:        func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
+		AddrKey:         func(ip string) string { return ingest.AddressKey(ip, cmp.Or(cfg.IPv6Prefix, ingest.DefaultIPv6Prefix)) },
+		Registerer:      n.reg,
+		Now:             cfg.Now,
+	})
 }
 
 // Addr returns the HTTP address the node listens on.
@@ -268,11 +372,24 @@ func (n *Node) Ledger() *ledger.Ledger { return n.ledger }
 func (n *Node) Run(ctx context.Context) error {
 	serveErr := make(chan error, 3)
 	go func() { serveErr <- n.srv.Serve(n.listener) }()
-	// The admin and debug servers are Run's too: one that stops serving
-	// ends Run with an error naming its flag, as the public one does; they
-	// close when Run returns.
+	stopSide := serveSide(n, serveErr)
+	defer stopSide()
+	n.banner()
+
+	replayed, err := replayLedger(ctx, n)
+	stopRelay := func() {}
+	if err == nil && ctx.Err() == nil {
+		stopRelay, err = runUntilDone(ctx, n, serveErr)
+	}
+	return shutdown(n, err, replayed, stopRelay)
+}
+
+// serveSide serves the admin and debug listeners: they are Run's too, and
+// one that stops serving ends Run with an error naming its flag, as the
+// public one does. The function returned closes them and waits.
+func serveSide(n *Node, serveErr chan<- error) (stop func()) {
 	var side sync.WaitGroup
-	defer side.Wait() // after the Close calls below (deferred later, run first)
+	var servers []*http.Server
 	for _, s := range []struct {
 		flag string
 		srv  *http.Server
@@ -281,68 +398,87 @@ func (n *Node) Run(ctx context.Context) error {
 		if s.srv == nil {
 			continue
 		}
+		servers = append(servers, s.srv)
 		side.Go(func() {
 			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 				serveErr <- fmt.Errorf("node: %s stopped serving: %w", s.flag, err)
 			}
 		})
-		defer s.srv.Close()
 	}
-	n.banner()
+	return func() {
+		for _, srv := range servers {
+			srv.Close()
+		}
+		side.Wait()
+	}
+}
 
+// replayLedger restores the vote state from the checkpoint and the ledger,
+// then the kept tallies, and waits out the clock's mark after an unclean
+// stop. It reports whether the state is whole (a final checkpoint may be
+// written at the stop).
+func replayLedger(ctx context.Context, n *Node) (bool, error) {
 	start := time.Now()
 	applied, err := n.ckpt.restore()
 	n.state.TakeBallots(math.MaxInt) // replayed ballots are not news: the others have them or fetch them
-	replayed := err == nil
 	if err != nil {
-		err = fmt.Errorf("node: replay: %w", err)
-	} else {
-		n.m.replaySeconds.Set(time.Since(start).Seconds())
-		n.m.replayRecords.Set(float64(applied))
-		n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
-		n.ckpt.loadTallies()
-		// After a crash the clock resumes from its saved mark, up to a
-		// second ahead of the wall: wait that out before taking votes, so a
-		// vote acked now never orders after a change of mind that the same
-		// client sends to another region a moment later.
-		if waited, _ := n.clock.WaitOutMark(ctx); waited > 0 {
-			n.log.Info("waited out the clock's high-water mark after an unclean stop", "waited", waited.Round(time.Millisecond))
-		}
+		return false, fmt.Errorf("node: replay: %w", err)
 	}
-	stopRelay := func() {}
-	if err == nil && ctx.Err() == nil {
-		n.gossip.SetHTTPAddr(n.Addr())
-		if err = flagError(n.gossip.Start()); err == nil {
-			n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
-			stopRelay, err = n.startRelay()
-		}
-		if err == nil {
-			certCtx, stopCert := context.WithCancel(context.Background())
-			certDone := make(chan struct{}, 5)
-			go func() { defer func() { certDone <- struct{}{} }(); n.certify.Run(certCtx) }()
-			go func() { defer func() { certDone <- struct{}{} }(); n.ckpt.loop(certCtx) }()
-			go func() { defer func() { certDone <- struct{}{} }(); n.ckpt.saveTalliesLoop(certCtx) }()
-			go func() { defer func() { certDone <- struct{}{} }(); n.forgetLoop(certCtx) }()
-			n.readyAt.Store(time.Now().UnixNano())
-			n.ready.Store(true)
-			go func() { defer func() { certDone <- struct{}{} }(); n.watchCatchUp(certCtx) }()
-			select {
-			case <-ctx.Done():
-				n.drain(serveErr)
-			case err = <-serveErr:
-			}
-			stopCert()
-			for range 5 {
-				<-certDone
-			}
-		} else if _, ok := errors.AsType[*flagErr](err); ok {
+	n.m.replaySeconds.Set(time.Since(start).Seconds())
+	n.m.replayRecords.Set(float64(applied))
+	n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
+	n.ckpt.loadTallies()
+	// After a crash the clock resumes from its saved mark, up to a second
+	// ahead of the wall: wait that out before taking votes, so a vote acked
+	// now never orders after a change of mind that the same client sends to
+	// another region a moment later.
+	if waited, _ := n.clock.WaitOutMark(ctx); waited > 0 {
+		n.log.Info("waited out the clock's high-water mark after an unclean stop", "waited", waited.Round(time.Millisecond))
+	}
+	return true, nil
+}
+
+// runUntilDone joins the cluster, starts the relay and the background
+// loops, turns ready, and waits for ctx (then drains) or a server's
+// failure. The loops have stopped when it returns; the relay is stopped by
+// the function it returns, after HTTP.
+func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRelay func(), err error) {
+	stopRelay = func() {}
+	n.gossip.SetHTTPAddr(n.Addr())
+	if err = flagError(n.gossip.Start()); err == nil {
+		n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
+		stopRelay, err = n.startRelay()
+	}
+	if err != nil {
+		if _, ok := errors.AsType[*flagErr](err); ok {
 			err = fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		return stopRelay, err
 	}
-	// Stop in the order a load balancer and the other regions need: HTTP
-	// first (no new connections, in-flight requests finish and are acked),
-	// then leave the cluster (after a last delta of this node's counts),
-	// then the final checkpoint and the ledger.
+	loopCtx, stopLoops := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	loops.Go(func() { n.certify.Run(loopCtx) })
+	loops.Go(func() { n.ckpt.loop(loopCtx) })
+	loops.Go(func() { n.ckpt.saveTalliesLoop(loopCtx) })
+	loops.Go(func() { n.forgetLoop(loopCtx) })
+	n.readyAt.Store(time.Now().UnixNano())
+	n.ready.Store(true)
+	loops.Go(func() { n.watchCatchUp(loopCtx) })
+	select {
+	case <-ctx.Done():
+		n.drain(serveErr)
+	case err = <-serveErr:
+	}
+	stopLoops()
+	loops.Wait()
+	return stopRelay, err
+}
+
+// shutdown stops in the order a load balancer and the other regions need:
+// HTTP first (no new connections, in-flight requests finish and are
+// acked), then leave the cluster (after a last delta of this node's
+// counts), then the final checkpoint and the ledger.
+func shutdown(n *Node, err error, replayed bool, stopRelay func()) error {
 	n.log.Info("shutting down: finishing in-flight requests")
 	n.fanout.Close() // live streams end first: http.Server.Shutdown would wait for them
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
@@ -439,8 +575,8 @@ func (n *Node) openPolls() int {
 }
 
 // createDemoPoll opens a poll for a first look, for a day.
-func (n *Node) createDemoPoll() error {
-	ts, err := n.clock.Now()
+func createDemoPoll(clock *hlc.Clock, st *state.State) error {
+	ts, err := clock.Now()
 	if err != nil {
 		return err
 	}
@@ -453,7 +589,7 @@ func (n *Node) createDemoPoll() error {
 	if err != nil {
 		return err
 	}
-	_, err = n.state.Defs.PutPoll(def, ts)
+	_, err = st.Defs.PutPoll(def, ts)
 	return err
 }
 

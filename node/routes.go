@@ -13,6 +13,8 @@ import (
 	"tally/web"
 )
 
+// routes is the public listener's handler: the API, the live streams,
+// the page and, without --admin-addr, the operators' endpoints.
 func (n *Node) routes() http.Handler {
 	mux := routeMux{http.NewServeMux(), n.m.http}
 	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminTokens, h) }
@@ -84,19 +86,39 @@ func (n *Node) routes() http.Handler {
 		api.WriteJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
+	mux.HandleFunc("/", pageFiles(n.pages.csp("'self'"))) // only /embed/ may be framed elsewhere
+	mux.HandleFunc("/v1/", noEndpoint(mux))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.draining.Load() {
+			// Answered in full, then the connection closes: the client's
+			// next request opens a new one, which the load balancer sends
+			// to a node that is not stopping.
+			w.Header().Set("Connection", "close")
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// pageFiles serves the embedded page's files (GET and HEAD only) with
+// the page's Content-Security-Policy.
+func pageFiles(csp string) http.HandlerFunc {
 	page := http.FileServerFS(web.FS())
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			api.WriteError(w, r, api.Errorf(http.StatusMethodNotAllowed, api.CodeInvalidRequest, "method %s not allowed", r.Method))
 			return
 		}
-		w.Header().Set("Content-Security-Policy", n.pages.csp("'self'")) // only /embed/ may be framed elsewhere
+		w.Header().Set("Content-Security-Policy", csp)
 		page.ServeHTTP(w, r)
-	})
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		// A path that exists with other methods is 405 with Allow, not
-		// 404 (the catch-all would otherwise shadow ServeMux's own 405).
+	}
+}
+
+// noEndpoint answers under /v1/ what no route takes: a path that exists
+// with other methods is 405 with Allow, not 404 (the catch-all would
+// otherwise shadow ServeMux's own 405).
+func noEndpoint(mux routeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
 		for _, m := range []string{http.MethodGet, http.MethodPost} {
 			probe := r.Clone(r.Context())
@@ -114,16 +136,7 @@ func (n *Node) routes() http.Handler {
 			return
 		}
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.draining.Load() {
-			// Answered in full, then the connection closes: the client's
-			// next request opens a new one, which the load balancer sends
-			// to a node that is not stopping.
-			w.Header().Set("Connection", "close")
-		}
-		mux.ServeHTTP(w, r)
-	})
+	}
 }
 
 // adminRoutes is the --admin-addr listener: metrics, the full cluster

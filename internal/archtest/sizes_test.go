@@ -17,19 +17,13 @@ const (
 )
 
 // ratchet are the places still over a limit, each with its figure today:
-// the test fails if one grows or is no longer over (then delete its line).
+// the test fails if one grows, or shrinks without its line following, or
+// is no longer over (then delete its line).
 var ratchet = map[string]int{
-	"lines certify/certify.go Certifier.Certify":           114,
 	"lines cmd/tally/loadsocket.go loadSockets":            212,
 	"lines gossip/gossip.go Gossip.apply":                  103,
-	"lines node/config.go Config.RegisterFlags":            119,
-	"lines node/node.go New":                               166,
-	"lines node/node.go Node.Run":                          114,
-	"lines node/routes.go Node.routes":                     112,
+	"lines node/node.go New":                               124,
 	"methods gossip.Gossip":                                73,
-	"methods ingest.Pipeline":                              45,
-	"methods node.Node":                                    64,
-	"unexplained certify/certify.go Certifier.Certify":     114,
 	"unexplained cmd/tally/fleet.go runFleet":              95,
 	"unexplained cmd/tally/loadsocket.go loadSockets":      212,
 	"unexplained cmd/tally/quiz.go quizResult":             94,
@@ -40,11 +34,9 @@ var ratchet = map[string]int{
 	"unexplained gossip/nats.go Gossip.startEmbeddedOnce":  88,
 	"unexplained gossip/nats.go Gossip.startNATS":          83,
 	"unexplained ledger/reconcile.go resolve":              99,
-	"unexplained node/config.go Config.RegisterFlags":      119,
-	"unexplained node/metrics.go Node.registerMetrics":     91,
-	"unexplained node/node.go New":                         166,
-	"unexplained node/node.go Node.Run":                    114,
-	"unexplained node/routes.go Node.routes":               112,
+	"unexplained node/metrics.go Node.registerMetrics":     84,
+	"unexplained node/node.go New":                         124,
+	"unexplained node/routes.go Node.routes":               83,
 	"unexplained poll/poll.go Definition.Validate":         87,
 	"unexplained state/checkpoint.go State.LoadCheckpoint": 92,
 }
@@ -96,6 +88,8 @@ func TestSizes(t *testing.T) {
 			msgs = append(msgs, fmt.Sprintf("%s: %d, over the limit", key, n))
 		case n > was:
 			msgs = append(msgs, fmt.Sprintf("%s: %d, grew from %d", key, n, was))
+		case n < was:
+			msgs = append(msgs, fmt.Sprintf("%s: %d, down from %d: write %d in its ratchet line", key, n, was, n))
 		}
 	}
 	for key, was := range ratchet {
