@@ -35,6 +35,14 @@ const catchUpEvery = time.Second
 
 // ballotRequest asks a replica's node for that replica's ballots of a poll
 // after Seq After.
+// catchUp fetches the other replicas' ballots a node missed while it was
+// away, and answers theirs: over NATS, or memberlist when NATS is down.
+type catchUp struct {
+	g         *Gossip
+	wait      waiters       // memberlist requests awaiting answers
+	answering chan struct{} // bounds memberlist answers in flight
+}
+
 type ballotRequest struct {
 	Poll  string `json:"poll"`
 	After uint64 `json:"after"`
@@ -49,15 +57,17 @@ type ballotRequest struct {
 // cluster's record counts say exists, for every poll still gossiped:
 // whether it can tell a retry of a key taken elsewhere from a new vote,
 // and certify. A node that runs alone by design is caught up at once.
-func (g *Gossip) CaughtUp() bool { return g.alonePlanned() || g.caughtUp.Load() }
+func (g *Gossip) CaughtUp() bool { return g.known.alonePlanned() || g.caughtUp.Load() }
 
-// ballotSubject is where replica's node answers for its ballots.
-func (g *Gossip) ballotSubject(replica string) string {
+// subject is where replica's node answers for its ballots.
+func (c *catchUp) subject(replica string) string {
+	g := c.g
 	return "tally." + g.cfg.Cluster + ".ballots." + replica
 }
 
-// mergeBallots applies ballots received on path.
-func (g *Gossip) mergeBallots(path, pollID string, bs []crdt.Ballot) (int, error) {
+// merge applies ballots received on path.
+func (c *catchUp) merge(path, pollID string, bs []crdt.Ballot) (int, error) {
+	g := c.g
 	added, left, err := g.cfg.State.MergeBallots(pollID, bs)
 	if left > 0 {
 		g.m.dropped.WithLabelValues(path, "unknown_option").Add(float64(left))
@@ -73,19 +83,21 @@ func reasonOf(err error) string {
 	return "rejected"
 }
 
-// serveBallots answers other nodes' catch-up requests for this replica's
+// serve answers other nodes' catch-up requests for this replica's
 // ballots over NATS.
-func (g *Gossip) serveBallots(m *nats.Msg) {
-	if _, b, ok := g.answerBallots(m.Data); ok {
+func (c *catchUp) serve(m *nats.Msg) {
+	g := c.g
+	if _, b, ok := g.catchup.answer(m.Data); ok {
 		if err := m.Respond(b); err == nil {
 			g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(b)))
 		}
 	}
 }
 
-// answerBallots opens a sealed request and builds the sealed reply: this
+// answer opens a sealed request and builds the sealed reply: this
 // replica's ballots of the poll after the Seq asked for, from memory.
-func (g *Gossip) answerBallots(sealed []byte) (ballotRequest, []byte, bool) {
+func (c *catchUp) answer(sealed []byte) (ballotRequest, []byte, bool) {
+	g := c.g
 	var req ballotRequest
 	if g.refuseKeyless(pathCatchUp, len(sealed)) {
 		return req, nil, false
@@ -116,11 +128,12 @@ func (g *Gossip) answerBallots(sealed []byte) (ballotRequest, []byte, bool) {
 	return req, g.keys.seal(b), true
 }
 
-// catchUpLoop asks, every catchUpEvery, for the ballots this node lacks:
+// loop asks, every catchUpEvery, for the ballots this node lacks:
 // those of a replica whose record count (gossiped with its counters) is
 // above the ballots held of it, when a second has brought none of them
 // (a missed delta, a partition, a restart). It stops with ctx.
-func (g *Gossip) catchUpLoop(ctx context.Context) {
+func (c *catchUp) loop(ctx context.Context) {
+	g := c.g
 	defer g.wg.Done()
 	t := time.NewTimer(startingLookEvery)
 	defer t.Stop()
@@ -130,7 +143,7 @@ func (g *Gossip) catchUpLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.catchUp(ctx, last)
+			g.catchup.look(ctx, last)
 		}
 		if g.caughtUp.Load() {
 			t.Reset(catchUpEvery)
@@ -140,10 +153,9 @@ func (g *Gossip) catchUpLoop(ctx context.Context) {
 	}
 }
 
-func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
-	g.natsMu.Lock()
-	nc := g.nc
-	g.natsMu.Unlock()
+func (c *catchUp) look(ctx context.Context, last map[[2]string]uint64) {
+	g := c.g
+	nc := g.mesh.Conn()
 	if nc != nil && !nc.IsConnected() {
 		nc = nil // NATS is down: ask over memberlist instead
 	}
@@ -179,7 +191,7 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 				behind = true
 				continue // still arriving: give the fast path a second
 			}
-			if err := g.fetchBallots(ctx, nc, d.ID, replica, h, records); err != nil {
+			if err := g.catchup.fetch(ctx, nc, d.ID, replica, h, records); err != nil {
 				behind = true
 				g.m.catchUp.WithLabelValues("failed").Inc()
 				g.log.Debug("ballot catch-up", "poll", d.ID, "replica", replica, "err", err)
@@ -193,10 +205,11 @@ func (g *Gossip) catchUp(ctx context.Context, last map[[2]string]uint64) {
 	}
 }
 
-// fetchBallots asks replica's node for its ballots of the poll after Seq
+// fetch asks replica's node for its ballots of the poll after Seq
 // from, batch after batch, until want are held or a reply brings nothing:
 // over NATS, or over memberlist when nc is nil.
-func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replica string, from, want uint64) error {
+func (c *catchUp) fetch(ctx context.Context, nc *nats.Conn, pollID, replica string, from, want uint64) error {
+	g := c.g
 	for from < want {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		var reply []byte
@@ -205,7 +218,7 @@ func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replic
 			req, _ := json.Marshal(ballotRequest{Poll: pollID, After: from})
 			nctx, ncancel := context.WithTimeout(rctx, natsCatchUpTimeout)
 			var m *nats.Msg
-			if m, err = nc.RequestWithContext(nctx, g.ballotSubject(replica), g.keys.seal(req)); err == nil {
+			if m, err = nc.RequestWithContext(nctx, g.catchup.subject(replica), g.keys.seal(req)); err == nil {
 				reply = m.Data
 			}
 			ncancel()
@@ -213,7 +226,7 @@ func (g *Gossip) fetchBallots(ctx context.Context, nc *nats.Conn, pollID, replic
 		if nc == nil || err != nil {
 			// NATS down, or not linked to the replica's region yet (a node
 			// that just started, before its gateways are up): memberlist.
-			reply, err = g.askMember(rctx, replica, ballotRequest{Poll: pollID, After: from})
+			reply, err = g.catchup.askMember(rctx, replica, ballotRequest{Poll: pollID, After: from})
 		}
 		cancel()
 		if err != nil {

@@ -32,8 +32,9 @@ type waiters struct {
 
 // askMember sends req to the node of replica over memberlist and returns
 // the sealed answer.
-func (g *Gossip) askMember(ctx context.Context, replica string, req ballotRequest) ([]byte, error) {
-	node, ok := g.nodeOf(replica)
+func (c *catchUp) askMember(ctx context.Context, replica string, req ballotRequest) ([]byte, error) {
+	g := c.g
+	node, ok := g.catchup.nodeOf(replica)
 	if !ok {
 		return nil, fmt.Errorf("no live member holds replica %s", replica)
 	}
@@ -41,16 +42,16 @@ func (g *Gossip) askMember(ctx context.Context, replica string, req ballotReques
 	rand.Read(id[:])
 	req.From, req.ID = g.cfg.NodeName, hex.EncodeToString(id[:])
 	ch := make(chan []byte, 1)
-	g.wait.mu.Lock()
-	if g.wait.m == nil {
-		g.wait.m = map[string]chan []byte{}
+	c.wait.mu.Lock()
+	if c.wait.m == nil {
+		c.wait.m = map[string]chan []byte{}
 	}
-	g.wait.m[req.ID] = ch
-	g.wait.mu.Unlock()
+	c.wait.m[req.ID] = ch
+	c.wait.mu.Unlock()
 	defer func() {
-		g.wait.mu.Lock()
-		delete(g.wait.m, req.ID)
-		g.wait.mu.Unlock()
+		c.wait.mu.Lock()
+		delete(c.wait.m, req.ID)
+		c.wait.mu.Unlock()
 	}()
 	body, _ := json.Marshal(req)
 	if err := g.ml.SendReliable(node, append([]byte{msgBallotRequest}, g.keys.seal(body)...)); err != nil {
@@ -65,7 +66,8 @@ func (g *Gossip) askMember(ctx context.Context, replica string, req ballotReques
 }
 
 // nodeOf finds the live member that holds replica.
-func (g *Gossip) nodeOf(replica string) (*memberlist.Node, bool) {
+func (c *catchUp) nodeOf(replica string) (*memberlist.Node, bool) {
+	g := c.g
 	for _, p := range g.memberList() {
 		if p.meta.Replica != replica {
 			continue
@@ -85,14 +87,15 @@ func (g *Gossip) nodeOf(replica string) (*memberlist.Node, bool) {
 
 // userMsg handles a memberlist user message (a copy: memberlist reuses
 // its buffer). Answers are built off memberlist's receive path.
-func (g *Gossip) userMsg(b []byte) {
+func (c *catchUp) userMsg(b []byte) {
+	g := c.g
 	if len(b) < 2 || g.closed.Load() || g.refuseKeyless(pathCatchUp, len(b)) {
 		return
 	}
 	switch b[0] {
 	case msgBallotRequest:
 		select {
-		case g.answering <- struct{}{}:
+		case c.answering <- struct{}{}:
 		default:
 			g.m.dropped.WithLabelValues(pathCatchUp, "busy").Inc()
 			return
@@ -103,14 +106,14 @@ func (g *Gossip) userMsg(b []byte) {
 		g.userMu.Lock()
 		if g.closed.Load() {
 			g.userMu.Unlock()
-			<-g.answering
+			<-c.answering
 			return
 		}
 		g.wg.Add(1)
 		g.userMu.Unlock()
 		go func() {
-			defer func() { <-g.answering; g.wg.Done() }()
-			req, answer, ok := g.answerBallots(b[1:])
+			defer func() { <-c.answering; g.wg.Done() }()
+			req, answer, ok := g.catchup.answer(b[1:])
 			if !ok {
 				return
 			}
@@ -118,7 +121,7 @@ func (g *Gossip) userMsg(b []byte) {
 			msg := append(append(append([]byte{msgBallotAnswer}, byte(len(idb))), idb...), answer...)
 			for _, p := range g.memberList() {
 				if p.name == req.From {
-					if node, ok := g.nodeOf(p.meta.Replica); ok {
+					if node, ok := g.catchup.nodeOf(p.meta.Replica); ok {
 						if err := g.ml.SendReliable(node, msg); err == nil {
 							g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(msg)))
 						}
@@ -132,9 +135,9 @@ func (g *Gossip) userMsg(b []byte) {
 		if len(b) < 2+n {
 			return
 		}
-		g.wait.mu.Lock()
-		ch, ok := g.wait.m[string(b[2:2+n])]
-		g.wait.mu.Unlock()
+		c.wait.mu.Lock()
+		ch, ok := c.wait.m[string(b[2:2+n])]
+		c.wait.mu.Unlock()
 		if ok {
 			select {
 			case ch <- b[2+n:]:

@@ -25,7 +25,7 @@ func TestBallotsCatchUpOverMemberlist(t *testing.T) {
 	a.create(t, testPoll("p"))
 	waitFor(t, 10*time.Second, "the poll at b", func() bool { return b.totals("p") != nil })
 	ns.Shutdown()
-	waitFor(t, 10*time.Second, "nats down", func() bool { return !a.NATSConnected() && !b.NATSConnected() })
+	waitFor(t, 10*time.Second, "nats down", func() bool { return !a.Mesh().Connected() && !b.Mesh().Connected() })
 
 	vote := func(m *member, seq uint64, option string, wall int64) {
 		m.st.AddRecords("p", 1)
@@ -57,10 +57,10 @@ func TestEmbeddedNATSRetriesATakenPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.natsWant = [4]string{"127.0.0.1:0", "", "", ""}
+	g.mesh.want = [4]string{"127.0.0.1:0", "", "", ""}
 	g.cfg.NATSAddr = taken.Addr().String() // as if another socket took the picked port
 	start := time.Now()
-	emb, err := g.startEmbedded(links{})
+	emb, err := g.mesh.startEmbedded(links{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestMemberlistOnly(t *testing.T) {
 	a.create(t, testPoll("p"))
 	waitFor(t, 10*time.Second, "the poll everywhere", func() bool { return converged(all, "p", map[string]int64{"a": 0, "b": 0}) })
 	ns.Shutdown()
-	waitFor(t, 10*time.Second, "nats down", func() bool { return !a.NATSConnected() && !b.NATSConnected() && !c.NATSConnected() })
+	waitFor(t, 10*time.Second, "nats down", func() bool { return !a.Mesh().Connected() && !b.Mesh().Connected() && !c.Mesh().Connected() })
 	a.st.Count("p", "a", 2)
 	b.st.Count("p", "b", 1)
 	c.st.Count("p", "a", 1)
@@ -92,7 +92,7 @@ func TestNATSOnly(t *testing.T) {
 	all := []*member{a, b, c}
 	waitFor(t, 10*time.Second, "gateways up", func() bool {
 		for _, m := range all {
-			if _, gws := m.NATSLinks(); len(gws) < 2 {
+			if _, gws := m.Mesh().Links(); len(gws) < 2 {
 				return false
 			}
 		}
@@ -165,11 +165,9 @@ func TestGarbageDropped(t *testing.T) {
 	a.create(t, testPoll("p"))
 	a.st.Count("p", "a", 2)
 	// The member's subscription must have reached the server first.
-	waitFor(t, 10*time.Second, "nats connected", a.NATSConnected)
-	a.natsMu.Lock()
-	a.nc.Flush()
-	a.natsMu.Unlock()
-	nc, err := nats.Connect(a.emb.srv.ClientURL(), nats.UserInfo(natsUser, natsPasswords(a.cfg.Keys)[0])) // an insider
+	waitFor(t, 10*time.Second, "nats connected", a.Mesh().Connected)
+	a.Mesh().flush(time.Second)
+	nc, err := nats.Connect(a.mesh.emb.srv.ClientURL(), nats.UserInfo(natsUser, natsPasswords(a.cfg.Keys)[0])) // an insider
 	if err != nil {
 		t.Fatal(err)
 	}

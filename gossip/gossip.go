@@ -166,22 +166,16 @@ type Gossip struct {
 	members  map[string]peer       // node name → member, kept by the events
 	failed   map[string]failedPeer // node name → members declared dead, retried
 
-	natsMu sync.Mutex // guards embedded and nc during (re)starts
-	emb    *embedded
-	nc     *nats.Conn
+	mesh    *Mesh    // NATS: the embedded server and the connection (nats.go)
+	catchup *catchUp // other replicas' ballots fetched after a start (catchup.go)
 
-	pub  publisher     // owned by publishLoop
-	poke chan struct{} // membership changed: check the NATS peers
+	pub publisher // owned by publishLoop
 
-	lastRefusal atomic.Int64 // unix ms of the last refused NATS connection logged
-	lastNoKey   atomic.Int64 // unix ms of the last message a single node dropped, logged
-	localPass   string       // a single node's embedded NATS client password (single.go)
-	order       order        // the newest send time per path and replica (replay.go)
+	lastNoKey atomic.Int64 // unix ms of the last message a single node dropped, logged
+	localPass string       // a single node's embedded NATS client password (single.go)
+	order     order        // the newest send time per path and replica (replay.go)
 
-	natsWant  [4]string     // the embedded server's client, route, gateway and leaf addresses as configured (port 0: any)
-	wait      waiters       // memberlist catch-up requests awaiting answers
-	answering chan struct{} // bounds memberlist catch-up answers in flight
-	userMu    sync.Mutex    // orders memberlist answers' wg.Add before Close's wg.Wait
+	userMu sync.Mutex // orders memberlist answers' wg.Add before Close's wg.Wait
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -200,7 +194,7 @@ type Gossip struct {
 // since it started, or runs alone by design: no seeds, and nothing it kept
 // (members, other replicas' records) says it belongs to a cluster. Until
 // then its view of the cluster's counts may be incomplete.
-func (g *Gossip) Synced() bool { return g.synced.Load() || g.alonePlanned() }
+func (g *Gossip) Synced() bool { return g.synced.Load() || g.known.alonePlanned() }
 
 // New checks cfg and registers the metrics. Start joins the cluster.
 func New(cfg Config) (*Gossip, error) {
@@ -253,18 +247,42 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	g := &Gossip{cfg: cfg, log: cfg.Logger.With("component", "gossip"), subject: "tally." + cfg.Cluster + ".state", keys: newKeyring(cfg.Keys),
-		poke: make(chan struct{}, 1), members: map[string]peer{}, failed: map[string]failedPeer{}, answering: make(chan struct{}, maxAnswering)}
+		members: map[string]peer{}, failed: map[string]failedPeer{}}
+	g.catchup = &catchUp{g: g, answering: make(chan struct{}, maxAnswering)}
+	g.known.g = g
+	g.mesh = newMesh(g)
 	var err error
 	if g.m, err = newMetrics(cfg.Registerer, g); err != nil {
 		return nil, fmt.Errorf("gossip: metrics: %w", err)
 	}
+	g.mesh.m = g.m
 	if g.single() && cfg.NATSURL == "" {
 		if g.localPass, err = localPassword(); err != nil {
 			return nil, err
 		}
 	}
-	g.loadKnown()
+	g.known.load()
 	return g, nil
+}
+
+// newMesh makes g's NATS side, which reads g's configuration and
+// membership and announces through it.
+func newMesh(g *Gossip) *Mesh {
+	return &Mesh{cfg: &g.cfg, self: &g.self, log: g.log, members: g.memberList, gossipAddr: g.GossipAddr,
+		passwords: g.clientPasswords, closed: &g.closed, poke: make(chan struct{}, 1),
+		announce: func() {
+			if g.ml == nil {
+				return
+			}
+			if err := g.ml.UpdateNode(5 * time.Second); err != nil {
+				g.log.Warn("announcing new NATS ports", "err", err)
+			}
+		},
+		onReconnect: func() {
+			g.refreshNow.Store(true)
+			g.budgetAsk.Store(true)
+		},
+	}
 }
 
 // alone reports whether no other member is alive.
@@ -315,7 +333,7 @@ func (g *Gossip) Start() error {
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
-		g.natsWant = [4]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr}
+		g.mesh.want = [4]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr}
 		var err error
 		if cfg.NATSAddr, err = freePort(cmp.Or(cfg.NATSAddr, "127.0.0.1:4222")); err != nil {
 			return &FieldError{Field: "NATSAddr", Value: cfg.NATSAddr, Err: err}
@@ -337,7 +355,7 @@ func (g *Gossip) Start() error {
 		}
 		g.cfg = cfg
 	}
-	g.known.expect = g.expectsPeers()
+	g.known.expect = g.known.expectsPeers()
 	if err := g.startMemberlist(); err != nil {
 		return err
 	}
@@ -360,14 +378,14 @@ func (g *Gossip) Start() error {
 			go g.rejoin(ctx)
 		}
 	}
-	if kept := slices.DeleteFunc(g.keptAddrs(), func(a string) bool { return slices.Contains(cfg.Join, a) || a == g.GossipAddr() }); len(kept) > 0 {
+	if kept := slices.DeleteFunc(g.known.keptAddrs(), func(a string) bool { return slices.Contains(cfg.Join, a) || a == g.GossipAddr() }); len(kept) > 0 {
 		g.wg.Add(1)
-		go g.rejoinKept(ctx, kept)
+		go g.known.rejoinKept(ctx, kept)
 	}
 	if other := g.conflict.Load(); other != nil {
 		return fail(&FieldError{Field: "NodeName", Value: strconv.Quote(cfg.NodeName), Err: fmt.Errorf("already taken by the member at %s: give every node a unique name", *other)})
 	}
-	if err := g.startNATS(); err != nil {
+	if err := g.mesh.start(g.subscribe); err != nil {
 		return fail(err)
 	}
 	g.wg.Add(2)
@@ -375,11 +393,10 @@ func (g *Gossip) Start() error {
 	go g.reconnectLoop(ctx)
 	if cfg.Role == RoleFull {
 		g.wg.Add(1)
-		go g.catchUpLoop(ctx)
+		go g.catchup.loop(ctx)
 	}
 	if cfg.NATSURL == "" {
-		g.wg.Add(1)
-		go g.repairLoop(ctx)
+		g.wg.Go(func() { g.mesh.repairLoop(ctx) })
 	}
 	return nil
 }
@@ -425,11 +442,7 @@ func (g *Gossip) Close() error {
 	// final votes of a draining node) and wait for NATS to take it, so the
 	// other regions have this node's last counts before it leaves.
 	if g.pub.versions != nil && g.publishOnce() {
-		g.natsMu.Lock()
-		if g.nc != nil {
-			g.nc.FlushTimeout(time.Second)
-		}
-		g.natsMu.Unlock()
+		g.mesh.flush(time.Second)
 	}
 	var err error
 	if g.ml != nil {
@@ -440,14 +453,26 @@ func (g *Gossip) Close() error {
 		}
 		err = g.ml.Shutdown()
 	}
-	g.natsMu.Lock()
-	defer g.natsMu.Unlock()
-	if g.nc != nil {
-		g.nc.Close()
+	g.mesh.close()
+	return err
+}
+
+// Mesh is the node's NATS side, whose connection the edge relay borrows.
+func (g *Gossip) Mesh() *Mesh { return g.mesh }
+
+// subscribe takes the cluster's subjects on a new connection: the state
+// deltas; at a full node, the token budgets and the ballot catch-up.
+func (g *Gossip) subscribe(nc *nats.Conn) error {
+	if _, err := nc.Subscribe(g.subject, func(m *nats.Msg) { g.receive(pathNATS, m.Data) }); err != nil {
+		return err
 	}
-	if g.emb != nil {
-		g.emb.shutdown()
+	if g.cfg.Role != RoleFull {
+		return nil
 	}
+	if _, err := nc.Subscribe(g.budgetSubject(), func(m *nats.Msg) { g.receiveBudget(m.Data) }); err != nil {
+		return err
+	}
+	_, err := nc.Subscribe(g.catchup.subject(g.cfg.Replica), g.catchup.serve)
 	return err
 }
 
@@ -554,7 +579,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			}
 			changed = changed || won
 		}
-		if p.Cert != nil && !g.checkCertificate(path, msg.Replica, p.Cert) {
+		if p.Cert != nil && !g.known.checkCertificate(path, msg.Replica, p.Cert) {
 			p.Cert = nil
 		}
 		if p.Cert != nil {
@@ -566,7 +591,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 			changed = changed || won
 		}
 		if len(p.Ballots) > 0 && g.cfg.Role == RoleFull { // an edge keeps no voter state: it counts nothing itself
-			if n, err := g.mergeBallots(path, p.ID, p.Ballots); err != nil {
+			if n, err := g.catchup.merge(path, p.ID, p.Ballots); err != nil {
 				g.m.dropped.WithLabelValues(path, reasonOf(err)).Inc()
 			} else if n > 0 {
 				g.m.ballots.WithLabelValues(path).Add(float64(n))
@@ -601,7 +626,7 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 		g.refreshNow.Store(true)
 	}
 	g.cfg.State.Replicas.Heard(msg.Replica, msg.Region, sentAt)
-	g.heardFrom(msg.Replica)
+	g.known.heardFrom(msg.Replica)
 	if changed {
 		g.m.merges.WithLabelValues(path).Inc()
 	}

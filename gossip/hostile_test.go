@@ -67,15 +67,13 @@ func TestStrangerCannotRewriteState(t *testing.T) {
 	a.create(t, target)
 	a.st.Count("p", "a", 1)
 	a.st.AddRecords("p", 1)
-	waitFor(t, 10*time.Second, "nats connected", a.NATSConnected)
-	a.natsMu.Lock()
-	a.nc.Flush()
-	a.natsMu.Unlock()
+	waitFor(t, 10*time.Second, "nats connected", a.Mesh().Connected)
+	a.Mesh().flush(time.Second)
 	before := snapshot(t, a)
 
 	// The test reaches the subject with the node's own NATS credential, as
 	// an insider could, to show that the seal alone holds.
-	nc, err := nats.Connect(a.emb.srv.ClientURL(), nats.UserInfo(natsUser, natsPasswords(a.cfg.Keys)[0]))
+	nc, err := nats.Connect(a.mesh.emb.srv.ClientURL(), nats.UserInfo(natsUser, natsPasswords(a.cfg.Keys)[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,13 +179,13 @@ func TestKeylessNodeTakesNoMembers(t *testing.T) {
 
 	// NATS: no credential, a guessed one, and the subject's forgery.
 	for _, opts := range [][]nats.Option{nil, {nats.UserInfo(natsUser, "guess")}, {nats.UserInfo(natsUser, "")}} {
-		if nc, err := nats.Connect(a.emb.srv.ClientURL(), opts...); err == nil {
+		if nc, err := nats.Connect(a.mesh.emb.srv.ClientURL(), opts...); err == nil {
 			nc.Close()
 			t.Fatalf("a keyless node's NATS took a connection with %d options", len(opts))
 		}
 	}
-	if !a.NATSConnected() {
-		waitFor(t, 10*time.Second, "the node's own NATS connection", a.NATSConnected)
+	if !a.Mesh().Connected() {
+		waitFor(t, 10*time.Second, "the node's own NATS connection", a.Mesh().Connected)
 	}
 	if _, err := New(Config{NodeName: "b", Replica: "b-r", Region: "r", Join: []string{a.GossipAddr()}, State: a.st, Clock: a.clock}); err == nil {
 		t.Fatal("--join without a key was accepted")
@@ -267,7 +265,7 @@ func TestStrangerCannotConnectToNATS(t *testing.T) {
 		"the key as a password":  {nats.UserInfo(natsUser, string(testKey))},
 		"another key's password": {nats.UserInfo(natsUser, natsPasswords([][]byte{[]byte("another key of thirty-two bytes!")})[0])},
 	} {
-		nc, err := nats.Connect(a.emb.srv.ClientURL(), append(opts, nats.MaxReconnects(0))...)
+		nc, err := nats.Connect(a.mesh.emb.srv.ClientURL(), append(opts, nats.MaxReconnects(0))...)
 		if err == nil {
 			nc.Close()
 			t.Errorf("client port, %s: connected", name)
@@ -297,10 +295,10 @@ func TestStrangerCannotConnectToNATS(t *testing.T) {
 		}
 		conn.Close()
 	}
-	if routes, gateways := a.NATSLinks(); routes != 0 || len(gateways) != 0 {
+	if routes, gateways := a.Mesh().Links(); routes != 0 || len(gateways) != 0 {
 		t.Fatalf("links after the stranger: %d routes, gateways %v", routes, gateways)
 	}
-	if a.NATSLeafNodes() != 0 {
+	if a.Mesh().LeafNodes() != 0 {
 		t.Fatalf("a took the stranger as a leaf node")
 	}
 	want := map[string]float64{"client": 4, "route": 1, "gateway": 1, "leaf": 1}
@@ -367,7 +365,7 @@ func TestCertificatesMustBeSignedByTheirCertifier(t *testing.T) {
 // addresses name no host (not on every interface).
 func TestNATSListenersBindWhereGossipBinds(t *testing.T) {
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.NATSClusterAddr, c.NATSGatewayAddr = ":0", ":0" })
-	for name, host := range map[string]string{"route": a.emb.srv.ClusterAddr().IP.String(), "gateway": a.emb.srv.GatewayAddr().IP.String()} {
+	for name, host := range map[string]string{"route": a.mesh.emb.srv.ClusterAddr().IP.String(), "gateway": a.mesh.emb.srv.GatewayAddr().IP.String()} {
 		if host != "127.0.0.1" {
 			t.Errorf("%s listener on %s, gossip on 127.0.0.1", name, host)
 		}
@@ -382,8 +380,8 @@ func TestNATSLinksMidRotation(t *testing.T) {
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Keys = [][]byte{oldKey, newKey} })
 	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, func(c *Config) { c.Keys = [][]byte{newKey, oldKey} })
 	waitFor(t, 20*time.Second, "gateways both ways", func() bool {
-		_, ga := a.NATSLinks()
-		_, gb := b.NATSLinks()
+		_, ga := a.Mesh().Links()
+		_, gb := b.Mesh().Links()
 		return slices.Contains(ga, "us-east") && slices.Contains(gb, "eu-west")
 	})
 }

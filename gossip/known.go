@@ -31,16 +31,19 @@ type knownMember struct {
 // known is what this node kept of the cluster, and whom it heard from
 // since it started.
 type known struct {
+	g *Gossip
+
 	mu      sync.Mutex
 	members map[string]knownMember // node name → as kept
 	heard   map[string]bool        // replica → a message of it was applied since the start
 	expect  bool                   // at Start: other replicas hold records, or members were kept
 }
 
-// loadKnown reads the members kept in the Store.
-func (g *Gossip) loadKnown() {
-	g.known.members = map[string]knownMember{}
-	g.known.heard = map[string]bool{}
+// load reads the members kept in the Store.
+func (k *known) load() {
+	g := k.g
+	k.members = map[string]knownMember{}
+	k.heard = map[string]bool{}
 	if g.cfg.Store == nil || g.single() {
 		return // a single node contacts nobody, whatever its data dir kept
 	}
@@ -51,21 +54,22 @@ func (g *Gossip) loadKnown() {
 			continue
 		}
 		if node := name[len(memberPrefix):]; node != g.cfg.NodeName {
-			g.known.members[node] = m
+			k.members[node] = m
 		}
 	}
 }
 
 // remember keeps a full member other than this node, when it is new or
 // moved.
-func (g *Gossip) remember(p peer) {
+func (k *known) remember(p peer) {
+	g := k.g
 	if g.cfg.Store == nil || p.name == g.cfg.NodeName || p.meta.Role != RoleFull || p.meta.Replica == "" || g.single() {
 		return
 	}
 	m := knownMember{Addr: p.gossip, Replica: p.meta.Replica, Region: p.meta.Region}
-	g.known.mu.Lock()
-	defer g.known.mu.Unlock()
-	if g.known.members[p.name] == m {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.members[p.name] == m {
 		return
 	}
 	b, _ := json.Marshal(m)
@@ -73,15 +77,15 @@ func (g *Gossip) remember(p peer) {
 		g.log.Warn("cannot keep a member for the next start", "name", p.name, "err", err)
 		return
 	}
-	g.known.members[p.name] = m
+	k.members[p.name] = m
 }
 
 // keptAddrs returns the gossip addresses of the members kept, sorted.
-func (g *Gossip) keptAddrs() []string {
-	g.known.mu.Lock()
-	defer g.known.mu.Unlock()
+func (k *known) keptAddrs() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	var out []string
-	for _, m := range g.known.members {
+	for _, m := range k.members {
 		out = append(out, m.Addr)
 	}
 	slices.Sort(out)
@@ -91,11 +95,12 @@ func (g *Gossip) keptAddrs() []string {
 // expectsPeers decides, at Start, whether this node belongs to a cluster
 // even without --join: it kept members, or its state holds records of
 // other replicas (state.LoadTallies).
-func (g *Gossip) expectsPeers() bool {
+func (k *known) expectsPeers() bool {
+	g := k.g
 	if g.single() {
 		return false
 	}
-	if len(g.keptAddrs()) > 0 {
+	if len(k.keptAddrs()) > 0 {
 		return true
 	}
 	for _, d := range g.cfg.State.Defs.Polls() {
@@ -114,13 +119,13 @@ func (g *Gossip) expectsPeers() bool {
 
 // alonePlanned reports whether this node runs alone by design: no seeds,
 // and nothing kept says there are others.
-func (g *Gossip) alonePlanned() bool { return len(g.cfg.Join) == 0 && !g.known.expect }
+func (k *known) alonePlanned() bool { return len(k.g.cfg.Join) == 0 && !k.expect }
 
 // heardFrom records that a message of replica was applied.
-func (g *Gossip) heardFrom(replica string) {
-	g.known.mu.Lock()
-	g.known.heard[replica] = true
-	g.known.mu.Unlock()
+func (k *known) heardFrom(replica string) {
+	k.mu.Lock()
+	k.heard[replica] = true
+	k.mu.Unlock()
 }
 
 // Unheard returns the replicas known to hold records of a poll that is
@@ -161,7 +166,8 @@ func (g *Gossip) Unheard() []string {
 // rejoinKept joins the kept members in the background until one answers
 // (or ctx ends): a restarted node finds its cluster itself instead of
 // waiting for the others to notice it is back.
-func (g *Gossip) rejoinKept(ctx context.Context, addrs []string) {
+func (k *known) rejoinKept(ctx context.Context, addrs []string) {
+	g := k.g
 	defer g.wg.Done()
 	wait := 100 * time.Millisecond
 	for {
@@ -189,7 +195,8 @@ const shortLogEvery = time.Minute
 // that leaves out records this node knows of is dropped and counted
 // (tally_gossip_dropped_total{reason="short_certificate"}), and logged
 // with the coordinator that wrote it.
-func (g *Gossip) checkCertificate(path, from string, c *state.Certificate) bool {
+func (k *known) checkCertificate(path, from string, c *state.Certificate) bool {
+	g := k.g
 	if g.cfg.CheckCertificate == nil || c.Status != state.Reconciled {
 		return true
 	}

@@ -152,8 +152,8 @@ func TestDamagedKeptMemberIsSkipped(t *testing.T) {
 	store.PutMeta(memberPrefix+"y", []byte(`{"addr":"","replica":"y-r"}`))
 	store.PutMeta(memberPrefix+"z", nil)
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Store = store })
-	if !a.Synced() || !a.CaughtUp() || len(a.keptAddrs()) != 0 {
-		t.Fatalf("synced %v, caught up %v, kept %v", a.Synced(), a.CaughtUp(), a.keptAddrs())
+	if !a.Synced() || !a.CaughtUp() || len(a.known.keptAddrs()) != 0 {
+		t.Fatalf("synced %v, caught up %v, kept %v", a.Synced(), a.CaughtUp(), a.known.keptAddrs())
 	}
 }
 
@@ -164,7 +164,7 @@ func TestKeylessNodeKeepsNoMembers(t *testing.T) {
 	store := &memStore{}
 	store.PutMeta(memberPrefix+"b", []byte(`{"addr":"127.0.0.1:1","replica":"b-r","region":"us-east"}`))
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) { c.Store = store; c.Keys = nil })
-	if !a.Synced() || !a.CaughtUp() || len(a.keptAddrs()) != 0 {
-		t.Fatalf("a key-less single node waits for, or rejoins, a cluster it may not join: kept %v", a.keptAddrs())
+	if !a.Synced() || !a.CaughtUp() || len(a.known.keptAddrs()) != 0 {
+		t.Fatalf("a key-less single node waits for, or rejoins, a cluster it may not join: kept %v", a.known.keptAddrs())
 	}
 }

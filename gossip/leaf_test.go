@@ -26,10 +26,10 @@ func TestEdgeIsALeafNodeOfItsRegion(t *testing.T) {
 		t.Fatalf("the edge announces NATS listeners: %+v", e.self)
 	}
 	waitFor(t, 20*time.Second, "the edge a leaf of one eu-west full node, a1 and a2 routed, b a gateway", func() bool {
-		ra, _ := a1.NATSLinks()
-		re, ge := e.NATSLinks()
-		_, gb := b.NATSLinks()
-		return e.NATSLeafNodes() == 1 && a1.NATSLeafNodes()+a2.NATSLeafNodes() == 1 && ra == 1 && re == 0 && len(ge) == 0 && len(gb) == 1
+		ra, _ := a1.Mesh().Links()
+		re, ge := e.Mesh().Links()
+		_, gb := b.Mesh().Links()
+		return e.Mesh().LeafNodes() == 1 && a1.Mesh().LeafNodes()+a2.Mesh().LeafNodes() == 1 && ra == 1 && re == 0 && len(ge) == 0 && len(gb) == 1
 	})
 
 	// Counts from another region reach the edge over NATS.
@@ -42,18 +42,18 @@ func TestEdgeIsALeafNodeOfItsRegion(t *testing.T) {
 
 	// A request from the edge reaches a subscriber in another region and
 	// a queue group, through the leaf connection and the gateway.
-	if _, err := b.Conn().Subscribe("test.b", func(m *nats.Msg) { m.Respond([]byte("b")) }); err != nil {
+	if _, err := b.Mesh().Conn().Subscribe("test.b", func(m *nats.Msg) { m.Respond([]byte("b")) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a2.Conn().QueueSubscribe("test.q", "full", func(m *nats.Msg) { m.Respond([]byte("a2")) }); err != nil {
+	if _, err := a2.Mesh().Conn().QueueSubscribe("test.q", "full", func(m *nats.Msg) { m.Respond([]byte("a2")) }); err != nil {
 		t.Fatal(err)
 	}
-	b.Conn().Flush()
-	a2.Conn().Flush()
+	b.Mesh().Conn().Flush()
+	a2.Mesh().Conn().Flush()
 	request := func(subject string) string {
 		var last error
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-			m, err := e.Conn().Request(subject, nil, time.Second)
+			m, err := e.Mesh().Conn().Request(subject, nil, time.Second)
 			if err == nil {
 				return string(m.Data)
 			}
@@ -72,12 +72,12 @@ func TestEdgeIsALeafNodeOfItsRegion(t *testing.T) {
 
 	// The edge's full node goes: it becomes a leaf of the other.
 	hub, other := a1, a2
-	if a2.NATSLeafNodes() == 1 {
+	if a2.Mesh().LeafNodes() == 1 {
 		hub, other = a2, a1
 	}
 	hub.Close()
 	waitFor(t, 20*time.Second, "the edge a leaf of the other full node", func() bool {
-		return e.NATSLeafNodes() == 1 && other.NATSLeafNodes() == 1
+		return e.Mesh().LeafNodes() == 1 && other.Mesh().LeafNodes() == 1
 	})
 }
 
@@ -89,7 +89,7 @@ func TestEdgeStartedFirstFindsItsFullNode(t *testing.T) {
 	}
 	e := startMember(t, "e", "eu-west", nil, func(c *Config) { c.Role = RoleEdge })
 	a := startMember(t, "a", "eu-west", []string{e.GossipAddr()}, nil)
-	waitFor(t, 30*time.Second, "the edge a leaf of a", func() bool { return e.NATSLeafNodes() == 1 && a.NATSLeafNodes() == 1 })
+	waitFor(t, 30*time.Second, "the edge a leaf of a", func() bool { return e.Mesh().LeafNodes() == 1 && a.Mesh().LeafNodes() == 1 })
 	a.create(t, testPoll("p"))
 	a.st.Count("p", "b", 2)
 	waitFor(t, 10*time.Second, "a's count at the edge", func() bool { return converged([]*member{e}, "p", map[string]int64{"a": 0, "b": 2}) })

@@ -168,7 +168,7 @@ func (d *delegate) NodeMeta(limit int) []byte {
 
 // NotifyMsg receives memberlist user messages: ballot catch-up while NATS
 // is down (see catchup_memberlist.go).
-func (d *delegate) NotifyMsg(b []byte) { d.g.userMsg(bytes.Clone(b)) }
+func (d *delegate) NotifyMsg(b []byte) { d.g.catchup.userMsg(bytes.Clone(b)) }
 
 // GetBroadcasts: none (the fast path is NATS).
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
@@ -221,7 +221,7 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	}
 	p := e.g.track(n)
 	e.g.log.Info("member joined", "name", n.Name, "region", p.meta.Region, "replica", p.meta.Replica, "role", p.meta.Role, "addr", p.gossip)
-	e.g.pokeRepair()
+	e.g.mesh.pokeRepair()
 }
 
 func (e *events) NotifyLeave(n *memberlist.Node) {
@@ -237,7 +237,7 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	e.g.track(n)
-	e.g.pokeRepair()
+	e.g.mesh.pokeRepair()
 }
 
 // track copies a member reported by memberlist (called with memberlist's
@@ -262,7 +262,7 @@ func (g *Gossip) track(n *memberlist.Node) peer {
 	g.peersMu.Lock()
 	g.members[n.Name] = p
 	g.peersMu.Unlock()
-	g.remember(p)
+	g.known.remember(p)
 	return p
 }
 

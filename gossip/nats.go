@@ -6,17 +6,65 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"maps"
 	"net"
 	"net/url"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
+
+// Mesh is the node's NATS side: the embedded server (unless an external
+// one is configured) with its routes, gateways and leaf connections, kept
+// reaching every member (repairLoop), and the one client connection that
+// gossip, catch-up and the edge relay share. The relay borrows it (Conn):
+// it never closes it, and reads Conn again for each use.
+type Mesh struct {
+	cfg         *Config // the gossip's: start picks NATSAddr's port
+	self        *meta   // this node's announced NATS addresses (repickPorts rewrites them)
+	log         *slog.Logger
+	m           *metrics
+	members     func() []peer   // the membership, for the links to want
+	gossipAddr  func() string   // memberlist's address: the host the listeners advertise
+	announce    func()          // announces self again after new ports were picked
+	passwords   func() []string // the embedded server's credentials, primary first
+	closed      *atomic.Bool    // the gossip's Close: a disconnect then is not a failure
+	onReconnect func()
+
+	mu          sync.Mutex // guards emb and nc during (re)starts
+	emb         *embedded
+	nc          *nats.Conn
+	want        [4]string     // the client, route, gateway and leaf addresses as configured (port 0: any)
+	poke        chan struct{} // membership changed: check the links
+	lastRefusal atomic.Int64  // unix ms of the last refused connection logged
+}
+
+// close closes the connection and stops the embedded server.
+func (ms *Mesh) close() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.nc != nil {
+		ms.nc.Close()
+	}
+	if ms.emb != nil {
+		ms.emb.shutdown()
+	}
+}
+
+// flush waits, up to timeout, for what was published to leave.
+func (ms *Mesh) flush(timeout time.Duration) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.nc != nil {
+		ms.nc.FlushTimeout(timeout)
+	}
+}
 
 // embedded is the in-process NATS server and what it was configured with.
 type embedded struct {
@@ -36,33 +84,33 @@ func (e *embedded) shutdown() {
 	e.srv.WaitForShutdown()
 }
 
-// peers returns the NATS addresses the other members announce: route URLs
+// wanted returns the NATS addresses the other members announce: route URLs
 // of the nodes in this region, one gateway URL per other region; for an
 // edge, the full nodes' leaf URLs.
-func (g *Gossip) peers() links {
+func (ms *Mesh) wanted() links {
 	l := links{routes: map[string]string{}, gateways: map[string]string{}}
 	var region, others []string
-	for _, p := range g.memberList() { // sorted: the first node of a region is its gateway
+	for _, p := range ms.members() { // sorted: the first node of a region is its gateway
 		m := p.meta
-		if p.name == g.cfg.NodeName {
+		if p.name == ms.cfg.NodeName {
 			continue
 		}
-		if m.Region == g.cfg.Region && m.NATSCluster != "" && g.self.NATSCluster != "" {
+		if m.Region == ms.cfg.Region && m.NATSCluster != "" && ms.self.NATSCluster != "" {
 			l.routes[p.name] = "nats-route://" + resolve(m.NATSCluster, p.addr)
 		}
-		if _, ok := l.gateways[m.Region]; !ok && m.Region != g.cfg.Region && m.NATSGateway != "" && g.self.NATSGateway != "" {
+		if _, ok := l.gateways[m.Region]; !ok && m.Region != ms.cfg.Region && m.NATSGateway != "" && ms.self.NATSGateway != "" {
 			l.gateways[m.Region] = "nats://" + resolve(m.NATSGateway, p.addr)
 		}
-		if g.cfg.Role == RoleEdge && m.NATSLeaf != "" {
+		if ms.cfg.Role == RoleEdge && m.NATSLeaf != "" {
 			u := "nats-leaf://" + resolve(m.NATSLeaf, p.addr)
-			if m.Region == g.cfg.Region {
+			if m.Region == ms.cfg.Region {
 				region = append(region, u)
 			} else {
 				others = append(others, u)
 			}
 		}
 	}
-	l.hubs = append(rotate(region, g.cfg.NodeName), rotate(others, g.cfg.NodeName)...)
+	l.hubs = append(rotate(region, ms.cfg.NodeName), rotate(others, ms.cfg.NodeName)...)
 	return l
 }
 
@@ -83,26 +131,26 @@ func rotate(urls []string, name string) []string {
 // picked free a moment before (configured as 0) can be taken by another
 // socket before the server binds it; then the server is started again on
 // newly picked ports (announced to the members), up to three times.
-func (g *Gossip) startEmbedded(l links) (*embedded, error) {
+func (ms *Mesh) startEmbedded(l links) (*embedded, error) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var emb *embedded
-		if emb, err = g.startEmbeddedOnce(l); err == nil {
+		if emb, err = ms.startEmbeddedOnce(l); err == nil {
 			return emb, nil
 		}
-		if !g.repickPorts() {
+		if !ms.repickPorts() {
 			return nil, err
 		}
-		g.log.Warn("embedded nats could not bind a port picked free a moment before; trying new ports", "err", err)
+		ms.log.Warn("embedded nats could not bind a port picked free a moment before; trying new ports", "err", err)
 	}
 	return nil, err
 }
 
 // repickPorts picks new ports for the embedded server's listeners that
 // were configured as port 0, and announces them; false when there are none.
-func (g *Gossip) repickPorts() bool {
+func (ms *Mesh) repickPorts() bool {
 	picked := false
-	for i, want := range g.natsWant {
+	for i, want := range ms.want {
 		if want == "" {
 			continue
 		}
@@ -115,31 +163,33 @@ func (g *Gossip) repickPorts() bool {
 		}
 		switch i {
 		case 0:
-			g.cfg.NATSAddr = addr
+			ms.cfg.NATSAddr = addr
 		case 1:
-			g.self.NATSCluster = addr
+			ms.self.NATSCluster = addr
 		case 2:
-			g.self.NATSGateway = addr
+			ms.self.NATSGateway = addr
 		case 3:
-			g.self.NATSLeaf = addr
+			ms.self.NATSLeaf = addr
 		}
 		picked = true
 	}
-	if picked && g.ml != nil && (g.natsWant[1] != "" || g.natsWant[2] != "" || g.natsWant[3] != "") {
-		if err := g.ml.UpdateNode(5 * time.Second); err != nil {
-			g.log.Warn("announcing new NATS ports", "err", err)
-		}
+	if picked && (ms.want[1] != "" || ms.want[2] != "" || ms.want[3] != "") {
+		ms.announce()
 	}
 	return picked
 }
 
-func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
-	host, port, err := hostPort(g.cfg.NATSAddr)
+// startEmbeddedOnce starts the embedded server once on the configured
+// ports, with l's routes, gateways and leaf remotes, and waits until it
+// takes connections (or says why it cannot). It is long because it is one
+// server.Options, built listener by listener.
+func (ms *Mesh) startEmbeddedOnce(l links) (*embedded, error) {
+	host, port, err := hostPort(ms.cfg.NATSAddr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: nats address: %v", ErrConfig, err)
 	}
 	opts := &server.Options{
-		ServerName: g.cfg.NodeName, Host: cmp.Or(host, "0.0.0.0"), Port: port,
+		ServerName: ms.cfg.NodeName, Host: cmp.Or(host, "0.0.0.0"), Port: port,
 		NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
 	}
 	// With a cluster key, every port takes only the credential derived
@@ -147,7 +197,7 @@ func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 	// gateways. A server accepts its primary key's password; towards peers
 	// one URL per key is given, so during a key rotation each pair of
 	// nodes still shares a password that works.
-	passwords := g.clientPasswords()
+	passwords := ms.passwords()
 	withCreds := func(raw string) ([]*url.URL, error) {
 		u, err := url.Parse(raw)
 		if err != nil || len(passwords) == 0 {
@@ -162,16 +212,16 @@ func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 		return out, nil
 	}
 	setAccounts(opts, passwords)
-	self := net.ParseIP(splitHost(g.GossipAddr()))
-	if g.self.NATSCluster != "" {
-		h, p, _ := hostPort(g.self.NATSCluster)
-		opts.Cluster = server.ClusterOpts{Name: g.cfg.Region, Host: cmp.Or(h, g.bindHost()), Port: p,
-			Advertise: resolve(g.self.NATSCluster, self)}
+	self := net.ParseIP(splitHost(ms.gossipAddr()))
+	if ms.self.NATSCluster != "" {
+		h, p, _ := hostPort(ms.self.NATSCluster)
+		opts.Cluster = server.ClusterOpts{Name: ms.cfg.Region, Host: cmp.Or(h, ms.bindHost()), Port: p,
+			Advertise: resolve(ms.self.NATSCluster, self)}
 		if len(passwords) > 0 {
 			opts.Cluster.Username, opts.Cluster.Password = natsUser, passwords[0]
 		}
-		if g.cfg.TLS != nil {
-			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
+		if ms.cfg.TLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = ms.cfg.TLS.Clone(), natsTLSTimeout
 		}
 		for _, name := range slices.Sorted(maps.Keys(l.routes)) {
 			us, err := withCreds(l.routes[name])
@@ -181,15 +231,15 @@ func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 			opts.Routes = append(opts.Routes, us...)
 		}
 	}
-	if g.self.NATSGateway != "" {
-		h, p, _ := hostPort(g.self.NATSGateway)
-		opts.Gateway = server.GatewayOpts{Name: g.cfg.Region, Host: cmp.Or(h, g.bindHost()), Port: p,
-			Advertise: resolve(g.self.NATSGateway, self), ConnectRetries: 10, ConnectBackoff: true}
+	if ms.self.NATSGateway != "" {
+		h, p, _ := hostPort(ms.self.NATSGateway)
+		opts.Gateway = server.GatewayOpts{Name: ms.cfg.Region, Host: cmp.Or(h, ms.bindHost()), Port: p,
+			Advertise: resolve(ms.self.NATSGateway, self), ConnectRetries: 10, ConnectBackoff: true}
 		if len(passwords) > 0 {
 			opts.Gateway.Username, opts.Gateway.Password = natsUser, passwords[0]
 		}
-		if g.cfg.TLS != nil {
-			opts.Gateway.TLSConfig, opts.Gateway.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
+		if ms.cfg.TLS != nil {
+			opts.Gateway.TLSConfig, opts.Gateway.TLSTimeout = ms.cfg.TLS.Clone(), natsTLSTimeout
 		}
 		for _, region := range slices.Sorted(maps.Keys(l.gateways)) {
 			us, err := withCreds(l.gateways[region])
@@ -199,7 +249,7 @@ func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 			opts.Gateway.Gateways = append(opts.Gateway.Gateways, &server.RemoteGatewayOpts{Name: region, URLs: us})
 		}
 	}
-	if err := g.leafOptions(opts, l.hubs, self, withCreds); err != nil {
+	if err := ms.leafOptions(opts, l.hubs, self, withCreds); err != nil {
 		return nil, err
 	}
 	srv, err := server.NewServer(opts)
@@ -207,7 +257,7 @@ func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 		return nil, fmt.Errorf("gossip: embedded nats: %w", err)
 	}
 	var fatal atomic.Pointer[string]
-	srv.SetLoggerV2(natsLogger{log: g.log, refused: g.m.refused, lastRefusal: &g.lastRefusal, now: g.cfg.Now, fatal: &fatal}, false, false, false)
+	srv.SetLoggerV2(natsLogger{log: ms.log, refused: ms.m.refused, lastRefusal: &ms.lastRefusal, now: ms.cfg.Now, fatal: &fatal}, false, false, false)
 	srv.Start()
 	for deadline := time.Now().Add(10 * time.Second); !srv.ReadyForConnections(100 * time.Millisecond); {
 		if f := fatal.Load(); f != nil || time.Now().After(deadline) {
@@ -216,7 +266,7 @@ func (g *Gossip) startEmbeddedOnce(l links) (*embedded, error) {
 			if f != nil {
 				why = *f
 			}
-			return nil, fmt.Errorf("gossip: embedded nats did not start on %s: %s", g.cfg.NATSAddr, why)
+			return nil, fmt.Errorf("gossip: embedded nats did not start on %s: %s", ms.cfg.NATSAddr, why)
 		}
 	}
 	return &embedded{srv: srv, links: l}, nil
@@ -247,22 +297,22 @@ func setAccounts(opts *server.Options, passwords []string) {
 // counters, definitions and certificates and sends its relay batches;
 // the full node it reaches carries them through the region's routes and
 // gateways.
-func (g *Gossip) leafOptions(opts *server.Options, hubs []string, self net.IP, withCreds func(string) ([]*url.URL, error)) error {
-	if g.self.NATSLeaf != "" {
-		h, p, _ := hostPort(g.self.NATSLeaf)
-		opts.LeafNode = server.LeafNodeOpts{Host: cmp.Or(h, g.bindHost()), Port: p, Advertise: resolve(g.self.NATSLeaf, self)}
-		if pw := g.clientPasswords(); len(pw) > 0 {
+func (ms *Mesh) leafOptions(opts *server.Options, hubs []string, self net.IP, withCreds func(string) ([]*url.URL, error)) error {
+	if ms.self.NATSLeaf != "" {
+		h, p, _ := hostPort(ms.self.NATSLeaf)
+		opts.LeafNode = server.LeafNodeOpts{Host: cmp.Or(h, ms.bindHost()), Port: p, Advertise: resolve(ms.self.NATSLeaf, self)}
+		if pw := ms.passwords(); len(pw) > 0 {
 			opts.LeafNode.Username, opts.LeafNode.Password, opts.LeafNode.Account = natsUser, pw[0], natsAccount
 		}
-		if g.cfg.TLS != nil {
-			opts.LeafNode.TLSConfig, opts.LeafNode.TLSTimeout = g.cfg.TLS.Clone(), natsTLSTimeout
+		if ms.cfg.TLS != nil {
+			opts.LeafNode.TLSConfig, opts.LeafNode.TLSTimeout = ms.cfg.TLS.Clone(), natsTLSTimeout
 		}
 	}
 	if len(hubs) == 0 {
 		return nil
 	}
 	remote := &server.RemoteLeafOpts{NoRandomize: true}
-	if len(g.clientPasswords()) > 0 {
+	if len(ms.passwords()) > 0 {
 		remote.LocalAccount = natsAccount
 	}
 	for _, hub := range hubs {
@@ -272,8 +322,8 @@ func (g *Gossip) leafOptions(opts *server.Options, hubs []string, self net.IP, w
 		}
 		remote.URLs = append(remote.URLs, us...)
 	}
-	if g.cfg.TLS != nil {
-		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, g.cfg.TLS.Clone(), natsTLSTimeout
+	if ms.cfg.TLS != nil {
+		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, ms.cfg.TLS.Clone(), natsTLSTimeout
 	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	// A hub that froze (not closed: a stopped process, a stuck host) is
@@ -290,32 +340,33 @@ const (
 	leafPingsOut = 2
 )
 
-// startNATS starts the embedded server (unless an external one is
-// configured), connects, and subscribes to the cluster's subject.
-func (g *Gossip) startNATS() error {
-	url := g.cfg.NATSURL
+// start starts the embedded server (unless an external one is
+// configured), connects, and has subscribe take the connection's
+// subscriptions before anything else may use it.
+func (ms *Mesh) start(subscribe func(*nats.Conn) error) error {
+	url := ms.cfg.NATSURL
 	if url == "" {
-		emb, err := g.startEmbedded(g.peers())
+		emb, err := ms.startEmbedded(ms.wanted())
 		if err != nil {
 			return err
 		}
-		g.emb = emb
+		ms.emb = emb
 		url = emb.srv.ClientURL()
 	}
 	var auth []nats.Option
-	if g.cfg.NATSURL == "" {
-		if pw := g.clientPasswords(); len(pw) > 0 {
+	if ms.cfg.NATSURL == "" {
+		if pw := ms.passwords(); len(pw) > 0 {
 			auth = append(auth, nats.UserInfo(natsUser, pw[0]))
 		}
 	} else {
-		ext, err := g.externalOptions()
+		ext, err := ms.externalOptions()
 		if err != nil {
 			return err
 		}
 		auth = append(auth, ext...)
 	}
 	nc, err := nats.Connect(url, append(auth,
-		nats.Name(g.cfg.NodeName),
+		nats.Name(ms.cfg.NodeName),
 		nats.NoEcho(),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -326,53 +377,36 @@ func (g *Gossip) startNATS() error {
 			return min(time.Duration(attempts)*100*time.Millisecond, time.Second)
 		}),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
-			if c.IsClosed() || g.closed.Load() {
+			if c.IsClosed() || ms.closed.Load() {
 				return // our own Close, not a failure
 			}
-			g.log.Warn("nats disconnected; reconnecting", "err", err)
+			ms.log.Warn("nats disconnected; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
-			g.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
-			g.refreshNow.Store(true)
-			g.budgetAsk.Store(true)
+			ms.log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+			ms.onReconnect()
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			g.m.dropped.WithLabelValues(pathNATS, "slow_consumer").Inc()
-			g.log.Warn("nats", "err", err)
+			ms.m.dropped.WithLabelValues(pathNATS, "slow_consumer").Inc()
+			ms.log.Warn("nats", "err", err)
 		}),
 	)...)
 	if err != nil {
-		if g.emb != nil {
-			g.emb.shutdown()
+		if ms.emb != nil {
+			ms.emb.shutdown()
 		}
 		return fmt.Errorf("gossip: nats connect %s: %w", url, err)
 	}
-	if _, err := nc.Subscribe(g.subject, func(m *nats.Msg) { g.receive(pathNATS, m.Data) }); err != nil {
+	if err := subscribe(nc); err != nil {
 		nc.Close()
-		if g.emb != nil {
-			g.emb.shutdown()
+		if ms.emb != nil {
+			ms.emb.shutdown()
 		}
 		return fmt.Errorf("gossip: nats subscribe: %w", err)
 	}
-	if g.cfg.Role == RoleFull {
-		if _, err := nc.Subscribe(g.budgetSubject(), func(m *nats.Msg) { g.receiveBudget(m.Data) }); err != nil {
-			nc.Close()
-			if g.emb != nil {
-				g.emb.shutdown()
-			}
-			return fmt.Errorf("gossip: nats subscribe: %w", err)
-		}
-		if _, err := nc.Subscribe(g.ballotSubject(g.cfg.Replica), g.serveBallots); err != nil {
-			nc.Close()
-			if g.emb != nil {
-				g.emb.shutdown()
-			}
-			return fmt.Errorf("gossip: nats subscribe: %w", err)
-		}
-	}
-	g.natsMu.Lock()
-	g.nc = nc
-	g.natsMu.Unlock()
+	ms.mu.Lock()
+	ms.nc = nc
+	ms.mu.Unlock()
 	return nil
 }
 
@@ -382,59 +416,59 @@ const natsTLSTimeout = 5
 
 // externalOptions are the credentials and TLS settings for an external
 // NATS server (a user and password travel in its URL).
-func (g *Gossip) externalOptions() ([]nats.Option, error) {
+func (ms *Mesh) externalOptions() ([]nats.Option, error) {
 	var out []nats.Option
 	switch {
-	case g.cfg.NATSCredsFile != "" && g.cfg.NATSNKeyFile != "":
+	case ms.cfg.NATSCredsFile != "" && ms.cfg.NATSNKeyFile != "":
 		return nil, &FieldError{Field: "NATSCredsFile", Err: ErrTwoNATSCredentials}
-	case g.cfg.NATSCredsFile != "":
-		if _, err := os.Stat(g.cfg.NATSCredsFile); err != nil {
+	case ms.cfg.NATSCredsFile != "":
+		if _, err := os.Stat(ms.cfg.NATSCredsFile); err != nil {
 			return nil, &FieldError{Field: "NATSCredsFile", Err: err}
 		}
-		out = append(out, nats.UserCredentials(g.cfg.NATSCredsFile))
-	case g.cfg.NATSNKeyFile != "":
-		opt, err := nats.NkeyOptionFromSeed(g.cfg.NATSNKeyFile)
+		out = append(out, nats.UserCredentials(ms.cfg.NATSCredsFile))
+	case ms.cfg.NATSNKeyFile != "":
+		opt, err := nats.NkeyOptionFromSeed(ms.cfg.NATSNKeyFile)
 		if err != nil {
-			return nil, &FieldError{Field: "NATSNKeyFile", Value: g.cfg.NATSNKeyFile, Err: err}
+			return nil, &FieldError{Field: "NATSNKeyFile", Value: ms.cfg.NATSNKeyFile, Err: err}
 		}
 		out = append(out, opt)
 	}
-	if g.cfg.NATSTLS != nil {
-		out = append(out, nats.Secure(g.cfg.NATSTLS.Clone()))
+	if ms.cfg.NATSTLS != nil {
+		out = append(out, nats.Secure(ms.cfg.NATSTLS.Clone()))
 	}
 	return out, nil
 }
 
 // Conn returns the node's NATS connection, nil before Start: the relay
 // (package relay) sends and answers on it.
-func (g *Gossip) Conn() *nats.Conn {
-	g.natsMu.Lock()
-	defer g.natsMu.Unlock()
-	return g.nc
+func (ms *Mesh) Conn() *nats.Conn {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.nc
 }
 
-// NATSConnected reports whether the node's NATS connection is up.
-func (g *Gossip) NATSConnected() bool {
-	g.natsMu.Lock()
-	defer g.natsMu.Unlock()
-	return g.nc != nil && g.nc.IsConnected()
+// Connected reports whether the node's NATS connection is up.
+func (ms *Mesh) Connected() bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.nc != nil && ms.nc.IsConnected()
 }
 
-// EmbeddedNATSURL returns the embedded NATS server's client URL, or ""
+// EmbeddedURL returns the embedded NATS server's client URL, or ""
 // when the node uses an external server (or before Start).
-func (g *Gossip) EmbeddedNATSURL() string {
-	g.natsMu.Lock()
-	defer g.natsMu.Unlock()
-	if g.emb == nil {
+func (ms *Mesh) EmbeddedURL() string {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.emb == nil {
 		return ""
 	}
-	return g.emb.srv.ClientURL()
+	return ms.emb.srv.ClientURL()
 }
 
 // pokeRepair asks the repair loop to look at the membership now.
-func (g *Gossip) pokeRepair() {
+func (ms *Mesh) pokeRepair() {
 	select {
-	case g.poke <- struct{}{}:
+	case ms.poke <- struct{}{}:
 	default:
 	}
 }
@@ -445,8 +479,7 @@ func (g *Gossip) pokeRepair() {
 // met later through memberlist): a peer that is neither configured nor
 // connected for two checks in a row gets the server restarted with it
 // added. The client reconnects to the same port.
-func (g *Gossip) repairLoop(ctx context.Context) {
-	defer g.wg.Done()
+func (ms *Mesh) repairLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var missingSince time.Time
@@ -455,15 +488,15 @@ func (g *Gossip) repairLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-g.poke:
+		case <-ms.poke:
 		}
 		switch {
-		case !g.missingPeers():
+		case !ms.missingPeers():
 			missingSince = time.Time{}
 		case missingSince.IsZero():
 			missingSince = time.Now()
 		case time.Since(missingSince) >= repairAfter:
-			g.restartEmbedded()
+			ms.restartEmbedded()
 			missingSince = time.Time{}
 		}
 	}
@@ -473,13 +506,13 @@ func (g *Gossip) repairLoop(ctx context.Context) {
 // server is restarted to reach it (NATS usually connects it by itself).
 const repairAfter = 5 * time.Second
 
-// NATSLinks returns how many nodes the embedded server has live routes to
+// Links returns how many nodes the embedded server has live routes to
 // and the regions its gateways reach (outbound); zero without an embedded
 // server.
-func (g *Gossip) NATSLinks() (routes int, gateways []string) {
-	g.natsMu.Lock()
-	emb := g.emb
-	g.natsMu.Unlock()
+func (ms *Mesh) Links() (routes int, gateways []string) {
+	ms.mu.Lock()
+	emb := ms.emb
+	ms.mu.Unlock()
 	if emb == nil {
 		return 0, nil
 	}
@@ -503,13 +536,13 @@ func (g *Gossip) NATSLinks() (routes int, gateways []string) {
 	return routes, gateways
 }
 
-// NATSLeafNodes counts the embedded server's leaf connections: a full
+// LeafNodes counts the embedded server's leaf connections: a full
 // node's from edges, an edge's to a full node; 0 without an embedded
 // server.
-func (g *Gossip) NATSLeafNodes() int {
-	g.natsMu.Lock()
-	emb := g.emb
-	g.natsMu.Unlock()
+func (ms *Mesh) LeafNodes() int {
+	ms.mu.Lock()
+	emb := ms.emb
+	ms.mu.Unlock()
 	if emb == nil {
 		return 0
 	}
@@ -518,10 +551,10 @@ func (g *Gossip) NATSLeafNodes() int {
 
 // missingPeers reports whether a member's route or gateway is neither
 // configured nor connected.
-func (g *Gossip) missingPeers() bool {
-	g.natsMu.Lock()
-	emb := g.emb
-	g.natsMu.Unlock()
+func (ms *Mesh) missingPeers() bool {
+	ms.mu.Lock()
+	emb := ms.emb
+	ms.mu.Unlock()
 	if emb == nil {
 		return false
 	}
@@ -531,7 +564,7 @@ func (g *Gossip) missingPeers() bool {
 			connected[r.RemoteName] = true
 		}
 	}
-	l := g.peers()
+	l := ms.wanted()
 	if len(l.hubs) > 0 && emb.srv.NumLeafNodes() == 0 && !slices.Equal(l.hubs, emb.hubs) {
 		return true // an edge not connected, and full nodes it was not told of
 	}
@@ -554,20 +587,20 @@ func (g *Gossip) missingPeers() bool {
 	return false
 }
 
-func (g *Gossip) restartEmbedded() {
-	l := g.peers()
-	g.natsMu.Lock()
-	defer g.natsMu.Unlock()
-	g.log.Info("restarting embedded nats to reach new peers", "routes", len(l.routes), "gateways", len(l.gateways), "leaf_hubs", len(l.hubs))
-	g.emb.shutdown()
-	emb, err := g.startEmbedded(l)
+func (ms *Mesh) restartEmbedded() {
+	l := ms.wanted()
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	ms.log.Info("restarting embedded nats to reach new peers", "routes", len(l.routes), "gateways", len(l.gateways), "leaf_hubs", len(l.hubs))
+	ms.emb.shutdown()
+	emb, err := ms.startEmbedded(l)
 	if err != nil {
-		g.log.Error("embedded nats restart failed; retrying at the next check", "err", err)
-		g.emb = &embedded{srv: g.emb.srv, links: links{routes: map[string]string{}, gateways: map[string]string{}}}
+		ms.log.Error("embedded nats restart failed; retrying at the next check", "err", err)
+		ms.emb = &embedded{srv: ms.emb.srv, links: links{routes: map[string]string{}, gateways: map[string]string{}}}
 		return
 	}
-	g.emb = emb
-	g.m.restarts.Inc()
+	ms.emb = emb
+	ms.m.restarts.Inc()
 }
 
 // natsUser is the user name of the embedded server's every port.
@@ -590,8 +623,8 @@ func natsPasswords(keys [][]byte) []string {
 // bindHost is where memberlist binds: the route and gateway listeners
 // bind there too when their addresses name no host, so a node whose
 // gossip is on a private interface does not open NATS on every one.
-func (g *Gossip) bindHost() string {
-	h, _, err := hostPort(g.cfg.BindAddr)
+func (ms *Mesh) bindHost() string {
+	h, _, err := hostPort(ms.cfg.BindAddr)
 	if err != nil || h == "" {
 		return "0.0.0.0"
 	}

@@ -67,9 +67,7 @@ func (g *Gossip) publishLoop(ctx context.Context) {
 // publishOnce sends one delta or heartbeat if due, and reports whether it
 // sent a delta.
 func (g *Gossip) publishOnce() bool {
-	g.natsMu.Lock()
-	nc := g.nc
-	g.natsMu.Unlock()
+	nc := g.mesh.Conn()
 	if nc == nil || !nc.IsConnected() {
 		return false // nothing is lost: the next delta covers everything since the last one sent
 	}

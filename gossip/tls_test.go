@@ -51,9 +51,9 @@ func TestNATSRoutesAndGatewaysOverTLS(t *testing.T) {
 	e := startMember(t, "e", "eu-west", []string{a.GossipAddr()}, func(c *Config) { edgeTLS(c); c.Role = RoleEdge })
 	all := []*member{a, a2, b, e}
 	waitFor(t, 20*time.Second, "a route in eu-west, gateways both ways, the edge a leaf", func() bool {
-		ra, ga := a.NATSLinks()
-		_, gb := b.NATSLinks()
-		return ra > 0 && len(ga) == 1 && len(gb) == 1 && e.NATSLeafNodes() == 1
+		ra, ga := a.Mesh().Links()
+		_, gb := b.Mesh().Links()
+		return ra > 0 && len(ga) == 1 && len(gb) == 1 && e.Mesh().LeafNodes() == 1
 	})
 	for _, m := range all {
 		net.Isolate(m.GossipAddr())
@@ -182,7 +182,7 @@ func TestExternalNATSWithNKeyAndTLS(t *testing.T) {
 	ext := func(c *Config) { c.NATSURL, c.NATSNKeyFile, c.NATSTLS = url, seedFile, clientTLS }
 	a := startMember(t, "a", "eu-west", nil, ext)
 	b := startMember(t, "b", "us-east", []string{a.GossipAddr()}, func(c *Config) { ext(c); c.PushPull = time.Hour })
-	waitFor(t, 10*time.Second, "both connected to the external NATS", func() bool { return a.NATSConnected() && b.NATSConnected() })
+	waitFor(t, 10*time.Second, "both connected to the external NATS", func() bool { return a.Mesh().Connected() && b.Mesh().Connected() })
 	a.create(t, testPoll("p"))
 	a.st.Count("p", "a", 5)
 	waitFor(t, 10*time.Second, "the count at b", func() bool { return converged([]*member{a, b}, "p", map[string]int64{"a": 5, "b": 0}) })

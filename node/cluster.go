@@ -9,14 +9,14 @@ import (
 // handleCluster serves GET /v1/cluster: members as memberlist sees them,
 // every replica heard from and how stale its newest state is.
 func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
-	routes, gateways := n.gossip.NATSLinks()
+	routes, gateways := n.gossip.Mesh().Links()
 	if gateways == nil {
 		gateways = []string{}
 	}
 	api.WriteJSON(w, r, http.StatusOK, api.ClusterView{
 		Self: n.cfg.NodeName, Region: n.cfg.Region, Replica: n.replica, Role: n.cfg.Role,
 		Members: n.gossip.Members(), Replicas: n.gossip.Staleness(), Regions: n.freshness(),
-		NATS: &api.ClusterNATS{Connected: n.gossip.NATSConnected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways, LeafNodes: n.gossip.NATSLeafNodes()},
+		NATS: &api.ClusterNATS{Connected: n.gossip.Mesh().Connected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways, LeafNodes: n.gossip.Mesh().LeafNodes()},
 	})
 }
 

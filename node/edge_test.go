@@ -313,14 +313,14 @@ func TestStrangerPosingAsAnEdge(t *testing.T) {
 	nodes := startCluster(t, []string{"eu-west", "us-east"}, nil)
 	full := nodes[0]
 	full.createPoll(t, "p")
-	url := full.gossip.EmbeddedNATSURL()
+	url := full.gossip.Mesh().EmbeddedURL()
 	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
 		nc.Close()
 		t.Fatal("a stranger connected to the cluster's NATS without its credential")
 	}
 	// On a connection that holds the credential (the other node's own),
 	// a batch without the relay's seal.
-	nc := nodes[1].gossip.Conn()
+	nc := nodes[1].gossip.Mesh().Conn()
 	batch := relay.AppendBatch(nil, []relay.Request{{Kind: relay.KindVote, Poll: "p", Body: []byte(vote("a", "mallory", "m-1"))}})
 	if _, err := nc.Request(relay.Subject(full.cfg.Cluster), batch, 500*time.Millisecond); err == nil {
 		t.Fatal("an unsealed relay batch was answered")
@@ -336,7 +336,7 @@ func TestStrangerPosingAsAnEdge(t *testing.T) {
 func TestSingleNodeAnswersNoRelay(t *testing.T) {
 	tn := startNode(t, t.TempDir(), func(c *Config) { c.GossipKey = "" })
 	tn.createPoll(t, "p")
-	if nc, err := nats.Connect(tn.gossip.EmbeddedNATSURL(), nats.MaxReconnects(0)); err == nil {
+	if nc, err := nats.Connect(tn.gossip.Mesh().EmbeddedURL(), nats.MaxReconnects(0)); err == nil {
 		nc.Close()
 		t.Fatal("a stranger connected to a single node's NATS")
 	}

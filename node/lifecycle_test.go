@@ -223,7 +223,7 @@ func (lc *lifecycle) stopAll() {
 func (lc *lifecycle) waitMembers() {
 	lc.waitUntil("every node sees every member, and the edge is a leaf node of a full node", func() bool {
 		for _, ln := range lc.nodes {
-			if len(ln.n.gossip.Members()) != len(lc.nodes) || ln.edge && ln.n.gossip.NATSLeafNodes() == 0 {
+			if len(ln.n.gossip.Members()) != len(lc.nodes) || ln.edge && ln.n.gossip.Mesh().LeafNodes() == 0 {
 				return false
 			}
 		}

@@ -309,7 +309,7 @@ func newFanout(n *Node) (*fanout.Server, error) {
 	participant := n.ingest.Participant
 	if cfg.Role == gossip.RoleEdge {
 		n.edge = relay.NewEdge(relay.EdgeConfig{
-			Conn:      n.gossip.Conn,
+			Conn:      n.gossip.Mesh().Conn, // borrowed: the mesh owns it
 			Cluster:   cfg.Cluster,
 			FullNodes: n.fullNodes,
 			Seal:      n.gossip.SealRelay,

@@ -31,7 +31,7 @@ func (n *Node) startRelay() (stop func(), err error) {
 		return func() {}, nil
 	}
 	srv, err := relay.StartServer(relay.ServerConfig{
-		Conn: n.gossip.Conn(), Cluster: n.cfg.Cluster, Replica: n.replica, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay,
+		Conn: n.gossip.Mesh().Conn(), Cluster: n.cfg.Cluster, Replica: n.replica, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay,
 		Handler: relayHandler{n}, Metrics: n.relayM, Logger: n.log,
 	})
 	if err != nil {

@@ -209,7 +209,7 @@ func (n *Node) edgeNotReady() string {
 	if region, others := n.fullNodes(); len(region)+len(others) == 0 {
 		return "an edge with no full node in the cluster: votes would get 503 (check --join and the gossip key)"
 	}
-	if !n.gossip.NATSConnected() || n.cfg.NATSURL == "" && n.gossip.NATSLeafNodes() == 0 {
+	if !n.gossip.Mesh().Connected() || n.cfg.NATSURL == "" && n.gossip.Mesh().LeafNodes() == 0 {
 		return "an edge not connected to a full node's NATS: votes would get 503"
 	}
 	return ""

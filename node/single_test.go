@@ -58,7 +58,7 @@ func TestKeylessNodeMergesNothing(t *testing.T) {
 	if d, _ := tn.state.Defs.Poll("p"); d.Question != def.Question {
 		t.Fatalf("a stranger rewrote the question: %q", d.Question)
 	}
-	if u := tn.gossip.EmbeddedNATSURL(); u == "" {
+	if u := tn.gossip.Mesh().EmbeddedURL(); u == "" {
 		t.Fatal("no embedded NATS")
 	} else if _, err := nats.Connect(u); err == nil {
 		t.Fatal("a key-less node's NATS took a connection without a password")

@@ -35,7 +35,7 @@ func TestClusterOverTLS(t *testing.T) {
 	}
 	waitFor(t, func() bool {
 		for _, n := range nodes {
-			if _, gws := n.gossip.NATSLinks(); len(gws) != 1 {
+			if _, gws := n.gossip.Mesh().Links(); len(gws) != 1 {
 				return false
 			}
 		}
