@@ -312,6 +312,7 @@ func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
 // Start binds memberlist, joins the seeds, starts (or connects to) NATS and
 // the publisher. It returns once the node is a member; NATS connects in
 // the background and reconnects forever.
+// It is long because it is the start order, one step after the other.
 func (g *Gossip) Start() error {
 	cfg := g.cfg
 	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr, HTTPS: cfg.HTTPS}
@@ -550,73 +551,8 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 	sentAt := min(msg.Sent.Wall, g.cfg.Now().UnixMilli())
 	stampLimit := g.cfg.Now().UnixMilli() + maxStampAhead.Milliseconds()
 	for _, p := range msg.Polls {
-		if p.Cert != nil && p.Cert.TS.Wall > stampLimit {
-			g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
-			p.Cert = nil
-		}
-		if p.Cert != nil {
-			// Signed by the replica that certified, with the key it
-			// announced; anything else is dropped, whoever relayed it.
-			if pub, ok := g.cfg.State.Defs.PublicKey(p.Cert.By); !ok || !p.Cert.VerifySignature(pub) {
-				g.m.dropped.WithLabelValues(path, "bad_signature").Inc()
-				g.log.Warn("dropping a certificate whose signature does not verify", "poll", p.ID, "by", p.Cert.By, "from", msg.Replica, "key_known", ok)
-				p.Cert = nil
-			}
-		}
-		if p.Def != nil && p.Def.TS.Wall > stampLimit {
-			// Even from a member: a definition stamped far ahead would win
-			// every later write (an admin's close) until that time.
-			g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
-			g.log.Warn("dropping a gossiped definition stamped in the future", "poll", p.ID, "from", msg.Replica, "stamp", p.Def.TS)
-			p.Def = nil
-		}
-		if p.Def != nil {
-			won, err := g.cfg.State.Defs.MergePoll(*p.Def)
-			if err != nil {
-				g.m.dropped.WithLabelValues(path, "rejected").Inc()
-				g.log.Warn("cannot apply a gossiped definition", "poll", p.ID, "from", msg.Replica, "err", err)
-				continue
-			}
-			changed = changed || won
-		}
-		if p.Cert != nil && !g.known.checkCertificate(path, msg.Replica, p.Cert) {
-			p.Cert = nil
-		}
-		if p.Cert != nil {
-			won, err := g.cfg.State.Defs.PutCertificate(*p.Cert)
-			if err != nil {
-				g.m.dropped.WithLabelValues(path, "rejected").Inc()
-				g.log.Warn("cannot apply a gossiped certificate", "poll", p.ID, "from", msg.Replica, "err", err)
-			}
-			changed = changed || won
-		}
-		if len(p.Ballots) > 0 && g.cfg.Role == RoleFull { // an edge keeps no voter state: it counts nothing itself
-			if n, err := g.catchup.merge(path, p.ID, p.Ballots); err != nil {
-				g.m.dropped.WithLabelValues(path, reasonOf(err)).Inc()
-			} else if n > 0 {
-				g.m.ballots.WithLabelValues(path).Add(float64(n))
-			}
-		}
-		if p.Viewers != nil {
-			g.cfg.State.Audience.Merge(p.ID, msg.Replica, *p.Viewers, sentAt)
-		}
-		if p.Tally != nil {
-			if def, ok := g.cfg.State.Defs.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
-				// Merge keeps the poll's own options only; say so.
-				g.m.dropped.WithLabelValues(path, "unknown_option").Inc()
-			}
-			c, err := g.cfg.State.Merge(p.ID, p.Tally)
-			if errors.Is(err, state.ErrTooManyReplicas) {
-				g.m.dropped.WithLabelValues(path, "too_many_replicas").Inc()
-				g.log.Warn("dropping a gossiped tally", "poll", p.ID, "from", msg.Replica, "err", err)
-				continue
-			}
-			if err != nil {
-				// The definition has not arrived yet; anti-entropy brings both.
-				g.m.dropped.WithLabelValues(path, "unknown_poll").Inc()
-				continue
-			}
-			changed = changed || c
+		if applyPoll(g, path, msg.Replica, p, sentAt, stampLimit) {
+			changed = true
 		}
 	}
 	now := g.cfg.Now().UnixMilli()
@@ -629,6 +565,83 @@ func (g *Gossip) apply(path string, msg *Message) bool {
 	g.known.heardFrom(msg.Replica)
 	if changed {
 		g.m.merges.WithLabelValues(path).Inc()
+	}
+	return changed
+}
+
+// applyPoll merges one poll's update from replica from into g's state:
+// its definition, certificate (signed by its certifier, stamped no later
+// than stampLimit), ballots, viewers and tally. It reports whether the
+// state changed.
+func applyPoll(g *Gossip, path, from string, p PollUpdate, sentAt, stampLimit int64) bool {
+	changed := false
+	if p.Cert != nil && p.Cert.TS.Wall > stampLimit {
+		g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
+		p.Cert = nil
+	}
+	if p.Cert != nil {
+		// Signed by the replica that certified, with the key it
+		// announced; anything else is dropped, whoever relayed it.
+		if pub, ok := g.cfg.State.Defs.PublicKey(p.Cert.By); !ok || !p.Cert.VerifySignature(pub) {
+			g.m.dropped.WithLabelValues(path, "bad_signature").Inc()
+			g.log.Warn("dropping a certificate whose signature does not verify", "poll", p.ID, "by", p.Cert.By, "from", from, "key_known", ok)
+			p.Cert = nil
+		}
+	}
+	if p.Def != nil && p.Def.TS.Wall > stampLimit {
+		// Even from a member: a definition stamped far ahead would win
+		// every later write (an admin's close) until that time.
+		g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
+		g.log.Warn("dropping a gossiped definition stamped in the future", "poll", p.ID, "from", from, "stamp", p.Def.TS)
+		p.Def = nil
+	}
+	if p.Def != nil {
+		won, err := g.cfg.State.Defs.MergePoll(*p.Def)
+		if err != nil {
+			g.m.dropped.WithLabelValues(path, "rejected").Inc()
+			g.log.Warn("cannot apply a gossiped definition", "poll", p.ID, "from", from, "err", err)
+			return changed
+		}
+		changed = changed || won
+	}
+	if p.Cert != nil && !g.known.checkCertificate(path, from, p.Cert) {
+		p.Cert = nil
+	}
+	if p.Cert != nil {
+		won, err := g.cfg.State.Defs.PutCertificate(*p.Cert)
+		if err != nil {
+			g.m.dropped.WithLabelValues(path, "rejected").Inc()
+			g.log.Warn("cannot apply a gossiped certificate", "poll", p.ID, "from", from, "err", err)
+		}
+		changed = changed || won
+	}
+	if len(p.Ballots) > 0 && g.cfg.Role == RoleFull { // an edge keeps no voter state: it counts nothing itself
+		if n, err := g.catchup.merge(path, p.ID, p.Ballots); err != nil {
+			g.m.dropped.WithLabelValues(path, reasonOf(err)).Inc()
+		} else if n > 0 {
+			g.m.ballots.WithLabelValues(path).Add(float64(n))
+		}
+	}
+	if p.Viewers != nil {
+		g.cfg.State.Audience.Merge(p.ID, from, *p.Viewers, sentAt)
+	}
+	if p.Tally != nil {
+		if def, ok := g.cfg.State.Defs.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
+			// Merge keeps the poll's own options only; say so.
+			g.m.dropped.WithLabelValues(path, "unknown_option").Inc()
+		}
+		c, err := g.cfg.State.Merge(p.ID, p.Tally)
+		if errors.Is(err, state.ErrTooManyReplicas) {
+			g.m.dropped.WithLabelValues(path, "too_many_replicas").Inc()
+			g.log.Warn("dropping a gossiped tally", "poll", p.ID, "from", from, "err", err)
+			return changed
+		}
+		if err != nil {
+			// The definition has not arrived yet; anti-entropy brings both.
+			g.m.dropped.WithLabelValues(path, "unknown_poll").Inc()
+			return changed
+		}
+		changed = changed || c
 	}
 	return changed
 }

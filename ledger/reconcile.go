@@ -190,6 +190,8 @@ func collectStream(s iter.Seq2[Record, error]) collected {
 // resolve applies the duplicate and last-vote-wins rules and fills in the
 // counts. Both passes are sharded by key hash across the available cores:
 // the map operations on a million keys are most of the work.
+// It is long because the two passes share
+// their shards' state; split, each half would need it passed whole.
 func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	shards := runtime.GOMAXPROCS(0)
 	seed := maphash.MakeSeed()

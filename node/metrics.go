@@ -24,6 +24,8 @@ type nodeMetrics struct {
 	http              *httpMetrics
 }
 
+// registerMetrics registers the node's own series on reg (the other
+// rooms register theirs). It is long because it is one list of them.
 func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	n.m = nodeMetrics{
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -77,6 +77,8 @@ type Node struct {
 
 // New prepares a node: it opens the data directory and the ledger, loads
 // the poll definitions and binds the HTTP address. Run serves.
+// It is long because it is the start order, one step after the other,
+// and a failure at any step closes what the steps before opened.
 func New(cfg Config) (n *Node, err error) {
 	cfg.fillDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -106,40 +108,17 @@ func New(cfg Config) (n *Node, err error) {
 	if n.replica, err = replicaID(cfg.DataDir, cfg.Region); err != nil {
 		return nil, err
 	}
-	n.adminTokens = adminTokens(cfg.AdminToken)
-	if len(n.adminTokens) == 0 {
-		token, _, err := readOrCreate(cfg.DataDir, adminTokenFile, func() (string, error) { return randomHex(16) })
-		if err != nil {
-			return nil, fmt.Errorf("node: admin token: %w", err)
-		}
-		n.adminTokens = []string{token}
+	if n.adminTokens, err = loadAdminTokens(cfg); err != nil {
+		return nil, err
 	}
 	n.adminToken = n.adminTokens[0]
 	salt, _, err := readOrCreate(cfg.DataDir, ipSaltFile, func() (string, error) { return randomHex(32) })
 	if err != nil {
 		return nil, fmt.Errorf("node: ip salt: %w", err)
 	}
-	if err := n.openClock(); err != nil {
-		return nil, err
-	}
-	if err := n.openLedger(); err != nil {
-		return nil, err
-	}
-	if n.state, err = state.New(state.Config{Replica: n.replica, Store: n.ledger, MaxPolls: cfg.MaxPolls, Now: cfg.Now, Logger: cfg.Logger,
-		HashKey: ids.ClusterHashKey(cfg.Cluster)}); err != nil {
-		return nil, err
-	}
-	n.pages = &pages{cfg: &n.cfg, state: n.state, qr: qr.New(), joins: join.New(n.state, cfg.Now)}
-	n.backup = n.backupServer()
-	key, err := signingKey(cfg.DataDir)
+	key, err := openState(n)
 	if err != nil {
-		return nil, fmt.Errorf("node: signing key: %w", err)
-	}
-	if err := n.state.Defs.LearnKey(n.replica, key.Public().(ed25519.PublicKey)); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
-	}
-	for id, why := range n.state.Defs.SetAside() {
-		cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
+		return nil, err
 	}
 	signer, err := sessionSigner(cfg, known)
 	if err != nil {
@@ -165,13 +144,7 @@ func New(cfg Config) (n *Node, err error) {
 	if len(n.peerTokens) > 0 {
 		peerToken = n.peerTokens[0]
 	}
-	if len(keys) == 0 {
-		if cfg.InsecureGossip {
-			cfg.Logger.Warn("--insecure-gossip: gossip is neither encrypted nor authenticated; anyone who reaches its ports can rewrite the counts")
-		} else {
-			cfg.Logger.Info("no --gossip-key: a single node (it takes no members and opens no NATS route or gateway)")
-		}
-	}
+	logGossipSecurity(cfg, keys)
 	n.gossip, err = newGossip(n, keys, key, tlsID, natsTLS)
 	if err == nil {
 		err = n.gossip.CheckPorts() // a port taken is refused now, not after the banner
@@ -200,6 +173,68 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// openState opens n's clock, ledger and state (the definitions kept,
+// this replica's signing key learnt) and what reads them directly: the
+// page's codes and the backup. It returns the signing key.
+func openState(n *Node) (ed25519.PrivateKey, error) {
+	if err := n.openClock(); err != nil {
+		return nil, err
+	}
+	if err := n.openLedger(); err != nil {
+		return nil, err
+	}
+	var err error
+	n.state, err = state.New(state.Config{
+		Replica:  n.replica,
+		Store:    n.ledger,
+		MaxPolls: n.cfg.MaxPolls,
+		Now:      n.cfg.Now,
+		Logger:   n.cfg.Logger,
+		HashKey:  ids.ClusterHashKey(n.cfg.Cluster),
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.pages = &pages{cfg: &n.cfg, state: n.state, qr: qr.New(), joins: join.New(n.state, n.cfg.Now)}
+	n.backup = n.backupServer()
+	key, err := signingKey(n.cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node: signing key: %w", err)
+	}
+	if err := n.state.Defs.LearnKey(n.replica, key.Public().(ed25519.PublicKey)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
+	for id, why := range n.state.Defs.SetAside() {
+		n.cfg.Logger.Warn("stored poll definition no longer valid; it is not served (its records stay in the ledger)", "poll", id, "err", why)
+	}
+	return key, nil
+}
+
+// loadAdminTokens returns the admin tokens: --admin-token's, else the
+// data dir's (made on the first start).
+func loadAdminTokens(cfg Config) ([]string, error) {
+	if tokens := adminTokens(cfg.AdminToken); len(tokens) > 0 {
+		return tokens, nil
+	}
+	token, _, err := readOrCreate(cfg.DataDir, adminTokenFile, func() (string, error) { return randomHex(16) })
+	if err != nil {
+		return nil, fmt.Errorf("node: admin token: %w", err)
+	}
+	return []string{token}, nil
+}
+
+// logGossipSecurity says, at start, what a node without a cluster key is.
+func logGossipSecurity(cfg Config, keys [][]byte) {
+	if len(keys) > 0 {
+		return
+	}
+	if cfg.InsecureGossip {
+		cfg.Logger.Warn("--insecure-gossip: gossip is neither encrypted nor authenticated; anyone who reaches its ports can rewrite the counts")
+	} else {
+		cfg.Logger.Info("no --gossip-key: a single node (it takes no members and opens no NATS route or gateway)")
+	}
 }
 
 // newIngest makes the vote pipeline of n's ledger, state and clock.

@@ -15,6 +15,7 @@ import (
 
 // routes is the public listener's handler: the API, the live streams,
 // the page and, without --admin-addr, the operators' endpoints.
+// It is long because it is the route table, one line a route.
 func (n *Node) routes() http.Handler {
 	mux := routeMux{http.NewServeMux(), n.m.http}
 	admin := func(h http.HandlerFunc) http.Handler { return api.RequireBearer(n.adminTokens, h) }

@@ -265,6 +265,7 @@ func (d *Definition) OptionID(id string) (string, bool) {
 }
 
 // Validate checks every rule of a definition.
+// It is long because it is one rule per field, in the field order.
 func (d *Definition) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)

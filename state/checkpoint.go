@@ -158,6 +158,8 @@ func (s *State) Snapshot(heads Heads) (Checkpoint, error) {
 // damaged, names a poll the state does not know, or covers more records
 // than the ledger holds is refused with ErrCheckpoint and nothing is
 // restored.
+// It is long because the whole checkpoint is checked before any of it is
+// applied, in one pass over its polls.
 func (s *State) LoadCheckpoint(r io.Reader, heads Heads) (map[string]uint64, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 )
 
 // runFleet runs `tally fleet plan`: the capacity model's fleet for a night.
+// It is long because it is one command read top to bottom: its flags,
+// the measured figures, the plan and its table.
 func runFleet(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || isHelp(args[0]) {
 		w := stderr

@@ -61,6 +61,9 @@ func runQuiz(args []string, stdout, stderr io.Writer) int {
 	}, args, stdout, stderr)
 }
 
+// quizResult runs `tally quiz result`: a quiz's questions, their results
+// and its leaderboard. It is long because it is one command read top to
+// bottom: its flags, the quiz, each question's result, the table.
 func quizResult(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally quiz result", "tally quiz result --quiz ID [--url URL] [--cluster NAME] [--json] [EXPORT.ndjson…]")
 	var nf nodeFlags

@@ -150,6 +150,8 @@ type participant struct {
 
 // runQuizSwarm connects the participants, answers the first question that
 // opens, and waits for every standing (or ctx).
+// It is long because it is one run read top to bottom: dial, answer,
+// wait, report.
 func runQuizSwarm(ctx context.Context, cfg quizSwarmConfig) (*quizSwarmReport, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -34,7 +34,9 @@ Exit status: 0 when the vote is accepted (or a duplicate of one taken), 1
 when it is late, rejected, refused or its outcome stayed unknown, 2 on a
 usage error.`
 
-// runVote sends one vote and prints the node's answer.
+// runVote sends one vote and prints the node's answer. It is long because
+// it is one command read top to bottom: its flags, the token, the vote
+// and each answer's line and exit status.
 func runVote(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally vote", voteUsage)
 	var base string
