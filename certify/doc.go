@@ -22,5 +22,12 @@
 // certificate records the decision, what it left out and the reason.
 // Leaderboards of certified quizzes are computed here too (leaderboard.go).
 //
-// It imports api, hlc, ids, ledger, quiz and state of this module.
+// An attempt's bookkeeping is pure and table-tested (plan.go): plan says
+// which replicas to read and which are missing before anything is read;
+// judge compares what was read with what each replica was known to hold.
+// The exactness metrics (exactness.go) compare the live tally with the
+// certificate.
+//
+// It imports api, hlc, ids, internal/rendezvous, ledger, poll, quiz and
+// state of this module.
 package certify

@@ -40,14 +40,11 @@ func TestPlan(t *testing.T) {
 		"accepting a stranger's losses": {map[string]uint64{"self": 3}, nil, Decisions{AcceptLost: []api.Exclusion{{Replica: "zz"}}}, nil, nil, ErrDecision},
 	} {
 		replicas, missing, err := plan("p", c.expected, c.peers, "self", c.d)
-		if !errors.Is(err, c.err) || (err != nil) != (c.err != nil) {
+		if !sameErr(err, c.err) {
 			t.Errorf("%s: err %v, want %v", name, err, c.err)
 			continue
 		}
-		var gotMissing []string
-		for _, m := range missing {
-			gotMissing = append(gotMissing, m.Replica)
-		}
+		gotMissing := missingReplicas(missing)
 		if !reflect.DeepEqual(replicas, c.replicas) || !reflect.DeepEqual(gotMissing, c.missing) {
 			t.Errorf("%s: read %v, missing %v; want %v, %v", name, replicas, gotMissing, c.replicas, c.missing)
 		}
@@ -78,16 +75,27 @@ func TestJudge(t *testing.T) {
 		"the maximum, intact": {map[string]uint64{"a": ^uint64(0)}, []ledger.Chain{chain("a", ^uint64(0))}, nil, nil, nil, nil},
 	} {
 		lost, missing, err := judge("p", c.expected, []string{"a", "b"}, c.got, c.accept)
-		if !errors.Is(err, c.err) || (err != nil) != (c.err != nil) {
+		if !sameErr(err, c.err) {
 			t.Errorf("%s: err %v, want %v", name, err, c.err)
 			continue
 		}
-		var gotMissing []string
-		for _, m := range missing {
-			gotMissing = append(gotMissing, m.Replica)
-		}
+		gotMissing := missingReplicas(missing)
 		if !reflect.DeepEqual(lost, c.lost) || !reflect.DeepEqual(gotMissing, c.missing) {
 			t.Errorf("%s: lost %+v, missing %v; want %+v, %v", name, lost, gotMissing, c.lost, c.missing)
 		}
 	}
+}
+
+// sameErr reports whether err is want (nil with nil).
+func sameErr(err, want error) bool {
+	return errors.Is(err, want) && (err != nil) == (want != nil)
+}
+
+// missingReplicas names the replicas of a list of missing ones.
+func missingReplicas(missing []api.Missing) []string {
+	var out []string
+	for _, m := range missing {
+		out = append(out, m.Replica)
+	}
+	return out
 }

@@ -15,10 +15,20 @@
 //     regions) come from the memberlist metadata, so --join alone is
 //     enough.
 //
+// Gossip holds the membership and the protocol; three types own the rest:
+// Mesh (nats.go) the NATS side — the embedded server, its links kept
+// reaching every member, and the one connection that gossip, catch-up and
+// the edge relay share (the relay borrows it through Gossip.Mesh().Conn
+// and never closes it); catchUp (catchup.go) the ballots a node missed
+// while away, fetched over NATS or memberlist; known (known.go) the
+// members kept across restarts. The cluster's keys and seals are the
+// keyring (seal.go).
+//
 // Every message carries the sender's hybrid logical clock, which the
 // receiver folds into its own (a clock too far ahead is refused, and its
 // message dropped). Messages are decoded strictly; anything malformed is
 // dropped and counted, never merged.
 //
-// The package imports state, crdt, poll, hlc and ids of this module.
+// The package imports api, crdt, hlc, ids, internal/wire, poll and state
+// of this module.
 package gossip

@@ -6,6 +6,13 @@
 // graceful shutdown (stop accepting, finish in-flight requests, close the
 // ledger).
 //
+// New opens (openState, then each room with its config written one field
+// a line); Run serves (serveSide, replayLedger, runUntilDone, whose
+// background loops one WaitGroup owns) and shuts down in one place
+// (shutdown). Features live in their own rooms — join codes (join), QR
+// codes (qr), the backup (internal/backup), the exactness metrics
+// (certify) — and node only wires them.
+//
 // A Node owns every goroutine it starts; Run returns after all of them
 // have stopped.
 package node
