@@ -19,12 +19,16 @@
 // The API's views of this state (a quiz's, a poll's) are built in package
 // api.
 //
-// This replica's own counts are written on the vote path by many goroutines
-// at once, so they live in striped cells: each option has a row of padded
-// atomic counters, a writer picks a stripe at random, and readers sum the
-// stripes. Reading a tally folds the cells into the poll's crdt.Tally, which
-// also holds what other replicas reported (merged by gossip). Everything is
-// safe for concurrent use: ingest writes, gossip merges, fan-out reads.
+// This replica's own counts live in striped cells: each option has a row
+// of padded atomic counters, a writer picks a stripe at random, and
+// readers sum the stripes. On the vote path, though, every vote passes its
+// poll's ballots lock first (Vote: last vote wins must see the voter's
+// previous ballot to move the count), so one poll's voters are
+// serialized there and the stripes only keep the cells' cache lines apart
+// from the readers and from Count's direct writes. Reading a tally folds
+// the cells into the poll's crdt.Tally, which also holds what other
+// replicas reported (merged by gossip). Everything is safe for concurrent
+// use: ingest writes, gossip merges, fan-out reads.
 //
 // A checkpoint (checkpoint.go) saves the vote state at one instant — per
 // poll its counts, record count and every replica's ballots — so a restart
