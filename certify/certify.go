@@ -122,6 +122,12 @@ type Certifier struct {
 	budgetLogged   atomic.Bool // the prefetch budget's warning is written once
 }
 
+// The defaults of Config's zero durations.
+const (
+	DefaultSettle        = 250 * time.Millisecond // after close + grace, for the last counts to spread
+	DefaultTakeoverAfter = 5 * time.Second        // each later rank of a poll's coordinator order waits this much more
+)
+
 // New checks cfg.
 func New(cfg Config) (*Certifier, error) {
 	if cfg.State == nil || cfg.Ledger == nil || cfg.Peers == nil || cfg.Clock == nil {
@@ -133,8 +139,8 @@ func New(cfg Config) (*Certifier, error) {
 		}
 	}
 	def(&cfg.Every, 100*time.Millisecond)
-	def(&cfg.Settle, 250*time.Millisecond)
-	def(&cfg.TakeoverAfter, 5*time.Second)
+	def(&cfg.Settle, DefaultSettle)
+	def(&cfg.TakeoverAfter, DefaultTakeoverAfter)
 	def(&cfg.Retry, 2*time.Second)
 	def(&cfg.PrefetchEvery, time.Second)
 	if cfg.Prefetch < 0 {

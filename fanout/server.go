@@ -16,6 +16,14 @@ import (
 	"tally/state"
 )
 
+// The defaults of Config's zero fields.
+const (
+	DefaultTick            = 250 * time.Millisecond // how often viewers get the changed tally
+	DefaultMaxTick         = time.Second            // the longest the tick stretches to under load
+	DefaultMaxViewers      = 19_000                 // live viewers a node serves (under ~20,000 open files)
+	DefaultMaxViewersPerIP = 200                    // live viewers one client address may hold
+)
+
 // Voter takes votes sent on a socket: body is the same JSON as the body of
 // POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
 // or an error (an *api.Error for a refusal).
@@ -116,8 +124,8 @@ func New(cfg Config) (*Server, error) {
 			*d = v
 		}
 	}
-	setDefault(&cfg.Tick, 250*time.Millisecond)
-	setDefault(&cfg.MaxTick, time.Second)
+	setDefault(&cfg.Tick, DefaultTick)
+	setDefault(&cfg.MaxTick, DefaultMaxTick)
 	setDefault(&cfg.Heartbeat, 15*time.Second)
 	setDefault(&cfg.RTTEvery, 5*time.Second)
 	setDefault(&cfg.WriteTimeout, 5*time.Second)
@@ -125,10 +133,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.Writers = 4 * runtime.GOMAXPROCS(0)
 	}
 	if cfg.MaxViewers <= 0 {
-		cfg.MaxViewers = 19_000
+		cfg.MaxViewers = DefaultMaxViewers
 	}
 	if cfg.MaxViewersPerIP <= 0 {
-		cfg.MaxViewersPerIP = 200
+		cfg.MaxViewersPerIP = DefaultMaxViewersPerIP
 	}
 	if cfg.MaxInbound <= 0 {
 		cfg.MaxInbound = 4096

@@ -232,7 +232,7 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	def(&cfg.PublishEvery, 100*time.Millisecond)
 	def(&cfg.HeartbeatEvery, time.Second)
-	def(&cfg.Retention, 24*time.Hour)
+	def(&cfg.Retention, DefaultRetention)
 	if cfg.Profile == "local" {
 		def(&cfg.Reconnect, time.Second)
 	}
@@ -334,9 +334,9 @@ func (g *Gossip) Start() error {
 	if cfg.NATSURL == "" {
 		// Each address is tried here, so a port already taken is named by
 		// its flag at once instead of the embedded server timing out.
-		g.mesh.want = [4]string{cmp.Or(cfg.NATSAddr, "127.0.0.1:4222"), cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr}
+		g.mesh.want = [4]string{cmp.Or(cfg.NATSAddr, DefaultNATSAddr), cfg.NATSClusterAddr, cfg.NATSGatewayAddr, cfg.NATSLeafAddr}
 		var err error
-		if cfg.NATSAddr, err = freePort(cmp.Or(cfg.NATSAddr, "127.0.0.1:4222")); err != nil {
+		if cfg.NATSAddr, err = freePort(cmp.Or(cfg.NATSAddr, DefaultNATSAddr)); err != nil {
 			return &FieldError{Field: "NATSAddr", Value: cfg.NATSAddr, Err: err}
 		}
 		if cfg.NATSClusterAddr != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 )
 
 // Roles a node can have.
@@ -16,6 +17,14 @@ const (
 
 // DefaultBindAddr is memberlist's address when Config.BindAddr is empty.
 const DefaultBindAddr = ":7946"
+
+// DefaultNATSAddr is the embedded NATS server's client address when
+// Config.NATSAddr is empty.
+const DefaultNATSAddr = "127.0.0.1:4222"
+
+// DefaultRetention is how long after its close (plus grace) a poll is
+// still gossiped when Config.Retention is zero.
+const DefaultRetention = 24 * time.Hour
 
 // CheckRole refuses a role that is neither RoleFull nor RoleEdge, as a
 // *FieldError of Role.

@@ -32,7 +32,7 @@ func (g *Gossip) CheckPorts() error {
 	if cfg.NATSURL != "" {
 		return nil
 	}
-	listeners := []struct{ field, addr string }{{"NATSAddr", cmp.Or(cfg.NATSAddr, "127.0.0.1:4222")}}
+	listeners := []struct{ field, addr string }{{"NATSAddr", cmp.Or(cfg.NATSAddr, DefaultNATSAddr)}}
 	if !g.single() && cfg.Role != RoleEdge { // as Start: routes, gateways and leaves are full members'
 		listeners = append(listeners, struct{ field, addr string }{"NATSClusterAddr", cfg.NATSClusterAddr},
 			struct{ field, addr string }{"NATSGatewayAddr", cfg.NATSGatewayAddr}, struct{ field, addr string }{"NATSLeafAddr", cfg.NATSLeafAddr})

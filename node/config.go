@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tally/certify"
+	"tally/fanout"
 	"tally/gossip"
 	"tally/ingest"
 	"tally/internal/flagerr"
@@ -160,12 +161,12 @@ func DefaultConfig() Config {
 		GossipAddr:        gossip.DefaultBindAddr,
 		GossipProfile:     "wan",
 		Cluster:           "tally",
-		NATSAddr:          "127.0.0.1:4222",
+		NATSAddr:          gossip.DefaultNATSAddr,
 		NATSClusterAddr:   ":6222",
 		NATSGatewayAddr:   ":7222",
 		NATSLeafAddr:      ":7422",
-		Retention:         24 * time.Hour,
-		CertifySettle:     250 * time.Millisecond,
+		Retention:         gossip.DefaultRetention,
+		CertifySettle:     certify.DefaultSettle,
 		CertifyPrefetch:   2_000_000,
 		CheckpointEvery:   time.Minute,
 		PowBits:           16,
@@ -176,21 +177,22 @@ func DefaultConfig() Config {
 		VouchPace:         1,
 		CatchUpWait:       10 * time.Second,
 		SessionTTL:        ingest.DefaultSessionTTL,
-		TakeoverAfter:     5 * time.Second,
+		TakeoverAfter:     certify.DefaultTakeoverAfter,
 		Role:              gossip.RoleFull,
-		Tick:              250 * time.Millisecond,
-		MaxTick:           time.Second,
+		Tick:              fanout.DefaultTick,
+		MaxTick:           fanout.DefaultMaxTick,
 		FanoutCPU:         float64(runtime.NumCPU()) / 2,
 		Limits:            ingest.DefaultLimits(),
 		Demo:              true,
-		MaxViewers:        19_000,
-		MaxViewersPerIP:   200,
+		MaxViewers:        fanout.DefaultMaxViewers,
+		MaxViewersPerIP:   fanout.DefaultMaxViewersPerIP,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ShutdownTimeout:   15 * time.Second,
 		Drain:             5 * time.Second,
+		ForgetEvery:       10 * time.Second,
 		MaxPolls:          state.DefaultMaxPolls,
 		IPv6Prefix:        ingest.DefaultIPv6Prefix,
 		LogFormat:         "text",

@@ -52,7 +52,7 @@ func (cfg *Config) fillDefaults() {
 	}{
 		{&cfg.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&cfg.ReadTimeout, d.ReadTimeout},
 		{&cfg.WriteTimeout, d.WriteTimeout}, {&cfg.IdleTimeout, d.IdleTimeout}, {&cfg.ShutdownTimeout, d.ShutdownTimeout},
-		{&cfg.ForgetEvery, 10 * time.Second}, {&cfg.Retention, d.Retention}, {&cfg.SessionTTL, d.SessionTTL},
+		{&cfg.ForgetEvery, d.ForgetEvery}, {&cfg.Retention, d.Retention}, {&cfg.SessionTTL, d.SessionTTL},
 	} {
 		if *t.v <= 0 {
 			*t.v = t.def
