@@ -90,6 +90,8 @@ export interface LiveOptions {
   maxDelayMs?: number;
   /** A socket not open this long after it was asked for is given up and tried again; default 10000. */
   openMs?: number;
+  /** An open socket on which nothing (not even the node's 15 s heartbeat) arrived this long is given up and tried again; default 40000. */
+  staleMs?: number;
 }
 
 export class Tally {
@@ -158,6 +160,8 @@ export interface QuizOptions {
   pollMs?: number;
   /** A socket not open this long after it was asked for is given up and tried again; default 10000. */
   openMs?: number;
+  /** An open socket on which nothing (not even the node's 15 s heartbeat) arrived this long is given up and tried again; default 40000. */
+  staleMs?: number;
 }
 
 export class QuizLive {

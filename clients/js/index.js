@@ -142,22 +142,37 @@ function sendRequest(ws, pending, msg, ms = 5000) {
 // follow sets a socket's handlers: opened on its open, and lost once when
 // it is gone: on its close, on its error (Node 20's WebSocket fires error
 // and no close when the connection is refused or fails before the
-// handshake's answer), or when it has not opened within openMs (a
-// handshake that hangs, say on a node that is stopping), which closes it.
-// It returns the function that stops that wait (the stream's close).
-function follow(ws, { opened, lost, openMs }) {
+// handshake's answer), when it has not opened within openMs (a handshake
+// that hangs, say on a node that is stopping), or when nothing arrived on
+// it for staleMs once open (the node sends at least a heartbeat every
+// 15 s: a frozen node or a dead path would otherwise leave a stale tally
+// on screen for good). A lost socket is closed. Call follow after setting
+// ws.onmessage. It returns the function that stops the waits (the
+// stream's close).
+function follow(ws, { opened, lost, openMs, staleMs = 40_000 }) {
   let gone = false;
+  let last = Date.now();
+  let watch = null;
+  const stop = () => { clearTimeout(timer); clearInterval(watch); };
   const once = () => {
-    clearTimeout(timer);
+    stop();
     if (gone) return;
     gone = true;
+    try { ws.close(); } catch { /* not open yet */ }
     lost();
   };
-  const timer = setTimeout(() => { try { ws.close(); } catch { /* not open yet */ } once(); }, openMs);
-  ws.onopen = () => { clearTimeout(timer); opened(); };
+  const timer = setTimeout(once, openMs);
+  const onmessage = ws.onmessage;
+  ws.onmessage = ev => { last = Date.now(); onmessage?.(ev); };
+  ws.onopen = () => {
+    clearTimeout(timer);
+    last = Date.now();
+    watch = setInterval(() => { if (Date.now() - last > staleMs) once(); }, Math.max(staleMs / 4, 10));
+    opened();
+  };
   ws.onclose = once;
   ws.onerror = once;
-  return () => clearTimeout(timer);
+  return stop;
 }
 
 // jitter spreads reconnects so a restarted node is not met by every
@@ -464,13 +479,13 @@ export class Tally {
  * sent on the socket in 400 ms batches (HTTP when it is down).
  */
 export class Live {
-  constructor(client, poll, onChange, { onConn = () => {}, batchMs = 400, maxDelayMs = 10_000, openMs = 10_000 } = {}) {
+  constructor(client, poll, onChange, { onConn = () => {}, batchMs = 400, maxDelayMs = 10_000, openMs = 10_000, staleMs = 40_000 } = {}) {
     if (typeof client.WebSocket !== "function" && typeof client.EventSource !== "function") {
       throw new TallyError("no_websocket", "subscribe: this runtime has no WebSocket (nor EventSource) to follow the poll with: " +
         "on Node 20 run node --experimental-websocket (Node 22 and later have one), or pass one: " +
         "new Tally({ url, WebSocket }) (for instance the ws package's)");
     }
-    Object.assign(this, { client, poll, onChange, onConn, batchMs, maxDelayMs, openMs });
+    Object.assign(this, { client, poll, onChange, onConn, batchMs, maxDelayMs, openMs, staleMs });
     this.state = null;
     this.failures = 0;
     this.closed = false;
@@ -497,6 +512,7 @@ export class Live {
     };
     this.unfollow = follow(ws, {
       openMs: this.openMs,
+      staleMs: this.staleMs,
       opened: () => { this.failures = 0; this.onConn("websocket"); },
       lost: () => {
         for (const done of this.pending.values()) done(null); // their votes go over HTTP
@@ -592,8 +608,8 @@ export class Live {
  * frame shape, and answers go over HTTP (timed from the question's opening).
  */
 export class QuizLive {
-  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000, pollMs = 1000, openMs = 10_000 } = {}) {
-    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs, pollMs, openMs });
+  constructor(client, quiz, onChange, { voter, onStanding = () => {}, onConn = () => {}, maxDelayMs = 10_000, pollMs = 1000, openMs = 10_000, staleMs = 40_000 } = {}) {
+    Object.assign(this, { client, quiz, onChange, onStanding, onConn, maxDelayMs, pollMs, openMs, staleMs });
     this.voter = voter || client.token?.voter;
     this.frame = null;
     this.offset = 0; // server clock − local clock, ms
@@ -627,6 +643,7 @@ export class QuizLive {
     };
     this.unfollow = follow(ws, {
       openMs: this.openMs,
+      staleMs: this.staleMs,
       opened: () => {
         this.failures = 0;
         this.joinedAt = null;

@@ -228,6 +228,37 @@ test("a refused socket and a handshake that hangs are each tried again", async (
   }
 });
 
+// A node that freezes (SIGSTOP) sends nothing, not even its heartbeat: the
+// stream notices within staleMs, reconnects by itself, and follows again
+// once the node resumes.
+test("a frozen node's silent stream is given up after staleMs and followed again after it resumes", async () => {
+  await admin("POST", "/v1/polls", { id: "stale", question: "Stale?", options: [{ id: "a", label: "A" }, { id: "b", label: "B" }], duration_s: 3600 });
+  const client = new Tally({ url });
+  const conns = [];
+  let state = null;
+  const live = client.subscribe("stale", s => { state = s; }, { onConn: c => conns.push(c), staleMs: 1500, maxDelayMs: 200 });
+  try {
+    await waitFor("the stream", () => conns.includes("websocket") && state);
+    // While votes arrive, each tick's diff keeps the stream alive.
+    for (let i = 0; i < 10; i++) {
+      await client.vote("stale", { option: "a", voter: `stale-${i}`, idem: `stale-${i}` });
+      await new Promise(r => setTimeout(r, 300));
+    }
+    await waitFor("the votes on the stream", () => state.totals.a === 10);
+    assert.ok(!conns.includes("reconnecting"), `a live stream was given up: ${conns}`);
+    proc.kill("SIGSTOP");
+    try {
+      await waitFor("the silent stream given up", () => conns.includes("reconnecting"), 15000);
+    } finally {
+      proc.kill("SIGCONT");
+    }
+    const before = conns.filter(c => c === "websocket").length;
+    await waitFor("the stream again", () => conns.filter(c => c === "websocket").length > before, 30000);
+  } finally {
+    live.close();
+  }
+});
+
 test("a gap in seq asks for a snapshot, and a diff applies only on its frame", () => {
   const client = new Tally({ url, WebSocket: class { constructor() { this.readyState = 0; } send() {} close() {} } });
   let resyncs = 0;
