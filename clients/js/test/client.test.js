@@ -703,6 +703,7 @@ test("the README's Node example runs as written against a node: it votes, closes
     assert.equal(code, 0, `exit ${code}: ${stderr}`);
     assert.match(stdout, /^accepted \S+\/\d+$/m, stdout);
     assert.match(stdout, /^open \{/m, "it printed the tally");
+    assert.match(stdout, /^open \{.*red: 1\b/m, "it printed the tally with its vote");
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
