@@ -28,7 +28,7 @@ const (
 // POST /v1/polls/{poll}/votes. It returns the acknowledgement to send back,
 // or an error (an *api.Error for a refusal).
 type Voter interface {
-	Vote(poll string, body []byte, s api.Sender) (any, error)
+	Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, error)
 }
 
 // Standings is a quiz's ranking as the live streams show it.

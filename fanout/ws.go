@@ -282,7 +282,7 @@ func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock api.Sen
 		return
 	}
 	result, err := s.cfg.Voter.Vote(pollID, in.Body, sock)
-	s.reply(c, in.Ref, result, err)
+	s.reply(c, in.Ref, &result, err)
 }
 
 // reply answers an inbound message with an ack carrying result, or with

@@ -22,11 +22,11 @@ import (
 // echoVoter acknowledges every vote body it is given, or refuses "bad".
 type echoVoter struct{}
 
-func (echoVoter) Vote(poll string, body []byte, _ api.Sender) (any, error) {
+func (echoVoter) Vote(poll string, body []byte, _ api.Sender) (api.VoteResponse, error) {
 	if strings.Contains(string(body), "bad") {
-		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
+		return api.VoteResponse{}, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
 	}
-	return map[string]string{"poll": poll, "body": string(body)}, nil
+	return api.VoteResponse{Results: []api.VoteResult{{Idem: poll + " " + string(body), Status: api.StatusAccepted}}}, nil
 }
 
 func serve(t testing.TB, st *state.State, mutate func(*Config)) (*Server, *httptest.Server) {
@@ -217,7 +217,7 @@ type recordingVoter struct {
 	polls map[string]int
 }
 
-func (r *recordingVoter) Vote(poll string, _ []byte, s api.Sender) (any, error) {
+func (r *recordingVoter) Vote(poll string, _ []byte, s api.Sender) (api.VoteResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last, r.votes = s, r.votes+1
@@ -225,7 +225,7 @@ func (r *recordingVoter) Vote(poll string, _ []byte, s api.Sender) (any, error) 
 		r.polls = map[string]int{}
 	}
 	r.polls[poll]++
-	return map[string]int{"ok": 1}, nil
+	return api.VoteResponse{Results: []api.VoteResult{{Status: api.StatusAccepted}}}, nil
 }
 
 func (r *recordingVoter) get() (api.Sender, int) {

@@ -27,10 +27,10 @@ func (p *Pipeline) HandleVotes(w http.ResponseWriter, r *http.Request) {
 // Vote takes a vote request body from another transport (the live
 // socket): the same decoding, voter token check, pipeline and
 // acknowledgement as HandleVotes. It is fanout's Voter.
-func (p *Pipeline) Vote(pollID string, body []byte, s api.Sender) (any, error) {
+func (p *Pipeline) Vote(pollID string, body []byte, s api.Sender) (VoteResponse, error) {
 	if err := p.Fits(body); err != nil {
 		p.m.refused(err, 1)
-		return nil, err
+		return VoteResponse{}, err
 	}
 	return p.vote(pollID, body, s)
 }

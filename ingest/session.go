@@ -121,18 +121,18 @@ const MaxSessionBody = 1024
 
 // Session answers a session request from s (over HTTP here, or relayed
 // by an edge): the puzzle, or with its solution in body the token.
-func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
+func (p *Pipeline) Session(body []byte, sender api.Sender) (SessionResponse, error) {
 	s := p.sessions
 	if s == nil {
-		return nil, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node")
+		return SessionResponse{}, api.Errorf(http.StatusNotFound, api.CodeInvalidRequest, "voter sessions are off on this node")
 	}
 	if len(body) > MaxSessionBody {
-		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", MaxSessionBody)
+		return SessionResponse{}, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", MaxSessionBody)
 	}
 	var req api.SessionSolution
 	if len(body) > 0 {
 		if err := api.Unmarshal(body, &req); err != nil {
-			return nil, err
+			return SessionResponse{}, err
 		}
 	}
 	ip := sender.IP
@@ -145,12 +145,12 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 			ok, wait, _, recent := p.sessions.tokenBudget(groups, shared, now)
 			if !ok {
 				p.m.sessions.WithLabelValues("rate_limited").Inc()
-				return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
+				return SessionResponse{}, rateLimited(wait, "too many voter tokens for this address across the cluster")
 			}
 			bits := s.difficulty(recent)
 			ch, err := s.cfg.Signer.Challenge(bits, client)
 			if err != nil {
-				return nil, err
+				return SessionResponse{}, err
 			}
 			return SessionResponse{Status: "challenge", Challenge: ch, Bits: bits}, nil
 		}
@@ -159,26 +159,26 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (any, error) {
 		// solution again after Retry-After.
 		if err := s.cfg.Signer.Precheck(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
-			return nil, sessionError(err)
+			return SessionResponse{}, sessionError(err)
 		}
 		if _, wait, ok := p.sessions.reserveToken(groups, shared, p.cfg.Now(), true); !ok {
 			p.m.sessions.WithLabelValues("rate_limited").Inc()
-			return nil, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After")
+			return SessionResponse{}, rateLimited(wait, "too many voter tokens for this address across the cluster; send the same solution again after Retry-After")
 		}
 		if err := s.cfg.Signer.Check(req.Challenge, req.Nonce, client, &s.used); err != nil {
 			p.m.sessions.WithLabelValues("puzzle_refused").Inc()
-			return nil, sessionError(err)
+			return SessionResponse{}, sessionError(err)
 		}
 		p.m.sessions.WithLabelValues("puzzle_solved").Inc()
 	}
 	slot, wait, ok := p.sessions.reserveToken(groups, shared, p.cfg.Now(), false)
 	if !ok {
 		p.m.sessions.WithLabelValues("rate_limited").Inc()
-		return nil, rateLimited(wait, "too many voter tokens for this address across the cluster")
+		return SessionResponse{}, rateLimited(wait, "too many voter tokens for this address across the cluster")
 	}
 	tok, t, err := p.issue(req.Previous, client, slot)
 	if err != nil {
-		return nil, err
+		return SessionResponse{}, err
 	}
 	if slot > s.cfg.Vouched {
 		p.m.sessions.WithLabelValues("issued_unvouched").Inc()

@@ -34,14 +34,13 @@ type edgeVoter struct {
 // (tally_edge_votes_total).
 type edgeVotes struct{ c *prometheus.CounterVec }
 
-func (v edgeVoter) Vote(poll string, body []byte, s api.Sender) (any, error) {
+func (v edgeVoter) Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, error) {
 	res, err := v.e.Vote(poll, body, s)
 	if err != nil {
 		v.counts.refusal(ingest.RefusalCode(err), ingest.VotesIn(body))
 		return res, err
 	}
-	raw, _ := res.(json.RawMessage)
-	v.counts.results(raw)
+	v.counts.results(res)
 	return res, err
 }
 
@@ -60,16 +59,10 @@ func (e edgeVotes) refusal(code string, votes int) {
 // says nothing of the vote's fate (504 outcome_unknown).
 const resultUnknown = "unknown"
 
-// results counts the votes of a success answer (a VoteResponse)
-// by their result, a rejected one by its error code.
-func (e edgeVotes) results(body []byte) {
-	var v struct {
-		Results []struct {
-			Status string `json:"status"`
-			Error  string `json:"error"`
-		} `json:"results"`
-	}
-	if json.Unmarshal(body, &v) != nil || len(v.Results) == 0 {
+// results counts the votes of a success answer by their result, a
+// rejected one by its error code.
+func (e edgeVotes) results(v api.VoteResponse) {
+	if len(v.Results) == 0 {
 		e.refusal(api.CodeInternal, 1) // the client got an answer it cannot read either
 		return
 	}
@@ -92,7 +85,11 @@ func (e edgeVotes) wrap(h http.Handler) http.Handler {
 		out := &answerRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(out, r)
 		if out.status == http.StatusOK {
-			e.results(out.body.Bytes())
+			var v api.VoteResponse
+			if json.Unmarshal(out.body.Bytes(), &v) != nil {
+				v.Results = nil // counted as internal: the client cannot read it either
+			}
+			e.results(v)
 			return
 		}
 		var body api.ErrorBody

@@ -52,11 +52,11 @@ type relayHandler struct{ n *Node }
 // clients' are (refusals.go): the pipeline counts those it makes, and
 // those made here before it (not ready, a body too large for this node)
 // are counted here.
-func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Reply {
-	out := make([]relay.Reply, len(reqs))
+func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Answer {
+	out := make([]relay.Answer, len(reqs))
 	if err := h.n.readyErr(); err != nil {
 		for i := range out {
-			out[i].Err = err
+			out[i] = relay.ErrorAnswer(err)
 			h.n.ingest.CountRefused(err, ingest.VotesIn(reqs[i].Body))
 		}
 		return out
@@ -65,7 +65,7 @@ func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Reply {
 	at := make([]int, 0, len(reqs)) // in[j] is reqs[at[j]]
 	for i, q := range reqs {
 		if err := h.n.ingest.Fits(q.Body); err != nil {
-			out[i].Err = err
+			out[i] = relay.ErrorOf(err, h.n.log)
 			h.n.ingest.CountRefused(err, 1)
 			continue
 		}
@@ -76,19 +76,23 @@ func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Reply {
 	}
 	for j, r := range h.n.ingest.VoteBatch(poll, in) {
 		if r.Err != nil {
-			out[at[j]].Err = r.Err
+			out[at[j]] = relay.ErrorOf(r.Err, h.n.log)
 			continue
 		}
-		out[at[j]].Value = r.Response
+		out[at[j]] = relay.Answer{Vote: &r.Response}
 	}
 	return out
 }
 
-func (h relayHandler) Session(body []byte, s api.Sender) (any, error) {
+func (h relayHandler) Session(body []byte, s api.Sender) relay.Answer {
 	if err := h.n.readyErr(); err != nil {
-		return nil, err
+		return relay.ErrorAnswer(err)
 	}
-	return h.n.ingest.Session(body, s)
+	v, err := h.n.ingest.Session(body, s)
+	if err != nil {
+		return relay.ErrorOf(err, h.n.log)
+	}
+	return relay.Answer{Session: &v}
 }
 
 // Participant checks a quiz join an edge relayed, as the node checks the
@@ -101,7 +105,7 @@ func (h relayHandler) Participant(token, userAgent, ip string) (string, bool) {
 }
 
 // readyErr is the refusal of a request the node cannot answer yet.
-func (n *Node) readyErr() error {
+func (n *Node) readyErr() *api.Error {
 	if n.ready.Load() {
 		return nil
 	}

@@ -22,6 +22,10 @@
 // sealed with the cluster's keyring (and NATS itself admits members
 // only); a message that does not open or decode is dropped unanswered.
 //
-// The message format (message.go) is bounded in every field and fuzzed.
+// A full node's answer is one typed value (Answer: a refusal, a vote
+// response, a session response or a join's check) from its pipeline to
+// the edge, binary on the wire (answer.go); only the edge writes it as
+// the client's JSON. The message formats (message.go, answer.go) are
+// bounded in every field and fuzzed.
 // It imports api, ids and internal/wire of this module, and NATS.
 package relay

@@ -3,7 +3,6 @@ package relay
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -412,26 +411,21 @@ func fit(req Request) (Request, *api.Error) {
 	return req, nil
 }
 
-// ErrorAnswer is the Answer of an API error, as the full node writes it.
-func ErrorAnswer(e *api.Error) Answer {
-	var body api.ErrorBody
-	body.Error.Code, body.Error.Message = e.Code, e.Message
-	b, _ := json.Marshal(body)
-	return Answer{Status: e.Status, RetryAfter: e.RetryAfter, Body: b}
-}
-
 // Vote relays a vote that came on a live socket: it is fanout's Voter at
-// an edge. The full node's success answer is returned as raw JSON, its
-// refusal as the *api.Error it was.
-func (e *Edge) Vote(poll string, body []byte, s api.Sender) (any, error) {
+// an edge. It returns the full node's answer as the full node's pipeline
+// gave it: the response, or the refusal (an *api.Error).
+func (e *Edge) Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, error) {
 	if int64(len(body)) > e.cfg.MaxBody {
-		return nil, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", e.cfg.MaxBody)
+		return api.VoteResponse{}, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", e.cfg.MaxBody)
 	}
 	a := e.Relay(context.Background(), Request{Kind: KindVote, Poll: poll, Body: body, Sender: s})
-	if a.Status == http.StatusOK {
-		return json.RawMessage(a.Body), nil
+	switch {
+	case a.Err != nil:
+		return api.VoteResponse{}, a.Err
+	case a.Vote == nil:
+		return api.VoteResponse{}, errEmptyAnswer
 	}
-	return nil, a.Err()
+	return *a.Vote, nil
 }
 
 // Participant checks a quiz join's voter token at a full node of the
@@ -447,22 +441,10 @@ func (e *Edge) Participant(token, userAgent, ip string) (voter string, counted b
 		return "", false
 	}
 	a := e.Relay(context.Background(), Request{Kind: KindJoin, Sender: api.Sender{IP: ip, UserAgent: userAgent, Token: token}})
-	var j JoinAnswer
-	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &j) != nil {
+	if a.Join == nil {
 		return "", false
 	}
-	return j.Voter, j.Counted
-}
-
-// Err is the *api.Error a refusal answer carries.
-func (a Answer) Err() *api.Error {
-	var body api.ErrorBody
-	if err := json.Unmarshal(a.Body, &body); err != nil || body.Error.Code == "" {
-		return api.Errorf(http.StatusBadGateway, api.CodeInternal, "the full node's answer could not be read")
-	}
-	e := api.Errorf(a.Status, body.Error.Code, "%s", body.Error.Message)
-	e.RetryAfter = a.RetryAfter
-	return e
+	return a.Join.Voter, a.Join.Counted
 }
 
 // HandleVotes serves POST /v1/polls/{poll}/votes at an edge.
@@ -474,7 +456,7 @@ func (e *Edge) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := api.HTTPSender(e.cfg.ClientIP(r), r.UserAgent(), r.Header.Get(api.SessionHeader), received)
-	e.write(w, e.Relay(r.Context(), Request{Kind: KindVote, Poll: r.PathValue("poll"), Body: body, Sender: s}))
+	e.Relay(r.Context(), Request{Kind: KindVote, Poll: r.PathValue("poll"), Body: body, Sender: s}).WriteHTTP(w)
 }
 
 // HandleSession serves POST /v1/session at an edge: the puzzle and the
@@ -486,14 +468,5 @@ func (e *Edge) HandleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := api.HTTPSender(e.cfg.ClientIP(r), r.UserAgent(), "", e.cfg.Now().UnixMilli())
-	e.write(w, e.Relay(r.Context(), Request{Kind: KindSession, Body: body, Sender: s}))
-}
-
-func (e *Edge) write(w http.ResponseWriter, a Answer) {
-	if a.RetryAfter > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(max(int((a.RetryAfter+time.Second-1)/time.Second), 1)))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(a.Status)
-	w.Write(a.Body)
+	e.Relay(r.Context(), Request{Kind: KindSession, Body: body, Sender: s}).WriteHTTP(w)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"tally/api"
@@ -41,15 +40,6 @@ const (
 	KindJoin byte = 3
 )
 
-// JoinAnswer is a full node's answer to a KindJoin request.
-type JoinAnswer struct {
-	// Voter is the token's voter; empty: no valid token (the participant
-	// joins under the id they sent, and counts only where the full node
-	// asks for no tokens: Counted).
-	Voter   string `json:"voter"`
-	Counted bool   `json:"counted"`
-}
-
 // Request is one client's request as the edge took it: what it sent and
 // everything the full node decides from (api.Sender, after the edge
 // applied --trusted-proxies and timed a quiz answer on its own clock).
@@ -60,18 +50,16 @@ type Request struct {
 	Sender api.Sender
 }
 
-// Answer is the full node's answer to one Request: the HTTP status and
-// the JSON body it would have written to the client itself.
-type Answer struct {
-	Status     int
-	RetryAfter time.Duration // the Retry-After it would have sent; 0: none
-	Body       []byte
-}
-
+// The versions of the relay messages. An edge that sends TRQ3 reads
+// typed binary answers (TRA2); one of the releases before sent TRQ2 (or
+// TRQ1, without a start-by) and reads each answer's JSON (TRA1), which a
+// full node still writes it. Upgrade the full nodes before the edges.
 const (
-	batchMagic   = "TRQ2" // TRQ1, and the time a full node may start it by (unix ms; 0: any time)
-	batchMagicV1 = "TRQ1" // read still: an edge of the release before
-	answerMagic  = "TRA1"
+	batchMagic    = "TRQ3" // TRQ2 with typed answers
+	batchMagicV2  = "TRQ2" // TRQ1 and the time a full node may start it by (unix ms; 0: any time)
+	batchMagicV1  = "TRQ1"
+	answerMagic   = "TRA2"
+	answerMagicV1 = "TRA1"
 )
 
 // AppendBatch appends the relay message of reqs to b, with no bound on
@@ -119,25 +107,33 @@ func DecodeBatch(b []byte) ([]Request, error) {
 // damaged, over the bounds, or names a kind or poll id that cannot be.
 // The bodies alias one copy of b, made here: nothing returned aliases b.
 func DecodeBatchBy(b []byte) (startBy int64, reqs []Request, err error) {
+	_, startBy, reqs, err = decodeBatch(b)
+	return startBy, reqs, err
+}
+
+// decodeBatch is DecodeBatchBy that also says whether the edge reads
+// typed answers (it sent the current version).
+func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error) {
 	if len(b) > MaxBatchBytes+len(batchMagic)+binary.MaxVarintLen64 {
-		return 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
+		return false, 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
 	}
 	if len(b) < len(batchMagic) {
-		return 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+		return false, 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
 	magic := string(b[:len(batchMagic)])
-	if magic != batchMagic && magic != batchMagicV1 {
-		return 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+	if magic != batchMagic && magic != batchMagicV2 && magic != batchMagicV1 {
+		return false, 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
+	typed = magic == batchMagic
 	r := wire.NewReader(bytes.Clone(b[len(batchMagic):]), ErrMalformed)
-	if magic == batchMagic {
+	if magic != batchMagicV1 {
 		if startBy = r.Varint(); startBy < 0 {
-			return 0, nil, fmt.Errorf("%w: start-by %d", ErrMalformed, startBy)
+			return false, 0, nil, fmt.Errorf("%w: start-by %d", ErrMalformed, startBy)
 		}
 	}
 	n := r.Count(MaxBatch, "requests")
 	if r.Err() != nil {
-		return 0, nil, r.Err()
+		return false, 0, nil, r.Err()
 	}
 	reqs = make([]Request, 0, n)
 	var poll, ua string // most requests share the previous one's: one string, not one each
@@ -156,24 +152,24 @@ func DecodeBatchBy(b []byte) (startBy int64, reqs []Request, err error) {
 		q.Sender.RTTMs = r.Varint()
 		q.Sender.ReceivedMs = r.Varint()
 		if r.Err() != nil {
-			return 0, nil, r.Err()
+			return false, 0, nil, r.Err()
 		}
 		switch {
 		case q.Kind != KindVote && q.Kind != KindSession && q.Kind != KindJoin:
-			return 0, nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
+			return false, 0, nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
 		case q.Kind == KindJoin && (q.Poll != "" || len(q.Body) > 0):
-			return 0, nil, fmt.Errorf("%w: a join carries no poll or body", ErrMalformed)
+			return false, 0, nil, fmt.Errorf("%w: a join carries no poll or body", ErrMalformed)
 		case q.Kind == KindVote && ids.Valid(q.Poll) != nil:
-			return 0, nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
+			return false, 0, nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
 		case q.Kind == KindSession && q.Poll != "":
-			return 0, nil, fmt.Errorf("%w: a session request names a poll", ErrMalformed)
+			return false, 0, nil, fmt.Errorf("%w: a session request names a poll", ErrMalformed)
 		}
 		reqs = append(reqs, q)
 	}
 	if r.Len() != 0 {
-		return 0, nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
+		return false, 0, nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
 	}
-	return startBy, reqs, nil
+	return typed, startBy, reqs, nil
 }
 
 // same returns *prev if it spells b, else b as a new string, kept in prev.
@@ -182,62 +178,6 @@ func same(prev *string, b []byte) string {
 		*prev = string(b)
 	}
 	return *prev
-}
-
-// AppendAnswers appends the reply to a relay message (one answer per
-// request, in order) to b.
-func AppendAnswers(b []byte, as []Answer) []byte {
-	size := len(answerMagic) + binary.MaxVarintLen64
-	for _, a := range as {
-		size += 3*binary.MaxVarintLen64 + len(a.Body)
-	}
-	b = slices.Grow(b, size)
-	b = append(b, answerMagic...)
-	b = binary.AppendUvarint(b, uint64(len(as)))
-	for _, a := range as {
-		b = binary.AppendUvarint(b, uint64(a.Status))
-		b = binary.AppendUvarint(b, uint64(a.RetryAfter/time.Millisecond))
-		b = wire.AppendBytes(b, a.Body)
-	}
-	return b
-}
-
-// maxAnswer bounds one answer's body: a vote response of a whole batch
-// request with every field at its longest fits.
-const maxAnswer = 256 << 10
-
-// DecodeAnswers reads the reply to a relay message of want requests.
-func DecodeAnswers(b []byte, want int) ([]Answer, error) {
-	if len(b) < len(answerMagic) || string(b[:len(answerMagic)]) != answerMagic {
-		return nil, fmt.Errorf("%w: not a relay answer", ErrMalformed)
-	}
-	r := wire.NewReader(b[len(answerMagic):], ErrMalformed)
-	n := r.Count(MaxBatch, "answers")
-	if r.Err() == nil && int(n) != want {
-		return nil, fmt.Errorf("%w: %d answers to %d requests", ErrMalformed, n, want)
-	}
-	as := make([]Answer, 0, n)
-	for range n {
-		var a Answer
-		status := r.Uvarint()
-		retry := r.Uvarint()
-		a.Body = append([]byte(nil), r.LenBytes(maxAnswer, "answer")...)
-		if r.Err() != nil {
-			return nil, r.Err()
-		}
-		if status < 100 || status > 599 || retry > uint64(time.Hour/time.Millisecond) {
-			return nil, fmt.Errorf("%w: status %d, retry after %d ms", ErrMalformed, status, retry)
-		}
-		a.Status, a.RetryAfter = int(status), time.Duration(retry)*time.Millisecond
-		as = append(as, a)
-	}
-	if r.Err() != nil {
-		return nil, r.Err()
-	}
-	if r.Len() != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last answer", ErrMalformed, r.Len())
-	}
-	return as, nil
 }
 
 // defaults fills what both sides may leave unset: without Seal and Open

@@ -3,7 +3,9 @@ package relay
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,10 +31,9 @@ func TestBatchRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(in, out) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
 	}
-	as := []Answer{{Status: 200, Body: []byte(`{"results":[]}`)}, {Status: 429, RetryAfter: 2 * time.Second, Body: []byte(`{"error":{}}`)}}
-	got, err := DecodeAnswers(AppendAnswers(nil, as), 2)
-	if err != nil || !reflect.DeepEqual(got, as) {
-		t.Fatalf("answers: %+v %v", got, err)
+	got, err := DecodeAnswers(AppendAnswers(nil, sampleAnswers()), len(sampleAnswers()))
+	if err != nil || !reflect.DeepEqual(got, sampleAnswers()) {
+		t.Fatalf("answers:\n got %s\nwant %s (%v)", show(got), show(sampleAnswers()), err)
 	}
 }
 
@@ -64,17 +65,32 @@ func TestDecodeBatchRefusesHostileInput(t *testing.T) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
 		}
 	}
-	answers := AppendAnswers(nil, []Answer{{Status: 200, Body: []byte("{}")}})
+	answers := AppendAnswers(nil, sampleAnswers()[:1])
+	one := func(a Answer) []byte { return AppendAnswers(nil, []Answer{a}) }
+	results := func(n int) []byte {
+		b := binary.AppendUvarint(append([]byte(answerMagic), 1, tagVote, 0), uint64(n))
+		for range n {
+			b = append(b, 0, 0, 0, 0, 0, 0)
+		}
+		return b
+	}
 	for name, c := range map[string]struct {
 		b    []byte
 		want int
 	}{
-		"wrong count":   {answers, 2},
-		"bad status":    {AppendAnswers(nil, []Answer{{Status: 999}}), 1},
-		"zero status":   {AppendAnswers(nil, []Answer{{}}), 1},
-		"truncated":     {answers[:len(answers)-1], 1},
-		"trailing":      {append(bytes.Clone(answers), 1), 1},
-		"not an answer": {good, 2},
+		"wrong count":    {answers, 2},
+		"bad status":     {one(ErrorAnswer(&api.Error{Status: 999, Code: "x"})), 1},
+		"success status": {one(ErrorAnswer(&api.Error{Status: 200, Code: "x"})), 1},
+		"no code":        {one(ErrorAnswer(&api.Error{Status: 400})), 1},
+		"day-long retry": {one(ErrorAnswer(&api.Error{Status: 429, Code: "x", RetryAfter: 24 * time.Hour})), 1},
+		"bad tag":        {append([]byte(answerMagic), 1, 9), 1},
+		"long message":   {one(ErrorAnswer(&api.Error{Status: 400, Code: "x", Message: strings.Repeat("m", maxAnswerString+1)})), 1},
+		"bits":           {one(Answer{Session: &api.SessionResponse{Bits: 65}}), 1},
+		"too many votes": {results(api.MaxBatch + 1), 1},
+		"truncated":      {answers[:len(answers)-1], 1},
+		"trailing":       {append(bytes.Clone(answers), 1), 1},
+		"not an answer":  {good, 2},
+		"old version":    {appendAnswersV1(nil, sampleAnswers()[:1]), 1},
 	} {
 		if _, err := DecodeAnswers(c.b, c.want); !errors.Is(err, ErrMalformed) {
 			t.Errorf("answers, %s: %v, want ErrMalformed", name, err)
@@ -106,12 +122,50 @@ func FuzzDecodeBatch(f *testing.F) {
 }
 
 func FuzzDecodeAnswers(f *testing.F) {
-	f.Add(AppendAnswers(nil, []Answer{{Status: 200, Body: []byte("{}")}}), 1)
+	f.Add(AppendAnswers(nil, sampleAnswers()), len(sampleAnswers()))
 	f.Add([]byte(answerMagic), 0)
 	f.Fuzz(func(t *testing.T, b []byte, want int) {
 		as, err := DecodeAnswers(b, want)
-		if err == nil && len(as) != want {
+		if err != nil {
+			return
+		}
+		if len(as) != want {
 			t.Fatalf("%d answers, want %d", len(as), want)
 		}
+		again, err := DecodeAnswers(AppendAnswers(nil, as), want)
+		if err != nil || !reflect.DeepEqual(again, as) {
+			t.Fatalf("re-encoding: %s, was %s (%v)", show(again), show(as), err)
+		}
+		for _, a := range as {
+			if status, body := a.JSON(); status < 200 || status > 599 || !json.Valid(body) {
+				t.Fatalf("written as %d %q", status, body)
+			}
+		}
 	})
+}
+
+// sampleAnswers holds one answer of every kind, every field set.
+func sampleAnswers() []Answer {
+	ms := int64(2400)
+	retry := api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, "slow down")
+	retry.RetryAfter = 2 * time.Second
+	return []Answer{
+		{Vote: &api.VoteResponse{ServerTime: 1796000000000, Results: []api.VoteResult{
+			{Idem: "k1", Status: api.StatusAccepted, VoteID: "eu-1/7", Stamp: "1796000000000.3", ElapsedMs: &ms},
+			{Idem: "k2", Status: api.StatusRejected, Error: "invalid_option"},
+		}}},
+		ErrorAnswer(retry),
+		{Session: &api.SessionResponse{Status: "issued", Token: "t", Voter: "v", Bits: 16, ExpiresAt: 5, ServerTime: 4, Challenge: "c"}},
+		{Join: &JoinAnswer{Voter: "v", Counted: true}},
+		{Join: &JoinAnswer{}},
+	}
+}
+
+func show(as []Answer) string {
+	var b strings.Builder
+	for _, a := range as {
+		_, body := a.JSON()
+		b.Write(body)
+	}
+	return b.String()
 }

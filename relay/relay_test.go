@@ -1,12 +1,14 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,6 +26,7 @@ import (
 
 	"tally/api"
 	"tally/internal/testwait"
+	"tally/internal/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -77,9 +80,9 @@ type fullNode struct {
 	votes atomic.Int64
 }
 
-func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (any, error) {
+func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, error) {
 	if strings.Contains(string(body), "bad") {
-		return nil, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
+		return api.VoteResponse{}, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option")
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -96,17 +99,24 @@ func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (any, error) {
 	return api.VoteResponse{Results: []api.VoteResult{{Idem: s.IP, Status: status, VoteID: id}}}, nil
 }
 
-func (f *fullNode) Votes(poll string, reqs []Request) []Reply {
-	out := make([]Reply, len(reqs))
+func (f *fullNode) Votes(poll string, reqs []Request) []Answer {
+	out := make([]Answer, len(reqs))
 	for i, q := range reqs {
-		out[i].Value, out[i].Err = f.Vote(poll, q.Body, q.Sender)
+		v, err := f.Vote(poll, q.Body, q.Sender)
+		if out[i] = ErrorOf(err, slog.Default()); err == nil {
+			out[i] = Answer{Vote: &v}
+		}
 	}
 	return out
 }
 
-func (f *fullNode) Session(body []byte, s api.Sender) (any, error) {
-	return api.SessionResponse{Status: "issued", Voter: s.UserAgent}, nil
+func (f *fullNode) Session(body []byte, s api.Sender) Answer {
+	return Answer{Session: &api.SessionResponse{Status: "issued", Voter: s.UserAgent}}
 }
+
+// status and text are the answer as its HTTP client gets it.
+func (a Answer) status() int  { s, _ := a.JSON(); return s }
+func (a Answer) text() string { _, b := a.JSON(); return string(b) }
 
 // Participant stands for a full node's token check: a token "ok:<voter>"
 // bound to the address 203.0.113.7 is valid.
@@ -176,8 +186,8 @@ func TestEdgeGathersClientsIntoBatches(t *testing.T) {
 	wg.Wait()
 	for i, a := range answers {
 		want := fmt.Sprintf(`"idem":"203.0.113.%d","status":"accepted"`, i%250)
-		if a.Status != http.StatusOK || !strings.Contains(string(a.Body), want) {
-			t.Fatalf("client %d: %d %s", i, a.Status, a.Body)
+		if a.status() != http.StatusOK || !strings.Contains(a.text(), want) {
+			t.Fatalf("client %d: %d %s", i, a.status(), a.text())
 		}
 	}
 	batches := testutil.ToFloat64(reg.batches)
@@ -211,15 +221,15 @@ func TestEdgeResendsWhenAFullNodeDiesMidBatch(t *testing.T) {
 	full := &fullNode{name: "eu-2"}
 	startServer(t, conn(), full, "k")
 	a := <-answer
-	if a.Status != http.StatusOK || !strings.Contains(string(a.Body), `"vote_id":"eu-2/1"`) || full.votes.Load() != 1 {
-		t.Fatalf("after the failover: %d %s, %d votes", a.Status, a.Body, full.votes.Load())
+	if a.status() != http.StatusOK || !strings.Contains(a.text(), `"vote_id":"eu-2/1"`) || full.votes.Load() != 1 {
+		t.Fatalf("after the failover: %d %s, %d votes", a.status(), a.text(), full.votes.Load())
 	}
 	if testutil.ToFloat64(reg.resends) < 1 {
 		t.Fatal("no resend counted")
 	}
 	// The client retries the same request: the same answer, not a second vote.
-	if a := edge.Relay(context.Background(), voteReq(1)); !strings.Contains(string(a.Body), `"status":"duplicate","vote_id":"eu-2/1"`) {
-		t.Fatalf("the retry: %s", a.Body)
+	if a := edge.Relay(context.Background(), voteReq(1)); !strings.Contains(a.text(), `"status":"duplicate","vote_id":"eu-2/1"`) {
+		t.Fatalf("the retry: %s", a.text())
 	}
 }
 
@@ -229,16 +239,16 @@ func TestEdgeAnswersUnavailableWithoutAFullNode(t *testing.T) {
 	conn := startNATS(t)
 	edge, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 300 * time.Millisecond })
 	a := edge.Relay(context.Background(), voteReq(1))
-	if a.Status != http.StatusServiceUnavailable || a.RetryAfter <= 0 || a.Err().Code != api.CodeUnavailable {
-		t.Fatalf("no full node: %d %v %s", a.Status, a.RetryAfter, a.Body)
+	if a.status() != http.StatusServiceUnavailable || a.Err.RetryAfter <= 0 || a.Err.Code != api.CodeUnavailable {
+		t.Fatalf("no full node: %d %v %s", a.status(), a.Err.RetryAfter, a.text())
 	}
 	// Nor with no NATS connection.
 	lone, _ := startEdge(t, nil, "k", func(c *EdgeConfig) {
 		c.Conn = func() *nats.Conn { return nil }
 		c.Deadline = 300 * time.Millisecond
 	})
-	if a := lone.Relay(context.Background(), voteReq(2)); a.Status != http.StatusServiceUnavailable {
-		t.Fatalf("no connection: %d %s", a.Status, a.Body)
+	if a := lone.Relay(context.Background(), voteReq(2)); a.status() != http.StatusServiceUnavailable {
+		t.Fatalf("no connection: %d %s", a.status(), a.text())
 	}
 }
 
@@ -271,8 +281,8 @@ func TestStrangerPosingAsAnEdgeChangesNothing(t *testing.T) {
 	defer sub.Unsubscribe()
 	edge, _ := startEdge(t, conn(), "cluster key", func(c *EdgeConfig) { c.Cluster = "other"; c.Deadline = 300 * time.Millisecond })
 	// (Someone took the batch: its outcome is unknown, not refused.)
-	if a := edge.Relay(context.Background(), voteReq(1)); a.Status != http.StatusGatewayTimeout || a.Err().Code != api.CodeOutcomeUnknown {
-		t.Fatalf("an unsealed answer was believed: %d %s", a.Status, a.Body)
+	if a := edge.Relay(context.Background(), voteReq(1)); a.status() != http.StatusGatewayTimeout || a.Err.Code != api.CodeOutcomeUnknown {
+		t.Fatalf("an unsealed answer was believed: %d %s", a.status(), a.text())
 	}
 }
 
@@ -310,11 +320,12 @@ func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
 	if w := do("/v1/session", "", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"voter":"phone"`) {
 		t.Fatalf("session: %d %s", w.Code, w.Body)
 	}
-	// A socket's vote: the raw answer, or the *api.Error it was.
-	if v, err := edge.Vote("p", []byte(`{"option":"a","voter":"w","idem":"k2"}`), api.Sender{IP: "192.0.2.1"}); err != nil || !strings.Contains(string(v.(json.RawMessage)), "accepted") {
-		t.Fatalf("socket vote: %s %v", v, err)
+	// A socket's vote: the full node's response, or the *api.Error it was.
+	if v, err := edge.Vote("p", []byte(`{"option":"a","voter":"w","idem":"k2"}`), api.Sender{IP: "192.0.2.1"}); err != nil || len(v.Results) != 1 || v.Results[0].Status != api.StatusAccepted {
+		t.Fatalf("socket vote: %+v %v", v, err)
 	}
-	if _, err := edge.Vote("p", []byte(`{"option":"bad"}`), api.Sender{}); err == nil || !strings.Contains(err.Error(), "invalid_option") {
+	var e *api.Error
+	if _, err := edge.Vote("p", []byte(`{"option":"bad"}`), api.Sender{}); !errors.As(err, &e) || e.Code != api.CodeInvalidOption || e.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("refused socket vote: %v", err)
 	}
 }
@@ -336,9 +347,9 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	for i := range 20 {
 		first := edge1.Relay(context.Background(), voteReq(i))
 		again := edge2.Relay(context.Background(), voteReq(i))
-		id := strings.Split(strings.Split(string(first.Body), `"vote_id":"`)[1], `"`)[0]
-		if !strings.Contains(string(again.Body), `"status":"duplicate","vote_id":"`+id+`"`) {
-			t.Fatalf("request %d: first %s, its retry through the other edge %s", i, first.Body, again.Body)
+		id := strings.Split(strings.Split(first.text(), `"vote_id":"`)[1], `"`)[0]
+		if !strings.Contains(again.text(), `"status":"duplicate","vote_id":"`+id+`"`) {
+			t.Fatalf("request %d: first %s, its retry through the other edge %s", i, first.text(), again.text())
 		}
 	}
 	if a.votes.Load() == 0 || b.votes.Load() == 0 || a.votes.Load()+b.votes.Load() != 20 {
@@ -348,8 +359,8 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	// it leave): its requests go to eu-b at once.
 	sa.Close()
 	for i := 100; i < 110; i++ {
-		if ans := edge1.Relay(context.Background(), voteReq(i)); !strings.Contains(string(ans.Body), `"vote_id":"eu-b/`) {
-			t.Fatalf("with eu-a gone: %d %s", ans.Status, ans.Body)
+		if ans := edge1.Relay(context.Background(), voteReq(i)); !strings.Contains(ans.text(), `"vote_id":"eu-b/`) {
+			t.Fatalf("with eu-a gone: %d %s", ans.status(), ans.text())
 		}
 	}
 }
@@ -373,8 +384,8 @@ func TestOneClientCannotSpoilABatch(t *testing.T) {
 		var wg sync.WaitGroup
 		for name, req := range hostile {
 			wg.Go(func() {
-				if a := edge.Relay(context.Background(), req); a.Status != want[name] {
-					t.Errorf("%s: %d %s", name, a.Status, a.Body)
+				if a := edge.Relay(context.Background(), req); a.status() != want[name] {
+					t.Errorf("%s: %d %s", name, a.status(), a.text())
 				}
 			})
 		}
@@ -382,8 +393,8 @@ func TestOneClientCannotSpoilABatch(t *testing.T) {
 			wg.Go(func() {
 				req := voteReq(round*10 + i)
 				req.Sender.UserAgent = strings.Repeat("u", 5000)
-				if a := edge.Relay(context.Background(), req); a.Status != 200 || !strings.Contains(string(a.Body), "accepted") {
-					t.Errorf("an honest vote beside hostile ones: %d %s", a.Status, a.Body)
+				if a := edge.Relay(context.Background(), req); a.status() != 200 || !strings.Contains(a.text(), "accepted") {
+					t.Errorf("an honest vote beside hostile ones: %d %s", a.status(), a.text())
 				}
 			})
 		}
@@ -402,7 +413,7 @@ type stallingNode struct {
 	once    sync.Once
 }
 
-func (s *stallingNode) Votes(poll string, reqs []Request) []Reply {
+func (s *stallingNode) Votes(poll string, reqs []Request) []Answer {
 	s.once.Do(func() { <-s.release })
 	return s.fullNode.Votes(poll, reqs)
 }
@@ -431,8 +442,8 @@ func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
 	// answer: its outcome is unknown, not refused.
 	a := edge.Relay(context.Background(), voteReq(2))
 	close(stall.release)
-	if a.Status != http.StatusGatewayTimeout || a.Err().Code != api.CodeOutcomeUnknown || a.RetryAfter != time.Second {
-		t.Fatalf("the second vote while the node is stalled: %d %s, want 504 outcome_unknown", a.Status, a.Body)
+	if a.status() != http.StatusGatewayTimeout || a.Err.Code != api.CodeOutcomeUnknown || a.Err.RetryAfter != time.Second {
+		t.Fatalf("the second vote while the node is stalled: %d %s, want 504 outcome_unknown", a.status(), a.text())
 	}
 	<-first
 	testwait.For(t, 5*time.Second, "the queued batch dropped as expired", func() bool {
@@ -469,12 +480,7 @@ func TestEdgeHearsALateAnswerToAnEarlierAttempt(t *testing.T) {
 				return
 			}
 			_, reqs, _ := DecodeBatchBy(body)
-			replies := full.Votes("p", reqs)
-			answers := make([]Answer, len(replies))
-			for i, r := range replies {
-				answers[i] = Answer{Status: http.StatusOK, Body: r.Value.(api.VoteResponse).AppendJSON(nil)}
-			}
-			m.Respond(seal(AppendAnswers(nil, answers)))
+			m.Respond(seal(AppendAnswers(nil, full.Votes("p", reqs))))
 		}()
 	})
 	if err != nil {
@@ -483,8 +489,8 @@ func TestEdgeHearsALateAnswerToAnEarlierAttempt(t *testing.T) {
 	defer sub.Unsubscribe()
 	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Attempt = 150 * time.Millisecond; c.Deadline = 2 * time.Second })
 	a := edge.Relay(context.Background(), voteReq(1))
-	if a.Status != http.StatusOK || !strings.Contains(string(a.Body), `"status":"accepted"`) {
-		t.Fatalf("the stalled node's answer: %d %s", a.Status, a.Body)
+	if a.status() != http.StatusOK || !strings.Contains(a.text(), `"status":"accepted"`) {
+		t.Fatalf("the stalled node's answer: %d %s", a.status(), a.text())
 	}
 	if calls.Load() < 2 || testutil.ToFloat64(reg.resends) < 1 {
 		t.Fatalf("%d deliveries, %v resends: the edge did not send the batch on meanwhile", calls.Load(), testutil.ToFloat64(reg.resends))
@@ -498,8 +504,8 @@ func TestNoRespondersIsARefusalNotAnUnknownOutcome(t *testing.T) {
 	conn := startNATS(t)
 	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 400 * time.Millisecond })
 	a := edge.Relay(context.Background(), voteReq(1))
-	if a.Status != http.StatusServiceUnavailable || a.Err().Code != api.CodeUnavailable {
-		t.Fatalf("no full node: %d %s, want 503 unavailable", a.Status, a.Body)
+	if a.status() != http.StatusServiceUnavailable || a.Err.Code != api.CodeUnavailable {
+		t.Fatalf("no full node: %d %s, want 503 unavailable", a.status(), a.text())
 	}
 	if got := testutil.ToFloat64(reg.unansweredReqs.WithLabelValues("unavailable")); got != 1 {
 		t.Fatalf("unanswered{outcome=unavailable} = %v, want 1", got)
@@ -541,5 +547,40 @@ func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
 	})
 	if voter, counted := lone.Participant("ok:alice", "phone", "203.0.113.7"); voter != "" || counted {
 		t.Fatalf("no full node: %q %v", voter, counted)
+	}
+}
+
+// An edge of the release before (it sends TRQ2) reads each answer as
+// its status, Retry-After and JSON body (TRA1): a full node upgraded
+// first still answers it so.
+func TestAnEdgeOfTheReleaseBeforeGetsJSONAnswers(t *testing.T) {
+	conn := startNATS(t)
+	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
+	seal, open := sealer("k")
+	batch := AppendBatch(nil, []Request{voteReq(1), {Kind: KindVote, Poll: "p", Body: []byte(`{"option":"bad"}`)}})
+	old := append([]byte(batchMagicV2), batch[len(batchMagic):]...)
+	m, err := conn().Request(Subject("test"), seal(old), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := open(m.Data)
+	if err != nil || !bytes.HasPrefix(body, []byte(answerMagicV1)) {
+		t.Fatalf("not a TRA1 answer: %q %v", body, err)
+	}
+	r := wire.NewReader(body[len(answerMagicV1):], ErrMalformed)
+	if n := r.Uvarint(); n != 2 {
+		t.Fatalf("%d answers to 2 requests", n)
+	}
+	for _, want := range []struct {
+		status int
+		body   string
+	}{{200, `"status":"accepted"`}, {422, `"code":"invalid_option"`}} {
+		status, _, got := r.Uvarint(), r.Uvarint(), r.LenBytes(1<<20, "body")
+		if int(status) != want.status || !strings.Contains(string(got), want.body) || !json.Valid(got) {
+			t.Fatalf("answer: %d %s, want %d with %s", status, got, want.status, want.body)
+		}
+	}
+	if r.Err() != nil || r.Len() != 0 {
+		t.Fatalf("after the answers: %v, %d bytes", r.Err(), r.Len())
 	}
 }

@@ -1,9 +1,7 @@
 package relay
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -29,19 +27,12 @@ const queueGroup = "full"
 // by a member.
 type Handler interface {
 	// Votes answers a batch's vote requests for one poll together (one
-	// ledger commit for all), a Reply per request, in order.
-	Votes(poll string, reqs []Request) []Reply
-	Session(body []byte, s api.Sender) (any, error)
+	// ledger commit for all), an Answer per request, in order.
+	Votes(poll string, reqs []Request) []Answer
+	Session(body []byte, s api.Sender) Answer
 	// Participant checks a quiz join's voter token, as the full node
 	// checks those of the sockets it holds itself.
 	Participant(token, userAgent, ip string) (voter string, counted bool)
-}
-
-// Reply is a Handler's answer to one request: the value it would have
-// written as JSON, or the error it would have answered with.
-type Reply struct {
-	Value any
-	Err   error
 }
 
 // ServerConfig configures a Server.
@@ -180,7 +171,7 @@ func (s *Server) handle(m *nats.Msg) {
 		s.cfg.Metrics.refused("unauthenticated")
 		return
 	}
-	startBy, reqs, err := DecodeBatchBy(body)
+	typed, startBy, reqs, err := decodeBatch(body)
 	if err != nil {
 		s.cfg.Metrics.refused("malformed")
 		if ok, n := s.malformedLog.allow(time.Now()); ok {
@@ -214,7 +205,11 @@ func (s *Server) handle(m *nats.Msg) {
 		s.submit(job{run: func() { s.answerVotes(reqs, idx, answers) }, done: &wg})
 	}
 	wg.Wait()
-	if err := m.Respond(s.cfg.Seal(AppendAnswers(nil, answers))); err != nil {
+	out := AppendAnswers
+	if !typed {
+		out = appendAnswersV1
+	}
+	if err := m.Respond(s.cfg.Seal(out(nil, answers))); err != nil {
 		s.cfg.Logger.Warn("relay: cannot answer a batch", "err", err)
 	}
 }
@@ -249,45 +244,46 @@ func (s *Server) answerVotes(reqs []Request, idx []int, answers []Answer) {
 	}
 	replies := s.cfg.Handler.Votes(group[0].Poll, group)
 	for j, i := range idx {
-		var r Reply
-		if j < len(replies) {
-			r = replies[j]
-		} else {
-			r.Err = fmt.Errorf("relay: the handler answered %d of %d requests", len(replies), len(group))
+		if j >= len(replies) {
+			s.cfg.Logger.Error("relay: the handler answered too few requests", "answered", len(replies), "of", len(group))
+			answers[i] = ErrorAnswer(errInternal)
+			continue
 		}
-		answers[i] = s.answer(reqs[i], r.Value, r.Err)
+		answers[i] = s.checked(reqs[i], replies[j])
 	}
 }
 
 // answerSession is the full node's answer to a session request.
 func (s *Server) answerSession(q Request) Answer {
-	v, err := s.cfg.Handler.Session(q.Body, q.Sender)
-	return s.answer(q, v, err)
+	return s.checked(q, s.cfg.Handler.Session(q.Body, q.Sender))
 }
 
 // answerJoin is the full node's answer to a quiz join's token check.
 func (s *Server) answerJoin(q Request) Answer {
 	voter, counted := s.cfg.Handler.Participant(q.Sender.Token, q.Sender.UserAgent, q.Sender.IP)
-	return s.answer(q, JoinAnswer{Voter: voter, Counted: counted}, nil)
+	return Answer{Join: &JoinAnswer{Voter: voter, Counted: counted}}
 }
 
-// answer is the Answer holding a Handler's reply to q.
-func (s *Server) answer(q Request, v any, err error) Answer {
-	if err != nil {
-		var e *api.Error
-		if !errors.As(err, &e) {
-			s.cfg.Logger.Error("relay: internal error", "kind", q.Kind, "poll", q.Poll, "err", err)
-			e = api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error")
-		}
-		return ErrorAnswer(e)
+// checked is a, or an internal error where a holds no answer of q's kind.
+func (s *Server) checked(q Request, a Answer) Answer {
+	ok := a.Err != nil || (q.Kind == KindVote && a.Vote != nil) || (q.Kind == KindSession && a.Session != nil)
+	if !ok {
+		s.cfg.Logger.Error("relay: the handler gave no answer", "kind", q.Kind, "poll", q.Poll)
+		return ErrorAnswer(errInternal)
 	}
-	if j, ok := v.(interface{ AppendJSON([]byte) []byte }); ok {
-		return Answer{Status: http.StatusOK, Body: j.AppendJSON(make([]byte, 0, 160))} // a single vote's fits
+	return a
+}
+
+// errInternal is the refusal of a request the handler failed to answer.
+var errInternal = api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error")
+
+// ErrorOf is the Answer of a Handler's error: the *api.Error it is or
+// wraps, else an internal error, logged to log.
+func ErrorOf(err error, log *slog.Logger) Answer {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		log.Error("relay: internal error", "err", err)
+		return ErrorAnswer(errInternal)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		s.cfg.Logger.Error("relay: cannot encode an answer", "err", err)
-		return ErrorAnswer(api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error"))
-	}
-	return Answer{Status: http.StatusOK, Body: append(b, '\n')}
+	return ErrorAnswer(e)
 }

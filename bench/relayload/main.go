@@ -72,8 +72,7 @@ func main() {
 					fail("%v", err)
 				}
 				for _, a := range answers {
-					var v api.VoteResponse
-					if a.Status == 200 && json.Unmarshal(a.Body, &v) == nil && len(v.Results) == 1 && v.Results[0].Status == "accepted" {
+					if v := a.Vote; v != nil && len(v.Results) == 1 && v.Results[0].Status == api.StatusAccepted {
 						acked.Add(1)
 					} else {
 						refused.Add(1)
