@@ -122,7 +122,8 @@ func (v *viewer) take() (b []byte, seq uint64, shown string, ok bool) {
 }
 
 // markShown records that an open frame of question poll p reached the
-// viewer at nowMs, unless an earlier one did.
+// viewer at nowMs, unless an earlier one did: a moment the quiz clock
+// reads (quiz.Elapsed).
 func (v *viewer) markShown(p string, nowMs int64) {
 	v.mu.Lock()
 	first := v.shownPoll != p

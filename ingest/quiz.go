@@ -58,29 +58,17 @@ func (p *Pipeline) reserveAnswer(pollID string, voter uint64) (release func(), e
 	}, nil
 }
 
-// answer measures and scores a quiz answer received at nowMs (this node's
-// own clock, not the hybrid one), never from the client's clock. Its time
-// runs from the earliest of: when this node put the question on the
-// answering socket (or, for an answer over HTTP, when the question opened
-// at this node), when it first put it on any socket of this participant,
-// and the question's opening plus quiz.AllowanceMs — so a fresh socket,
-// region or restart never restarts the clock (docs/quiz.md, Fairness).
+// answer times and scores a quiz answer received at nowMs (this node's
+// own clock, not the hybrid one) by the quiz clock (quiz.Elapsed), from
+// the moments this node recorded.
 func (p *Pipeline) answer(pollID string, opensAt int64, q *poll.QuizQuestion, v Vote, nowMs int64, c Client) *ledger.Answer {
 	option := v.Option
-	opened := c.ShownMs
-	if opened <= 0 {
-		var ok bool
-		if opened, ok = p.cfg.State.OpenedHere(pollID); !ok {
-			opened = nowMs
-		}
+	m := quiz.Moments{Shown: c.ShownMs, OpensAt: opensAt, Received: nowMs}
+	if m.Shown <= 0 {
+		m.Shown, _ = p.cfg.State.OpenedHere(pollID)
 	}
-	if first, ok := p.cfg.State.FirstShown(pollID, p.cfg.State.Hash(v.Voter)); ok {
-		opened = min(opened, first)
-	}
-	if opensAt > 0 {
-		opened = min(opened, opensAt+quiz.AllowanceMs)
-	}
-	elapsed := min(max(nowMs-opened, 0), q.LimitMs)
+	m.FirstShown, _ = p.cfg.State.FirstShown(pollID, p.cfg.State.Hash(v.Voter))
+	elapsed := quiz.Elapsed(m, q.LimitMs)
 	correct := false
 	for _, o := range q.Correct {
 		correct = correct || o == option

@@ -19,13 +19,3 @@ func Score(correct bool, points, elapsedMs, limitMs int64) int64 {
 	e := min(max(elapsedMs, 0), limitMs)
 	return (points*(2*limitMs-e) + limitMs) / (2 * limitMs)
 }
-
-// AllowanceMs is how long after a question opened (its opens_at, the
-// host's start) a node may still start a participant's clock: the
-// delivery of the question to a far region and to the participant's
-// socket (gossip, the fan-out tick, the write). A participant's time runs
-// from the first moment the serving node showed them the question, but
-// never from later than opens_at + AllowanceMs, so reading a question,
-// waiting and answering from a fresh socket, region or restarted node
-// gains at most AllowanceMs (docs/quiz.md, Fairness).
-const AllowanceMs = 1000

@@ -1,13 +1,11 @@
 package state
 
-// A quiz participant's clock for a question starts the first time this
-// node showed them the question, on any socket: a new socket never
-// restarts it (DESIGN invariant 11). The node keeps, per question, the
-// first moment it wrote the question to each participant it could name
-// (the quiz stream's "join"); the pipeline times an answer from the
-// earliest of that, the answering socket's own moment, and the bound of
-// docs/quiz.md. It is node-local and in memory: what crosses regions and
-// restarts is the bound.
+// The moments the quiz clock (quiz.Elapsed) reads: the node keeps, per
+// question, the first moment it wrote the question to each participant
+// it could name (the quiz stream's "join"), so a new socket never
+// restarts their clock (DESIGN invariant 11). It is node-local and in
+// memory: what crosses regions and restarts is the bound of
+// quiz.AllowanceMs.
 
 // maxShown bounds the participants remembered per question; past it new
 // ones are not remembered (the bound still holds for them).
