@@ -180,7 +180,7 @@ func runAbuse(b *testing.B, vouched int) {
 		b.Fatal(err)
 	}
 	nodes := startCluster(b, []string{"eu", "us", "ap"}, func(_ int, c *Config) {
-		c.RequireSession, c.PowBits, c.SessionSecret = true, 0, "the abuse simulation's secret 32b"
+		c.RequireSession, c.PowBits, c.SessionSecret = true, NoPuzzle, "the abuse simulation's secret 32b"
 		c.TrustedProxies, c.DatacenterFile, c.SharedNetworks = mustCIDRs("127.0.0.1/32"), dc, mustCIDRs("192.0.2.0/24")
 		c.VouchedTokens, c.VouchPace = vouched, 1
 		if vouched > ingest.DefaultVouched { // the budget's hard limit alone

@@ -382,7 +382,7 @@ func TestBrowserRetriesAPacedToken(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	ctx := browser(t)
-	tn := startNode(t, t.TempDir(), func(c *Config) { c.RequireSession, c.PowBits, c.VouchPace = true, 0, 1 })
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.RequireSession, c.PowBits, c.VouchPace = true, NoPuzzle, 1 })
 	tn.createPoll(t, "p")
 	// The page loads (and earns its early token); its token is then
 	// dropped, so the tap must earn one, and a neighbour on the same

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,10 +34,10 @@ import (
 // defaults (the flags start from it). A Config built by hand should start
 // from DefaultConfig too: New fills in only the injected dependencies
 // (Logger, Registry, Now, Stdout), Role, Region, the HTTP timeouts,
-// Retention, SessionTTL and ForgetEvery when zero — from DefaultConfig.
+// Retention, SessionTTL, ForgetEvery and PowBits (NoPuzzle: none) when zero — from DefaultConfig.
 // Everywhere else zero is a setting of its own, as its flag says:
 // CheckpointEvery 0 checkpoints only at shutdown, CertifyPrefetch 0 copies
-// nothing while polls run, PowBits 0 sets no puzzle, Drain 0 stops at
+// nothing while polls run, Drain 0 stops at
 // once, CatchUpWait 0 does not wait, TrustFloor 0 counts every vote, Demo
 // false creates no demo poll. List flags (--join,
 // --origins, --trusted-proxies, --shared-networks) are parsed when the
@@ -76,7 +77,7 @@ type Config struct {
 	CheckpointEvery                                  time.Duration  // how often the vote state is checkpointed; 0: only at shutdown
 	SessionSecret                                    string         // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
 	RequireSession                                   bool           // refuse votes without a voter token
-	PowBits                                          int            // proof-of-work difficulty before a token; 0: none
+	PowBits                                          int            // proof-of-work difficulty before a token; 0: the default (16); NoPuzzle: none
 	TokensPerMinute                                  int            // voter tokens per address per minute, across the cluster
 	VouchedTokens, QuizVouchedTokens                 int            // tokens of one address that count (polls, quizzes), across the cluster
 	VouchPace                                        float64        // vouched tokens a node hands one address a second
@@ -247,7 +248,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long after close (plus grace) a poll's state is still gossiped")
 	fs.StringVar(&c.SessionSecret, "session-secret", c.SessionSecret, "secret(s) (16+ bytes each, comma-separated during a rotation: the first signs, all verify) signing voter tokens and puzzles; every region must share them (default: generated in the data dir, tokens then work only at this node)")
 	fs.BoolVar(&c.RequireSession, "require-session", c.RequireSession, "refuse votes without a voter token from POST /v1/session (production); off: a vote's own voter id is used")
-	fs.IntVar(&c.PowBits, "pow-bits", c.PowBits, "proof-of-work difficulty (leading zero bits) before a voter token is issued; rises for an address asking for many; 0: none")
+	fs.Var((*powBitsFlag)(&c.PowBits), "pow-bits", "proof-of-work difficulty (leading zero bits) before a voter token is issued; rises for an address asking for many; 0: none")
 	fs.StringVar(&c.DatacenterFile, "datacenter-ranges", c.DatacenterFile, "file of datacenter/proxy CIDRs, one per line (see deploy/datacenter-ranges.example); votes from them get a low trust score")
 	fs.IntVar(&c.TokensPerMinute, "tokens-per-minute", c.TokensPerMinute, "voter tokens one client address (an IPv4 address; an IPv6 /64, and its whole /48) may obtain per minute across the whole cluster; past it 429")
 	fs.IntVar(&c.VouchedTokens, "vouched-tokens", c.VouchedTokens, "of one address's tokens alive at once (one --session-ttl), how many count across the whole cluster; later ones still vote, shadowed")
@@ -302,6 +303,33 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "least severe log level written: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown waits for in-flight requests")
 	c.fromEnv(fs)
+}
+
+// NoPuzzle is Config.PowBits for no proof-of-work puzzle (--pow-bits 0):
+// a Config's zero PowBits is the default difficulty, so a Config built by
+// hand never runs without the puzzle unasked.
+const NoPuzzle = -1
+
+// powBitsFlag is --pow-bits: 0 on the command line is NoPuzzle.
+type powBitsFlag int
+
+func (f *powBitsFlag) String() string {
+	if f == nil || *f == NoPuzzle {
+		return "0"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+func (f *powBitsFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		n = NoPuzzle
+	}
+	*f = powBitsFlag(n)
+	return nil
 }
 
 // fromEnv sets each flag of fs from its TALLY_<NAME> variable, when set,
@@ -388,7 +416,7 @@ func (c *Config) Validate() error {
 	if c.CertifyPrefetch < 0 || c.CertifyPrefetch > 100_000_000 {
 		return fmt.Errorf("%w: --certify-prefetch %d: want 0-100000000 records (0: none; each about 450 bytes of heap)", ErrConfig, c.CertifyPrefetch)
 	}
-	if c.PowBits < 0 || c.PowBits > session.MaxBasePowBits {
+	if (c.PowBits < 0 && c.PowBits != NoPuzzle) || c.PowBits > session.MaxBasePowBits {
 		return fmt.Errorf("%w: --pow-bits %d: want 0-%d (0: no puzzle; each bit doubles a phone's work)", ErrConfig, c.PowBits, session.MaxBasePowBits)
 	}
 	if c.MaxTick < c.Tick || c.MaxTick > 2*time.Second {

@@ -116,3 +116,39 @@ func TestJSONLogsSayDurations(t *testing.T) {
 		t.Fatalf("log line %s", b.String())
 	}
 }
+
+// A Config's zero PowBits is the default puzzle, not none: a Config built
+// by hand runs as the binary does. --pow-bits 0 (and TALLY_POW_BITS=0)
+// still means no puzzle.
+func TestPowBitsZeroIsTheDefault(t *testing.T) {
+	var hand Config
+	hand.fillDefaults()
+	if hand.PowBits != DefaultConfig().PowBits || hand.PowBits == 0 {
+		t.Fatalf("a hand-built Config runs with %d puzzle bits, want the default %d", hand.PowBits, DefaultConfig().PowBits)
+	}
+	for _, c := range []struct {
+		args []string
+		env  string
+		want int
+	}{{nil, "", DefaultConfig().PowBits}, {[]string{"--pow-bits", "0"}, "", NoPuzzle}, {nil, "0", NoPuzzle}, {[]string{"--pow-bits", "20"}, "", 20}} {
+		t.Setenv("TALLY_POW_BITS", c.env)
+		if c.env == "" {
+			os.Unsetenv("TALLY_POW_BITS")
+		}
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		cfg.RegisterFlags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.PowBits != c.want || cfg.Validate() != nil {
+			t.Errorf("%v, env %q: PowBits %d (%v), want %d", c.args, c.env, cfg.PowBits, cfg.Validate(), c.want)
+		}
+	}
+	bad := DefaultConfig()
+	for _, bits := range []int{-2, 33} {
+		if bad.PowBits = bits; !errors.Is(bad.Validate(), ErrConfig) {
+			t.Errorf("PowBits %d: %v, want ErrConfig", bits, bad.Validate())
+		}
+	}
+}

@@ -257,7 +257,7 @@ func newIngest(n *Node, signer *session.Signer, salt string, datacenters []netip
 		Sessions: ingest.Sessions{
 			Signer:          signer,
 			Require:         cfg.RequireSession,
-			PowBits:         cfg.PowBits,
+			PowBits:         max(cfg.PowBits, 0), // NoPuzzle: 0 bits
 			TokensPerMinute: cfg.TokensPerMinute,
 			Vouched:         cfg.VouchedTokens,
 			QuizVouched:     cfg.QuizVouchedTokens,

@@ -46,6 +46,9 @@ func (cfg *Config) fillDefaults() {
 	if cfg.Region == "" {
 		cfg.Region = d.Region
 	}
+	if cfg.PowBits == 0 {
+		cfg.PowBits = d.PowBits
+	}
 	for _, t := range []struct {
 		v   *time.Duration
 		def time.Duration

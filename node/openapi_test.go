@@ -183,7 +183,7 @@ type contractStep struct {
 // request and answer against the document. Every operation of the
 // document is exercised, and every route the node serves is in it.
 func TestOpenAPIContract(t *testing.T) {
-	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits = 0 })
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits = NoPuzzle })
 	c := newContract(t, tn)
 	ws := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
 	steps := []contractStep{

@@ -163,7 +163,7 @@ func TestDatacenterVotesAreShadowed(t *testing.T) {
 func TestPublicPollsAndPollLimits(t *testing.T) {
 	secret := "shared-secret-0123456789"
 	tn := startNode(t, t.TempDir(), func(c *Config) { c.SessionSecret, c.PowBits = secret, 4 })
-	cheap := startNode(t, t.TempDir(), func(c *Config) { c.SessionSecret, c.PowBits = secret, 0 }) // issues tokens without a puzzle
+	cheap := startNode(t, t.TempDir(), func(c *Config) { c.SessionSecret, c.PowBits = secret, NoPuzzle }) // issues tokens without a puzzle
 	r := tn.admin(t, "POST", "/v1/polls", `{"id":"pub","question":"Q?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"public":true,"limits":{"voter_rate":0.5}}`)
 	if r.status != 201 || r.body["public"] != true {
 		t.Fatalf("create public poll: %d %s", r.status, r.raw)
@@ -311,7 +311,7 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 	t.Parallel()
 	const vouched = 4
 	nodes := startCluster(t, []string{"eu", "us", "ap"}, func(_ int, c *Config) {
-		c.RequireSession, c.PowBits, c.VouchedTokens, c.VouchPace = true, 0, vouched, 1000
+		c.RequireSession, c.PowBits, c.VouchedTokens, c.VouchPace = true, NoPuzzle, vouched, 1000
 		c.SessionSecret = "a shared session secret of 32 b!"
 	})
 	nodes[0].createPoll(t, "p")
@@ -367,7 +367,7 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 	}
 	nodes[2] = startNodeAt(t, dir, ms, func(c *Config) {
 		c.Region, c.Join, c.PushPull = "ap", []string{nodes[0].GossipAddr()}, 500*time.Millisecond
-		c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, vouched
+		c.RequireSession, c.PowBits, c.VouchedTokens = true, NoPuzzle, vouched
 		c.SessionSecret = "a shared session secret of 32 b!"
 	})
 	if got := held(nodes[2]); got != uint64(issued) {
@@ -385,7 +385,7 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 // its vouched ones, and its vote is shadowed.
 func TestTokenBudgetSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
-	opts := func(c *Config) { c.RequireSession, c.PowBits, c.VouchedTokens = true, 0, 2 }
+	opts := func(c *Config) { c.RequireSession, c.PowBits, c.VouchedTokens = true, NoPuzzle, 2 }
 	tn := startNode(t, dir, opts)
 	tn.createPoll(t, "p")
 	vote := func(tn *testNode, i int) {
