@@ -39,7 +39,7 @@ func startFails(t *testing.T, dir string, ms int64) error {
 	t.Helper()
 	clock := &fakeClock{}
 	clock.ms.Store(ms)
-	n, err := New(testConfig(dir, clock))
+	n, err := Open(testConfig(dir, clock))
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func TestDamagedDataFilesAreRefused(t *testing.T) {
 		clock.ms.Store(ms)
 		cfg := testConfig(dir, clock)
 		cfg.AdminToken, cfg.SessionSecret = "", "" // from the data dir
-		_, err := New(cfg)
+		_, err := Open(cfg)
 		if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), path) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s holding %q: %v, want one line of ErrDamaged naming it", c.file, c.content, err)
 		}
@@ -124,11 +124,11 @@ func TestDamagedDataFilesAreRefused(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, hlcFile), []byte(fmt.Sprint(ms+5000)), 0o600)
 	clock := &fakeClock{}
 	clock.ms.Store(ms)
-	n, err := New(testConfig(dir, clock))
+	n, err := Open(testConfig(dir, clock))
 	if err != nil {
 		t.Fatalf("a mark 5 s ahead: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // closes what New opened
-	n.Run(ctx)
+	if err := n.Close(context.Background()); err != nil { // never run: closes what Open opened
+		t.Fatal(err)
+	}
 }

@@ -6,10 +6,11 @@
 // graceful shutdown (stop accepting, finish in-flight requests, close the
 // ledger).
 //
-// New opens (openState, then each room with its config written one field
-// a line); Run serves (serveSide, replayLedger, runUntilDone, whose
-// background loops one WaitGroup owns) and shuts down in one place
-// (shutdown). Features live in their own rooms — join codes (join), QR
+// Open opens (openState, then each room with its config written one field
+// a line); Run serves (run.go: serveSide, replayLedger, runUntilDone,
+// whose background loops one WaitGroup owns) until its context ends or
+// Close is called, and shuts down in one place (shutdown). Close(ctx)
+// waits for that, or closes a node that was opened and never run. Features live in their own rooms — join codes (join), QR
 // codes (qr), the backup (internal/backup), the exactness metrics
 // (certify) — and node only wires them.
 //

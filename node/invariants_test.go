@@ -120,7 +120,7 @@ func TestBadEnvValuesAreErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.DataDir = t.TempDir()
-			_, err := New(cfg)
+			_, err := Open(cfg)
 			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "$"+env) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("%s=fast: %v", env, err)
 			}
@@ -142,7 +142,7 @@ func TestRefusesBadClusterSettings(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.DataDir, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0"
 		mutate(&cfg)
-		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+		if _, err := Open(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: got %v, want ErrConfig", name, err)
 		}
 	}

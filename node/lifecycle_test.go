@@ -179,7 +179,7 @@ func (lc *lifecycle) start(i int) {
 			break
 		}
 	}
-	n, err := New(cfg)
+	n, err := Open(cfg)
 	if err != nil {
 		lc.rt.Fatalf("start %s: %v", ln.name, err)
 	}

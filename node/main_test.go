@@ -77,13 +77,12 @@ func startNodeAt(t testing.TB, dir string, ms int64, mutate func(*Config)) *test
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	n, err := New(cfg)
+	n, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
+	go func() { done <- n.Run(context.Background()) }()
 	tn := &testNode{Node: n, url: n.scheme() + "://" + n.Addr(), client: http.DefaultClient, clock: clock}
 	if n.tls != nil {
 		tn.client = n.peerClient()
@@ -93,8 +92,11 @@ func startNodeAt(t testing.TB, dir string, ms int64, mutate func(*Config)) *test
 		if !once.CompareAndSwap(false, true) {
 			return nil
 		}
-		cancel()
-		return <-done
+		err := n.Close(context.Background())
+		if rerr := <-done; rerr != err {
+			return fmt.Errorf("Close said %v, Run %v", err, rerr)
+		}
+		return err
 	}
 	t.Cleanup(func() {
 		if err := tn.stop(); err != nil {

@@ -2,21 +2,16 @@ package node
 
 import (
 	"cmp"
-	"context"
 	"crypto/ed25519"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -73,13 +68,15 @@ type Node struct {
 	draining atomic.Bool    // stopping: /readyz answers 503, the API still answers
 	backup   *backup.Server // GET /v1/backup
 	ckpt     *checkpoints   // the checkpoint file and the kept tallies
+	life     runState       // Run and Close (run.go)
 }
 
-// New prepares a node: it opens the data directory and the ledger, loads
-// the poll definitions and binds the HTTP address. Run serves.
+// Open prepares a node: it opens the data directory and the ledger, loads
+// the poll definitions and binds the HTTP address. Run serves; Close
+// stops it (or, never run, closes what Open opened).
 // It is long because it is the start order, one step after the other,
 // and a failure at any step closes what the steps before opened.
-func New(cfg Config) (n *Node, err error) {
+func Open(cfg Config) (n *Node, err error) {
 	cfg.fillDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -399,176 +396,6 @@ func (n *Node) AdminToken() string { return n.adminToken }
 
 // Ledger returns the node's ledger (for tests and tools in-process).
 func (n *Node) Ledger() *ledger.Ledger { return n.ledger }
-
-// Run serves until ctx is done, then shuts down gracefully: it stops
-// accepting, waits up to the shutdown timeout for in-flight requests, and
-// closes the ledger. The ledger is replayed into the counters first; until
-// that is done /readyz answers 503 and the API refuses requests.
-func (n *Node) Run(ctx context.Context) error {
-	serveErr := make(chan error, 3)
-	go func() { serveErr <- n.srv.Serve(n.listener) }()
-	stopSide := serveSide(n, serveErr)
-	defer stopSide()
-	n.banner()
-
-	replayed, err := replayLedger(ctx, n)
-	stopRelay := func() {}
-	if err == nil && ctx.Err() == nil {
-		stopRelay, err = runUntilDone(ctx, n, serveErr)
-	}
-	return shutdown(n, err, replayed, stopRelay)
-}
-
-// serveSide serves the admin and debug listeners: they are Run's too, and
-// one that stops serving ends Run with an error naming its flag, as the
-// public one does. The function returned closes them and waits.
-func serveSide(n *Node, serveErr chan<- error) (stop func()) {
-	var side sync.WaitGroup
-	var servers []*http.Server
-	for _, s := range []struct {
-		flag string
-		srv  *http.Server
-		ln   net.Listener
-	}{{"--admin-addr", n.adminSrv, n.adminLn}, {"--debug-addr", n.debugSrv, n.debugLn}} {
-		if s.srv == nil {
-			continue
-		}
-		servers = append(servers, s.srv)
-		side.Go(func() {
-			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("node: %s stopped serving: %w", s.flag, err)
-			}
-		})
-	}
-	return func() {
-		for _, srv := range servers {
-			srv.Close()
-		}
-		side.Wait()
-	}
-}
-
-// replayLedger restores the vote state from the checkpoint and the ledger,
-// then the kept tallies, and waits out the clock's mark after an unclean
-// stop. It reports whether the state is whole (a final checkpoint may be
-// written at the stop).
-func replayLedger(ctx context.Context, n *Node) (bool, error) {
-	start := time.Now()
-	applied, err := n.ckpt.restore()
-	n.state.TakeBallots(math.MaxInt) // replayed ballots are not news: the others have them or fetch them
-	if err != nil {
-		return false, fmt.Errorf("node: replay: %w", err)
-	}
-	n.m.replaySeconds.Set(time.Since(start).Seconds())
-	n.m.replayRecords.Set(float64(applied))
-	n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
-	n.ckpt.loadTallies()
-	// After a crash the clock resumes from its saved mark, up to a second
-	// ahead of the wall: wait that out before taking votes, so a vote acked
-	// now never orders after a change of mind that the same client sends to
-	// another region a moment later.
-	if waited, _ := n.clock.WaitOutMark(ctx); waited > 0 {
-		n.log.Info("waited out the clock's high-water mark after an unclean stop", "waited", waited.Round(time.Millisecond))
-	}
-	return true, nil
-}
-
-// runUntilDone joins the cluster, starts the relay and the background
-// loops, turns ready, and waits for ctx (then drains) or a server's
-// failure. The loops have stopped when it returns; the relay is stopped by
-// the function it returns, after HTTP.
-func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRelay func(), err error) {
-	stopRelay = func() {}
-	n.gossip.SetHTTPAddr(n.Addr())
-	if err = flagError(n.gossip.Start()); err == nil {
-		n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
-		stopRelay, err = n.startRelay()
-	}
-	if err != nil {
-		if _, ok := errors.AsType[*flagErr](err); ok {
-			err = fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		return stopRelay, err
-	}
-	loopCtx, stopLoops := context.WithCancel(context.Background())
-	var loops sync.WaitGroup
-	loops.Go(func() { n.certify.Run(loopCtx) })
-	loops.Go(func() { n.ckpt.loop(loopCtx) })
-	loops.Go(func() { n.ckpt.saveTalliesLoop(loopCtx) })
-	loops.Go(func() { n.forgetLoop(loopCtx) })
-	n.readyAt.Store(time.Now().UnixNano())
-	n.ready.Store(true)
-	loops.Go(func() { n.watchCatchUp(loopCtx) })
-	select {
-	case <-ctx.Done():
-		n.drain(serveErr)
-	case err = <-serveErr:
-	}
-	stopLoops()
-	loops.Wait()
-	return stopRelay, err
-}
-
-// shutdown stops in the order a load balancer and the other regions need:
-// HTTP first (no new connections, in-flight requests finish and are
-// acked), then leave the cluster (after a last delta of this node's
-// counts), then the final checkpoint and the ledger.
-func shutdown(n *Node, err error, replayed bool, stopRelay func()) error {
-	n.log.Info("shutting down: finishing in-flight requests")
-	n.fanout.Close() // live streams end first: http.Server.Shutdown would wait for them
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
-	defer cancel()
-	if serr := n.srv.Shutdown(shutdownCtx); serr != nil {
-		err = errors.Join(err, fmt.Errorf("node: shutdown: %w", serr))
-	}
-	stopRelay() // after the HTTP requests, before NATS: an edge's waiting votes are answered, a full node's batches in hand too
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	n.ready.Store(false)
-	if gerr := n.gossip.Close(); gerr != nil {
-		n.log.Warn("gossip close", "err", gerr)
-	}
-	if replayed {
-		// The memory state is whole and no request is in flight any more: a
-		// checkpoint now makes the next start replay nothing.
-		if cerr := n.ckpt.write(); cerr != nil {
-			n.log.Error("final checkpoint", "err", cerr)
-		}
-		if _, serr := n.state.SaveTallies(); serr != nil {
-			n.log.Error("final save of the tallies", "err", serr)
-		}
-	}
-	err = errors.Join(err, n.closeStorage())
-	if cerr := n.clock.Close(); cerr != nil { // a clean stop: the next start need not wait
-		err = errors.Join(err, fmt.Errorf("node: %w", cerr))
-	}
-	if err != nil {
-		n.log.Error("stopped", "replica", n.replica, "err", err)
-	} else {
-		n.log.Info("stopped", "replica", n.replica)
-	}
-	return err
-}
-
-// drain is the first step of a graceful stop: /readyz answers 503 and
-// every response asks its client to reconnect (Connection: close), so a
-// load balancer moves traffic elsewhere, while the node keeps serving
-// everything for cfg.Drain. It returns early if the server fails.
-func (n *Node) drain(serveErr <-chan error) {
-	n.draining.Store(true)
-	if n.cfg.Drain <= 0 {
-		return
-	}
-	n.log.Info("draining: /readyz answers 503, still serving", "for", n.cfg.Drain)
-	t := time.NewTimer(n.cfg.Drain)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case err := <-serveErr:
-		n.log.Error("http server stopped while draining", "err", err)
-	}
-}
 
 func (n *Node) closeStorage() error {
 	if n.fanout != nil {

@@ -91,7 +91,7 @@ func TestLogoHostsFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.DataDir = t.TempDir()
-		if _, err := New(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--logo-hosts") || !strings.Contains(err.Error(), "$TALLY_LOGO_HOSTS") {
+		if _, err := Open(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--logo-hosts") || !strings.Contains(err.Error(), "$TALLY_LOGO_HOSTS") {
 			t.Fatalf("New: %v", err)
 		}
 	})
@@ -99,7 +99,7 @@ func TestLogoHostsFlag(t *testing.T) {
 	cfg = DefaultConfig()
 	cfg.DataDir, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0"
 	cfg.LogoHosts = []string{"cdn.example.com", "evil.example; img-src *"}
-	if _, err := New(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--logo-hosts") {
+	if _, err := Open(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--logo-hosts") {
 		t.Fatalf("New: %v", err)
 	}
 }

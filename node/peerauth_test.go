@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -96,7 +97,7 @@ func TestSecretsFromFilesAndNeverPrinted(t *testing.T) {
 	} {
 		cfg := testConfig(t.TempDir(), &fakeClock{})
 		mutate(&cfg)
-		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+		if _, err := Open(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -128,7 +129,7 @@ func TestAdminAddrKeepsInternalsOffThePublicPort(t *testing.T) {
 	taken := n.AdminAddr()
 	cfg := testConfig(t.TempDir(), &fakeClock{})
 	cfg.AdminAddr = taken
-	if _, err := New(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--admin-addr "+taken) {
+	if _, err := Open(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--admin-addr "+taken) {
 		t.Fatalf("a taken admin port: %v", err)
 	}
 }
@@ -138,15 +139,16 @@ func TestAdminAddrKeepsInternalsOffThePublicPort(t *testing.T) {
 func TestJoinWithoutAKeyRefused(t *testing.T) {
 	cfg := testConfig(t.TempDir(), &fakeClock{})
 	cfg.GossipKey, cfg.Join = "", []string{"127.0.0.1:1"}
-	_, err := New(cfg)
+	_, err := Open(cfg)
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--insecure-gossip") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("join without a key: %v", err)
 	}
 	cfg.DataDir, cfg.InsecureGossip = t.TempDir(), true
-	n, err := New(cfg)
+	n, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("with --insecure-gossip: %v", err)
 	}
-	n.listener.Close()
-	n.closeStorage()
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }

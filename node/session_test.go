@@ -152,7 +152,7 @@ func TestDatacenterVotesAreShadowed(t *testing.T) {
 	os.WriteFile(bad, []byte("10.0.0.0/8\nnot-a-range\n"), 0o600)
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.HTTPAddr, cfg.DatacenterFile = t.TempDir(), "127.0.0.1:0", bad
-	if _, err := New(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "line 2") {
+	if _, err := Open(cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("a bad ranges file: %v", err)
 	}
 }
@@ -434,7 +434,7 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		err := fs.Parse(args)
 		if err == nil {
 			cfg.DataDir = t.TempDir()
-			_, err = New(cfg)
+			_, err = Open(cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), args[0]) && !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line naming %s", args, err, args[0])

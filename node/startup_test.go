@@ -19,7 +19,7 @@ import (
 func runUntilFails(t *testing.T, cfg Config) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
-	n, err := New(cfg)
+	n, err := Open(cfg)
 	if err != nil {
 		return time.Since(start), err
 	}

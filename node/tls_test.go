@@ -88,7 +88,7 @@ func TestTLSSettingsRefused(t *testing.T) {
 	} {
 		cfg := testConfig(t.TempDir(), &fakeClock{})
 		tc.mutate(&cfg)
-		_, err := New(cfg)
+		_, err := Open(cfg)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want a one-line ErrConfig naming %s", name, err, tc.want)
 		}

@@ -99,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	followParent()
-	n, err := node.New(cfg)
+	n, err := node.Open(cfg)
 	if err == nil {
 		err = n.Run(ctx)
 	}

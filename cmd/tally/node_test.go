@@ -32,7 +32,7 @@ func startTestNodeWith(t *testing.T, dataDir string, set func(*node.Config)) (st
 	if set != nil {
 		set(&cfg)
 	}
-	n, err := node.New(cfg)
+	n, err := node.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
