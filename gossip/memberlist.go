@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"tally/api"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -316,4 +317,55 @@ func (g *Gossip) reconnectLoop(ctx context.Context) {
 			g.log.Debug("failed members still unreachable", "addrs", addrs, "err", err)
 		}
 	}
+}
+
+// Member is one node of the cluster as memberlist sees it: the API's
+// member of GET /v1/cluster.
+type Member = api.ClusterMember
+
+// Joined reports whether this node has been in a cluster with another
+// member since it started, or needs none (no --join): a node whose seeds
+// never answered — down, or holding another gossip key — is alone, and
+// must not report ready as if it had joined (issue 46).
+func (g *Gossip) Joined() bool { return len(g.cfg.Join) == 0 || g.joined.Load() }
+
+// KeyMismatch reports whether, within the last minute, this node met
+// gossip messages sealed with another key than its own, or a seed refused
+// its join for its key (keycheck.go).
+func (g *Gossip) KeyMismatch() bool { return g.keyWatch != nil && g.keyWatch.seen() }
+
+// MembersShort reports how many members this node sees and whether that
+// is fewer than ExpectMembers.
+func (g *Gossip) MembersShort() (seen int, short bool) {
+	seen = len(g.Members())
+	return seen, g.cfg.ExpectMembers > 0 && seen < g.cfg.ExpectMembers
+}
+
+// Members returns the live members, this node included, sorted by name.
+func (g *Gossip) Members() []Member {
+	var out []Member
+	for _, p := range g.memberList() {
+		out = append(out, Member{
+			Name: p.name, Region: p.meta.Region, Replica: p.meta.Replica, Role: p.meta.Role,
+			HTTPAddr: resolve(p.meta.HTTP, p.addr), HTTPS: p.meta.HTTPS, Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
+		})
+	}
+	return out
+}
+
+// Replica is how fresh the state heard from one replica is: the API's
+// replica of GET /v1/cluster.
+type Replica = api.ClusterReplica
+
+// Staleness returns, per replica heard from (this one included, at 0),
+// the age of the newest state received from it.
+func (g *Gossip) Staleness() []Replica {
+	now := g.cfg.Now().UnixMilli()
+	out := []Replica{{Replica: g.cfg.Replica, Region: g.cfg.Region, Self: true}}
+	for _, h := range g.cfg.State.Replicas.HeardFrom() {
+		if h.Replica != g.cfg.Replica {
+			out = append(out, Replica{Replica: h.Replica, Region: h.Region, StalenessMs: max(now-h.AtMs, 0)})
+		}
+	}
+	return out
 }

@@ -2,8 +2,6 @@ package gossip
 
 import (
 	"cmp"
-	"context"
-	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -272,24 +270,6 @@ func (ms *Mesh) startEmbeddedOnce(l links) (*embedded, error) {
 	return &embedded{srv: srv, links: l}, nil
 }
 
-// setAccounts names the accounts. NATS wants a system account where leaf
-// nodes meet gateways; with only that and the global account it would let
-// clients in without a password, so with a key the node's clients and its
-// edges' leaf connections share one named account (natsAccount). Every
-// server of a cluster is set alike, whatever its role.
-func setAccounts(opts *server.Options, passwords []string) {
-	if len(passwords) == 0 {
-		// A key-less single node opens no gateway or leaf listener; a
-		// key-less cluster (AllowInsecure) keeps the global account.
-		opts.Accounts = []*server.Account{server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)}
-		opts.SystemAccount = server.DEFAULT_SYSTEM_ACCOUNT
-		return
-	}
-	opts.Accounts = []*server.Account{server.NewAccount(natsAccount), server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)}
-	opts.SystemAccount = server.DEFAULT_SYSTEM_ACCOUNT
-	opts.Users = []*server.User{{Username: natsUser, Password: passwords[0], Account: opts.Accounts[0]}}
-}
-
 // leafOptions sets a full node's leaf listener, which takes its region's
 // edges with the cluster's credential (and TLS where configured), or an
 // edge's one remote: the full nodes' leaf URLs, tried in order (its
@@ -465,161 +445,6 @@ func (ms *Mesh) EmbeddedURL() string {
 	return ms.emb.srv.ClientURL()
 }
 
-// pokeRepair asks the repair loop to look at the membership now.
-func (ms *Mesh) pokeRepair() {
-	select {
-	case ms.poke <- struct{}{}:
-	default:
-	}
-}
-
-// repairLoop keeps the embedded server connected to every member it
-// should reach. NATS discovers routes and gateways by itself once one side
-// knows the other; this covers the rest (two nodes that started apart and
-// met later through memberlist): a peer that is neither configured nor
-// connected for two checks in a row gets the server restarted with it
-// added. The client reconnects to the same port.
-func (ms *Mesh) repairLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	var missingSince time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-ms.poke:
-		}
-		switch {
-		case !ms.missingPeers():
-			missingSince = time.Time{}
-		case missingSince.IsZero():
-			missingSince = time.Now()
-		case time.Since(missingSince) >= repairAfter:
-			ms.restartEmbedded()
-			missingSince = time.Time{}
-		}
-	}
-}
-
-// repairAfter is how long a peer may stay unconnected before the embedded
-// server is restarted to reach it (NATS usually connects it by itself).
-const repairAfter = 5 * time.Second
-
-// Links returns how many nodes the embedded server has live routes to
-// and the regions its gateways reach (outbound); zero without an embedded
-// server.
-func (ms *Mesh) Links() (routes int, gateways []string) {
-	ms.mu.Lock()
-	emb := ms.emb
-	ms.mu.Unlock()
-	if emb == nil {
-		return 0, nil
-	}
-	// NATS pools several connections per route (and one per pinned
-	// account): count the nodes routed to.
-	if rz, err := emb.srv.Routez(nil); err == nil {
-		peers := map[string]bool{}
-		for _, r := range rz.Routes {
-			peers[r.RemoteName] = true
-		}
-		routes = len(peers)
-	}
-	if gz, err := emb.srv.Gatewayz(nil); err == nil {
-		for region, gw := range gz.OutboundGateways {
-			if gw.Connection != nil {
-				gateways = append(gateways, region)
-			}
-		}
-	}
-	slices.Sort(gateways)
-	return routes, gateways
-}
-
-// LeafNodes counts the embedded server's leaf connections: a full
-// node's from edges, an edge's to a full node; 0 without an embedded
-// server.
-func (ms *Mesh) LeafNodes() int {
-	ms.mu.Lock()
-	emb := ms.emb
-	ms.mu.Unlock()
-	if emb == nil {
-		return 0
-	}
-	return emb.srv.NumLeafNodes()
-}
-
-// missingPeers reports whether a member's route or gateway is neither
-// configured nor connected.
-func (ms *Mesh) missingPeers() bool {
-	ms.mu.Lock()
-	emb := ms.emb
-	ms.mu.Unlock()
-	if emb == nil {
-		return false
-	}
-	connected := map[string]bool{}
-	if rz, err := emb.srv.Routez(nil); err == nil {
-		for _, r := range rz.Routes {
-			connected[r.RemoteName] = true
-		}
-	}
-	l := ms.wanted()
-	if len(l.hubs) > 0 && emb.srv.NumLeafNodes() == 0 && !slices.Equal(l.hubs, emb.hubs) {
-		return true // an edge not connected, and full nodes it was not told of
-	}
-	for name := range l.routes {
-		if _, ok := emb.routes[name]; !ok && !connected[name] {
-			return true
-		}
-	}
-	gz, err := emb.srv.Gatewayz(nil)
-	if err != nil {
-		return false
-	}
-	for region := range l.gateways {
-		_, out := gz.OutboundGateways[region]
-		_, in := gz.InboundGateways[region]
-		if _, ok := emb.gateways[region]; !ok && !out && !in {
-			return true
-		}
-	}
-	return false
-}
-
-func (ms *Mesh) restartEmbedded() {
-	l := ms.wanted()
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	ms.log.Info("restarting embedded nats to reach new peers", "routes", len(l.routes), "gateways", len(l.gateways), "leaf_hubs", len(l.hubs))
-	ms.emb.shutdown()
-	emb, err := ms.startEmbedded(l)
-	if err != nil {
-		ms.log.Error("embedded nats restart failed; retrying at the next check", "err", err)
-		ms.emb = &embedded{srv: ms.emb.srv, links: links{routes: map[string]string{}, gateways: map[string]string{}}}
-		return
-	}
-	ms.emb = emb
-	ms.m.restarts.Inc()
-}
-
-// natsUser is the user name of the embedded server's every port.
-const natsUser = "tally"
-
-// natsAccount is the NATS account of a keyed cluster's clients and leaf
-// nodes.
-const natsAccount = "TALLY"
-
-// natsPasswords derives the embedded NATS password from each cluster key
-// (the first is the server's own); none without a key.
-func natsPasswords(keys [][]byte) []string {
-	var out []string
-	for _, k := range keys {
-		out = append(out, hex.EncodeToString(derive(k, "tally nats password v1")))
-	}
-	return out
-}
-
 // bindHost is where memberlist binds: the route and gateway listeners
 // bind there too when their addresses name no host, so a node whose
 // gossip is on a private interface does not open NATS on every one.
@@ -629,11 +454,4 @@ func (ms *Mesh) bindHost() string {
 		return "0.0.0.0"
 	}
 	return h
-}
-
-// NATSCredential is the user and password of the embedded NATS server of
-// a node whose first cluster key is key: for tools that stand in for an
-// edge (bench/relayload).
-func NATSCredential(key []byte) (user, password string) {
-	return natsUser, natsPasswords([][]byte{key})[0]
 }

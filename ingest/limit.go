@@ -1,8 +1,13 @@
 package ingest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"hash/maphash"
+	"net/http"
 	"sync"
+	"tally/api"
+	"tally/poll"
 	"time"
 )
 
@@ -91,4 +96,87 @@ func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter
 			sh.m[h] = g
 		}
 	}
+}
+
+// reserveRates takes the rate limits' tokens for the new votes: the
+// client's address pays for every one, each voter for its own. On a
+// refusal it takes none; otherwise it returns the function that gives
+// them back (the request failed later).
+func (p *Pipeline) reserveRates(def *poll.Definition, addr string, votes []Vote, fresh []int, now time.Time) (giveBack func(), err error) {
+	var taken []func()
+	giveBack = func() {
+		for _, undo := range taken {
+			undo()
+		}
+	}
+	ipLim, voteLim := p.limitersFor(def)
+	ok, wait, undo := ipLim.reserve(addr, len(fresh), now)
+	if !ok {
+		return nil, rateLimited(wait, "too many votes from this address")
+	}
+	taken = append(taken, undo)
+	for _, i := range fresh {
+		ok, wait, undo := voteLim.reserve(votes[i].Voter, 1, now)
+		if !ok {
+			giveBack()
+			return nil, rateLimited(wait, "too many votes from voter %q", votes[i].Voter)
+		}
+		taken = append(taken, undo)
+	}
+	return giveBack, nil
+}
+
+func (p *Pipeline) hashIP(ip string) string {
+	h := sha256.New()
+	h.Write(p.cfg.IPSalt)
+	h.Write([]byte(ip))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func rateLimited(wait time.Duration, format string, args ...any) error {
+	e := api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, format, args...)
+	e.RetryAfter = wait
+	return e
+}
+
+// pollLimiters are one poll's own rate limits.
+type pollLimiters struct {
+	limits   poll.Limits
+	ip, vote *limiter
+}
+
+// limitersFor returns the poll's own limiters where it sets limits, the
+// node's otherwise.
+func (p *Pipeline) limitersFor(def *poll.Definition) (ip, vote *limiter) {
+	ip, vote = p.ipLim, p.voteLim
+	if def.Limits == nil {
+		return ip, vote
+	}
+	v, ok := p.pollLims.Load(def.ID)
+	if !ok || v.(*pollLimiters).limits != *def.Limits { // first use, or the limits changed
+		l := &pollLimiters{limits: *def.Limits,
+			ip:   newLimiter(def.Limits.IPRate, int(max(1, 2*def.Limits.IPRate))),
+			vote: newLimiter(def.Limits.VoterRate, int(max(1, 2*def.Limits.VoterRate)))}
+		v, _ = p.pollLims.LoadOrStore(def.ID, l)
+		if v.(*pollLimiters).limits != *def.Limits {
+			p.pollLims.Store(def.ID, l)
+			v = l
+		}
+	}
+	pl := v.(*pollLimiters)
+	if pl.ip != nil {
+		ip = pl.ip
+	}
+	if pl.vote != nil {
+		vote = pl.vote
+	}
+	return ip, vote
+}
+
+// ipv6Prefix is how many leading bits of an IPv6 address name a client.
+func (p *Pipeline) ipv6Prefix() int {
+	if p.cfg.IPv6Prefix == 0 {
+		return DefaultIPv6Prefix
+	}
+	return p.cfg.IPv6Prefix
 }

@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,7 +16,6 @@ import (
 	"tally/ledger"
 	"tally/poll"
 	"tally/state"
-	"tally/trust"
 )
 
 // Ledger is what the pipeline needs of the vote ledger.
@@ -265,145 +262,6 @@ func ledgerErr(err error) error {
 	return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
 }
 
-// reserveRates takes the rate limits' tokens for the new votes: the
-// client's address pays for every one, each voter for its own. On a
-// refusal it takes none; otherwise it returns the function that gives
-// them back (the request failed later).
-func (p *Pipeline) reserveRates(def *poll.Definition, addr string, votes []Vote, fresh []int, now time.Time) (giveBack func(), err error) {
-	var taken []func()
-	giveBack = func() {
-		for _, undo := range taken {
-			undo()
-		}
-	}
-	ipLim, voteLim := p.limitersFor(def)
-	ok, wait, undo := ipLim.reserve(addr, len(fresh), now)
-	if !ok {
-		return nil, rateLimited(wait, "too many votes from this address")
-	}
-	taken = append(taken, undo)
-	for _, i := range fresh {
-		ok, wait, undo := voteLim.reserve(votes[i].Voter, 1, now)
-		if !ok {
-			giveBack()
-			return nil, rateLimited(wait, "too many votes from voter %q", votes[i].Voter)
-		}
-		taken = append(taken, undo)
-	}
-	return giveBack, nil
-}
-
-// stamp makes the ledger records of the new votes: each stamped by the
-// hybrid clock, placed in the poll's window (a vote before the opening or
-// after the grace refuses the request), scored for trust and, for a quiz
-// answer, timed.
-func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes [][2]uint64, c Client, addr string, now time.Time) ([]ledger.Record, error) {
-	recs := make([]ledger.Record, len(fresh))
-	ipHash := p.hashIP(c.IP)
-	for j, i := range fresh {
-		ts, err := p.stampAfter(def.ID, votes[i], hashes[i][0])
-		if err != nil {
-			return nil, err
-		}
-		late := false
-		window := def.WindowAt(ts.Wall)
-		if window != poll.BeforeOpen && p.isFenced(def) {
-			window = poll.AfterGrace // certification read this node's records of it
-		}
-		switch window {
-		case poll.BeforeOpen:
-			return nil, api.Errorf(http.StatusConflict, api.CodePollNotOpen, "poll %q opens at %s", def.ID, time.UnixMilli(def.OpensAt).UTC().Format(time.RFC3339))
-		case poll.AfterGrace:
-			if ts.Wall < poll.AddMs(def.GraceEnd(), ballotsHorizon.Milliseconds()) && p.cfg.State.BallotsMissing(def.ID, p.cfg.Ledger.Replica()) {
-				// The key may be one another region took and this node has
-				// not heard of yet: "closed" would tell its voter a counted
-				// vote was refused.
-				return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
-					Message: fmt.Sprintf("poll %q is closed and this node is still receiving its votes from the other regions: send the same request again to learn whether this key was counted", def.ID)}
-			}
-			if def.Quiz != nil {
-				return nil, api.Errorf(http.StatusConflict, api.CodeTooLate, "question %q closed at %s", def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
-			}
-			return nil, api.Errorf(http.StatusConflict, api.CodePollClosed, "poll %q closed at %s", def.ID, time.UnixMilli(def.ClosesAt).UTC().Format(time.RFC3339))
-		case poll.InGrace:
-			late = true
-		}
-		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
-		sig := trust.Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
-			Datacenter: p.datacenters.contains(c.IP), OverBudget: p.sessions.overBudget(c.TokenSlot, def.Quiz != nil)}
-		if prev, ok := p.cfg.State.LastWall(def.ID, hashes[i][0]); ok && ts.Wall > prev {
-			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
-		}
-		score := trust.Score(sig)
-		p.m.trust.Observe(score)
-		if score < p.cfg.TrustFloor && !late {
-			p.m.shadowed.Inc()
-		}
-		recs[j] = ledger.Record{
-			Poll: def.ID, Voter: votes[i].Voter, Option: votes[i].Option, Idem: votes[i].Idem,
-			Wall: ts.Wall, Logical: ts.Logical, Trust: score,
-			Counted: !late && score >= p.cfg.TrustFloor, Late: late, IPHash: ipHash,
-			Signals: sig.Ledger(),
-		}
-		if q := def.Quiz; q != nil {
-			// Timed on this node's own clock, as the frame's time was: not
-			// the hybrid clock, which a peer's faster clock can push ahead.
-			received := c.ReceivedMs
-			if received <= 0 {
-				received = p.cfg.Now().UnixMilli()
-			}
-			recs[j].Answer = p.answer(def.ID, def.OpensAt, q, votes[i], received, c)
-		}
-	}
-	return recs, nil
-}
-
-// ballotsHorizon is how long after a poll's grace the node waits for the
-// other replicas' ballots before it answers a key it does not know
-// poll_closed: ballots arrive within a second, or through the catch-up
-// within a few; those still missing after it were lost with their node's
-// ledger (a restore from an older backup) and never arrive.
-const ballotsHorizon = 30 * time.Second
-
-// MaxStampAhead bounds how far ahead of this node's clock a client's
-// "after" stamp may be: the regions' clocks, on NTP, differ by
-// milliseconds. A vote stamped after it is stamped that far ahead, and a
-// close "now" at this node comes after it (admin), so the bound is also
-// how much later a client can make a close take effect.
-const MaxStampAhead = time.Second
-
-// stampAfter stamps a new vote after the voter's latest vote this node
-// knows of, from any region, and after the stamp the client sent with it
-// (the newest it was answered): a change of mind orders after the vote it
-// replaces whatever the two regions' clocks say. A client's stamp beyond
-// the clock's skew bound refuses the request; a known ballot that far
-// ahead is passed over (the node's own ordering).
-func (p *Pipeline) stampAfter(pollID string, v Vote, voter uint64) (hlc.Timestamp, error) {
-	var known hlc.Timestamp
-	if w, l, ok := p.cfg.State.Latest(pollID, voter); ok {
-		known = hlc.Timestamp{Wall: w, Logical: l}
-	}
-	if w, l, ok := api.ParseStamp(v.After); ok && (w > known.Wall || w == known.Wall && l > known.Logical) {
-		// (w and the clock are positive: the difference cannot wrap.)
-		ahead := w - max(p.cfg.Now().UnixMilli(), p.cfg.Clock.Last().Wall)
-		var ts hlc.Timestamp
-		var err error
-		if ahead <= MaxStampAhead.Milliseconds() {
-			ts, err = p.cfg.Clock.NowAfter(hlc.Timestamp{Wall: w, Logical: l})
-		}
-		if ahead > MaxStampAhead.Milliseconds() || errors.Is(err, hlc.ErrSkew) {
-			return hlc.Timestamp{}, api.Errorf(http.StatusBadRequest, api.CodeStampAhead,
-				"after %q is %d ms ahead of this node's clock, more than the %s a region's clock may be: check the regions' clocks (NTP)", v.After, ahead, MaxStampAhead)
-		}
-		return ts, err
-	}
-	ts, err := p.cfg.Clock.NowAfter(known)
-	if errors.Is(err, hlc.ErrSkew) {
-		return p.cfg.Clock.Now()
-	}
-	return ts, err
-}
-
 // countAppended answers each new vote from its ledger append, durable
 // now, and counts those the ledger had not held already.
 func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, hashes [][2]uint64, recs []ledger.Record, appended []ledger.Appended) ([]Result, error) {
@@ -564,59 +422,4 @@ func (p *Pipeline) count(r *ledger.Record, voter, idem uint64) error {
 		// Eligible follows certification: counted at ingest, not late, at
 		// or above the trust floor.
 		Eligible: r.Counted && !r.Late && r.Trust >= p.cfg.TrustFloor})
-}
-
-func (p *Pipeline) hashIP(ip string) string {
-	h := sha256.New()
-	h.Write(p.cfg.IPSalt)
-	h.Write([]byte(ip))
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func rateLimited(wait time.Duration, format string, args ...any) error {
-	e := api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, format, args...)
-	e.RetryAfter = wait
-	return e
-}
-
-// pollLimiters are one poll's own rate limits.
-type pollLimiters struct {
-	limits   poll.Limits
-	ip, vote *limiter
-}
-
-// limitersFor returns the poll's own limiters where it sets limits, the
-// node's otherwise.
-func (p *Pipeline) limitersFor(def *poll.Definition) (ip, vote *limiter) {
-	ip, vote = p.ipLim, p.voteLim
-	if def.Limits == nil {
-		return ip, vote
-	}
-	v, ok := p.pollLims.Load(def.ID)
-	if !ok || v.(*pollLimiters).limits != *def.Limits { // first use, or the limits changed
-		l := &pollLimiters{limits: *def.Limits,
-			ip:   newLimiter(def.Limits.IPRate, int(max(1, 2*def.Limits.IPRate))),
-			vote: newLimiter(def.Limits.VoterRate, int(max(1, 2*def.Limits.VoterRate)))}
-		v, _ = p.pollLims.LoadOrStore(def.ID, l)
-		if v.(*pollLimiters).limits != *def.Limits {
-			p.pollLims.Store(def.ID, l)
-			v = l
-		}
-	}
-	pl := v.(*pollLimiters)
-	if pl.ip != nil {
-		ip = pl.ip
-	}
-	if pl.vote != nil {
-		vote = pl.vote
-	}
-	return ip, vote
-}
-
-// ipv6Prefix is how many leading bits of an IPv6 address name a client.
-func (p *Pipeline) ipv6Prefix() int {
-	if p.cfg.IPv6Prefix == 0 {
-		return DefaultIPv6Prefix
-	}
-	return p.cfg.IPv6Prefix
 }

@@ -1,10 +1,18 @@
 package node
 
 import (
+	"math"
+	"net/http"
+	"runtime/metrics"
 	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tally/certify"
 	"tally/internal/buildinfo"
@@ -109,4 +117,131 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		}
 	}
 	return nil
+}
+
+// httpMetrics count every request by route (the ServeMux pattern, like
+// "POST /v1/polls/{poll}/votes") and status code, and time the ones that
+// are not streams.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	seconds  *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	routes []string // every route instrumented, for the OpenAPI test
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_http_requests_total",
+			Help: "HTTP requests answered, by route (the ServeMux pattern) and status code.",
+		}, []string{"route", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tally_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route; live streams (WebSocket, SSE) are not timed.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.seconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// routeMux is a ServeMux whose every route is instrumented.
+type routeMux struct {
+	*http.ServeMux
+	m *httpMetrics
+}
+
+func (mux routeMux) Handle(pattern string, h http.Handler) {
+	mux.ServeMux.Handle(pattern, mux.m.instrument(pattern, h))
+}
+
+func (mux routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	mux.Handle(pattern, http.HandlerFunc(h))
+}
+
+// instrument wraps h; promhttp's wrappers keep the writer's Flusher and
+// Hijacker, which SSE and WebSocket need.
+func (m *httpMetrics) instrument(route string, h http.Handler) http.Handler {
+	m.mu.Lock()
+	m.routes = append(m.routes, route)
+	m.mu.Unlock()
+	labels := prometheus.Labels{"route": route}
+	h = promhttp.InstrumentHandlerCounter(m.requests.MustCurryWith(labels), h)
+	if strings.HasSuffix(route, "/live") || strings.HasSuffix(route, "/events") {
+		return h
+	}
+	return promhttp.InstrumentHandlerDuration(m.seconds.MustCurryWith(labels), h)
+}
+
+// processCPU is the CPU time this process has used so far (user and
+// system), for the fan-out's pacer; 0 where the kernel cannot say.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// schedWait returns, for the fan-out's pacer, a function that says how
+// long this process's runnable goroutines waited for a core since its
+// previous call, p99, from the Go scheduler's latency histogram
+// (runtime/metrics "/sched/latencies:seconds"). It rises when the
+// machine's cores are taken, by this process or by others: what the vote
+// path's requests then queue for. 0 when nothing was scheduled.
+func schedWait() func() time.Duration {
+	const name = "/sched/latencies:seconds"
+	var (
+		mu   sync.Mutex
+		prev []uint64
+	)
+	sample := []metrics.Sample{{Name: name}}
+	return func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+			return 0
+		}
+		h := sample[0].Value.Float64Histogram()
+		counts := make([]uint64, len(h.Counts))
+		var total uint64
+		for i, c := range h.Counts {
+			if i < len(prev) {
+				counts[i] = c - prev[i]
+			} else {
+				counts[i] = c
+			}
+			total += counts[i]
+		}
+		prev = append(prev[:0], h.Counts...)
+		return p99(h.Buckets, counts, total)
+	}
+}
+
+// p99 is the 99th percentile of a histogram's counts (buckets holds the
+// boundaries: bucket i spans buckets[i] to buckets[i+1]), as the bucket's
+// upper bound.
+func p99(buckets []float64, counts []uint64, total uint64) time.Duration {
+	if total == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(float64(total) * 0.99))
+	var seen uint64
+	for i, c := range counts {
+		seen += c
+		if seen >= want {
+			hi := buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = buckets[i]
+			}
+			return time.Duration(hi * float64(time.Second))
+		}
+	}
+	return 0
 }

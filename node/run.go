@@ -41,7 +41,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	l.running, l.stop, l.done = true, stop, make(chan struct{})
 	l.mu.Unlock()
-	err := n.run(ctx)
+	err := run(ctx, n)
 	l.err = err
 	close(l.done)
 	return err
@@ -62,7 +62,7 @@ func (n *Node) Close(ctx context.Context) error {
 		if !first {
 			return nil
 		}
-		return n.closeUnrun()
+		return closeUnrun(n)
 	}
 	stop()
 	select {
@@ -74,7 +74,7 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 // closeUnrun closes what Open opened, for a node never run.
-func (n *Node) closeUnrun() error {
+func closeUnrun(n *Node) error {
 	for _, ln := range []net.Listener{n.listener, n.adminLn, n.debugLn} {
 		if ln != nil {
 			ln.Close()
@@ -88,7 +88,7 @@ func (n *Node) closeUnrun() error {
 }
 
 // run is Run's body: serve, replay, run until done, shut down.
-func (n *Node) run(ctx context.Context) error {
+func run(ctx context.Context, n *Node) error {
 	serveErr := make(chan error, 3)
 	go func() { serveErr <- n.srv.Serve(n.listener) }()
 	stopSide := serveSide(n, serveErr)
@@ -185,7 +185,7 @@ func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRela
 	loops.Go(func() { n.watchCatchUp(loopCtx) })
 	select {
 	case <-ctx.Done():
-		n.drain(serveErr)
+		drain(n, serveErr)
 	case err = <-serveErr:
 	}
 	stopLoops()
@@ -239,7 +239,7 @@ func shutdown(n *Node, err error, replayed bool, stopRelay func()) error {
 // every response asks its client to reconnect (Connection: close), so a
 // load balancer moves traffic elsewhere, while the node keeps serving
 // everything for cfg.Drain. It returns early if the server fails.
-func (n *Node) drain(serveErr <-chan error) {
+func drain(n *Node, serveErr <-chan error) {
 	n.draining.Store(true)
 	if n.cfg.Drain <= 0 {
 		return

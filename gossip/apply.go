@@ -1,0 +1,198 @@
+package gossip
+
+import (
+	"errors"
+	"slices"
+	"tally/crdt"
+	"tally/poll"
+	"tally/state"
+)
+
+// apply merges a received message into the state. It reports whether the
+// state changed.
+func (g *Gossip) apply(path string, msg *Message) bool {
+	if msg.Replica == g.cfg.Replica {
+		return false // our own message back (NATS echoes nothing, but a relay might)
+	}
+	if g.replayed(path, msg, g.cfg.Now().UnixMilli()) {
+		return false
+	}
+	if err := g.cfg.Clock.Update(msg.Sent); err != nil {
+		g.m.dropped.WithLabelValues(path, "skew").Inc()
+		g.log.Warn("dropping gossip from a clock too far ahead", "from", msg.Replica, "err", err)
+		return false
+	}
+	if msg.Kind == KindFull {
+		defer g.synced.Store(true) // a full state merged, not one dropped for skew
+	}
+	changed := false
+	// Freshness and viewer reports go by the sender's time (replay.go),
+	// never later than this node's now.
+	sentAt := min(msg.Sent.Wall, g.cfg.Now().UnixMilli())
+	stampLimit := g.cfg.Now().UnixMilli() + maxStampAhead.Milliseconds()
+	for _, p := range msg.Polls {
+		if applyPoll(g, path, msg.Replica, p, sentAt, stampLimit) {
+			changed = true
+		}
+	}
+	now := g.cfg.Now().UnixMilli()
+	if last, ok := g.cfg.State.Replicas.HeardAt(msg.Replica); ok && now-last > 2*g.cfg.HeartbeatEvery.Milliseconds() {
+		// Silent for a while (a partition, a restart): it missed our
+		// deltas too, so refresh at the next tick instead of within a second.
+		g.refreshNow.Store(true)
+	}
+	g.cfg.State.Replicas.Heard(msg.Replica, msg.Region, sentAt)
+	g.known.heardFrom(msg.Replica)
+	if changed {
+		g.m.merges.WithLabelValues(path).Inc()
+	}
+	return changed
+}
+
+// applyPoll merges one poll's update from replica from into g's state:
+// its definition, certificate (signed by its certifier, stamped no later
+// than stampLimit), ballots, viewers and tally. It reports whether the
+// state changed.
+func applyPoll(g *Gossip, path, from string, p PollUpdate, sentAt, stampLimit int64) bool {
+	changed := false
+	if p.Cert != nil && p.Cert.TS.Wall > stampLimit {
+		g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
+		p.Cert = nil
+	}
+	if p.Cert != nil {
+		// Signed by the replica that certified, with the key it
+		// announced; anything else is dropped, whoever relayed it.
+		if pub, ok := g.cfg.State.Defs.PublicKey(p.Cert.By); !ok || !p.Cert.VerifySignature(pub) {
+			g.m.dropped.WithLabelValues(path, "bad_signature").Inc()
+			g.log.Warn("dropping a certificate whose signature does not verify", "poll", p.ID, "by", p.Cert.By, "from", from, "key_known", ok)
+			p.Cert = nil
+		}
+	}
+	if p.Def != nil && p.Def.TS.Wall > stampLimit {
+		// Even from a member: a definition stamped far ahead would win
+		// every later write (an admin's close) until that time.
+		g.m.dropped.WithLabelValues(path, "future_stamp").Inc()
+		g.log.Warn("dropping a gossiped definition stamped in the future", "poll", p.ID, "from", from, "stamp", p.Def.TS)
+		p.Def = nil
+	}
+	if p.Def != nil {
+		won, err := g.cfg.State.Defs.MergePoll(*p.Def)
+		if err != nil {
+			g.m.dropped.WithLabelValues(path, "rejected").Inc()
+			g.log.Warn("cannot apply a gossiped definition", "poll", p.ID, "from", from, "err", err)
+			return changed
+		}
+		changed = changed || won
+	}
+	if p.Cert != nil && !g.known.checkCertificate(path, from, p.Cert) {
+		p.Cert = nil
+	}
+	if p.Cert != nil {
+		won, err := g.cfg.State.Defs.PutCertificate(*p.Cert)
+		if err != nil {
+			g.m.dropped.WithLabelValues(path, "rejected").Inc()
+			g.log.Warn("cannot apply a gossiped certificate", "poll", p.ID, "from", from, "err", err)
+		}
+		changed = changed || won
+	}
+	if len(p.Ballots) > 0 && g.cfg.Role == RoleFull { // an edge keeps no voter state: it counts nothing itself
+		if n, err := g.catchup.merge(path, p.ID, p.Ballots); err != nil {
+			g.m.dropped.WithLabelValues(path, reasonOf(err)).Inc()
+		} else if n > 0 {
+			g.m.ballots.WithLabelValues(path).Add(float64(n))
+		}
+	}
+	if p.Viewers != nil {
+		g.cfg.State.Audience.Merge(p.ID, from, *p.Viewers, sentAt)
+	}
+	if p.Tally != nil {
+		if def, ok := g.cfg.State.Defs.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
+			// Merge keeps the poll's own options only; say so.
+			g.m.dropped.WithLabelValues(path, "unknown_option").Inc()
+		}
+		c, err := g.cfg.State.Merge(p.ID, p.Tally)
+		if errors.Is(err, state.ErrTooManyReplicas) {
+			g.m.dropped.WithLabelValues(path, "too_many_replicas").Inc()
+			g.log.Warn("dropping a gossiped tally", "poll", p.ID, "from", from, "err", err)
+			return changed
+		}
+		if err != nil {
+			// The definition has not arrived yet; anti-entropy brings both.
+			g.m.dropped.WithLabelValues(path, "unknown_poll").Inc()
+			return changed
+		}
+		changed = changed || c
+	}
+	return changed
+}
+
+// hasUnknownOption reports whether t counts an option def does not have.
+func hasUnknownOption(def poll.Definition, t *crdt.Tally) bool {
+	for _, o := range t.Options() {
+		if !slices.ContainsFunc(def.Options, func(d poll.Option) bool { return d.ID == o }) {
+			return true
+		}
+	}
+	return false
+}
+
+// receive decodes and applies one message from path.
+func (g *Gossip) receive(path string, b []byte) {
+	if g.closed.Load() {
+		return // closing: memberlist may still hand over a late exchange
+	}
+	g.m.bytes.WithLabelValues(path, "in").Add(float64(len(b)))
+	g.m.messages.WithLabelValues(path, "in").Inc()
+	if g.refuseKeyless(path, len(b)) {
+		return
+	}
+	body, err := g.keys.open(b)
+	if err != nil {
+		g.m.dropped.WithLabelValues(path, "unauthenticated").Inc()
+		g.log.Warn("dropping a gossip message not sealed with the cluster key", "path", path, "bytes", len(b))
+		return
+	}
+	msg, err := Decode(body)
+	if err != nil {
+		g.m.dropped.WithLabelValues(path, "malformed").Inc()
+		g.log.Warn("dropping a malformed gossip message", "path", path, "bytes", len(b), "err", err)
+		return
+	}
+	g.apply(path, msg)
+}
+
+// gossiped reports whether a poll's state is still worth spreading: it has
+// not been closed for longer than grace plus the retention period.
+func (g *Gossip) gossiped(d poll.Definition, nowMs int64) bool {
+	return d.ClosesAt == 0 || nowMs < poll.AddMs(d.GraceEnd(), g.cfg.Retention.Milliseconds())
+}
+
+// fullState builds the message push/pull exchanges: every gossiped poll's
+// definition and tally.
+func (g *Gossip) fullState() (*Message, error) {
+	ts, err := g.cfg.Clock.Now()
+	if err != nil {
+		return nil, err
+	}
+	msg := &Message{Kind: KindFull, Replica: g.cfg.Replica, Region: g.cfg.Region, Sent: ts}
+	now := g.cfg.Now().UnixMilli()
+	for _, d := range g.cfg.State.Defs.Polls() {
+		if !g.gossiped(d, now) {
+			continue
+		}
+		reg, ok := g.cfg.State.Defs.PollRegister(d.ID)
+		t, err := g.cfg.State.Tally(d.ID)
+		if !ok || err != nil {
+			continue
+		}
+		u := PollUpdate{ID: d.ID, Def: &reg, Tally: t}
+		if c, ok := g.cfg.State.Defs.Certificate(d.ID); ok {
+			u.Cert = &c
+		}
+		if n, ok := g.cfg.State.Audience.Own(d.ID); ok {
+			u.Viewers = &n
+		}
+		msg.Polls = append(msg.Polls, u)
+	}
+	return msg, nil
+}
