@@ -31,7 +31,7 @@ func runNode(mutate func(*node.Config)) (base string, stop func(), err error) {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	n, err := node.New(cfg)
+	n, err := node.Open(cfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
