@@ -343,8 +343,9 @@ func (x *exchange) listen(ctx context.Context, stop <-chan time.Time) ([]Answer,
 		case <-stop:
 			return nil, nil
 		case m := <-x.replies:
+			n, nerr := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
 			if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-				if n, err := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); err == nil {
+				if nerr == nil {
 					delete(x.sent, n)
 				}
 				return nil, nats.ErrNoResponders
@@ -354,12 +355,42 @@ func (x *exchange) listen(ctx context.Context, stop <-chan time.Time) ([]Answer,
 			if err == nil {
 				var answers []Answer
 				if answers, err = DecodeAnswers(body, x.want); err == nil {
+					if nerr != nil || x.othersMayHaveTaken(n) {
+						unknownWhereLocal(answers)
+					}
 					return answers, nil
 				}
 			}
 			if ok, n := x.edge.badLog.allow(time.Now()); ok {
 				x.edge.cfg.Logger.Warn("relay: an answer that does not open or decode, not believed", "err", err, "suppressed", n)
 			}
+		}
+	}
+}
+
+// othersMayHaveTaken reports whether an attempt other than n may have
+// reached a full node (perhaps another one than n's).
+func (x *exchange) othersMayHaveTaken(n int) bool {
+	for k := range x.sent {
+		if k != n {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownWhereLocal turns into outcome_unknown every answer that speaks
+// only for the full node that gave it — 503 (starting, catching up,
+// records lost) and 429 — when another full node may have taken the same
+// batch: that one may have ledgered the vote the client would be told was
+// refused (found by the fault-injection test: a restarted node's "catching
+// up" 503 reached the client first, while the node that had stalled with
+// the batch ledgered it). A retry with the same key gets the real answer.
+// Refusals any full node gives alike (a bad option, a closed poll) stand.
+func unknownWhereLocal(answers []Answer) {
+	for i, a := range answers {
+		if a.Err != nil && (a.Err.Status >= 500 || a.Err.Status == http.StatusTooManyRequests) {
+			answers[i] = outcomeUnknown()
 		}
 	}
 }

@@ -584,3 +584,55 @@ func TestAnEdgeOfTheReleaseBeforeGetsJSONAnswers(t *testing.T) {
 		t.Fatalf("after the answers: %v, %d bytes", r.Err(), r.Len())
 	}
 }
+
+// A full node that took a batch stalls; the resend reaches another that
+// refuses it for a reason of its own (503: it is catching up). That
+// refusal speaks for the second node only — the first may ledger the
+// vote — so the client is told outcome_unknown and retries, never
+// "refused" (found by the fault-injection test). A 503 from the only
+// attempt, or a refusal any node gives alike, stands.
+func TestALocalRefusalAfterAnotherAttemptIsAnUnknownOutcome(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		stallFor int // deliveries that stall before the refusing one
+		refusal  *api.Error
+		want     int
+	}{
+		{"503 after a stalled attempt", 1, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up"), http.StatusGatewayTimeout},
+		{"429 after a stalled attempt", 1, api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, "slow down"), http.StatusGatewayTimeout},
+		{"422 after a stalled attempt", 1, api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "no such option"), http.StatusUnprocessableEntity},
+		{"503 from the only attempt", 0, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up"), http.StatusServiceUnavailable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn := startNATS(t)
+			seal, open := sealer("k")
+			var calls atomic.Int32
+			release := make(chan struct{})
+			defer close(release)
+			sub, err := conn().QueueSubscribe(subject, queueGroup, func(m *nats.Msg) {
+				if int(calls.Add(1)) <= c.stallFor {
+					go func() { <-release }() // took it; answers after the test
+					return
+				}
+				body, err := open(m.Data)
+				if err != nil {
+					return
+				}
+				_, reqs, _ := DecodeBatchBy(body)
+				answers := make([]Answer, len(reqs))
+				for i := range answers {
+					answers[i] = ErrorAnswer(c.refusal)
+				}
+				m.Respond(seal(AppendAnswers(nil, answers)))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			edge, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Attempt = 100 * time.Millisecond; c.Deadline = 2 * time.Second })
+			if a := edge.Relay(context.Background(), voteReq(1)); a.status() != c.want {
+				t.Fatalf("%d %s, want %d", a.status(), a.text(), c.want)
+			}
+		})
+	}
+}
