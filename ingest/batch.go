@@ -92,10 +92,10 @@ func (p *Pipeline) prepareRequest(pollID string, q Request) (*prepared, int, err
 	if int64(len(q.Body)) > p.cfg.Limits.MaxBody {
 		return nil, 0, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
 	}
-	votes, client, err := p.decode(pollID, q.Body, q.Sender)
+	votes, client, def, err := p.decode(pollID, q.Body, q.Sender)
 	if err != nil {
 		return nil, 0, err
 	}
-	pr, err := p.prepare(pollID, votes, client)
+	pr, err := p.prepare(pollID, def, votes, client)
 	return pr, len(votes), err
 }

@@ -50,11 +50,11 @@ func (p *Pipeline) Fits(body []byte) error {
 // to its address and User-Agent; its voter replaces the body's) and
 // submits the votes.
 func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse, error) {
-	votes, client, err := p.decode(pollID, body, s)
+	votes, client, def, err := p.decode(pollID, body, s)
 	if err != nil {
 		return VoteResponse{}, err
 	}
-	results, err := p.SubmitFrom(pollID, votes, client)
+	results, err := p.submitFrom(pollID, def, votes, client)
 	if err != nil {
 		return VoteResponse{}, err
 	}
@@ -67,17 +67,17 @@ func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse,
 // pipeline's: a body that is not votes as one vote, a refused token as
 // the request's votes. Every transport's votes pass here once (HTTP, the
 // live socket, an edge's relay).
-func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Client, error) {
+func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Client, pollRead, error) {
 	votes, err := DecodeVotes(body)
 	if err != nil {
 		p.m.refused(err, 1)
-		return nil, Client{}, err
+		return nil, Client{}, pollRead{}, err
 	}
-	def, _ := p.cfg.State.Defs.Poll(pollID)
-	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.Public)
+	def := p.readPoll(pollID)
+	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.def.Public)
 	if err != nil {
 		p.m.refused(err, len(votes))
-		return nil, Client{}, err
+		return nil, Client{}, pollRead{}, err
 	}
 	client := Client{Sender: s, TokenAge: -1}
 	if tok.Voter != "" {
@@ -86,5 +86,5 @@ func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Cli
 		}
 		client.TokenAge, client.TokenSlot = p.cfg.Now().Sub(tok.Issued), tok.Slot
 	}
-	return votes, client, nil
+	return votes, client, def, nil
 }

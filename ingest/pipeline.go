@@ -148,8 +148,25 @@ type Client struct {
 
 // SubmitFrom is Submit with everything known about the client.
 func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, error) {
+	return p.submitFrom(pollID, p.readPoll(pollID), votes, c)
+}
+
+// pollRead is a request's poll definition, read from state once for the
+// whole request (its token check and its checks).
+type pollRead struct {
+	def   poll.Definition
+	found bool
+}
+
+func (p *Pipeline) readPoll(pollID string) pollRead {
+	def, ok := p.cfg.State.Defs.Poll(pollID)
+	return pollRead{def, ok}
+}
+
+// submitFrom is SubmitFrom with the poll read.
+func (p *Pipeline) submitFrom(pollID string, def pollRead, votes []Vote, c Client) ([]Result, error) {
 	start := time.Now()
-	results, err := p.submit(pollID, votes, c)
+	results, err := p.submit(pollID, def, votes, c)
 	p.observe(start, len(votes), results, err)
 	if err != nil {
 		return nil, err
@@ -177,10 +194,10 @@ func (p *Pipeline) observe(start time.Time, votes int, results []Result, err err
 	}
 }
 
-func (p *Pipeline) submit(pollID string, votes []Vote, c Client) ([]Result, error) {
+func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) ([]Result, error) {
 	p.stamping.RLock()
 	defer p.stamping.RUnlock()
-	pr, err := p.prepare(pollID, votes, c)
+	pr, err := p.prepare(pollID, read, votes, c)
 	if err != nil {
 		return nil, err
 	}
@@ -215,8 +232,8 @@ func nothing() {}
 // prepare runs a request's checks, answers its retries, takes its rate
 // limits' tokens and stamps the records of its new votes. An error refuses
 // the whole request and leaves nothing taken.
-func (p *Pipeline) prepare(pollID string, votes []Vote, c Client) (*prepared, error) {
-	def, err := p.checkRequest(pollID, votes)
+func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client) (*prepared, error) {
+	def, err := p.checkRequest(pollID, read, votes)
 	if err != nil {
 		return nil, err
 	}
@@ -297,9 +314,9 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, h
 // anything is counted: the poll exists (a parked quiz question does not),
 // 1 to MaxBatch votes, each for one of its options (interned), and quiz
 // names. It returns the poll's definition.
-func (p *Pipeline) checkRequest(pollID string, votes []Vote) (poll.Definition, error) {
-	def, ok := p.cfg.State.Defs.Poll(pollID)
-	if !ok || def.Withheld(p.cfg.Now().UnixMilli()) {
+func (p *Pipeline) checkRequest(pollID string, read pollRead, votes []Vote) (poll.Definition, error) {
+	def := read.def
+	if !read.found || def.Withheld(p.cfg.Now().UnixMilli()) {
 		return poll.Definition{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", pollID)
 	}
 	if len(votes) == 0 || len(votes) > MaxBatch {

@@ -61,13 +61,13 @@ func (p *Pipeline) reserveAnswer(pollID string, voter uint64) (release func(), e
 // answer times and scores a quiz answer received at nowMs (this node's
 // own clock, not the hybrid one) by the quiz clock (quiz.Elapsed), from
 // the moments this node recorded.
-func (p *Pipeline) answer(pollID string, opensAt int64, q *poll.QuizQuestion, v Vote, nowMs int64, c Client) *ledger.Answer {
+func (p *Pipeline) answer(pollID string, opensAt int64, q *poll.QuizQuestion, v Vote, voter uint64, nowMs int64, c Client) *ledger.Answer {
 	option := v.Option
 	m := quiz.Moments{Shown: c.ShownMs, OpensAt: opensAt, Received: nowMs}
 	if m.Shown <= 0 {
 		m.Shown, _ = p.cfg.State.OpenedHere(pollID)
 	}
-	m.FirstShown, _ = p.cfg.State.FirstShown(pollID, p.cfg.State.Hash(v.Voter))
+	m.FirstShown, _ = p.cfg.State.FirstShown(pollID, voter)
 	elapsed := quiz.Elapsed(m, q.LimitMs)
 	correct := false
 	for _, o := range q.Correct {

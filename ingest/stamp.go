@@ -71,7 +71,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 			if received <= 0 {
 				received = p.cfg.Now().UnixMilli()
 			}
-			recs[j].Answer = p.answer(def.ID, def.OpensAt, q, votes[i], received, c)
+			recs[j].Answer = p.answer(def.ID, def.OpensAt, q, votes[i], hashes[i][0], received, c)
 		}
 	}
 	return recs, nil
