@@ -54,7 +54,7 @@ func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse,
 	if err != nil {
 		return VoteResponse{}, err
 	}
-	results, err := p.submitFrom(pollID, def, votes, client)
+	results, err := p.submit(pollID, def, votes, client)
 	if err != nil {
 		return VoteResponse{}, err
 	}
@@ -73,7 +73,7 @@ func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Cli
 		p.m.refused(err, 1)
 		return nil, Client{}, pollRead{}, err
 	}
-	def := p.readPoll(pollID)
+	def := readPoll(p.cfg.State, pollID)
 	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.def.Public)
 	if err != nil {
 		p.m.refused(err, len(votes))

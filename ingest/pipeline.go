@@ -148,7 +148,11 @@ type Client struct {
 
 // SubmitFrom is Submit with everything known about the client.
 func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, error) {
-	return p.submitFrom(pollID, p.readPoll(pollID), votes, c)
+	results, err := p.submit(pollID, readPoll(p.cfg.State, pollID), votes, c)
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 // pollRead is a request's poll definition, read from state once for the
@@ -158,20 +162,9 @@ type pollRead struct {
 	found bool
 }
 
-func (p *Pipeline) readPoll(pollID string) pollRead {
-	def, ok := p.cfg.State.Defs.Poll(pollID)
+func readPoll(st *state.State, pollID string) pollRead {
+	def, ok := st.Defs.Poll(pollID)
 	return pollRead{def, ok}
-}
-
-// submitFrom is SubmitFrom with the poll read.
-func (p *Pipeline) submitFrom(pollID string, def pollRead, votes []Vote, c Client) ([]Result, error) {
-	start := time.Now()
-	results, err := p.submit(pollID, def, votes, c)
-	p.observe(start, len(votes), results, err)
-	if err != nil {
-		return nil, err
-	}
-	return results, nil
 }
 
 // observe counts a request's votes by their answer and its latency.
@@ -194,7 +187,9 @@ func (p *Pipeline) observe(start time.Time, votes int, results []Result, err err
 	}
 }
 
-func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) ([]Result, error) {
+// submit answers a request's votes, counted in the metrics (observe).
+func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) (results []Result, err error) {
+	defer func(start time.Time) { p.observe(start, len(votes), results, err) }(time.Now())
 	p.stamping.RLock()
 	defer p.stamping.RUnlock()
 	pr, err := p.prepare(pollID, read, votes, c)
