@@ -213,6 +213,7 @@ func TestEdgeTier(t *testing.T) {
 
 	// SIGKILL of a full node under load through both edges.
 	var acked, failed atomic.Int64
+	var lastFailure atomic.Value
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for c := range 4 {
@@ -224,19 +225,36 @@ func TestEdgeTier(t *testing.T) {
 				default:
 				}
 				key := fmt.Sprintf("load-%d-%d", c, i)
-				if a := voteAt(et.edges[c%2].url, "p", []string{"a", "b", "c"}[i%3], key, key); a.code == 200 && a.status == "accepted" {
+				a := voteAt(et.edges[c%2].url, "p", []string{"a", "b", "c"}[i%3], key, key)
+				if a.code == 200 && a.status == "accepted" {
 					acked.Add(1)
-				} else {
-					failed.Add(1)
+					continue
+				}
+				// A refused vote is not retried (its key is new each time),
+				// but a client backs off as a real one would.
+				failed.Add(1)
+				lastFailure.Store(fmt.Sprintf("%d %s", a.code, a.body))
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
 				}
 			}
 		})
 	}
-	testwait.For(t, 40*time.Second, "200 votes acknowledged", func() bool { return acked.Load() >= 200 })
+	ackedAtLeast := func(what string, n int64) {
+		t.Helper()
+		testwait.For(t, 60*time.Second, what, func() bool { return acked.Load() >= n })
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("%d acknowledged, %d failed; the last failure: %v", acked.Load(), failed.Load(), lastFailure.Load())
+		}
+	}()
+	ackedAtLeast("200 votes acknowledged", 200)
 	et.full[0].cmd.Process.Kill()
 	et.full[0].cmd.Wait()
-	before := acked.Load()
-	testwait.For(t, 40*time.Second, "200 more after the kill", func() bool { return acked.Load() >= before+200 }) // the edges keep answering
+	ackedAtLeast("200 more after the kill", acked.Load()+200) // the edges keep answering
 	close(stop)
 	wg.Wait()
 	et.full[0] = startProcess(t, et.bin, et.fullDirs[0], et.fullFlags[0]...)
