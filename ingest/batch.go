@@ -74,7 +74,7 @@ func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 			pr.giveBack()
 			results, err = nil, appendErr
 		case n > 0:
-			results, err = p.countAppended(pollID, pr.results, pr.fresh, pr.hashes, recs[off:off+n], appended[off:off+n])
+			results, err = p.countAppended(pollID, pr.results, pr.fresh, pr.look.Votes, recs[off:off+n], appended[off:off+n])
 		}
 		off += n
 		pr.release()

@@ -207,7 +207,7 @@ func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) 
 		pr.giveBack()
 		return nil, ledgerErr(err)
 	}
-	return p.countAppended(pollID, pr.results, pr.fresh, pr.hashes, pr.recs, appended)
+	return p.countAppended(pollID, pr.results, pr.fresh, pr.look.Votes, pr.recs, appended)
 }
 
 // prepared is one request's votes between their checks and their ledger
@@ -215,7 +215,7 @@ func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) 
 // votes, and what to undo or let go once they are appended or not.
 type prepared struct {
 	results  []Result
-	hashes   [][2]uint64
+	look     state.RequestLook // the votes' state, read once (State.LookVotes)
 	fresh    []int
 	recs     []ledger.Record // one per fresh vote; empty: every vote answered
 	giveBack func()          // returns the rate limits' tokens (the append failed)
@@ -232,15 +232,15 @@ func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client)
 	if err != nil {
 		return nil, err
 	}
-	results, hashes, fresh, err := p.answerRetries(pollID, votes)
+	look, results, fresh, err := p.answerRetries(pollID, votes)
 	if err != nil {
 		return nil, err
 	}
-	pr := &prepared{results: results, hashes: hashes, fresh: fresh, giveBack: nothing, release: nothing}
+	pr := &prepared{results: results, look: look, fresh: fresh, giveBack: nothing, release: nothing}
 	if len(fresh) == 0 {
 		return pr, nil
 	}
-	if err := p.takesNewVotes(pollID, &def); err != nil {
+	if err := p.takesNewVotes(pollID, &def, look); err != nil {
 		return nil, err
 	}
 	if def.Quiz != nil {
@@ -250,7 +250,7 @@ func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client)
 		if len(votes) > 1 {
 			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a quiz answer is one vote, not a batch")
 		}
-		if pr.release, err = p.reserveAnswer(pollID, hashes[0][0]); err != nil {
+		if pr.release, err = p.reserveAnswer(pollID, look.Votes[0].Voter); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +260,7 @@ func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client)
 		pr.release()
 		return nil, err
 	}
-	if pr.recs, err = p.stamp(&def, votes, fresh, hashes, c, addr, now); err != nil {
+	if pr.recs, err = p.stamp(&def, votes, fresh, look.Votes, c, addr, now); err != nil {
 		pr.giveBack()
 		pr.release()
 		return nil, err
@@ -276,16 +276,18 @@ func ledgerErr(err error) error {
 
 // countAppended answers each new vote from its ledger append, durable
 // now, and counts those the ledger had not held already.
-func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, hashes [][2]uint64, recs []ledger.Record, appended []ledger.Appended) ([]Result, error) {
+func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, looks []state.VoteLook, recs []ledger.Record, appended []ledger.Appended) ([]Result, error) {
 	for j, i := range fresh {
 		a, r := appended[j], &recs[j]
 		results[i].VoteID = a.ID.String()
 		if a.Duplicate {
 			results[i].Status = StatusDuplicate
-			if p.idemConflict(pollID, hashes[i]) { // another voter's vote took the key meanwhile
+			// Read again: the key's ballot arrived while the vote was stamped.
+			now := p.cfg.State.Look(pollID, looks[i].Voter, looks[i].Idem)
+			if now.Conflict() { // another voter's vote took the key meanwhile
 				results[i].Status, results[i].Error, results[i].VoteID = StatusRejected, api.CodeIdemConflict, ""
 				p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
-			} else if b, ok := p.cfg.State.IdemBallot(pollID, hashes[i][1], hashes[i][0]); ok {
+			} else if b := now.Retry; now.IsRetry {
 				results[i].VoteID, results[i].Stamp = ledger.VoteID{Replica: b.Replica, Seq: b.Seq}.String(), api.FormatStamp(b.Wall, b.Logical)
 			}
 			continue
@@ -298,7 +300,7 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, h
 		if r.Answer != nil {
 			results[i].ElapsedMs = &r.Answer.ElapsedMs
 		}
-		if err := p.count(r, hashes[i][0], hashes[i][1]); err != nil {
+		if err := p.count(r, looks[i].Voter, looks[i].Idem); err != nil {
 			return nil, err
 		}
 	}
@@ -331,27 +333,29 @@ func (p *Pipeline) checkRequest(pollID string, read pollRead, votes []Vote) (pol
 
 }
 
-// answerRetries answers, before they cost a token, the votes that are
-// retries (duplicate, with the first vote's id) or reuse another voter's
-// key (rejected), and returns which are new (fresh), with every vote's
-// hashed voter and key.
-func (p *Pipeline) answerRetries(pollID string, votes []Vote) (results []Result, hashes [][2]uint64, fresh []int, err error) {
-	// Idempotency: retries are answered before they cost a token.
+// answerRetries reads the votes' state (State.LookVotes, the request's one
+// read), answers, before they cost a token, the votes that are retries
+// (duplicate, with the first vote's id) or reuse another voter's key
+// (rejected), and returns which are new (fresh).
+func (p *Pipeline) answerRetries(pollID string, votes []Vote) (look state.RequestLook, results []Result, fresh []int, err error) {
+	keys := make([]state.VoteKey, len(votes))
+	for i, v := range votes {
+		keys[i] = state.VoteKey{Voter: v.Voter, Idem: v.Idem}
+	}
+	if look, err = p.cfg.State.LookVotes(pollID, keys); err != nil {
+		return state.RequestLook{}, nil, nil, err
+	}
 	results = make([]Result, len(votes))
-	// Each vote's voter and key as ballots carry them, hashed once here for
-	// the cross-region checks below and the ballot itself.
-	hashes = make([][2]uint64, len(votes))
 	for i, v := range votes {
 		results[i].Idem = v.Idem
-		hashes[i] = [2]uint64{p.cfg.State.Hash(v.Voter), p.cfg.State.Hash(v.Idem)}
-		if p.idemConflict(pollID, hashes[i]) {
+		if look.Votes[i].Conflict() {
 			results[i].Status, results[i].Error = StatusRejected, api.CodeIdemConflict
 			p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
 			continue
 		}
-		dup, id, stamp, remote, err := p.retry(pollID, v.Idem, hashes[i])
+		dup, id, stamp, remote, err := p.retry(pollID, v.Idem, look.Votes[i])
 		if err != nil {
-			return nil, nil, nil, err
+			return state.RequestLook{}, nil, nil, err
 		}
 		if dup {
 			results[i].Status, results[i].VoteID, results[i].Stamp = StatusDuplicate, id, stamp
@@ -362,34 +366,23 @@ func (p *Pipeline) answerRetries(pollID string, votes []Vote) (results []Result,
 		}
 		fresh = append(fresh, i)
 	}
-	return results, hashes, fresh, nil
+	return look, results, fresh, nil
 }
 
 // takesNewVotes refuses new votes while the node catches up after a start,
 // and on a poll whose records a restore lost.
-func (p *Pipeline) takesNewVotes(pollID string, def *poll.Definition) error {
+func (p *Pipeline) takesNewVotes(pollID string, def *poll.Definition, look state.RequestLook) error {
 	if p.cfg.CatchingUp != nil && p.cfg.CatchingUp() {
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
 			Message: "catching up with the other regions' votes after a start: send the same request again"}
 	}
-	if held, acked, err := p.cfg.State.OwnRecords(pollID); err != nil {
-		return err
-	} else if acked > held && def.WindowAt(p.cfg.Now().UnixMilli()) != poll.AfterGrace { // a closed poll answers poll_closed below
+	if held, acked := look.Held, look.Acknowledged; acked > held && def.WindowAt(p.cfg.Now().UnixMilli()) != poll.AfterGrace { // a closed poll answers poll_closed below
 		// Restored from an older backup: a new record would take the seq,
 		// and so the vote id, of a lost one. Other nodes take the vote.
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeRecordsLost, RetryAfter: time.Second,
 			Message: fmt.Sprintf("this node was restored holding %d of the %d records it acknowledged for poll %q and takes no new votes on it: vote at another node", held, acked, pollID)}
 	}
 	return nil
-}
-
-// idemConflict reports whether a vote's idempotency key holds another
-// voter's vote, at any replica: a key belongs to its voter (DESIGN
-// invariant 2), so the vote is refused with idem_conflict rather than
-// answered as that voter's duplicate.
-func (p *Pipeline) idemConflict(pollID string, h [2]uint64) bool {
-	owner, ok := p.cfg.State.IdemVoter(pollID, h[1])
-	return ok && owner != h[0]
 }
 
 // retry tells whether a vote's key was taken before, and the vote id and
@@ -401,9 +394,9 @@ func (p *Pipeline) idemConflict(pollID string, h [2]uint64) bool {
 // of every key ledgered anywhere in the cluster, with the voter's); a key
 // it misses — another voter's, or one whose ballot has not arrived — still
 // reaches the ledger, which answers it as a duplicate.
-func (p *Pipeline) retry(pollID, idem string, h [2]uint64) (dup bool, id, stamp string, remote bool, err error) {
-	b, ok := p.cfg.State.IdemBallot(pollID, h[1], h[0])
-	if !ok {
+func (p *Pipeline) retry(pollID, idem string, l state.VoteLook) (dup bool, id, stamp string, remote bool, err error) {
+	b := l.Retry
+	if !l.IsRetry {
 		return false, "", "", false, nil
 	}
 	if b.Replica == p.cfg.Ledger.Replica() {

@@ -4,23 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
+
 	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/poll"
+	"tally/state"
 	"tally/trust"
-	"time"
 )
 
 // stamp makes the ledger records of the new votes: each stamped by the
 // hybrid clock, placed in the poll's window (a vote before the opening or
 // after the grace refuses the request), scored for trust and, for a quiz
 // answer, timed.
-func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes [][2]uint64, c Client, addr string, now time.Time) ([]ledger.Record, error) {
+func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, looks []state.VoteLook, c Client, addr string, now time.Time) ([]ledger.Record, error) {
 	recs := make([]ledger.Record, len(fresh))
 	ipHash := p.hashIP(c.IP)
 	for j, i := range fresh {
-		ts, err := p.stampAfter(def.ID, votes[i], hashes[i][0])
+		ts, err := p.stampAfter(votes[i], looks[i])
 		if err != nil {
 			return nil, err
 		}
@@ -50,8 +52,8 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 		perMin, ipVoters := p.tracker.observe(addr, votes[i].Voter, now)
 		sig := trust.Signals{IPVotesPerMin: perMin, IPVoters: ipVoters, TokenAge: c.TokenAge, SocketAge: c.SocketAge,
 			Datacenter: p.datacenters.contains(c.IP), OverBudget: p.sessions.overBudget(c.TokenSlot, def.Quiz != nil)}
-		if prev, ok := p.cfg.State.LastWall(def.ID, hashes[i][0]); ok && ts.Wall > prev {
-			sig.SincePrevious = time.Duration(ts.Wall-prev) * time.Millisecond
+		if l := looks[i]; l.HasCounted && ts.Wall > l.CountedWall {
+			sig.SincePrevious = time.Duration(ts.Wall-l.CountedWall) * time.Millisecond
 		}
 		score := trust.Score(sig)
 		p.m.trust.Observe(score)
@@ -71,7 +73,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, hashes
 			if received <= 0 {
 				received = p.cfg.Now().UnixMilli()
 			}
-			recs[j].Answer = p.answer(def.ID, def.OpensAt, q, votes[i], hashes[i][0], received, c)
+			recs[j].Answer = p.answer(def.ID, def.OpensAt, q, votes[i], looks[i].Voter, received, c)
 		}
 	}
 	return recs, nil
@@ -97,10 +99,10 @@ const MaxStampAhead = time.Second
 // replaces whatever the two regions' clocks say. A client's stamp beyond
 // the clock's skew bound refuses the request; a known ballot that far
 // ahead is passed over (the node's own ordering).
-func (p *Pipeline) stampAfter(pollID string, v Vote, voter uint64) (hlc.Timestamp, error) {
+func (p *Pipeline) stampAfter(v Vote, look state.VoteLook) (hlc.Timestamp, error) {
 	var known hlc.Timestamp
-	if w, l, ok := p.cfg.State.Latest(pollID, voter); ok {
-		known = hlc.Timestamp{Wall: w, Logical: l}
+	if look.HasLatest {
+		known = hlc.Timestamp{Wall: look.LatestWall, Logical: look.LatestLogical}
 	}
 	if w, l, ok := api.ParseStamp(v.After); ok && (w > known.Wall || w == known.Wall && l > known.Logical) {
 		// (w and the clock are positive: the difference cannot wrap.)

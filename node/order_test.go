@@ -163,7 +163,7 @@ func TestACloseElsewhereComesAfterVotesStampedAhead(t *testing.T) {
 	if r := result(t, eu.call(t, "POST", "/v1/polls/p/votes", `{"option":"b","voter":"w1","idem":"k1","after":"`+ahead+`"}`), 0); r["status"] != "accepted" {
 		t.Fatalf("vote: %v", r)
 	}
-	waitFor(t, func() bool { _, ok := us.state.IdemBallot("p", us.state.Hash("k1"), us.state.Hash("w1")); return ok })
+	waitFor(t, func() bool { return us.state.Look("p", us.state.Hash("w1"), us.state.Hash("k1")).IsRetry })
 	if r := us.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
 		t.Fatalf("close at us: %d %s", r.status, r.raw)
 	}

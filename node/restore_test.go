@@ -56,8 +56,7 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 	// eu holds the ballots of us's last votes too (they travel apart from
 	// the counts): the lost votes' keys stay known in the cluster.
 	waitFor(t, func() bool {
-		_, ok := eu.state.IdemBallot("lost2", eu.state.Hash("ku9"), eu.state.Hash("u9"))
-		return ok
+		return eu.state.Look("lost2", eu.state.Hash("u9"), eu.state.Hash("ku9")).IsRetry
 	})
 	ms := us.clock.ms.Load()
 	if err := us.stop(); err != nil {

@@ -26,8 +26,7 @@ func TestRetryAfterTheClose(t *testing.T) {
 	}
 	id := first.body["results"].([]any)[0].(map[string]any)["vote_id"]
 	waitFor(t, func() bool { // us has the vote's ballot: it knows the key
-		_, ok := us.state.IdemBallot("p", us.state.Hash("k1"), us.state.Hash("v1"))
-		return ok
+		return us.state.Look("p", us.state.Hash("v1"), us.state.Hash("k1")).IsRetry
 	})
 	retry := func(when string) {
 		t.Helper()

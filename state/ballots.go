@@ -129,30 +129,6 @@ func (s *State) BallotsHave(pollID string) (map[string]uint64, error) {
 	return out, nil
 }
 
-// IdemBallot returns the earliest ballot under the idempotency key when it
-// is the same voter's, from any replica: the one that counts for the key.
-func (s *State) IdemBallot(pollID string, idem, voter uint64) (crdt.Ballot, bool) {
-	ps, err := s.poll(pollID)
-	if err != nil {
-		return crdt.Ballot{}, false
-	}
-	ps.bmu.Lock()
-	defer ps.bmu.Unlock()
-	return ps.ballots.Idem(idem, voter)
-}
-
-// IdemVoter returns the hash of the voter whose vote holds the poll's
-// idempotency key idem (hashed), taken at any replica, if any.
-func (s *State) IdemVoter(pollID string, idem uint64) (uint64, bool) {
-	ps, err := s.poll(pollID)
-	if err != nil {
-		return 0, false
-	}
-	ps.bmu.Lock()
-	defer ps.bmu.Unlock()
-	return ps.ballots.IdemVoter(idem)
-}
-
 // Answered reports whether the voter has any ballot in the poll, taken at
 // any replica: a quiz participant who has answered the question.
 func (s *State) Answered(pollID string, voter uint64) bool {
@@ -178,18 +154,6 @@ func (s *State) OpenedHere(pollID string) (int64, bool) {
 	return max(def.OpensAt, ps.seenMs), true
 }
 
-// Latest returns the HLC stamp of the voter's latest ballot in the poll,
-// taken at any replica, counted or not.
-func (s *State) Latest(pollID string, voter uint64) (wall int64, logical uint32, ok bool) {
-	ps, err := s.poll(pollID)
-	if err != nil {
-		return 0, 0, false
-	}
-	ps.bmu.Lock()
-	defer ps.bmu.Unlock()
-	return ps.ballots.Latest(voter)
-}
-
 // LatestWall returns the newest HLC wall time of the poll's ballots this
 // node holds, from every replica; 0 for none.
 func (s *State) LatestWall(pollID string) int64 {
@@ -200,18 +164,6 @@ func (s *State) LatestWall(pollID string) int64 {
 	ps.bmu.Lock()
 	defer ps.bmu.Unlock()
 	return ps.ballots.LatestWall()
-}
-
-// LastWall returns the HLC wall time of the voter's counted ballot in the
-// poll, whichever replica took it.
-func (s *State) LastWall(pollID string, voter uint64) (int64, bool) {
-	ps, err := s.poll(pollID)
-	if err != nil {
-		return 0, false
-	}
-	ps.bmu.Lock()
-	defer ps.bmu.Unlock()
-	return ps.ballots.LastWall(voter)
 }
 
 // BallotStats is the size of a poll's voter state.

@@ -9,7 +9,7 @@
 //     the Store;
 //   - per poll, on State, the counts: this replica's cells, every
 //     replica's tally and ballots, and quiz show times (state.go,
-//     ballots.go, shown.go). A poll's counts are made before its
+//     ballots.go, look.go, shown.go). A poll's counts are made before its
 //     definition is visible and dropped after it is forgotten;
 //   - Audience (viewers.go): the viewers each replica serves, per poll;
 //   - Budget (Budgets, budget.go): the cluster-wide voter-token budgets;
@@ -21,7 +21,10 @@
 //
 // This replica's own counts live in striped cells: each option has a row
 // of padded atomic counters, a writer picks a stripe at random, and
-// readers sum the stripes. On the vote path, though, every vote passes its
+// readers sum the stripes. A vote reads what it needs of its poll in one
+// call before the ledger (LookVotes, look.go: its key's holder, whether it
+// is a retry, the voter's latest and counted ballots, the replica's record
+// counts), and applies its ballot after. On the vote path, though, every vote passes its
 // poll's ballots lock first (Vote: last vote wins must see the voter's
 // previous ballot to move the count), so one poll's voters are
 // serialized there and the stripes only keep the cells' cache lines apart
