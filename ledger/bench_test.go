@@ -190,7 +190,7 @@ func BenchmarkReconcile(b *testing.B) {
 	for range b.N {
 		streams := make([]iter.Seq2[Record, error], len(hist))
 		for i, h := range hist {
-			streams[i] = sliceSeq(h)
+			streams[i] = RecordsOf(h)
 		}
 		res, err := Reconcile(streams...)
 		if err != nil || res.Records != n {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -266,13 +267,21 @@ func (l *Ledger) getIdem(k []byte) (VoteID, bool, error) {
 // the callers.
 func (l *Ledger) syncLoop() {
 	defer l.wg.Done()
+	if l.copying != nil {
+		defer close(l.copying)
+	}
 	for c := range l.inflight {
 		err := c.batch.SyncWait()
 		c.batch.Close()
 		if err != nil {
-			err = fmt.Errorf("%w: fsync: %w", ErrBroken, err)
+			l.settle(c, fmt.Errorf("%w: fsync: %w", ErrBroken, err))
+			continue
 		}
-		l.settle(c, err)
+		if l.copying != nil {
+			l.copying <- c // the copier settles it
+			continue
+		}
+		l.settle(c, nil)
 	}
 }
 
@@ -295,29 +304,33 @@ func (l *Ledger) settle(c *commit, err error) {
 	c.err = err
 	close(c.synced)
 	if err == nil {
-		l.commits.Add(1)
+		l.n.commits.Add(1)
 		if l.onCommit != nil {
 			l.onCommit(int(c.records), time.Since(c.started))
 		}
 	}
 	for _, req := range c.reqs {
 		if err == nil {
-			l.count(req)
+			l.n.count(req)
 		}
 	}
 	finish(c.reqs, err)
 }
 
-func (l *Ledger) count(req *request) {
+// counters are a ledger's counts of what it wrote since Open (Stats).
+type counters struct{ appended, duplicates, imported, commits atomic.Uint64 }
+
+// count counts a settled request's records.
+func (n *counters) count(req *request) {
 	if req.import_ {
-		l.imported.Add(uint64(len(req.out)))
+		n.imported.Add(uint64(len(req.out)))
 		return
 	}
 	for _, a := range req.out {
 		if a.Duplicate {
-			l.duplicates.Add(1)
+			n.duplicates.Add(1)
 		} else {
-			l.appended.Add(1)
+			n.appended.Add(1)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -59,6 +58,10 @@ type Config struct {
 	// number of records it wrote and the time from building it to its
 	// fsync. It runs on the ledger's goroutine and must be quick.
 	OnCommit func(records int, took time.Duration)
+	// Copier, when set, holds every appended batch until its records are
+	// on a second machine as well (copy.go); Append then returns
+	// ErrNotCopied where they are not.
+	Copier Copier
 }
 
 // Stats are counters since Open.
@@ -88,6 +91,7 @@ type Ledger struct {
 	queue      chan *request
 	staged     chan *commit // built batches, to the applier
 	inflight   chan *commit // applied batches, to the syncer
+	copying    chan *commit // synced batches, to the copier (with a Copier)
 	wg         sync.WaitGroup
 
 	mu       sync.Mutex
@@ -98,7 +102,8 @@ type Ledger struct {
 	heads  map[chainID]head
 	filter *idemFilter
 
-	appended, duplicates, imported, commits atomic.Uint64
+	copies *copyStage // with a Copier; nil without
+	n      counters
 }
 
 // chainID names one hash chain.
@@ -170,6 +175,12 @@ func Open(cfg Config) (*Ledger, error) {
 		l.readOnly, l.closed = true, true // Append and Import answer ErrReadOnly
 		return l, nil
 	}
+	if cfg.Copier != nil {
+		l.copies = &copyStage{copier: cfg.Copier, marks: make(map[chainID]uint64)}
+		l.copying = make(chan *commit, 4)
+		l.wg.Add(1)
+		go l.copies.run(l)
+	}
 	l.wg.Add(3)
 	go l.commitLoop()
 	go l.applyLoop()
@@ -208,10 +219,10 @@ func (l *Ledger) Replica() string { return l.replica }
 // Stats returns counters since Open.
 func (l *Ledger) Stats() Stats {
 	return Stats{
-		Appended:   l.appended.Load(),
-		Duplicates: l.duplicates.Load(),
-		Imported:   l.imported.Load(),
-		Commits:    l.commits.Load(),
+		Appended:   l.n.appended.Load(),
+		Duplicates: l.n.duplicates.Load(),
+		Imported:   l.n.imported.Load(),
+		Commits:    l.n.commits.Load(),
 		WALSyncs:   l.fs.walSyncs.Load(),
 	}
 }

@@ -207,7 +207,7 @@ func TestStreamRoundTripAndTampering(t *testing.T) {
 		recs = append(recs, ch.add(r))
 	}
 	var buf bytes.Buffer
-	if n, err := WriteStream(&buf, sliceSeq(recs)); err != nil || n != 5 {
+	if n, err := WriteStream(&buf, RecordsOf(recs)); err != nil || n != 5 {
 		t.Fatalf("write: %d %v", n, err)
 	}
 	good := buf.Bytes()
@@ -246,7 +246,7 @@ func FuzzReadStream(f *testing.F) {
 	r := vote("p", "v", "o", "k", 5)
 	r.Replica, r.Seq = "eu-1", 1
 	var buf bytes.Buffer
-	WriteStream(&buf, sliceSeq([]Record{r}))
+	WriteStream(&buf, RecordsOf([]Record{r}))
 	f.Add(buf.Bytes())
 	f.Add([]byte(streamMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -32,8 +32,8 @@ func TestReconcileFirstWinsMatchesModel(t *testing.T) {
 		totals, dups, _, _, winners := modelWinners(all, 0, true)
 		var streams, reversed []iter.Seq2[Record, error]
 		for _, rep := range slices.Sorted(maps.Keys(byReplica)) {
-			streams = append(streams, sliceSeq(byReplica[rep]))
-			reversed = append([]iter.Seq2[Record, error]{sliceSeq(byReplica[rep])}, reversed...)
+			streams = append(streams, RecordsOf(byReplica[rep]))
+			reversed = append([]iter.Seq2[Record, error]{RecordsOf(byReplica[rep])}, reversed...)
 		}
 		res, err := ReconcileWith(ReconcileConfig{Poll: "p", FirstWins: true}, streams...)
 		if err != nil {
@@ -70,7 +70,7 @@ func TestFirstAnswerStands(t *testing.T) {
 	second := vote("q", "p1", "b", "k2", 20)
 	second.Replica, second.Answer = "us-1", &Answer{ElapsedMs: 800, Score: 0}
 	first, second = ch.add(first), ch.add(second)
-	res, err := ReconcileWith(ReconcileConfig{Poll: "q", FirstWins: true}, sliceSeq([]Record{second}), sliceSeq([]Record{first}))
+	res, err := ReconcileWith(ReconcileConfig{Poll: "q", FirstWins: true}, RecordsOf([]Record{second}), RecordsOf([]Record{first}))
 	if err != nil {
 		t.Fatal(err)
 	}

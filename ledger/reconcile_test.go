@@ -126,16 +126,6 @@ func modelWinners(recs []Record, closesAt int64, firstWins bool) (totals map[str
 	return totals, dups, late, shadowed, winners
 }
 
-func sliceSeq(recs []Record) iter.Seq2[Record, error] {
-	return func(yield func(Record, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
-}
-
 func TestReconcileMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := historyGen().Draw(t, "history")
@@ -147,7 +137,7 @@ func TestReconcileMatchesModel(t *testing.T) {
 				}
 			}
 		}) {
-			streams = append(streams, sliceSeq(h.byReplica[rep]))
+			streams = append(streams, RecordsOf(h.byReplica[rep]))
 		}
 		// A close time inside the history's wall range, or none.
 		closesAt := rapid.Int64Range(0, 11).Draw(t, "closes_at")
@@ -189,7 +179,7 @@ func TestReconcileMatchesModel(t *testing.T) {
 		}
 		var again []iter.Seq2[Record, error]
 		for _, p := range parts {
-			again = append(again, sliceSeq(p))
+			again = append(again, RecordsOf(p))
 		}
 		res2, err := ReconcileWith(ReconcileConfig{ClosesAt: closesAt}, again...)
 		if err != nil {
@@ -241,7 +231,7 @@ func TestReconcileRejectsBadStreams(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := Reconcile(sliceSeq(c.recs)); !errors.Is(err, c.want) {
+			if _, err := Reconcile(RecordsOf(c.recs)); !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
 			var ptrs []*Record
@@ -253,7 +243,7 @@ func TestReconcileRejectsBadStreams(t *testing.T) {
 			}
 		})
 	}
-	res, err := Reconcile(sliceSeq([]Record{b, a}))
+	res, err := Reconcile(RecordsOf([]Record{b, a}))
 	if err != nil || res.Total != 1 || res.Superseded != 1 || res.Totals["red"] != 1 {
 		t.Fatalf("out-of-order chain: %+v, %v", res, err)
 	}

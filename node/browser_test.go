@@ -46,7 +46,9 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Contex
 	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	// One deadline for the browser's whole session: the studio test's
+	// five screens took 62 s once with the suite beside it on two cores.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
 	return ctx
 }
