@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"time"
 
 	"tally/hlc"
@@ -46,6 +47,15 @@ type Config struct {
 	// Pipeline.Fence): a ledger export with fence= calls it before reading
 	// (certification, docs/certification.md); nil: fence= is refused.
 	Fence func(poll string, wall int64) error
+	// Copies, at a full node of a cluster, is its store of the other full
+	// nodes' chains (package buddy): a ledger export with copy_of= reads
+	// from it. nil: copy_of= is refused.
+	Copies Copies
+}
+
+// Copies reads a full node's copies of other replicas' chains.
+type Copies interface {
+	Records(poll, replica string, after uint64) iter.Seq2[ledger.Record, error]
 }
 
 // Host serves the administration endpoints over a node's state.

@@ -17,7 +17,10 @@ import (
 // HandleLedger serves GET /v1/polls/{poll}/ledger (admin): this node's
 // records for the poll as NDJSON, streamed; with format=binary the binary
 // record stream, and with after=N too only the tail of this node's own
-// chain above seq N.
+// chain above seq N. With copy_of=R it serves instead this node's copy of
+// replica R's chain (package buddy), unsigned: the records carry their
+// hash chain, and certification compares its length with R's gossiped
+// count.
 func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
 	def, ok := h.cfg.State.Defs.Poll(id)
@@ -26,7 +29,7 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err == nil && (len(q["format"]) > 1 || len(q["after"]) > 1 || len(q["fence"]) > 1) {
+	if err == nil && (len(q["format"]) > 1 || len(q["after"]) > 1 || len(q["fence"]) > 1 || len(q["copy_of"]) > 1) {
 		err = errors.New("a parameter given twice")
 	}
 	if err != nil {
@@ -43,6 +46,10 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		after = n
+	}
+	if q.Has("copy_of") {
+		h.serveCopy(w, r, def, q.Get("copy_of"), binary, after, q.Has("fence"))
+		return
 	}
 	if q.Has("fence") {
 		// Certification reading the last records at close: no record of
@@ -72,6 +79,32 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.cfg.Ledger.ExportSigned(w, id, h.cfg.SigningKey)
+}
+
+// serveCopy serves this node's copy of replica's chain of the poll.
+func (h *Host) serveCopy(w http.ResponseWriter, r *http.Request, def poll.Definition, replica string, binary bool, after uint64, fenced bool) {
+	switch {
+	case ids.Valid(replica) != nil:
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "copy_of %.64q: want a replica id", replica))
+		return
+	case fenced:
+		api.WriteError(w, r, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "copy_of with fence: a copy takes no new records to fence"))
+		return
+	case h.cfg.Copies == nil:
+		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeNotFound, "this node keeps no copies of other replicas' chains (an edge, or a single node)"))
+		return
+	}
+	recs := h.cfg.Copies.Records(def.ID, replica, after)
+	if binary {
+		w.Header().Set("Content-Type", ledger.StreamContentType)
+		ledger.WriteStream(w, recs)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	if ledger.WriteClose(w, ledger.PollClose{Poll: def.ID, ClosesAt: def.ClosesAt, FirstWins: def.Quiz != nil}) != nil {
+		return
+	}
+	ledger.WriteNDJSON(w, recs)
 }
 
 // maxFenceAhead bounds how far ahead of this node's clock a fence's time

@@ -49,10 +49,15 @@ const (
 	// another voter's vote; the vote was not taken (send it with a new key).
 	CodeIdemConflict = "idem_conflict"
 	// CodeOutcomeUnknown (504) is an edge's answer when a full node took
-	// the vote's batch but did not answer before the edge's deadline: the
-	// vote may be ledgered. Send the same request again, with the same
-	// key, for the definitive answer. Every other refusal changed nothing.
+	// the vote's batch but did not answer before the edge's deadline, and
+	// a full node's when it ledgered the vote but its copy on a second
+	// machine was not confirmed: the vote may be counted. Send the same
+	// request again, with the same key, for the definitive answer. Every
+	// other refusal changed nothing.
 	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeNoCopy (503): no second full node is reachable to hold a copy
+	// of a new vote (--ack-copies 2), so it was not taken.
+	CodeNoCopy = "no_copy"
 	// CodeStampAhead (400): a vote's "after" stamp is further ahead of the
 	// node's clock than the clocks of a cluster may differ; nothing taken.
 	CodeStampAhead = "stamp_ahead"

@@ -43,6 +43,15 @@ type Lost struct {
 	Reason  string `json:"reason"`
 }
 
+// CopySource is a replica certified from a copy of its chain: its node
+// was not a live member, and Holder (a full node it copied to, package
+// buddy) held Records of its records.
+type CopySource struct {
+	Replica string `json:"replica"`
+	Holder  string `json:"holder"`
+	Records uint64 `json:"records"`
+}
+
 // Missing is a replica whose records could not all be collected.
 type Missing struct {
 	Replica  string `json:"replica"`
@@ -53,12 +62,15 @@ type Missing struct {
 
 // ResultDetail is a certificate's full account (its Detail).
 type ResultDetail struct {
-	Result      *ledger.Result `json:"result,omitempty"`
-	Missing     []Missing      `json:"missing,omitempty"`
-	Excluded    []Exclusion    `json:"excluded,omitempty"`
-	Lost        []Lost         `json:"lost,omitempty"`
-	Coordinator string         `json:"coordinator"` // the node that certified
-	ClosesAt    int64          `json:"closes_at"`
+	Result   *ledger.Result `json:"result,omitempty"`
+	Missing  []Missing      `json:"missing,omitempty"`
+	Excluded []Exclusion    `json:"excluded,omitempty"`
+	Lost     []Lost         `json:"lost,omitempty"`
+	// FromCopy names each replica whose chain was read from a buddy's
+	// copy, its own ledger gone (docs/certification.md, "From a copy").
+	FromCopy    []CopySource `json:"from_copy,omitempty"`
+	Coordinator string       `json:"coordinator"` // the node that certified
+	ClosesAt    int64        `json:"closes_at"`
 }
 
 // Leaderboard is GET /v1/quizzes/{quiz}/leaderboard: the quiz's ranking

@@ -30,7 +30,9 @@ viewers=${VIEWERS:-2000}
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; } # clock ticks, 100 a second
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
 head -c 32 /dev/urandom | base64 > "$tmp/key"
-common=(--rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false --gossip-key-file "$tmp/key" --gossip-profile local
+# --ack-copies 1: these figures are of one full node; bench/copies.sh
+# measures the second copy (issue 48).
+common=(--ack-copies 1 --rate-ip 0 --rate-voter 0 --trust-floor 0 --pow-bits 0 --demo=false --gossip-key-file "$tmp/key" --gossip-profile local
   --nats-gateway-addr '' --max-viewers-per-ip 100000)
 "$tmp/node" --data-dir "$tmp/full" --http-addr 127.0.0.1:18481 --nats-addr 127.0.0.1:18482 --gossip-addr 127.0.0.1:18483 \
   --nats-cluster-addr 127.0.0.1:18484 --nats-leaf-addr 127.0.0.1:18485 --region eu-west --node-name full "${common[@]}" > "$tmp/full.log" 2>&1 &

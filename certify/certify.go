@@ -43,6 +43,9 @@ type Peer struct {
 	HTTPAddr string
 	HTTPS    bool // HTTPAddr serves TLS only
 	Full     bool // takes votes (edge nodes hold no ledger of their own)
+	// CopyOf, when set, reads the copy this node keeps of that replica's
+	// chain (its buddy's copy) instead of its own records (fromcopy.go).
+	CopyOf string
 }
 
 // Fetcher opens a peer's export of one poll's records (the binary stream
@@ -339,7 +342,11 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	if err != nil {
 		return state.Certificate{}, err
 	}
-	detail := api.ResultDetail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt, Missing: missing}
+	var fromCopy []api.CopySource
+	if len(missing) > 0 {
+		replicas, missing, fromCopy = c.fromCopies(ctx, poll, replicas, missing, peers)
+	}
+	detail := api.ResultDetail{Excluded: exclude, Coordinator: c.cfg.Name, ClosesAt: def.ClosesAt, Missing: missing, FromCopy: fromCopy}
 	if len(detail.Missing) > 0 {
 		return c.pending(poll, detail)
 	}

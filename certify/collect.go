@@ -150,7 +150,9 @@ func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after ui
 		scheme = "https://"
 	}
 	u := scheme + p.HTTPAddr + "/v1/polls/" + url.PathEscape(poll) + "/ledger?format=binary&after=" + strconv.FormatUint(after, 10)
-	if !fence.IsZero() {
+	if p.CopyOf != "" {
+		u += "&copy_of=" + url.QueryEscape(p.CopyOf) // a copy takes no new records: nothing to fence
+	} else if !fence.IsZero() {
 		u += "&fence=" + url.QueryEscape(fence.String())
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -250,6 +250,7 @@ func (ms *Mesh) startEmbeddedOnce(l links) (*embedded, error) {
 	if err := ms.leafOptions(opts, l.hubs, self, withCreds); err != nil {
 		return nil, err
 	}
+	opts.PingInterval, opts.MaxPingsOut = natsPing, natsPingsOut
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: embedded nats: %w", err)
@@ -306,18 +307,20 @@ func (ms *Mesh) leafOptions(opts *server.Options, hubs []string, self net.IP, wi
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, ms.cfg.TLS.Clone(), natsTLSTimeout
 	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
-	// A hub that froze (not closed: a stopped process, a stuck host) is
-	// noticed in about leafPing*(leafPingsOut+1), not NATS's 2-minute
-	// default, and the leaf moves to the next full node: everything the
-	// edge does goes through this one connection.
-	opts.PingInterval, opts.MaxPingsOut = leafPing, leafPingsOut
 	return nil
 }
 
-// How an edge's embedded NATS pings its hub.
+// How every embedded NATS server pings its links. A peer that froze (not
+// closed: a stopped process, a stuck host) is noticed in about
+// natsPing*(natsPingsOut+1), not NATS's 2-minute default: an edge's leaf
+// moves to the next full node (everything the edge does goes through
+// that one connection), and a region's gateway to a frozen full node of
+// another region is dropped and made again to a live one — until then
+// the replies that other region sends this one (a relay answer, a buddy's
+// copy acknowledgement) went into the frozen node and were lost.
 const (
-	leafPing     = 2 * time.Second
-	leafPingsOut = 2
+	natsPing     = 2 * time.Second
+	natsPingsOut = 2
 )
 
 // start starts the embedded server (unless an external one is

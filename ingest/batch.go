@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -54,9 +55,15 @@ func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 	if len(recs) > 0 {
 		p.inflight.RLock()
 		defer p.inflight.RUnlock()
-		if appended, appendErr = p.cfg.Ledger.Append(recs...); appendErr != nil {
-			appendErr = ledgerErr(appendErr)
-		}
+		appended, appendErr = p.cfg.Ledger.Append(recs...)
+	}
+	// Ledgered but not copied: counted below, each request answered
+	// outcome_unknown (notCopiedErr).
+	var notCopied error
+	if errors.Is(appendErr, ledger.ErrNotCopied) {
+		notCopied, appendErr = notCopiedErr(appendErr), nil
+	} else if appendErr != nil {
+		appendErr = ledgerErr(appendErr)
 	}
 	off := 0
 	now := p.cfg.Now().UnixMilli()
@@ -75,6 +82,9 @@ func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 			results, err = nil, appendErr
 		case n > 0:
 			results, err = p.countAppended(pollID, pr.results, pr.fresh, pr.look.Votes, recs[off:off+n], appended[off:off+n])
+			if err == nil && notCopied != nil {
+				results, err = nil, notCopied
+			}
 		}
 		off += n
 		pr.release()

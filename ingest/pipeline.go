@@ -22,6 +22,9 @@ import (
 type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
+	// Copied says a vote id of this replica is on a second machine
+	// (ledger.Copier): only then is its retry answered from Lookup.
+	Copied(poll string, id ledger.VoteID) bool
 	Replica() string
 	// The durable metadata a poll's fence is kept in (fence.go).
 	PutMeta(name string, value []byte) error
@@ -73,6 +76,10 @@ type Config struct {
 	// Retry-After: 1) while retries of known keys are answered: the node
 	// has not yet caught up with the other replicas' ballots after a start.
 	CatchingUp func() bool
+	// CopyReady, when set and false, refuses new votes (503 no_copy):
+	// with two copies before the ack, no second full node is there to
+	// hold them (package buddy).
+	CopyReady func() bool
 	// Sessions configures voter tokens; a nil Signer turns them off.
 	Sessions Sessions
 	// Datacenters are address ranges of datacenters and proxies: votes
@@ -203,6 +210,14 @@ func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) 
 	p.inflight.RLock()
 	defer p.inflight.RUnlock()
 	appended, err := p.cfg.Ledger.Append(pr.recs...)
+	if errors.Is(err, ledger.ErrNotCopied) {
+		// Ledgered here, so counted, but not acknowledged: two copies
+		// were promised.
+		if _, err := p.countAppended(pollID, pr.results, pr.fresh, pr.look.Votes, pr.recs, appended); err != nil {
+			return nil, err
+		}
+		return nil, notCopiedErr(err)
+	}
 	if err != nil {
 		pr.giveBack()
 		return nil, ledgerErr(err)
@@ -272,6 +287,15 @@ func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client)
 // take.
 func ledgerErr(err error) error {
 	return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot ledger the vote: %v", err)
+}
+
+// notCopiedErr is the answer to a request whose records the ledger took
+// but could not copy to a second machine (ledger.ErrNotCopied): they
+// count, but were not acknowledged. Its retry is answered once the copy
+// is made (retry, ledger.Ledger.Copied).
+func notCopiedErr(err error) error {
+	return &api.Error{Status: http.StatusGatewayTimeout, Code: api.CodeOutcomeUnknown, RetryAfter: time.Second,
+		Message: fmt.Sprintf("the vote is ledgered at this node but its copy on a second machine is not confirmed (%v): send the same request again, with the same key, to learn its outcome", err)}
 }
 
 // countAppended answers each new vote from its ledger append, durable
@@ -376,6 +400,10 @@ func (p *Pipeline) takesNewVotes(pollID string, def *poll.Definition, look state
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, RetryAfter: time.Second,
 			Message: "catching up with the other regions' votes after a start: send the same request again"}
 	}
+	if p.cfg.CopyReady != nil && !p.cfg.CopyReady() {
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeNoCopy, RetryAfter: time.Second,
+			Message: "no second full node is reachable to hold a copy of the vote, so it was not taken: send it again, or to another node"}
+	}
 	if held, acked := look.Held, look.Acknowledged; acked > held && def.WindowAt(p.cfg.Now().UnixMilli()) != poll.AfterGrace { // a closed poll answers poll_closed below
 		// Restored from an older backup: a new record would take the seq,
 		// and so the vote id, of a lost one. Other nodes take the vote.
@@ -406,7 +434,9 @@ func (p *Pipeline) retry(pollID, idem string, l state.VoteLook) (dup bool, id, s
 		if err != nil {
 			return false, "", "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
 		}
-		if !found {
+		if !found || !p.cfg.Ledger.Copied(pollID, ledger.VoteID{Replica: b.Replica, Seq: b.Seq}) {
+			// Not copied yet (its first answer was outcome_unknown): the
+			// ledger answers it as a duplicate once it has copied it.
 			return false, "", "", false, nil
 		}
 	}

@@ -15,7 +15,7 @@ import (
 var ErrNotCopied = errors.New("ledger: not copied to a second machine")
 
 // Copier makes this replica's records durable on a second machine
-// before their appends return (package copies: the buddy's copy). Copy
+// before their appends return (package buddy: the buddy's copy). Copy
 // is given each synced batch's records of this replica in sequence
 // order per chain — the new ones, and the earliest not yet copied that
 // a duplicate answered — and returns once the second machine holds them

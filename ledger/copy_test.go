@@ -10,7 +10,7 @@ import (
 )
 
 // intoLedger copies into a second ledger by Import, as a buddy's store
-// does (package copies), and fails while down is set.
+// does (package buddy), and fails while down is set.
 type intoLedger struct {
 	to    *Ledger
 	mu    sync.Mutex

@@ -70,6 +70,8 @@ type Config struct {
 	CertifySettle                                    time.Duration  // after close + grace, before certifying
 	CertifyPrefetch                                  int            // records copied from every replica's chains while polls run; 0: none
 	CheckpointEvery                                  time.Duration  // how often the vote state is checkpointed; 0: only at shutdown
+	AckCopies                                        int            // machines an acknowledged vote is on: 1 or 2; 0: 2 in a cluster, 1 alone
+	AckCopiesDegrade                                 bool           // with no buddy, acknowledge with one copy (counted, logged) instead of 503 no_copy
 	SessionSecret                                    string         // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
 	RequireSession                                   bool           // refuse votes without a voter token
 	PowBits                                          int            // proof-of-work difficulty before a token; 0: the default (16); NoPuzzle: none
@@ -290,6 +292,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --data-dir and --http-addr are required", ErrConfig)
 	}
 	if _, err := c.gossipKeys(); err != nil {
+		return err
+	}
+	if err := c.checkAckCopies(); err != nil {
 		return err
 	}
 	hosts, err := parseLogoHosts(strings.Join(c.LogoHosts, ",")) // a Config built by hand too

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,9 @@ func startProcessNoWait(t *testing.T, bin, dir string, extra ...string) *procNod
 	args := append([]string{"--data-dir", dir, "--http-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0",
 		"--nats-addr", "127.0.0.1:0", "--nats-cluster-addr", "", "--nats-gateway-addr", "", "--nats-leaf-addr", "", "--admin-token", testToken,
 		"--rate-ip", "0", "--rate-voter", "0", "--trust-floor", "0", "--demo=false"}, extra...)
+	if !slices.Contains(extra, "--ack-copies") {
+		args = append(args, "--ack-copies", "1") // most tests run one full node in a cluster; those of the two-copy rule say 2
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TALLY_GOSSIP_KEY="+testGossipKey) // never on a command line
 	stdout, err := cmd.StdoutPipe()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,16 +43,21 @@ type edgeTier struct {
 	bin         string
 }
 
-func startEdgeTier(t *testing.T) *edgeTier {
+func startEdgeTier(t *testing.T) *edgeTier { t.Helper(); return startEdgeTierCopies(t, 1) }
+
+// startEdgeTierCopies is startEdgeTier with every full node on
+// --ack-copies copies.
+func startEdgeTierCopies(t *testing.T, copies int) *edgeTier {
 	t.Helper()
 	et := &edgeTier{bin: buildNodeBinary(t)}
-	et.us = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now = "us-east", time.Now })
+	et.us = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now, c.AckCopies = "us-east", time.Now, copies })
 	common := func(name, gossipAddr string) []string {
 		return []string{"--region", "eu-west", "--node-name", name, "--join", et.us.GossipAddr(), "--gossip-addr", gossipAddr,
 			"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}
 	}
 	for i := range 2 {
-		flags := append(common(fmt.Sprintf("eu-full-%d", i), freePort(t)), "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0")
+		flags := append(common(fmt.Sprintf("eu-full-%d", i), freePort(t)), "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0",
+			"--ack-copies", strconv.Itoa(copies))
 		dir := t.TempDir()
 		et.fullDirs, et.fullFlags = append(et.fullDirs, dir), append(et.fullFlags, flags)
 		et.full = append(et.full, startProcess(t, et.bin, dir, flags...))

@@ -122,6 +122,7 @@ func testConfig(dir string, clock *fakeClock) Config {
 	cfg.VouchPace = 0   // tests that pace tokens say so (it runs on the process clock)
 	cfg.CatchUpWait = 0 // tests of the catch-up gate say so
 	cfg.GossipKey = testGossipKey
+	cfg.AckCopies = 1 // most tests run one full node in a cluster; tests of the two-copy rule say 2
 	return cfg
 }
 

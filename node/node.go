@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/ed25519"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,6 +69,7 @@ type Node struct {
 	draining atomic.Bool    // stopping: /readyz answers 503, the API still answers
 	backup   *backup.Server // GET /v1/backup
 	ckpt     *checkpoints   // the checkpoint file and the kept tallies
+	copies   copies         // the two-copy rule: this node's buddy, and the copies it keeps (buddy.go)
 	life     runState       // Run and Close (run.go)
 }
 
@@ -130,8 +132,12 @@ func Open(cfg Config) (n *Node, err error) {
 	}
 	n.ckpt = &checkpoints{dataDir: cfg.DataDir, every: cfg.CheckpointEvery, replica: n.replica, ledger: n.ledger,
 		state: n.state, ingest: n.ingest, log: n.log, m: &n.m}
+	var kept admin.Copies // nil, not a nil *buddy.Store: no copies kept
+	if n.copies.store != nil {
+		kept = n.copies.store
+	}
 	n.admin, err = admin.New(admin.Config{State: n.state, Clock: n.clock, Ledger: n.ledger, SigningKey: key, MaxBody: cfg.Limits.MaxBody, Now: cfg.Now,
-		Fence: n.ingest.Fence})
+		Fence: n.ingest.Fence, Copies: kept})
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +257,7 @@ func newIngest(n *Node, signer *session.Signer, salt string, datacenters []netip
 		Now:            cfg.Now,
 		Datacenters:    datacenters,
 		CatchingUp:     n.catchingUp,
+		CopyReady:      n.copies.copyReady,
 		Sessions: ingest.Sessions{
 			Signer:          signer,
 			Require:         cfg.RequireSession,
@@ -401,10 +408,11 @@ func (n *Node) closeStorage() error {
 	if n.fanout != nil {
 		n.fanout.Close()
 	}
+	var err error
 	if n.ledger != nil {
-		return n.ledger.Close()
+		err = n.ledger.Close()
 	}
-	return nil
+	return errors.Join(err, n.copies.closeStore())
 }
 
 func (n *Node) banner() {
@@ -415,6 +423,9 @@ func (n *Node) banner() {
 	w := n.cfg.Stdout
 	fmt.Fprintf(w, "tally node %s (region %s) listening on %s://%s\n", n.replica, n.cfg.Region, n.scheme(), n.Addr())
 	fmt.Fprintf(w, "  page:        %s://%s/\n", n.scheme(), net.JoinHostPort(host, port))
+	if n.edge == nil {
+		fmt.Fprintf(w, "  acks:        %s\n", n.copies.says(n.cfg))
+	}
 	switch { // the token itself is never printed: logs and terminals are shared
 	case n.cfg.AdminTokenFile != "":
 		fmt.Fprintf(w, "  admin token: in %s\n", n.cfg.AdminTokenFile)

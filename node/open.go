@@ -97,12 +97,20 @@ func (n *Node) openClock() (err error) {
 // openLedger opens the Pebble ledger; a damaged one is refused.
 func (n *Node) openLedger() (err error) {
 	cfg := n.cfg
+	if err := openCopies(n); err != nil {
+		return err
+	}
+	var copier ledger.Copier // nil, not a nil *buddy.Sender: one copy
+	if n.copies.sender != nil {
+		copier = n.copies.sender
+	}
 	n.ledger, err = ledger.Open(ledger.Config{
 		Dir: filepath.Join(cfg.DataDir, ledgerDir), Replica: n.replica, Logger: cfg.Logger,
 		OnCommit: func(records int, took time.Duration) {
 			n.m.batchRecords.Observe(float64(records))
 			n.m.commitSeconds.Observe(took.Seconds())
 		},
+		Copier: copier,
 	})
 	if errors.Is(err, ledger.ErrDamaged) {
 		return fmt.Errorf("%w: %w", ErrDamaged, err)

@@ -168,6 +168,13 @@ func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRela
 		n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
 		stopRelay, err = n.startRelay()
 	}
+	if err == nil {
+		var stopBuddy func()
+		if stopBuddy, err = startBuddy(n); err == nil {
+			relayOnly := stopRelay
+			stopRelay = func() { relayOnly(); stopBuddy() } // the copies are kept for the primaries to the last
+		}
+	}
 	if err != nil {
 		if _, ok := errors.AsType[*flagErr](err); ok {
 			err = fmt.Errorf("%w: %w", ErrConfig, err)

@@ -3,8 +3,6 @@ package relay
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"tally/api"
+	"tally/internal/testseal"
 	"tally/internal/testwait"
 	"tally/internal/wire"
 )
@@ -54,20 +53,6 @@ func startNATS(t *testing.T) func() *nats.Conn {
 		t.Cleanup(nc.Close)
 		return nc
 	}
-}
-
-// A key's seal for the tests: an HMAC tag before the message, as the
-// node's keyring does.
-func sealer(key string) (func([]byte) []byte, func([]byte) ([]byte, error)) {
-	tag := func(b []byte) []byte { m := hmac.New(sha256.New, []byte(key)); m.Write(b); return m.Sum(nil) }
-	seal := func(b []byte) []byte { return append(tag(b), b...) }
-	open := func(b []byte) ([]byte, error) {
-		if len(b) < sha256.Size || !hmac.Equal(b[:sha256.Size], tag(b[sha256.Size:])) {
-			return nil, errors.New("not sealed by the cluster")
-		}
-		return b[sha256.Size:], nil
-	}
-	return seal, open
 }
 
 // fullNode is a Handler standing in for a full node's pipeline: it
@@ -131,7 +116,7 @@ var subject = Subject("test")
 
 func startServer(t *testing.T, nc *nats.Conn, h Handler, key string) *Server {
 	t.Helper()
-	seal, open := sealer(key)
+	seal, open := testseal.Sealer(key)
 	replica := "r"
 	if f, ok := h.(*fullNode); ok {
 		replica = f.name
@@ -151,7 +136,7 @@ func startEdge(t *testing.T, nc *nats.Conn, key string, mutate func(*EdgeConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seal, open := sealer(key)
+	seal, open := testseal.Sealer(key)
 	cfg := EdgeConfig{Conn: func() *nats.Conn { return nc }, Cluster: "test", Seal: seal, Open: open, Metrics: m,
 		ClientIP: func(r *http.Request) string { return "198.51.100.9" }}
 	if mutate != nil {
@@ -259,8 +244,8 @@ func TestStrangerPosingAsAnEdgeChangesNothing(t *testing.T) {
 	full := &fullNode{name: "eu-1"}
 	startServer(t, conn(), full, "cluster key")
 	nc := conn()
-	stranger, _ := sealer("another key")
-	clusterSeal, _ := sealer("cluster key")
+	stranger, _ := testseal.Sealer("another key")
+	clusterSeal, _ := testseal.Sealer("cluster key")
 	batch := AppendBatch(nil, []Request{voteReq(1)})
 	for name, msg := range map[string][]byte{
 		"unsealed":       batch,
@@ -428,7 +413,7 @@ func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, _ := NewMetrics(reg)
 	stall := &stallingNode{fullNode: &fullNode{name: "eu-1"}, release: make(chan struct{})}
-	seal, open := sealer("k")
+	seal, open := testseal.Sealer("k")
 	s, err := StartServer(ServerConfig{Conn: conn(), Cluster: "test", Replica: "eu-1", Seal: seal, Open: open, Handler: stall, InFlight: 1, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +451,7 @@ func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
 func TestEdgeHearsALateAnswerToAnEarlierAttempt(t *testing.T) {
 	conn := startNATS(t)
 	full := &fullNode{name: "eu-1"}
-	seal, open := sealer("k")
+	seal, open := testseal.Sealer("k")
 	nc := conn()
 	var calls atomic.Int32
 	sub, err := nc.QueueSubscribe(subject, queueGroup, func(m *nats.Msg) {
@@ -556,7 +541,7 @@ func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
 func TestAnEdgeOfTheReleaseBeforeGetsJSONAnswers(t *testing.T) {
 	conn := startNATS(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
-	seal, open := sealer("k")
+	seal, open := testseal.Sealer("k")
 	batch := AppendBatch(nil, []Request{voteReq(1), {Kind: KindVote, Poll: "p", Body: []byte(`{"option":"bad"}`)}})
 	old := append([]byte(batchMagicV2), batch[len(batchMagic):]...)
 	m, err := conn().Request(Subject("test"), seal(old), 5*time.Second)
@@ -605,7 +590,7 @@ func TestALocalRefusalAfterAnotherAttemptIsAnUnknownOutcome(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conn := startNATS(t)
-			seal, open := sealer("k")
+			seal, open := testseal.Sealer("k")
 			var calls atomic.Int32
 			release := make(chan struct{})
 			defer close(release)

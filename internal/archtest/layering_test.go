@@ -31,6 +31,7 @@ var may = map[string][]string{
 	"admin":         {"api", "hlc", "ids", "ledger", "poll", "quiz", "state"},
 	"certify":       {"api", "hlc", "ids", "internal/rendezvous", "ledger", "poll", "quiz", "state"},
 	"relay":         {"api", "ids", "internal/rendezvous", "internal/wire"},
+	"buddy":         {"ids", "internal/rendezvous", "internal/wire", "ledger"},
 	"client":        {"api", "poll", "quiz"},
 	"join":          {"api", "ids", "poll", "state"},
 	"qr":            {"api"},

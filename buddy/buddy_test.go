@@ -1,0 +1,272 @@
+package buddy
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"tally/internal/testseal"
+	"tally/ledger"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"))
+}
+
+// startNATS runs a real NATS server on loopback and returns a client
+// connection maker.
+func startNATS(t *testing.T) func() *nats.Conn {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return func() *nats.Conn {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+}
+
+func vote(i int) ledger.Record {
+	k := fmt.Sprint("k", i)
+	return ledger.Record{Poll: "p", Voter: "v" + k, Option: "red", Idem: k, Wall: int64(1000 + i), Trust: 1, Counted: true, IPHash: "ab12"}
+}
+
+// pair is a primary's ledger copying to a buddy's store over NATS, as
+// two full nodes do.
+type pair struct {
+	primary *ledger.Ledger
+	store   *Store
+	server  *Server
+	sender  *Sender
+	buddies func() []string
+	fs      *vfs.MemFS
+}
+
+func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
+	t.Helper()
+	conn := startNATS(t)
+	seal, open := testseal.Sealer("cluster key")
+	p := &pair{fs: vfs.NewStrictMem(), buddies: buddies}
+	var err error
+	if p.store, err = OpenStore("copies", p.fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.store.Close() })
+	if p.server, err = Serve(ServerConfig{Conn: conn(), Cluster: "c", Replica: "eu-2", Store: p.store, Seal: seal, Open: open}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.server.Close() })
+	var primary *ledger.Ledger
+	sc := conn()
+	p.sender = NewSender(SenderConfig{Conn: func() *nats.Conn { return sc }, Cluster: "c", Replica: "eu-1", Buddies: func() []string { return p.buddies() },
+		Scan: func(poll, replica string, after uint64) iter.Seq2[ledger.Record, error] {
+			return primary.ScanAfter(poll, replica, after)
+		},
+		Timeout: time.Second, Degrade: degrade, Seal: seal, Open: open})
+	if primary, err = ledger.Open(ledger.Config{Dir: "db", FS: vfs.NewMem(), Replica: "eu-1", Copier: p.sender}); err != nil {
+		t.Fatal(err)
+	}
+	p.primary = primary
+	t.Cleanup(func() { primary.Close() })
+	return p
+}
+
+func eu2() []string    { return []string{"eu-2"} }
+func nobody() []string { return nil }
+
+func (p *pair) copied(t *testing.T) []ledger.Record {
+	t.Helper()
+	var out []ledger.Record
+	for r, err := range p.store.Records("p", "eu-1", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// An acknowledged append is in the buddy's store, byte for byte, as the
+// primary's own chain; with no buddy it is refused as not copied, and a
+// buddy that comes back is sent what it lacks before the next batch.
+func TestAnAckedAppendIsInTheBuddysStore(t *testing.T) {
+	up := true
+	p := newPair(t, false, nil)
+	p.buddies = func() []string {
+		if up {
+			return eu2()
+		}
+		return nobody()
+	}
+	if _, err := p.primary.Append(vote(1), vote(2), vote(3)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.copied(t); len(got) != 3 || got[2].Seq != 3 || got[2].Hash() != collectOwn(t, p.primary)[2].Hash() {
+		t.Fatalf("the store holds %d records after an acked append of 3", len(got))
+	}
+	up = false
+	if p.sender.Ready() {
+		t.Fatal("no buddy, yet Ready")
+	}
+	if _, err := p.primary.Append(vote(4)); !errors.Is(err, ledger.ErrNotCopied) || !errors.Is(err, ErrNoBuddy) {
+		t.Fatalf("with no buddy: %v, want ErrNotCopied and ErrNoBuddy", err)
+	}
+	up = true
+	if _, err := p.primary.Append(vote(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.copied(t); len(got) != 5 {
+		t.Fatalf("after the buddy came back the store holds %d records, want 5 (4 sent as what it lacked)", len(got))
+	}
+	if !p.primary.Copied("p", ledger.VoteID{Replica: "eu-1", Seq: 5}) {
+		t.Fatal("vote 5 acked but not Copied")
+	}
+}
+
+// collectOwn reads the primary's own chain.
+func collectOwn(t *testing.T, l *ledger.Ledger) []ledger.Record {
+	t.Helper()
+	var out []ledger.Record
+	for r, err := range l.ScanAfter("p", "eu-1", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A new buddy (its store empty) is sent the whole chain before the batch
+// that found it behind.
+func TestANewBuddyIsSentTheWholeChain(t *testing.T) {
+	p := newPair(t, false, nobody)
+	p.sender.cfg.Degrade = true // the first votes go with one copy
+	for i := range 2500 {
+		if _, err := p.primary.Append(vote(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.copied(t); len(got) != 0 {
+		t.Fatalf("no buddy, yet the store holds %d", len(got))
+	}
+	p.sender.cfg.Degrade = false
+	p.buddies = eu2
+	if _, err := p.primary.Append(vote(9999)); err != nil {
+		t.Fatal(err)
+	}
+	got, own := p.copied(t), collectOwn(t, p.primary)
+	if len(got) != 2501 || !slices.EqualFunc(got, own, func(a, b ledger.Record) bool { return a.Hash() == b.Hash() }) {
+		t.Fatalf("the new buddy holds %d records, the primary %d", len(got), len(own))
+	}
+}
+
+// Degraded, a vote with no buddy is acknowledged with one copy.
+func TestDegradedAcksWithOneCopy(t *testing.T) {
+	p := newPair(t, true, nobody)
+	if !p.sender.Ready() {
+		t.Fatal("degraded with no buddy: not Ready")
+	}
+	if _, err := p.primary.Append(vote(1)); err != nil {
+		t.Fatalf("degraded: %v", err)
+	}
+}
+
+// A buddy that does not answer (a name no node serves) fails the copy;
+// the next one ranked takes it, and the failed one is tried last after.
+func TestTheNextBuddyTakesOverFromOneThatFails(t *testing.T) {
+	p := newPair(t, false, func() []string { return []string{"eu-9"} })
+	if _, err := p.primary.Append(vote(1)); !errors.Is(err, ledger.ErrNotCopied) {
+		t.Fatalf("to a buddy that is not there: %v", err)
+	}
+	p.buddies = func() []string { return []string{"eu-9", "eu-2"} }
+	if _, err := p.primary.Append(vote(2)); err != nil {
+		t.Fatalf("with eu-2 ranked after the silent eu-9: %v", err)
+	}
+	if got := p.sender.candidates(); len(got) != 2 || got[0] != "eu-2" {
+		t.Fatalf("after eu-9 failed the order is %v, want eu-2 first", got)
+	}
+	if got := p.copied(t); len(got) != 2 {
+		t.Fatalf("eu-2 holds %d records, want 2 (vote 1 sent as what it lacked)", len(got))
+	}
+}
+
+// A copy the buddy acknowledged survives the buddy's crash: its store is
+// fsynced before it answers (Pebble on a StrictMem file system that
+// forgets every unsynced write at the crash).
+func TestACopyAcknowledgedIsACopyKept(t *testing.T) {
+	p := newPair(t, false, eu2)
+	for i := range 300 {
+		if _, err := p.primary.Append(vote(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.fs.SetIgnoreSyncs(true)
+	p.server.Close()
+	p.store.Close()
+	p.fs.ResetToSyncedState()
+	p.fs.SetIgnoreSyncs(false)
+	s, err := OpenStore("copies", p.fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := s.Head("p", "eu-1"); err != nil || n != 300 {
+		t.Fatalf("after the crash the store holds %d of 300 acknowledged records (%v)", n, err)
+	}
+}
+
+func TestRankSameRegionFirst(t *testing.T) {
+	full := []Member{{"eu-1", "eu"}, {"eu-2", "eu"}, {"eu-3", "eu"}, {"us-1", "us"}, {"ap-1", "ap"}, {"", "eu"}}
+	for _, tc := range []struct {
+		name, replica, region string
+		full                  []Member
+		want                  []string // nil: any order of the others
+		n                     int
+	}{
+		{"alone", "eu-1", "eu", full[:1], nil, 0},
+		{"nobody", "eu-1", "eu", nil, nil, 0},
+		{"the region's other", "eu-1", "eu", full[:2], []string{"eu-2"}, 1},
+		{"another region's when alone in its own", "us-1", "us", full[3:5], []string{"ap-1"}, 1},
+		{"the region's two, then the others", "eu-1", "eu", full, nil, 4},
+	} {
+		got := Rank(tc.replica, tc.region, tc.full)
+		if len(got) != tc.n || tc.want != nil && !slices.Equal(got, tc.want) || slices.Contains(got, tc.replica) || slices.Contains(got, "") {
+			t.Errorf("%s: %v, want %d: %v", tc.name, got, tc.n, tc.want)
+		}
+		if tc.n == 4 && (got[0][:2] != "eu" || got[1][:2] != "eu") {
+			t.Errorf("%s: %v does not start with the region's", tc.name, got)
+		}
+	}
+	// The same on every node, and stable when an unrelated node leaves.
+	a := Rank("eu-1", "eu", full)
+	if b := Rank("eu-1", "eu", slices.Clone(full)); !slices.Equal(a, b) {
+		t.Fatalf("two calls ranked %v and %v", a, b)
+	}
+	var without []Member
+	for _, m := range full {
+		if m.Replica != "us-1" {
+			without = append(without, m)
+		}
+	}
+	if c := Rank("eu-1", "eu", without); c[0] != a[0] {
+		t.Fatalf("another region's node left and the buddy moved from %s to %s", a[0], c[0])
+	}
+}
