@@ -9,39 +9,16 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"tally/internal/testnats"
 	"tally/internal/testseal"
 	"tally/ledger"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"))
-}
-
-// startNATS runs a real NATS server on loopback and returns a client
-// connection maker.
-func startNATS(t *testing.T) func() *nats.Conn {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return func() *nats.Conn {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
 }
 
 func vote(i int) ledger.Record {
@@ -62,7 +39,7 @@ type pair struct {
 
 func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
 	t.Helper()
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	seal, open := testseal.Sealer("cluster key")
 	p := &pair{fs: vfs.NewStrictMem(), buddies: buddies}
 	var err error

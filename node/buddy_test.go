@@ -3,13 +3,11 @@ package node
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"iter"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -43,42 +41,14 @@ func TestTwoCopiesSurviveAFrozenBuddyAndADestroyedNode(t *testing.T) {
 	}
 	et.seePoll(t, "p")
 
-	var acked, failed atomic.Int64
 	var doomed atomic.Value // the replica id of eu-full-0, from its vote ids
-	var lastFailure atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	targets := []string{et.edges[0].url, et.edges[1].url, et.full[0].url, et.full[0].url}
-	for c, url := range targets {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("v-%d-%d", c, i)
-				a := voteAt(url, "p", []string{"a", "b", "c"}[i%3], key, key)
-				if a.code == 200 && a.status == "accepted" {
-					acked.Add(1)
-					if url == et.full[0].url {
-						doomed.Store(a.voteID[:strings.LastIndexByte(a.voteID, '/')])
-					}
-					continue
-				}
-				failed.Add(1)
-				lastFailure.Store(fmt.Sprintf("%d %s", a.code, a.body))
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		})
-	}
+	load := startVoteLoad(t, []string{et.edges[0].url, et.edges[1].url, et.full[0].url, et.full[0].url}, func(url string, a voteAnswer) {
+		if url == et.full[0].url {
+			doomed.Store(a.voteID[:strings.LastIndexByte(a.voteID, '/')])
+		}
+	})
 	defer func() {
 		if t.Failed() {
-			t.Logf("%d acknowledged, %d failed; the last failure: %v", acked.Load(), failed.Load(), lastFailure.Load())
 			for i, p := range et.full {
 				l := p.log.String()
 				t.Logf("eu-full-%d's log, the end:\n%s", i, l[max(0, len(l)-3000):])
@@ -87,8 +57,8 @@ func TestTwoCopiesSurviveAFrozenBuddyAndADestroyedNode(t *testing.T) {
 	}()
 	more := func(what string, n int64) {
 		t.Helper()
-		before, since := acked.Load(), time.Now()
-		testwait.For(t, 90*time.Second, what, func() bool { return acked.Load() >= before+n && doomed.Load() != nil })
+		before, since := load.acked.Load(), time.Now()
+		testwait.For(t, 90*time.Second, what, func() bool { return load.acked.Load() >= before+n && doomed.Load() != nil })
 		t.Logf("%s: %d more acknowledged in %s", what, n, time.Since(since).Round(time.Millisecond))
 	}
 	more("before the faults", 300)
@@ -109,8 +79,7 @@ func TestTwoCopiesSurviveAFrozenBuddyAndADestroyedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	more("eu-full-0 destroyed", 150)
-	close(stop)
-	wg.Wait()
+	load.stop()
 
 	if r := et.us.admin(t, "POST", "/v1/polls/p/close", ""); r.status != http.StatusOK {
 		t.Fatal(r.raw)
@@ -121,15 +90,14 @@ func TestTwoCopiesSurviveAFrozenBuddyAndADestroyedNode(t *testing.T) {
 		return r.body["status"] == "reconciled"
 	})
 	total := int64(r.body["total"].(float64))
-	if total < acked.Load() || total > acked.Load()+failed.Load() {
-		t.Fatalf("certified %d votes: %d acknowledged (and %d failed)", total, acked.Load(), failed.Load())
+	if total < load.acked.Load() || total > load.acked.Load()+load.failed.Load() {
+		t.Fatalf("certified %d votes: %s", total, load)
 	}
 	if !strings.Contains(r.raw, `"from_copy":[{"replica":"`+doomed.Load().(string)+`"`) {
 		t.Fatalf("the certificate does not say %s was read from a copy: %s", doomed.Load(), r.raw)
 	}
 	auditFromCopy(t, et, r, doomed.Load().(string))
-	t.Logf("certified %d votes of %d acknowledged (%d refused or unknown; the last: %v)",
-		total, acked.Load(), failed.Load(), lastFailure.Load())
+	t.Logf("certified %d votes: %s", total, load)
 }
 
 // auditFromCopy reproduces the certified digest as an auditor does, from

@@ -218,51 +218,16 @@ func TestEdgeTier(t *testing.T) {
 	}
 
 	// SIGKILL of a full node under load through both edges.
-	var acked, failed atomic.Int64
-	var lastFailure atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for c := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("load-%d-%d", c, i)
-				a := voteAt(et.edges[c%2].url, "p", []string{"a", "b", "c"}[i%3], key, key)
-				if a.code == 200 && a.status == "accepted" {
-					acked.Add(1)
-					continue
-				}
-				// A refused vote is not retried (its key is new each time),
-				// but a client backs off as a real one would.
-				failed.Add(1)
-				lastFailure.Store(fmt.Sprintf("%d %s", a.code, a.body))
-				select {
-				case <-stop:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		})
-	}
+	load := startVoteLoad(t, []string{et.edges[0].url, et.edges[1].url, et.edges[0].url, et.edges[1].url}, nil)
 	ackedAtLeast := func(what string, n int64) {
 		t.Helper()
-		testwait.For(t, 60*time.Second, what, func() bool { return acked.Load() >= n })
+		testwait.For(t, 60*time.Second, what, func() bool { return load.acked.Load() >= n })
 	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("%d acknowledged, %d failed; the last failure: %v", acked.Load(), failed.Load(), lastFailure.Load())
-		}
-	}()
 	ackedAtLeast("200 votes acknowledged", 200)
 	et.full[0].cmd.Process.Kill()
 	et.full[0].cmd.Wait()
-	ackedAtLeast("200 more after the kill", acked.Load()+200) // the edges keep answering
-	close(stop)
-	wg.Wait()
+	ackedAtLeast("200 more after the kill", load.acked.Load()+200) // the edges keep answering
+	load.stop()
 	et.full[0] = startProcess(t, et.bin, et.fullDirs[0], et.fullFlags[0]...)
 
 	// Certified exact: every acknowledged vote counts once; a request
@@ -279,8 +244,8 @@ func TestEdgeTier(t *testing.T) {
 		total = int64(r.body["total"].(float64))
 		return true
 	})
-	if want := acked.Load() + 2; total < want || total > want+failed.Load() {
-		t.Fatalf("certified %d votes: %d acknowledged (and %d failed)", total, want, failed.Load())
+	if want := load.acked.Load() + 2; total < want || total > want+load.failed.Load() {
+		t.Fatalf("certified %d votes: %d acknowledged (and %d failed)", total, want, load.failed.Load())
 	}
 
 	// The region's full nodes down: the other region answers.
@@ -407,4 +372,68 @@ func TestEdgeOnAnExternalNATS(t *testing.T) {
 		r := edge.call(t, "GET", "/readyz", "")
 		return r.status == http.StatusServiceUnavailable && strings.Contains(r.raw, "no full node")
 	})
+}
+
+// voteLoad is one client per target sending votes with new keys (as
+// voter and key) until stop, counting the acknowledged (200 accepted)
+// and the rest. A refused vote is not retried (its key is new each
+// time), but its client backs off 20 ms, as a real one would. A test
+// that fails logs the counts and the last failure.
+type voteLoad struct {
+	acked, failed atomic.Int64
+	last          atomic.Value // the last failure's status and body
+	done          chan struct{}
+	wg            sync.WaitGroup
+	once          sync.Once
+}
+
+// startVoteLoad starts the clients; onAck, when set, sees each
+// acknowledgement with its target.
+func startVoteLoad(t *testing.T, targets []string, onAck func(target string, a voteAnswer)) *voteLoad {
+	t.Helper()
+	l := &voteLoad{done: make(chan struct{})}
+	for c, url := range targets {
+		l.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-l.done:
+					return
+				default:
+				}
+				key := fmt.Sprintf("load-%d-%d", c, i)
+				a := voteAt(url, "p", []string{"a", "b", "c"}[i%3], key, key)
+				if a.code == 200 && a.status == "accepted" {
+					l.acked.Add(1)
+					if onAck != nil {
+						onAck(url, a)
+					}
+					continue
+				}
+				l.failed.Add(1)
+				l.last.Store(fmt.Sprintf("%d %s", a.code, a.body))
+				select {
+				case <-l.done:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		})
+	}
+	t.Cleanup(func() {
+		l.stop()
+		if t.Failed() {
+			t.Logf("%s", l)
+		}
+	})
+	return l
+}
+
+// stop ends the clients and waits for them.
+func (l *voteLoad) stop() {
+	l.once.Do(func() { close(l.done) })
+	l.wg.Wait()
+}
+
+func (l *voteLoad) String() string {
+	return fmt.Sprintf("%d acknowledged, %d refused or unknown; the last: %v", l.acked.Load(), l.failed.Load(), l.last.Load())
 }

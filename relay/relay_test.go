@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"tally/api"
+	"tally/internal/testnats"
 	"tally/internal/testseal"
 	"tally/internal/testwait"
 	"tally/internal/wire"
@@ -30,29 +30,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"))
-}
-
-// startNATS runs a real NATS server on loopback and returns a client
-// connection maker.
-func startNATS(t *testing.T) func() *nats.Conn {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return func() *nats.Conn {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
 }
 
 // fullNode is a Handler standing in for a full node's pipeline: it
@@ -158,7 +135,7 @@ func voteReq(i int) Request {
 // Many clients at once go out in fewer relay messages, and each client
 // gets its own answer, with the facts the edge sent for it.
 func TestEdgeGathersClientsIntoBatches(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	full := &fullNode{name: "eu-1"}
 	startServer(t, conn(), full, "k")
 	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Wait = 50 * time.Millisecond })
@@ -188,7 +165,7 @@ func TestEdgeGathersClientsIntoBatches(t *testing.T) {
 // A full node that dies holding a batch: the edge sends it again, another
 // full node answers, and nothing counts twice.
 func TestEdgeResendsWhenAFullNodeDiesMidBatch(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	dying := conn()
 	got := make(chan struct{}, 1)
 	sub, err := dying.QueueSubscribe(subject, queueGroup, func(m *nats.Msg) {
@@ -221,7 +198,7 @@ func TestEdgeResendsWhenAFullNodeDiesMidBatch(t *testing.T) {
 // With no full node at all, the client gets 503 with Retry-After by the
 // deadline, never a hang.
 func TestEdgeAnswersUnavailableWithoutAFullNode(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	edge, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 300 * time.Millisecond })
 	a := edge.Relay(context.Background(), voteReq(1))
 	if a.status() != http.StatusServiceUnavailable || a.Err.RetryAfter <= 0 || a.Err.Code != api.CodeUnavailable {
@@ -240,7 +217,7 @@ func TestEdgeAnswersUnavailableWithoutAFullNode(t *testing.T) {
 // A stranger on the bus — no seal, or another cluster's — is not
 // answered and changes nothing; a member's malformed batch neither.
 func TestStrangerPosingAsAnEdgeChangesNothing(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	full := &fullNode{name: "eu-1"}
 	startServer(t, conn(), full, "cluster key")
 	nc := conn()
@@ -274,7 +251,7 @@ func TestStrangerPosingAsAnEdgeChangesNothing(t *testing.T) {
 // The edge's HTTP endpoints write the full node's answer as it is: the
 // status, Retry-After and body; the full node's refusals too.
 func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
 	edge, _ := startEdge(t, conn(), "k", nil)
 	mux := http.NewServeMux()
@@ -320,7 +297,7 @@ func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
 // node that took the vote, which answers duplicate. When that node is
 // gone, the next in its order takes it.
 func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	a, b := &fullNode{name: "eu-a"}, &fullNode{name: "eu-b"}
 	sa := startServer(t, conn(), a, "k")
 	startServer(t, conn(), b, "k")
@@ -355,7 +332,7 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 // clients gathered into the same batch are answered as ever; an overlong
 // User-Agent is cut, not refused.
 func TestOneClientCannotSpoilABatch(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
 	edge, m := startEdge(t, conn(), "k", nil)
 	hostile := map[string]Request{
@@ -409,7 +386,7 @@ func (s *stallingNode) Votes(poll string, reqs []Request) []Answer {
 // review: a frozen node ledgered 503'd votes 12 s later, over the
 // voter's acknowledged change of mind).
 func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	reg := prometheus.NewRegistry()
 	m, _ := NewMetrics(reg)
 	stall := &stallingNode{fullNode: &fullNode{name: "eu-1"}, release: make(chan struct{})}
@@ -449,7 +426,7 @@ func TestAFullNodeDropsABatchPastItsEdgesDeadline(t *testing.T) {
 // the batch on meanwhile (issue 45: the edge had stopped listening, told
 // the client 503, and the vote counted).
 func TestEdgeHearsALateAnswerToAnEarlierAttempt(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	full := &fullNode{name: "eu-1"}
 	seal, open := testseal.Sealer("k")
 	nc := conn()
@@ -486,7 +463,7 @@ func TestEdgeHearsALateAnswerToAnEarlierAttempt(t *testing.T) {
 // taken, and the client gets a definitive 503 — counted as unavailable,
 // not as an unknown outcome.
 func TestNoRespondersIsARefusalNotAnUnknownOutcome(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	edge, reg := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.Deadline = 400 * time.Millisecond })
 	a := edge.Relay(context.Background(), voteReq(1))
 	if a.status() != http.StatusServiceUnavailable || a.Err.Code != api.CodeUnavailable {
@@ -505,7 +482,7 @@ func TestNoRespondersIsARefusalNotAnUnknownOutcome(t *testing.T) {
 // joins unverified (issue 45, item 5: the edge checked tokens against a
 // secret it does not have, and every join through it failed).
 func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
 	edge, _ := startEdge(t, conn(), "k", nil)
 	for _, tc := range []struct {
@@ -539,7 +516,7 @@ func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
 // its status, Retry-After and JSON body (TRA1): a full node upgraded
 // first still answers it so.
 func TestAnEdgeOfTheReleaseBeforeGetsJSONAnswers(t *testing.T) {
-	conn := startNATS(t)
+	conn := testnats.Start(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
 	seal, open := testseal.Sealer("k")
 	batch := AppendBatch(nil, []Request{voteReq(1), {Kind: KindVote, Poll: "p", Body: []byte(`{"option":"bad"}`)}})
@@ -589,7 +566,7 @@ func TestALocalRefusalAfterAnotherAttemptIsAnUnknownOutcome(t *testing.T) {
 		{"503 from the only attempt", 0, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "catching up"), http.StatusServiceUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn := startNATS(t)
+			conn := testnats.Start(t)
 			seal, open := testseal.Sealer("k")
 			var calls atomic.Int32
 			release := make(chan struct{})
