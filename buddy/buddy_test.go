@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ type pair struct {
 	sender  *Sender
 	buddies func() []string
 	fs      *vfs.MemFS
+
+	mu     sync.Mutex
+	stored []uint64 // the seqs the server's Stored hook was given, in order
 }
 
 func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
@@ -47,7 +51,14 @@ func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.store.Close() })
-	if p.server, err = Serve(ServerConfig{Conn: conn(), Cluster: "c", Replica: "eu-2", Store: p.store, Seal: seal, Open: open}); err != nil {
+	if p.server, err = Serve(ServerConfig{Conn: conn(), Cluster: "c", Replica: "eu-2", Store: p.store, Seal: seal, Open: open,
+		Stored: func(recs []ledger.Record) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for _, r := range recs {
+				p.stored = append(p.stored, r.Seq)
+			}
+		}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.server.Close() })
@@ -57,7 +68,8 @@ func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
 		Scan: func(poll, replica string, after uint64) iter.Seq2[ledger.Record, error] {
 			return primary.ScanAfter(poll, replica, after)
 		},
-		Timeout: time.Second, Degrade: degrade, Seal: seal, Open: open})
+		Timeout: time.Second, Degrade: degrade, Seal: seal, Open: open,
+		RankEvery: time.Nanosecond}) // the tests move the buddies between calls
 	if primary, err = ledger.Open(ledger.Config{Dir: "db", FS: vfs.NewMem(), Replica: "eu-1", Copier: p.sender}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +125,8 @@ func TestAnAckedAppendIsInTheBuddysStore(t *testing.T) {
 	if got := p.copied(t); len(got) != 5 {
 		t.Fatalf("after the buddy came back the store holds %d records, want 5 (4 sent as what it lacked)", len(got))
 	}
-	if !p.primary.Copied("p", ledger.VoteID{Replica: "eu-1", Seq: 5}) {
-		t.Fatal("vote 5 acked but not Copied")
+	if err := p.primary.EnsureCopied("p", ledger.VoteID{Replica: "eu-1", Seq: 5}); err != nil {
+		t.Fatalf("vote 5 acked but not copied: %v", err)
 	}
 }
 
@@ -245,5 +257,70 @@ func TestRankSameRegionFirst(t *testing.T) {
 	}
 	if c := Rank("eu-1", "eu", without); c[0] != a[0] {
 		t.Fatalf("another region's node left and the buddy moved from %s to %s", a[0], c[0])
+	}
+}
+
+// The buddy's node hears of each record it stored (Stored, where the node
+// applies their ballots) before the primary's append returns: a buddy
+// that an edge fails over to knows every acknowledged key. Records sent
+// to a buddy that was behind are heard of too.
+func TestTheBuddyHearsOfEachCopyBeforeTheAck(t *testing.T) {
+	up := true
+	p := newPair(t, false, nil)
+	p.buddies = func() []string {
+		if up {
+			return eu2()
+		}
+		return nobody()
+	}
+	heard := func() []uint64 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return slices.Clone(p.stored)
+	}
+	if _, err := p.primary.Append(vote(1), vote(2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := heard(); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("after an acked append of 2 the buddy heard of %v", got)
+	}
+	up = false
+	if _, err := p.primary.Append(vote(3)); !errors.Is(err, ledger.ErrNotCopied) {
+		t.Fatalf("with no buddy: %v", err)
+	}
+	if got := heard(); len(got) != 2 {
+		t.Fatalf("a copy that failed was heard of: %v", got)
+	}
+	up = true
+	if _, err := p.primary.Append(vote(4)); err != nil {
+		t.Fatal(err)
+	}
+	if got := heard(); !slices.Equal(got, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("after the buddy came back it heard of %v, want 1-4 (3 as what it lacked)", got)
+	}
+}
+
+// Ready runs for every request: it ranks the buddies (a walk of the
+// member list) once a RankEvery, not per call; a copy ranks afresh.
+func TestReadyReusesTheRanking(t *testing.T) {
+	calls := 0
+	now := time.Unix(1000, 0)
+	s := NewSender(SenderConfig{Buddies: func() []string { calls++; return eu2() }, Now: func() time.Time { return now }, RankEvery: time.Second})
+	for range 1000 {
+		if !s.Ready() {
+			t.Fatal("not Ready with a buddy")
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("1000 Ready calls ranked %d times, want 1", calls)
+	}
+	now = now.Add(time.Second)
+	s.Ready()
+	if calls != 2 {
+		t.Fatalf("after RankEvery: ranked %d times, want 2", calls)
+	}
+	s.candidates()
+	if calls != 3 {
+		t.Fatalf("a copy's candidates: ranked %d times, want 3 (afresh)", calls)
 	}
 }

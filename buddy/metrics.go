@@ -9,9 +9,9 @@ import (
 // Metrics are the buddy copies' Prometheus series; a nil *Metrics counts
 // nothing.
 type Metrics struct {
-	batches, records, failures, oneCopy, caught, storedRecs, storedBatches prometheus.Counter
-	refusals                                                               *prometheus.CounterVec
-	latency                                                                prometheus.Histogram
+	batches, records, failures, oneCopy, caught, storedRecs, storedBatches, bytes prometheus.Counter
+	refusals                                                                      *prometheus.CounterVec
+	latency                                                                       prometheus.Histogram
 }
 
 // NewMetrics registers the series with reg.
@@ -29,6 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		caught:        c("tally_buddy_caught_up_records_total", "Records sent to a buddy that lacked them (a new buddy, or one behind)."),
 		storedRecs:    c("tally_buddy_stored_records_total", "Records this node stored as a buddy, fsynced."),
 		storedBatches: c("tally_buddy_stored_batches_total", "Copy requests this node stored as a buddy, each one fsync."),
+		bytes:         c("tally_buddy_bytes_total", "Bytes of the sealed copy requests this node sent to its buddies (answers not included)."),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_buddy_refused_total",
 			Help: "Copy requests this node refused as a buddy, by reason (unsealed, malformed, store, conflict)."}, []string{"reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tally_buddy_seconds",
@@ -43,6 +44,12 @@ func (m *Metrics) sent(n int, took time.Duration) {
 		m.batches.Inc()
 		m.records.Add(float64(n))
 		m.latency.Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) wrote(n int) {
+	if m != nil {
+		m.bytes.Add(float64(n))
 	}
 }
 

@@ -42,6 +42,10 @@ type SenderConfig struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	LogEvery time.Duration // how often a degraded copy is logged; default 10 s
+	// RankEvery is how long Ready reuses a ranking of the buddies (it
+	// runs for every request; ranking walks the member list, which moves
+	// on memberlist's time, seconds); default 200 ms. Copy ranks afresh.
+	RankEvery time.Duration
 }
 
 // Sender is a full node's side: its ledger's Copier.
@@ -51,6 +55,8 @@ type Sender struct {
 	last       string               // the buddy the last copy went to: a change is logged
 	lastLogged time.Time            // when a degraded copy was last logged
 	avoid      map[string]time.Time // buddies that failed a copy, tried last until then
+	ranked     []string             // Buddies() as of rankedAt: read per request by Ready
+	rankedAt   time.Time
 }
 
 // How a Sender moves past a buddy that fails: at most maxTries buddies
@@ -74,6 +80,9 @@ func NewSender(cfg SenderConfig) *Sender {
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = 10 * time.Second
 	}
+	if cfg.RankEvery <= 0 {
+		cfg.RankEvery = 200 * time.Millisecond
+	}
 	return &Sender{cfg: cfg, avoid: map[string]time.Time{}}
 }
 
@@ -81,7 +90,19 @@ func NewSender(cfg SenderConfig) *Sender {
 // whether votes are acknowledged anyway): new votes are refused while
 // it is not.
 func (s *Sender) Ready() bool {
-	return len(s.cfg.Buddies()) > 0 || s.cfg.Degrade
+	return s.cfg.Degrade || len(s.buddies(false)) > 0
+}
+
+// buddies is cfg.Buddies, ranked again once RankEvery has passed, or
+// at once with fresh.
+func (s *Sender) buddies(fresh bool) []string {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fresh || s.rankedAt.IsZero() || now.Sub(s.rankedAt) >= s.cfg.RankEvery || now.Before(s.rankedAt) {
+		s.ranked, s.rankedAt = s.cfg.Buddies(), now
+	}
+	return s.ranked
 }
 
 // Copy sends recs (and whatever the buddy lacks before them) to the
@@ -112,7 +133,7 @@ func (s *Sender) Copy(recs []ledger.Record) error {
 // candidates are the buddies a batch tries, in order: the ranked ones
 // that have not failed lately, then those that have, at most maxTries.
 func (s *Sender) candidates() []string {
-	ranked := s.cfg.Buddies()
+	ranked := s.buddies(true)
 	now := s.cfg.Now()
 	s.mu.Lock()
 	var fine, failed []string
@@ -217,7 +238,9 @@ func (s *Sender) request(buddy string, recs []ledger.Record) (reply, error) {
 	if conn == nil {
 		return reply{}, fmt.Errorf("buddy: to %s: %w", buddy, nats.ErrConnectionClosed)
 	}
-	m, err := conn.Request(Subject(s.cfg.Cluster, buddy), s.cfg.Seal(appendRequest(nil, s.cfg.Replica, recs)), s.cfg.Timeout)
+	sealed := s.cfg.Seal(appendRequest(nil, s.cfg.Replica, recs))
+	s.cfg.Metrics.wrote(len(sealed))
+	m, err := conn.Request(Subject(s.cfg.Cluster, buddy), sealed, s.cfg.Timeout)
 	if err != nil {
 		return reply{}, fmt.Errorf("buddy: to %s: %w", buddy, err)
 	}

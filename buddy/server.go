@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"tally/ledger"
 )
 
 // Subject is the copy subject of one full node (replica): the primaries
@@ -23,6 +25,11 @@ type ServerConfig struct {
 	Open    func([]byte) ([]byte, error)
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// Stored, when set, is given each request's records once they are
+	// fsynced and before the answer: the node applies their ballots, so
+	// that a retry failing over to this buddy finds the key even before
+	// gossip brings it. It runs on the subscription's goroutine.
+	Stored func(recs []ledger.Record)
 }
 
 // Server is a buddy's side: it stores the batches its primaries send.
@@ -76,6 +83,9 @@ func (s *Server) receive(m *nats.Msg) {
 	}
 	if rep.Status == statusOK {
 		s.cfg.Metrics.stored(len(recs))
+		if s.cfg.Stored != nil {
+			s.cfg.Stored(recs)
+		}
 	} else if rep.Status == statusRefuse {
 		s.cfg.Metrics.refused("conflict")
 		s.cfg.Logger.Error("buddy: a copy conflicts with the stored chain", "from", from, "reason", rep.Reason)

@@ -21,7 +21,7 @@ type Store struct {
 // OpenStore opens (creating if needed) the store in dir. fs may be nil
 // (the OS); tests pass vfs.NewStrictMem().
 func OpenStore(dir string, fs vfs.FS, log *slog.Logger) (*Store, error) {
-	l, err := ledger.Open(ledger.Config{Dir: dir, FS: fs, Logger: log})
+	l, err := ledger.Open(ledger.Config{Dir: dir, FS: fs, Logger: log, NoIndex: true}) // read by chain, never by key
 	if err != nil {
 		return nil, fmt.Errorf("buddy: store %s: %w", dir, err)
 	}
@@ -75,3 +75,9 @@ func (s *Store) Head(poll, replica string) (uint64, error) {
 func (s *Store) Records(poll, replica string, after uint64) iter.Seq2[ledger.Record, error] {
 	return s.l.ScanAfter(poll, replica, after)
 }
+
+// Polls lists the polls the store holds copies of.
+func (s *Store) Polls() ([]string, error) { return s.l.Polls() }
+
+// Scan yields every copy the store holds of poll, chain after chain.
+func (s *Store) Scan(poll string) iter.Seq2[ledger.Record, error] { return s.l.Scan(poll) }

@@ -2,12 +2,16 @@ package ingest
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tally/api"
+	"tally/ledger"
 	"tally/poll"
 )
 
@@ -87,5 +91,66 @@ func TestCatchingUpHoldsBackNewVotes(t *testing.T) {
 	catching = false
 	if res, err := p.Submit("p", []Vote{{Voter: "v2", Option: "b", Idem: "k2"}}, "203.0.113.7"); err != nil || res[0].Status != StatusAccepted {
 		t.Fatalf("the same vote once caught up: %+v %v", res, err)
+	}
+}
+
+// failingCopier is a ledger.Copier whose second machine is away while
+// down is set.
+type failingCopier struct{ down atomic.Bool }
+
+func (c *failingCopier) Copy([]ledger.Record) error {
+	if c.down.Load() {
+		return errors.New("no buddy")
+	}
+	return nil
+}
+
+// TestANotCopiedVoteIsNeverCalledNotTaken: a vote ledgered whose copy
+// failed is answered 504 outcome_unknown, and so is its retry while no
+// buddy is there — never 503 no_copy, whose "it was not taken" would be
+// false: it counts. A new key meanwhile is refused with no_copy and
+// nothing of it is ledgered; once a buddy is back the retry is answered
+// duplicate, with the first answer's id.
+func TestANotCopiedVoteIsNeverCalledNotTaken(t *testing.T) {
+	dir := t.TempDir()
+	copier := &failingCopier{}
+	l, err := ledger.Open(ledger.Config{Dir: filepath.Join(dir, "ledger"), Replica: "eu-1", Copier: copier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	r := newRig(t, dir+"-state") // its state, clock and poll "p"; the ledger is ours
+	ready := true
+	p, err := New(Config{Ledger: l, State: r.st, Clock: r.p.cfg.Clock, Limits: Limits{MaxBody: 1 << 14},
+		CopyReady: func() bool { return ready }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := func(err error) string {
+		var e *api.Error
+		if errors.As(err, &e) {
+			return fmt.Sprintf("%d %s", e.Status, e.Code)
+		}
+		return fmt.Sprint(err)
+	}
+	copier.down.Store(true)
+	if _, err := p.Submit("p", []Vote{{Voter: "v1", Option: "a", Idem: "k1"}}, "203.0.113.7"); code(err) != "504 outcome_unknown" {
+		t.Fatalf("a vote whose copy failed: %s", code(err))
+	}
+	ready = false // the node now knows no buddy is there
+	if _, err := p.Submit("p", []Vote{{Voter: "v1", Option: "a", Idem: "k1"}}, "203.0.113.7"); code(err) != "504 outcome_unknown" {
+		t.Fatalf("its retry with no buddy: %s, want 504 outcome_unknown (it is ledgered)", code(err))
+	}
+	if _, err := p.Submit("p", []Vote{{Voter: "v2", Option: "b", Idem: "k2"}}, "203.0.113.8"); code(err) != "503 no_copy" {
+		t.Fatalf("a new vote with no buddy: %s, want 503 no_copy", code(err))
+	}
+	if _, found, _ := l.Lookup("p", "k2"); found {
+		t.Fatal("the vote refused with no_copy is ledgered")
+	}
+	ready = true
+	copier.down.Store(false)
+	res, err := p.Submit("p", []Vote{{Voter: "v1", Option: "a", Idem: "k1"}}, "203.0.113.7")
+	if err != nil || res[0].Status != StatusDuplicate || res[0].VoteID != "eu-1/1" {
+		t.Fatalf("the retry once a buddy is back: %+v %v, want duplicate eu-1/1", res, err)
 	}
 }

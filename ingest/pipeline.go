@@ -22,9 +22,10 @@ import (
 type Ledger interface {
 	Append(recs ...ledger.Record) ([]ledger.Appended, error)
 	Lookup(poll, idem string) (ledger.VoteID, bool, error)
-	// Copied says a vote id of this replica is on a second machine
-	// (ledger.Copier): only then is its retry answered from Lookup.
-	Copied(poll string, id ledger.VoteID) bool
+	// EnsureCopied returns nil once a vote id of this replica is on a
+	// second machine (ledger.Copier), copying it if need be: only then is
+	// its retry answered from Lookup.
+	EnsureCopied(poll string, id ledger.VoteID) error
 	Replica() string
 	// The durable metadata a poll's fence is kept in (fence.go).
 	PutMeta(name string, value []byte) error
@@ -434,10 +435,15 @@ func (p *Pipeline) retry(pollID, idem string, l state.VoteLook) (dup bool, id, s
 		if err != nil {
 			return false, "", "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "cannot check the idempotency key: %v", err)
 		}
-		if !found || !p.cfg.Ledger.Copied(pollID, ledger.VoteID{Replica: b.Replica, Seq: b.Seq}) {
-			// Not copied yet (its first answer was outcome_unknown): the
-			// ledger answers it as a duplicate once it has copied it.
+		if !found {
 			return false, "", "", false, nil
+		}
+		// Its first answer may have been outcome_unknown (the copy
+		// failed), or the node restarted since: copied now, or the retry
+		// is answered 504 again — it counts, so it is never taken as new
+		// (no rate, quiz or window check, no "not taken" refusal).
+		if err := p.cfg.Ledger.EnsureCopied(pollID, ledger.VoteID{Replica: b.Replica, Seq: b.Seq}); err != nil {
+			return false, "", "", false, notCopiedErr(err)
 		}
 	}
 	id = ledger.VoteID{Replica: b.Replica, Seq: b.Seq}.String()
@@ -452,9 +458,16 @@ func (p *Pipeline) count(r *ledger.Record, voter, idem uint64) error {
 	if err := p.cfg.State.AddRecords(r.Poll, 1); err != nil {
 		return err
 	}
-	return p.cfg.State.Vote(r.Poll, crdt.Ballot{Replica: r.Replica, Seq: r.Seq, Wall: r.Wall, Logical: r.Logical,
+	return p.cfg.State.Vote(r.Poll, BallotOf(r, voter, idem, p.cfg.TrustFloor))
+}
+
+// BallotOf is a ledgered record's ballot, voter and idem its hashes
+// (State.Hash): what this replica applies for its own records, and what
+// a buddy applies for the copies it takes (package buddy), so that a
+// retry failing over to it finds the key. Eligible follows
+// certification: counted at ingest, not late, at or above trustFloor.
+func BallotOf(r *ledger.Record, voter, idem uint64, trustFloor float64) crdt.Ballot {
+	return crdt.Ballot{Replica: r.Replica, Seq: r.Seq, Wall: r.Wall, Logical: r.Logical,
 		Voter: voter, Idem: idem, Option: r.Option,
-		// Eligible follows certification: counted at ingest, not late, at
-		// or above the trust floor.
-		Eligible: r.Counted && !r.Late && r.Trust >= p.cfg.TrustFloor})
+		Eligible: r.Counted && !r.Late && r.Trust >= trustFloor}
 }

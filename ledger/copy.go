@@ -33,27 +33,66 @@ type Copier interface {
 // Copier holds it.
 type copyStage struct {
 	copier Copier
-	mu     sync.Mutex
+	copyMu sync.Mutex // one Copy at a time: the stage's and EnsureCopied's
+	mu     sync.Mutex // guards marks
 	marks  map[chainID]uint64
 }
 
+// maxCopyGroup bounds the synced batches one copy carries.
+const maxCopyGroup = 64
+
 // run is the stage's goroutine: syncLoop hands it every synced batch.
+// The batches that queued while a copy was in flight go in the next copy
+// together (group commit, as the ledger's fsync does): one round trip to
+// the second machine and one fsync there for all of them.
 func (cs *copyStage) run(l *Ledger) {
 	defer l.wg.Done()
 	for c := range l.copying {
-		recs, err := cs.toCopy(l, c)
-		if err == nil && len(recs) > 0 {
-			err = cs.copier.Copy(recs)
+		group := []*commit{c}
+	more:
+		for len(group) < maxCopyGroup {
+			select {
+			case next, ok := <-l.copying:
+				if !ok {
+					break more
+				}
+				group = append(group, next)
+			default:
+				break more
+			}
 		}
+		cs.copyGroup(l, group)
+	}
+}
+
+// copyGroup copies the records of a group of synced batches in one call,
+// then releases their callers in order: each batch's appends fail with
+// ErrNotCopied where its records could not be read or the copy failed.
+func (cs *copyStage) copyGroup(l *Ledger, group []*commit) {
+	errs := make([]error, len(group))
+	var recs []Record
+	for i, c := range group {
+		r, err := cs.toCopy(l, c)
 		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrNotCopied, err)
+			errs[i] = fmt.Errorf("%w: %w", ErrNotCopied, err)
+			continue
+		}
+		recs = append(recs, r...)
+	}
+	if len(recs) > 0 {
+		if err := cs.copy(sortRecords(recs)); err != nil {
+			for i := range errs {
+				errs[i] = cmp.Or(errs[i], err)
+			}
+		}
+	}
+	for i, c := range group {
+		if errs[i] != nil {
 			for _, req := range c.reqs {
 				if !req.import_ {
-					req.err = err
+					req.err = errs[i]
 				}
 			}
-		} else {
-			cs.mark(recs)
 		}
 		l.settle(c, nil)
 	}
@@ -83,10 +122,27 @@ func (cs *copyStage) toCopy(l *Ledger, c *commit) ([]Record, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Record) int {
+	return sortRecords(out), nil
+}
+
+// sortRecords orders this replica's records by poll and seq, each once.
+func sortRecords(recs []Record) []Record {
+	slices.SortFunc(recs, func(a, b Record) int {
 		return cmp.Or(cmp.Compare(a.Poll, b.Poll), cmp.Compare(a.Seq, b.Seq))
 	})
-	return slices.CompactFunc(out, func(a, b Record) bool { return a.Poll == b.Poll && a.Seq == b.Seq }), nil
+	return slices.CompactFunc(recs, func(a, b Record) bool { return a.Poll == b.Poll && a.Seq == b.Seq })
+}
+
+// copy has the Copier copy recs and raises the marks, one call at a
+// time; its error wraps ErrNotCopied.
+func (cs *copyStage) copy(recs []Record) error {
+	cs.copyMu.Lock()
+	defer cs.copyMu.Unlock()
+	if err := cs.copier.Copy(recs); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotCopied, err)
+	}
+	cs.mark(recs)
+	return nil
 }
 
 // recordAt reads one of the ledger's records by its vote id.
@@ -120,13 +176,23 @@ func (cs *copyStage) has(poll string, id VoteID) bool {
 	return cs.marks[chainID{poll, id.Replica}] >= id.Seq
 }
 
-// Copied reports whether this replica's vote id of the poll is known to
-// be on a second machine: true for every id without a Copier, and for
-// ids of other replicas. A retry answered from it may be acknowledged.
-// The marks start at zero when the ledger opens; a duplicate's append
-// raises them (toCopy).
-func (l *Ledger) Copied(poll string, id VoteID) bool {
-	return l.copies == nil || id.Replica != l.replica || l.copies.has(poll, id)
+// EnsureCopied returns nil once this replica's vote id of the poll is on
+// a second machine: at once for an id known to be (and without a Copier,
+// and for other replicas' ids), else after copying its record — and what
+// the second machine lacks before it — as a batch is copied. The marks
+// start at zero when the ledger opens, so after a restart a retry's first
+// answer copies (the buddy holds it already and says so). An error wraps
+// ErrNotCopied: the vote is in this ledger, its second copy unconfirmed.
+// A retry may be answered from the id only on nil.
+func (l *Ledger) EnsureCopied(poll string, id VoteID) error {
+	if l.copies == nil || id.Replica != l.replica || l.copies.has(poll, id) {
+		return nil
+	}
+	r, err := recordAt(l, poll, id)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotCopied, err)
+	}
+	return l.copies.copy([]Record{r})
 }
 
 // RecordsOf yields recs, for Import and Reconcile.

@@ -111,6 +111,11 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 		heads[chain] = head{seq: r.Seq, hash: sha256.Sum256(enc)}
 		staged[string(rk)] = true
 		writes = append(writes, write{rk, enc})
+		if l.noIndex {
+			req.out[i] = Appended{ID: r.ID()}
+			c.records++
+			continue
+		}
 		ik := idemKey(nil, r.Poll, r.Idem)
 		_, dupBatch := local[string(ik)]
 		if _, dupReq := indexed[string(ik)]; !dupBatch && !dupReq {

@@ -58,6 +58,10 @@ type Config struct {
 	// number of records it wrote and the time from building it to its
 	// fsync. It runs on the ledger's goroutine and must be quick.
 	OnCommit func(records int, took time.Duration)
+	// NoIndex keeps no idempotency index: a store that only imports and
+	// is read by chain (a buddy's copies, package buddy) writes each
+	// record and its chain's head, and nothing per key.
+	NoIndex bool
 	// Copier, when set, holds every appended batch until its records are
 	// on a second machine as well (copy.go); Append then returns
 	// ErrNotCopied where they are not.
@@ -85,6 +89,7 @@ type Ledger struct {
 	sendMu     sync.RWMutex
 	closed     bool
 	readOnly   bool         // set by Open, never changed: no commit pipeline
+	noIndex    bool         // Config.NoIndex
 	metaMu     sync.RWMutex // see metaOpen
 	metaClosed bool
 	roClosed   bool // a read-only ledger's Close ran
@@ -156,6 +161,7 @@ func Open(cfg Config) (*Ledger, error) {
 		fs:       cfs,
 		replica:  cfg.Replica,
 		maxBatch: cfg.MaxBatch,
+		noIndex:  cfg.NoIndex,
 		onCommit: cfg.OnCommit,
 		queue:    make(chan *request, 1024),
 		staged:   make(chan *commit, 1),
@@ -177,7 +183,7 @@ func Open(cfg Config) (*Ledger, error) {
 	}
 	if cfg.Copier != nil {
 		l.copies = &copyStage{copier: cfg.Copier, marks: make(map[chainID]uint64)}
-		l.copying = make(chan *commit, 4)
+		l.copying = make(chan *commit, maxCopyGroup) // what queues while a copy is in flight goes in the next
 		l.wg.Add(1)
 		go l.copies.run(l)
 	}

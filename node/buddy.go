@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"tally/buddy"
+	"tally/crdt"
 	"tally/gossip"
+	"tally/ingest"
 	"tally/ledger"
 )
 
@@ -118,7 +120,8 @@ func startBuddy(n *Node) (stop func(), err error) {
 		return func() {}, nil
 	}
 	c.server, err = buddy.Serve(buddy.ServerConfig{Conn: n.gossip.Mesh().Conn(), Cluster: n.cfg.Cluster, Replica: n.replica,
-		Store: c.store, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay, Metrics: c.m, Logger: n.log})
+		Store: c.store, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay, Metrics: c.m, Logger: n.log,
+		Stored: heldCopies(n)})
 	if err != nil {
 		return func() {}, fmt.Errorf("node: buddy: %w", err)
 	}
@@ -127,6 +130,66 @@ func startBuddy(n *Node) (stop func(), err error) {
 			n.log.Warn("buddy close", "err", err)
 		}
 	}, nil
+}
+
+// heldCopies returns what applies the ballots of a primary's records this node has
+// just stored as its buddy, before the primary acknowledges them: the
+// buddy that an edge fails over to already knows the keys (one key, one
+// id, even when the primary dies before its gossip goes out). A poll this
+// node does not hold yet is left to gossip's catch-up.
+func heldCopies(n *Node) func(recs []ledger.Record) {
+	return func(recs []ledger.Record) {
+		for len(recs) > 0 {
+			poll := recs[0].Poll
+			bs := make([]crdt.Ballot, 0, len(recs))
+			for len(recs) > 0 && recs[0].Poll == poll {
+				r := &recs[0]
+				bs = append(bs, ingest.BallotOf(r, n.state.Hash(r.Voter), n.state.Hash(r.Idem), n.cfg.TrustFloor))
+				recs = recs[1:]
+			}
+			if _, _, err := n.state.MergeBallots(poll, bs); err != nil {
+				n.log.Debug("buddy: a copy's ballots wait for gossip", "poll", poll, "err", err)
+			}
+		}
+	}
+}
+
+// reapplyCopies applies, after the replay, the ballots of the copies n
+// holds as a buddy of polls it holds: heldCopies applied them as they
+// came, in memory only, and a primary destroyed since cannot send them
+// again. Without it a restarted buddy would take a retry of such a key as
+// new.
+func reapplyCopies(n *Node) error {
+	c := &n.copies
+	if c.store == nil {
+		return nil
+	}
+	polls, err := c.store.Polls()
+	if err != nil {
+		return fmt.Errorf("node: the buddy's copies: %w", err)
+	}
+	apply, total := heldCopies(n), 0
+	for _, poll := range polls {
+		if _, ok := n.state.Defs.Poll(poll); !ok {
+			continue // gone past retention, or not heard of yet: nothing to answer
+		}
+		batch := make([]ledger.Record, 0, 1024)
+		for r, err := range c.store.Scan(poll) {
+			if err != nil {
+				return fmt.Errorf("node: the buddy's copies of %s: %w", poll, err)
+			}
+			if batch = append(batch, r); len(batch) == cap(batch) {
+				apply(batch)
+				total, batch = total+len(batch), batch[:0]
+			}
+		}
+		apply(batch)
+		total += len(batch)
+	}
+	if total > 0 {
+		n.log.Info("the ballots of the copies kept for other full nodes applied", "records", total)
+	}
+	return nil
 }
 
 // copyReady says a new vote may be taken: with two copies, only while a

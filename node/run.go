@@ -147,6 +147,9 @@ func replayLedger(ctx context.Context, n *Node) (bool, error) {
 	n.m.replayRecords.Set(float64(applied))
 	n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
 	n.ckpt.loadTallies()
+	if err := reapplyCopies(n); err != nil {
+		return false, err
+	}
 	// After a crash the clock resumes from its saved mark, up to a second
 	// ahead of the wall: wait that out before taking votes, so a vote acked
 	// now never orders after a change of mind that the same client sends to

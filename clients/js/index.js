@@ -41,6 +41,10 @@ const RENEW = new Set(["session_mismatch", "session_invalid", "session_expired"]
 // the same request goes again, with the same keys, for the definitive one.
 const unknown = err => err?.code === "outcome_unknown" || err?.status === 504;
 
+// notNow: a refusal for the moment (503, over HTTP or by its code on a
+// socket, whose errors carry no status).
+const notNow = err => err?.status === 503 || ["unavailable", "no_copy", "records_lost"].includes(err?.code);
+
 // UNKNOWN_MS bounds how long a vote whose outcome is unknown is sent again.
 const UNKNOWN_MS = 30_000;
 
@@ -419,14 +423,18 @@ export class Tally {
   // answer is that their outcome is unknown; at most unknownMs, and not
   // once a later vote of the poll was answered meanwhile: a resend taken
   // now would be stamped after that later vote and undo it.
+  // After an unknown outcome a 503 is not definitive either: the node
+  // that answers it may not know yet what another did with the first
+  // request (docs/api.md, 503 no_copy), so it is waited out the same way.
   async settle(poll, votes, viaSocket) {
     const deadline = Date.now() + this.unknownMs;
     const held = this.stamp(poll);
-    for (;;) {
+    for (let sawUnknown = false; ;) {
       try {
         return await this.sendOnce(poll, votes, viaSocket);
       } catch (err) {
-        if (!unknown(err)) throw err;
+        if (!unknown(err) && !(sawUnknown && notNow(err))) throw err;
+        sawUnknown = true;
         if (this.stamp(poll) !== held) {
           throw new TallyError("outcome_unknown", "a later vote was answered meanwhile: this one is not sent again " +
             `(${err.message})`, { status: err.status });
