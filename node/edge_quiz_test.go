@@ -73,6 +73,7 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 	// One counted participant, seen at the edge and at the other region.
 	watcher := dial(et.us.url, "studio")
 	for name, ws := range map[string]*websocket.Conn{"the edge": phone, "the other region": watcher} {
+		t.Logf("waiting for the joined count at %s", name)
 		m, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { j, _ := m["joined"].(float64); return j >= 1 })
 		if m["joined"] != 1.0 {
 			t.Fatalf("at %s: %v joined, want 1 (the forged join does not count)", name, m["joined"])

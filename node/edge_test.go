@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +98,30 @@ func startEdgeTierCopies(t *testing.T, copies int) *edgeTier {
 	return et
 }
 
+// replicaOf is full node i's replica id, from its data directory.
+func (et *edgeTier) replicaOf(t *testing.T, i int) string {
+	t.Helper()
+	id, err := os.ReadFile(filepath.Join(et.fullDirs[i], "replica-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(id))
+}
+
+// destroy kills full node i with SIGKILL and deletes its data directory,
+// as a machine lost with its disk: it never comes back. It returns the
+// node's replica id, read from that directory first.
+func (et *edgeTier) destroy(t *testing.T, i int) (replica string) {
+	t.Helper()
+	replica = et.replicaOf(t, i)
+	et.full[i].cmd.Process.Kill()
+	et.full[i].cmd.Wait()
+	if err := os.RemoveAll(et.fullDirs[i]); err != nil {
+		t.Fatal(err)
+	}
+	return replica
+}
+
 // waitLinks waits for the tier's NATS shape: each edge a leaf of one
 // full node and routed to none, the full nodes routed to each other
 // only (the edges are in no route mesh) and holding both edges' leaf
@@ -114,21 +140,29 @@ func (et *edgeTier) waitLinks(t *testing.T) {
 		}
 		return *v.NATS
 	}
-	testwait.For(t, 30*time.Second, "edges as leaf nodes of the full nodes", func() bool {
-		leaves := 0
+	var seen []string // the NATS view of each process at the last look, for a failure
+	defer func() {
+		if t.Failed() {
+			t.Logf("the tier's NATS at the last look (full nodes, then edges): %s", strings.Join(seen, "; "))
+		}
+	}()
+	// 60 s: on two cores under the race detector, beside the rest of the
+	// suite, an edge's leaf connection has taken over 30 s to form.
+	testwait.For(t, 60*time.Second, "edges as leaf nodes of the full nodes", func() bool {
+		seen = seen[:0]
+		leaves, ok := 0, true
 		for _, f := range et.full {
 			n := nats(f)
-			if n.Routes != 1 || len(n.Gateways) != 1 {
-				return false
-			}
+			seen = append(seen, fmt.Sprintf("%+v", n))
+			ok = ok && n.Routes == 1 && len(n.Gateways) == 1
 			leaves += n.LeafNodes
 		}
 		for _, e := range et.edges {
-			if n := nats(e); n.LeafNodes != 1 || n.Routes != 0 || len(n.Gateways) != 0 || !n.Connected {
-				return false
-			}
+			n := nats(e)
+			seen = append(seen, fmt.Sprintf("%+v", n))
+			ok = ok && n.LeafNodes == 1 && n.Routes == 0 && len(n.Gateways) == 0 && n.Connected
 		}
-		return leaves == len(et.edges)
+		return ok && leaves == len(et.edges)
 	})
 }
 
@@ -185,7 +219,7 @@ func TestEdgeTier(t *testing.T) {
 		t.Skip("builds and runs the node binary")
 	}
 	et := startEdgeTier(t)
-	et.us.createPoll(t, "p")
+	et.us.createPollFor(t, "p", 3600)
 	et.seePoll(t, "p")
 
 	// HTTP through one edge, the socket through the other.
@@ -375,9 +409,11 @@ func TestEdgeOnAnExternalNATS(t *testing.T) {
 }
 
 // voteLoad is one client per target sending votes with new keys (as
-// voter and key) until stop, counting the acknowledged (200 accepted)
-// and the rest. A refused vote is not retried (its key is new each
-// time), but its client backs off 20 ms, as a real one would. A test
+// voter and key) until stop, 5 ms apart (enough for the tests, and it
+// leaves the loaded machine's cores to the nodes), counting the
+// acknowledged (200 accepted) and the rest. A refused vote is not
+// retried (its key is new each time), but its client backs off 20 ms,
+// as a real one would. A test
 // that fails logs the counts and the last failure.
 type voteLoad struct {
 	acked, failed atomic.Int64
@@ -394,12 +430,14 @@ func startVoteLoad(t *testing.T, targets []string, onAck func(target string, a v
 	l := &voteLoad{done: make(chan struct{})}
 	for c, url := range targets {
 		l.wg.Go(func() {
+			pause := time.Duration(0)
 			for i := 0; ; i++ {
 				select {
 				case <-l.done:
 					return
-				default:
+				case <-time.After(pause):
 				}
+				pause = 5 * time.Millisecond
 				key := fmt.Sprintf("load-%d-%d", c, i)
 				a := voteAt(url, "p", []string{"a", "b", "c"}[i%3], key, key)
 				if a.code == 200 && a.status == "accepted" {
@@ -407,14 +445,10 @@ func startVoteLoad(t *testing.T, targets []string, onAck func(target string, a v
 					if onAck != nil {
 						onAck(url, a)
 					}
-					continue
-				}
-				l.failed.Add(1)
-				l.last.Store(fmt.Sprintf("%d %s", a.code, a.body))
-				select {
-				case <-l.done:
-					return
-				case <-time.After(20 * time.Millisecond):
+				} else {
+					l.failed.Add(1)
+					l.last.Store(fmt.Sprintf("%d %s", a.code, a.body))
+					pause = 20 * time.Millisecond
 				}
 			}
 		})

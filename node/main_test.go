@@ -176,9 +176,15 @@ func (tn *testNode) admin(t testing.TB, method, path, body string) response {
 }
 
 // createPoll creates poll id with options a, b, c open for a minute from now.
-func (tn *testNode) createPoll(t testing.TB, id string) {
+func (tn *testNode) createPoll(t testing.TB, id string) { t.Helper(); tn.createPollFor(t, id, 60) }
+
+// createPollFor creates a poll of options a, b and c open for seconds,
+// with a 5 s grace. A test that loads a cluster through faults and
+// closes the poll itself gives it an hour: on a loaded machine a minute
+// can pass before its faults are over.
+func (tn *testNode) createPollFor(t testing.TB, id string, seconds int) {
 	t.Helper()
-	r := tn.admin(t, "POST", "/v1/polls", `{"id":"`+id+`","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":60,"grace_s":5}`)
+	r := tn.admin(t, "POST", "/v1/polls", fmt.Sprintf(`{"id":"%s","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":%d,"grace_s":5}`, id, seconds))
 	if r.status != http.StatusCreated {
 		t.Fatalf("create poll: %d %s", r.status, r.raw)
 	}

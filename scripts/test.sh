@@ -97,7 +97,7 @@ analysis=$!
 
 # The model-based lifecycle test (node/lifecycle_test.go) runs this many
 # seeded clusters here; scripts/lifecycle.sh runs far more.
-export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-6}"
+export TALLY_LIFECYCLE_CHECKS="${TALLY_LIFECYCLE_CHECKS:-3}"
 # The JavaScript client (clients/js) against a real node: node --test,
 # Node.js 20+ (its WebSocket behind --experimental-websocket), on the same
 # race-built binary, beside the Go tests.
