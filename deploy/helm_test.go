@@ -320,12 +320,37 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		"ingress.enabled=true":                    "ingress.host",
 		"ingress.enabled=true,ingress.host=v.example,ingress.region=mars": "ingress.region",
 		"full.antiAffinity=sometimes":                                     "full.antiAffinity",
-		"edge.spread.whenUnsatisfiable=Never,regions[0].name=r,regions[0].full.replicas=1,regions[0].edges.replicas=1,regions[0].edges.maxReplicas=0": "edge.spread.whenUnsatisfiable",
+		"edge.spread.whenUnsatisfiable=Never,regions[0].name=r,regions[0].full.replicas=2,regions[0].edges.replicas=1,regions[0].edges.maxReplicas=0": "edge.spread.whenUnsatisfiable",
 		"metrics.prometheusRule.enabled=maybe": "metrics.prometheusRule.enabled",
+		"node.ackCopies=3":                     "node.ackCopies",
+		"node.ackCopies=0":                     "node.ackCopies",
+		"regions[0].name=r,regions[0].full.replicas=1,regions[0].edges.replicas=0,regions[0].edges.maxReplicas=0": "node.ackCopies 2 with 1 full node(s)",
 	} {
 		out, err := exec.Command(bin, "template", "t", chart, "--set", "image.repository=r", "--set", set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("--set %s: %v\n%s", set, err, out)
 		}
+	}
+}
+
+// The full nodes acknowledge a vote on two machines by default (two full
+// nodes, --ack-copies=2); one full node runs only with node.ackCopies 1,
+// which it says (TestHelmChartRefusesBadValues: the chart refuses it
+// with 2).
+func TestHelmChartKeepsTwoCopies(t *testing.T) {
+	base := []string{"template", "t", chart, "--set", "image.repository=r"}
+	def := string(runHelm(t, base...))
+	if !strings.Contains(def, "replicas: 2") || !strings.Contains(def, "- --ack-copies=2") {
+		t.Fatalf("the defaults do not run two full nodes with --ack-copies=2:\n%s", def)
+	}
+	one := string(runHelm(t, append(base, "--set", "node.ackCopies=1",
+		"--set", "regions[0].name=local,regions[0].full.replicas=1,regions[0].edges.replicas=0,regions[0].edges.maxReplicas=0")...))
+	if !strings.Contains(one, "- --ack-copies=1") || strings.Contains(one, "--ack-copies=2") {
+		t.Fatalf("node.ackCopies=1 does not render --ack-copies=1")
+	}
+	notes := string(runHelm(t, "install", "t", chart, "--dry-run=client", "--set", "image.repository=r", "--set", "node.ackCopies=1",
+		"--set", "regions[0].name=local,regions[0].full.replicas=1,regions[0].edges.replicas=0,regions[0].edges.maxReplicas=0"))
+	if !strings.Contains(notes, "on one full node only") {
+		t.Fatalf("the notes do not say a vote is on one machine:\n%s", notes)
 	}
 }

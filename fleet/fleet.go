@@ -70,6 +70,18 @@ type Figures struct {
 	// at close covers.
 	MergeAddRecordsPerS    float64 `json:"merge_add_records_per_s"`
 	MergeResultRecordsPerS float64 `json:"merge_result_records_per_s"`
+	// The second copy (--ack-copies 2, bench/copies.sh): the CPU a vote's
+	// copy costs its region's full nodes (the primary's send and the
+	// buddy's store: both full nodes' CPU per vote with two copies less
+	// with one), the bytes a copied vote costs on the primary → buddy
+	// link, and the copy's own time (from the primary's fsync to the
+	// buddy's, on loopback). 0 or absent: nothing.
+	CopyPerVoteUs    float64 `json:"copy_us_per_vote"`
+	CopyBytesPerVote float64 `json:"copy_bytes_per_vote"`
+	Copy             struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+	} `json:"copy_ms"`
 }
 
 // ReadFigures decodes and checks a figures file: one JSON object, every
@@ -114,6 +126,8 @@ func ReadFigures(r io.Reader) (Figures, error) {
 		{"per_member.gossip_bytes_per_s", f.PerMember.Gossip, 1 << 30},
 		{"edge_us_per_relay_message", f.EdgePerMessageUs, 1e6}, {"relay_bytes_per_message", f.RelayBytesPerMessage, 1 << 20},
 		{"gossip_bytes_per_s_voting", f.GossipVoting, 1 << 30},
+		{"copy_us_per_vote", f.CopyPerVoteUs, 1e6}, {"copy_bytes_per_vote", f.CopyBytesPerVote, 1 << 20},
+		{"copy_ms.p50", f.Copy.P50, 1e6}, {"copy_ms.p99", f.Copy.P99, 1e6},
 	} {
 		if !(c.v >= 0 && c.v < c.max) {
 			return f, fmt.Errorf("%w: figures: %s is %g: want 0 or more and below %g (rerun ./bench/fleet-figures.sh)", ErrInput, c.name, c.v, c.max)
@@ -148,6 +162,13 @@ type Night struct {
 	// region's full node; CrossRTT the round trip between regions.
 	RTT, CrossRTT time.Duration
 	Settle        time.Duration // --certify-settle
+	// AckCopies is the machines a vote is on before its ack (the nodes'
+	// --ack-copies): 2, each full node's buddy in its own region, or 1;
+	// 0: 2.
+	AckCopies int
+	// RegionRTT is the round trip between two machines of one region: a
+	// copy's to the buddy.
+	RegionRTT time.Duration
 }
 
 // Relay window and batch size (relay package defaults); maxFull bounds
@@ -173,6 +194,7 @@ type Plan struct {
 	ViewersPerEdge  float64
 	MessagesPerS    float64 // relay messages a full node answers a second
 	VotesPerMessage float64
+	CopyLinkBytes   float64 // bytes a second on one full node → buddy link (--ack-copies 2)
 	RelayLinkBytes  float64 // bytes a second on one edge → full node link (both ways)
 	GossipBytes     float64 // bytes a second a full node sends to the others (counts and ballots)
 	AckP50, AckP99  float64 // ms
@@ -219,9 +241,17 @@ func Make(n Night, f Figures) (Plan, error) {
 	// machine (the relay's messages grow with edges × full nodes). Then
 	// one edge more while an edge's relay messages take it past its
 	// share (they depend on both counts).
+	// With two copies a region has two full nodes at least, each the
+	// other's buddy: one alone would copy across regions, and its every
+	// ack would wait a cross-region round trip (with one region, it
+	// would have no buddy at all).
+	first := 1
+	if n.copies() == 2 {
+		first = 2
+	}
 	var p Plan
 	for ; ; e++ {
-		for F := 1; ; F++ {
+		for F := first; ; F++ {
 			p = at(n, f, F, int(e))
 			if p.Full.Cores <= n.Cores*n.Busy || F >= maxFull {
 				break
@@ -253,6 +283,9 @@ func At(n Night, f Figures, full, edges int) (Plan, error) {
 	}
 	if full < 1 || full > maxFull || edges < 1 || edges > maxPerRegion {
 		return Plan{}, fmt.Errorf("%w: %d full node(s) and %d edge(s) a region: want 1-%d and 1-%d", ErrInput, full, edges, maxFull, maxPerRegion)
+	}
+	if n.copies() == 2 && full == 1 && n.Regions == 1 {
+		return Plan{}, fmt.Errorf("%w: one full node in one region has no buddy for the second copy: plan 2, or ack-copies 1", ErrInput)
 	}
 	p := at(n, f, full, edges)
 	p.Limit = "given"
@@ -289,6 +322,17 @@ func at(n Night, f Figures, F, e int) Plan {
 	p.Full = Process{Count: F, Cores: f.FullIdleCores + members*pm.FullCores + (p.MessagesPerS*f.FullPerMessageUs+votes/Ff*f.FullPerVoteUs)/1e6,
 		RSS: f.FullBaseRSS + members*pm.FullRSS + n.Votes*f.FullRSSPerVote}
 	p.RelayLinkBytes = msgs*f.RelayBytesPerMessage + perLink*f.RelayBytesPerVote
+	// The second copy: each full node holds its primary's votes (a region's
+	// votes over its F full nodes), one message per ledger batch.
+	copyRTT := 0.0
+	if n.copies() == 2 {
+		p.Full.Cores += votes / Ff * f.CopyPerVoteUs / 1e6
+		p.CopyLinkBytes = votes / Ff * f.CopyBytesPerVote
+		copyRTT = float64(n.RegionRTT) / float64(time.Millisecond)
+		if F == 1 { // the buddy is in another region
+			copyRTT = float64(n.CrossRTT) / float64(time.Millisecond)
+		}
+	}
 	// Every full node publishes its own votes' ballots and counts to every
 	// other region; the count entries' flat rate is the one-poll figure.
 	p.GossipBytes = f.Gossip.Polls1 + members*pm.Gossip + votes/Ff*f.GossipBallotBytesPerVote
@@ -303,6 +347,10 @@ func at(n Night, f Figures, F, e int) Plan {
 	rtt := float64(n.RTT) / float64(time.Millisecond)
 	p.AckP50 = f.Ack.P50 + rtt
 	p.AckP99 = f.Ack.P99*(1-rhoMeasured)/(1-rho) + rtt
+	if n.copies() == 2 {
+		p.AckP50 += f.Copy.P50 + copyRTT
+		p.AckP99 += f.Copy.P99 + copyRTT
+	}
 	// Freshness: a vote waits for the next gossip publication (100 ms),
 	// crosses to the farthest region (half a round trip), then for the
 	// next tick of the viewer's hub; the frame's write is the edge's.
@@ -333,12 +381,14 @@ func (n Night) check() error {
 		name string
 		v    time.Duration
 		hi   time.Duration
-	}{{"rtt", n.RTT, time.Minute}, {"cross-rtt", n.CrossRTT, time.Minute}, {"settle", n.Settle, time.Hour}, {"window", n.Window, 24 * time.Hour}} {
+	}{{"rtt", n.RTT, time.Minute}, {"cross-rtt", n.CrossRTT, time.Minute}, {"region-rtt", n.RegionRTT, time.Minute}, {"settle", n.Settle, time.Hour}, {"window", n.Window, 24 * time.Hour}} {
 		if c.v < 0 || c.v > c.hi {
 			return fmt.Errorf("%w: %s %v: want 0-%v", ErrInput, c.name, c.v, c.hi)
 		}
 	}
 	switch {
+	case n.AckCopies < 0 || n.AckCopies > 2:
+		return fmt.Errorf("%w: ack-copies %d: want 1 or 2 (0: 2)", ErrInput, n.AckCopies)
 	case n.Regions < 1 || n.Regions > 64:
 		return fmt.Errorf("%w: regions %d: want 1-64", ErrInput, n.Regions)
 	case n.Tick < 50*time.Millisecond || n.Tick > 2*time.Second:
@@ -349,6 +399,14 @@ func (n Night) check() error {
 		return fmt.Errorf("%w: burst %g votes/s is below the window's average %.0f", ErrInput, n.Burst, n.Votes/n.Window.Seconds())
 	}
 	return nil
+}
+
+// copies is AckCopies, its zero the default, 2.
+func (n Night) copies() int {
+	if n.AckCopies == 0 {
+		return 2
+	}
+	return n.AckCopies
 }
 
 // ErrDoesNotFit is returned for a night no fleet of these machines holds
@@ -369,7 +427,7 @@ func (p Plan) fits() error {
 	case p.Full.RSS > n.Memory:
 		return fmt.Errorf("%w: a full node needs %.1f GiB (every vote's ballot and record copy), over the machine's %.1f GiB", ErrDoesNotFit, p.Full.RSS/(1<<30), n.Memory/(1<<30))
 	}
-	for _, v := range []float64{p.Edge.Cores, p.Edge.RSS, p.Full.Cores, p.Full.RSS, p.AckP50, p.AckP99, p.FreshP99, p.Certify, p.Headroom, p.RelayLinkBytes, p.GossipBytes} {
+	for _, v := range []float64{p.Edge.Cores, p.Edge.RSS, p.Full.Cores, p.Full.RSS, p.AckP50, p.AckP99, p.FreshP99, p.Certify, p.Headroom, p.RelayLinkBytes, p.GossipBytes, p.CopyLinkBytes} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("%w: the plan does not come out finite", ErrDoesNotFit)
 		}
@@ -393,6 +451,14 @@ func (p Plan) Write(w io.Writer) {
 		fmt.Fprintf(w, "  NATS: %.2f MB/s on each edge → full node link; gossip %.2f MB/s from each full node to each other region\n", p.RelayLinkBytes/1e6, p.GossipBytes/1e6)
 	} else {
 		fmt.Fprintf(w, "  NATS: %.2f MB/s on each edge → full node link; gossip %.2f MB/s from each full node\n", p.RelayLinkBytes/1e6, p.GossipBytes/1e6)
+	}
+	switch {
+	case n.copies() == 2 && p.Full.Count > 1:
+		fmt.Fprintf(w, "  copies: every vote on 2 machines, the buddy in its region: %.2f MB/s on each full node → buddy link\n", p.CopyLinkBytes/1e6)
+	case n.copies() == 2:
+		fmt.Fprintf(w, "  copies: every vote on 2 machines, the buddy in another region (every ack waits a cross-region round trip): %.2f MB/s on each full node → buddy link\n", p.CopyLinkBytes/1e6)
+	default:
+		fmt.Fprintf(w, "  copies: every vote on 1 machine (--ack-copies 1): losing a full node's machine loses what it acknowledged\n")
 	}
 	fmt.Fprintf(w, "predicted: ack p50 %.0f ms, p99 %.0f ms; every viewer updated within %.0f ms (p99); certified %.1f s after close + grace\n",
 		p.AckP50, p.AckP99, p.FreshP99, p.Certify)

@@ -232,3 +232,51 @@ func TestMembersCostEveryProcess(t *testing.T) {
 		t.Fatalf("a misspelt figure: %v", err)
 	}
 }
+
+// With two copies (the default) a region plans two full nodes at least,
+// each the other's buddy in the region; the copy costs the buddy's CPU,
+// bytes on the link and the copy's time on the ack. One full node is
+// planned only with one copy; given one, its buddy is in another region
+// and every ack waits the cross-region round trip; one region with one
+// full node has no buddy at all.
+func TestTwoCopiesPlanABuddyInTheRegion(t *testing.T) {
+	n, f := seedNight(), testFigures()
+	f.CopyPerVoteUs, f.CopyBytesPerVote, f.Copy.P50, f.Copy.P99 = 6, 350, 1, 4
+	n.RegionRTT = time.Millisecond
+	n.AckCopies = 1
+	one, err := Make(n, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.AckCopies = 0 // the default: 2
+	two, err := Make(n, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Full.Count != 1 || two.Full.Count < 2 || two.CopyLinkBytes <= 0 || one.CopyLinkBytes != 0 {
+		t.Fatalf("full nodes: %d with one copy, %d with two (copy link %.0f B/s)", one.Full.Count, two.Full.Count, two.CopyLinkBytes)
+	}
+	if d := two.AckP50 - one.AckP50; math.Abs(d-(f.Copy.P50+1)) > 1e-9 {
+		t.Fatalf("the copy adds %.2f ms to the ack p50, want the copy's %.0f ms and the region's round trip", d, f.Copy.P50)
+	}
+	alone, err := At(n, f, 1, two.Edge.Count)
+	if err != nil && !errors.Is(err, ErrDoesNotFit) {
+		t.Fatal(err)
+	}
+	if cross := float64(n.CrossRTT / time.Millisecond); alone.AckP50 < one.AckP50+cross {
+		t.Fatalf("one full node a region copies across regions: ack p50 %.0f ms, want %.0f ms and more", alone.AckP50, one.AckP50+cross)
+	}
+	var b strings.Builder
+	two.Write(&b)
+	if !strings.Contains(b.String(), "every vote on 2 machines, the buddy in its region") {
+		t.Fatalf("the plan does not say where the copy is:\n%s", b.String())
+	}
+	n.Regions = 1
+	if _, err := At(n, f, 1, 1); !errors.Is(err, ErrInput) {
+		t.Fatalf("one full node in one region with two copies: %v, want ErrInput", err)
+	}
+	n.AckCopies = 3
+	if _, err := Make(n, f); !errors.Is(err, ErrInput) {
+		t.Fatalf("ack copies 3: %v", err)
+	}
+}

@@ -24,6 +24,7 @@ func main() {
 	keyFile := flag.String("key-file", "", "the cluster's gossip key (base64), as the node has it")
 	cluster := flag.String("cluster", "tally", "the cluster name")
 	pollID := flag.String("poll", "p", "the poll to vote in")
+	replica := flag.String("replica", "", "send to this full node's own relay subject (its replica id), not the full nodes' queue group")
 	batch := flag.Int("batch", 256, "votes per relay message")
 	inflight := flag.Int("inflight", 16, "relay messages in flight")
 	duration := flag.Duration("duration", 10*time.Second, "how long to send")
@@ -44,7 +45,13 @@ func main() {
 	defer nc.Close()
 	seal, open := gossip.RelaySealer([][]byte{key})
 	run := rand.Uint64()
+	subject := relay.Subject(*cluster)
+	if *replica != "" {
+		subject = relay.NodeSubject(*cluster, *replica)
+	}
 	var next, acked, refused, lost atomic.Int64
+	var codesMu sync.Mutex
+	codes := map[string]int64{} // the refusals' codes
 	options := []string{"red", "green", "blue", "gold"}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -58,7 +65,7 @@ func main() {
 						Body:   fmt.Appendf(nil, `{"option":%q,"voter":"rl-%d","idem":"rl-%x-%d"}`, options[n%4], n, run, n),
 						Sender: api.HTTPSender(fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255), "relayload", "", 0)}
 				}
-				reply, err := nc.Request(relay.Subject(*cluster), seal(relay.AppendBatch(nil, reqs)), 5*time.Second)
+				reply, err := nc.Request(subject, seal(relay.AppendBatch(nil, reqs)), 5*time.Second)
 				if err != nil {
 					lost.Add(int64(len(reqs)))
 					continue
@@ -76,6 +83,13 @@ func main() {
 						acked.Add(1)
 					} else {
 						refused.Add(1)
+						code := "other"
+						if a.Err != nil {
+							code = a.Err.Code
+						}
+						codesMu.Lock()
+						codes[code]++
+						codesMu.Unlock()
 					}
 				}
 			}
@@ -83,7 +97,7 @@ func main() {
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
-	out, _ := json.Marshal(map[string]any{"seconds": secs, "accepted": acked.Load(), "refused": refused.Load(), "lost": lost.Load(),
+	out, _ := json.Marshal(map[string]any{"seconds": secs, "accepted": acked.Load(), "refused": refused.Load(), "refused_codes": codes, "lost": lost.Load(),
 		"votes_per_sec": float64(acked.Load()) / secs, "batch": *batch, "inflight": *inflight})
 	fmt.Println(string(out))
 }

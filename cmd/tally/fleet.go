@@ -45,6 +45,8 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	rtt := fs.Duration("rtt", 20*time.Millisecond, "a viewer's round trip to its edge plus the edge's to its full node")
 	crossRTT := fs.Duration("cross-rtt", 200*time.Millisecond, "the round trip between the farthest regions")
 	settle := fs.Duration("settle", 250*time.Millisecond, "the full nodes' --certify-settle")
+	copies := fs.Int("ack-copies", 2, "machines a vote is on before its ack, as the nodes' --ack-copies: 2 (a buddy in each full node's region) or 1")
+	regionRTT := fs.Duration("region-rtt", time.Millisecond, "the round trip between two machines of one region (a copy's to its buddy)")
 	full := fs.Int("full", 0, "full nodes a region: with --edges, the model's figures for these counts instead of the ones it would choose (0: it chooses)")
 	edges := fs.Int("edges", 0, "edges a region, with --full")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
@@ -71,6 +73,7 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	night := fleet.Night{
 		Votes: *votes, Window: *window, Burst: *burst, Viewers: *viewers, Regions: *regions, Cores: *cores, Memory: *memory * (1 << 30),
 		Tick: *tick, Busy: *busy, Files: *files, RTT: *rtt, CrossRTT: *crossRTT, Settle: *settle,
+		AckCopies: *copies, RegionRTT: *regionRTT,
 	}
 	var plan fleet.Plan
 	if *full != 0 {

@@ -212,3 +212,20 @@ affinity:
   emptyDir:
     sizeLimit: {{ .Values.tmp.sizeLimit }}
 {{- end -}}
+
+{{/* --ack-copies of the full nodes: node.ackCopies, 1 or 2. With 2 every
+     full node's votes are copied to another full node before their ack
+     (docs/operations.md, "Two machines"), so the cluster needs two full
+     nodes at least: with one, every vote would be refused 503 no_copy. */}}
+{{- define "tally.ackCopies" -}}
+{{- $c := .Values.node.ackCopies | toString -}}
+{{- if not (has $c (list "1" "2")) -}}
+{{- fail (printf "node.ackCopies %q: want 1 or 2 (machines an acknowledged vote is on)" $c) -}}
+{{- end -}}
+{{- $full := 0 -}}
+{{- range .Values.regions }}{{ $full = add $full (int .full.replicas) }}{{ end -}}
+{{- if and (eq $c "2") (lt (int $full) 2) -}}
+{{- fail (printf "node.ackCopies 2 with %d full node(s) in all regions (regions[].full.replicas): a vote is copied to another full node before its ack, so run 2 or more, or set node.ackCopies=1 (a lost machine then loses what it acknowledged)" (int $full)) -}}
+{{- end -}}
+{{- $c -}}
+{{- end -}}
