@@ -1,10 +1,13 @@
 package buddy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +81,18 @@ func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
 	return p
 }
 
+// switchable makes eu-2 the pair's buddy while *up, and nobody else.
+func (p *pair) switchable() *bool {
+	up := true
+	p.buddies = func() []string {
+		if up {
+			return eu2()
+		}
+		return nobody()
+	}
+	return &up
+}
+
 func eu2() []string    { return []string{"eu-2"} }
 func nobody() []string { return nil }
 
@@ -97,28 +112,22 @@ func (p *pair) copied(t *testing.T) []ledger.Record {
 // primary's own chain; with no buddy it is refused as not copied, and a
 // buddy that comes back is sent what it lacks before the next batch.
 func TestAnAckedAppendIsInTheBuddysStore(t *testing.T) {
-	up := true
 	p := newPair(t, false, nil)
-	p.buddies = func() []string {
-		if up {
-			return eu2()
-		}
-		return nobody()
-	}
+	up := p.switchable()
 	if _, err := p.primary.Append(vote(1), vote(2), vote(3)); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.copied(t); len(got) != 3 || got[2].Seq != 3 || got[2].Hash() != collectOwn(t, p.primary)[2].Hash() {
 		t.Fatalf("the store holds %d records after an acked append of 3", len(got))
 	}
-	up = false
+	*up = false
 	if p.sender.Ready() {
 		t.Fatal("no buddy, yet Ready")
 	}
 	if _, err := p.primary.Append(vote(4)); !errors.Is(err, ledger.ErrNotCopied) || !errors.Is(err, ErrNoBuddy) {
 		t.Fatalf("with no buddy: %v, want ErrNotCopied and ErrNoBuddy", err)
 	}
-	up = true
+	*up = true
 	if _, err := p.primary.Append(vote(5)); err != nil {
 		t.Fatal(err)
 	}
@@ -265,14 +274,8 @@ func TestRankSameRegionFirst(t *testing.T) {
 // that an edge fails over to knows every acknowledged key. Records sent
 // to a buddy that was behind are heard of too.
 func TestTheBuddyHearsOfEachCopyBeforeTheAck(t *testing.T) {
-	up := true
 	p := newPair(t, false, nil)
-	p.buddies = func() []string {
-		if up {
-			return eu2()
-		}
-		return nobody()
-	}
+	up := p.switchable()
 	heard := func() []uint64 {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -284,14 +287,14 @@ func TestTheBuddyHearsOfEachCopyBeforeTheAck(t *testing.T) {
 	if got := heard(); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("after an acked append of 2 the buddy heard of %v", got)
 	}
-	up = false
+	*up = false
 	if _, err := p.primary.Append(vote(3)); !errors.Is(err, ledger.ErrNotCopied) {
 		t.Fatalf("with no buddy: %v", err)
 	}
 	if got := heard(); len(got) != 2 {
 		t.Fatalf("a copy that failed was heard of: %v", got)
 	}
-	up = true
+	*up = true
 	if _, err := p.primary.Append(vote(4)); err != nil {
 		t.Fatal(err)
 	}
@@ -322,5 +325,27 @@ func TestReadyReusesTheRanking(t *testing.T) {
 	s.candidates()
 	if calls != 3 {
 		t.Fatalf("a copy's candidates: ranked %d times, want 3 (afresh)", calls)
+	}
+}
+
+// A node whose votes are refused for want of a buddy says so in its log,
+// with what to do, once a LogEvery: it looks healthy otherwise.
+func TestNoBuddyIsLogged(t *testing.T) {
+	var logged bytes.Buffer
+	now := time.Unix(1000, 0)
+	s := NewSender(SenderConfig{Buddies: nobody, Now: func() time.Time { return now }, LogEvery: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	for range 100 {
+		if s.Ready() {
+			t.Fatal("Ready with no buddy")
+		}
+	}
+	if n := strings.Count(logged.String(), "new votes are refused"); n != 1 || !strings.Contains(logged.String(), "--ack-copies 1") {
+		t.Fatalf("logged %d times, want once with what to do:\n%s", n, logged.String())
+	}
+	now = now.Add(10 * time.Second)
+	s.Ready()
+	if n := strings.Count(logged.String(), "new votes are refused"); n != 2 {
+		t.Fatalf("after LogEvery: logged %d times, want 2", n)
 	}
 }

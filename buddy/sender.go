@@ -50,13 +50,14 @@ type SenderConfig struct {
 
 // Sender is a full node's side: its ledger's Copier.
 type Sender struct {
-	cfg        SenderConfig
-	mu         sync.Mutex           // guards the fields below
-	last       string               // the buddy the last copy went to: a change is logged
-	lastLogged time.Time            // when a degraded copy was last logged
-	avoid      map[string]time.Time // buddies that failed a copy, tried last until then
-	ranked     []string             // Buddies() as of rankedAt: read per request by Ready
-	rankedAt   time.Time
+	cfg         SenderConfig
+	mu          sync.Mutex           // guards the fields below
+	last        string               // the buddy the last copy went to: a change is logged
+	lastLogged  time.Time            // when a degraded copy was last logged
+	lastNoBuddy time.Time            // when the refusals for want of a buddy were last logged
+	avoid       map[string]time.Time // buddies that failed a copy, tried last until then
+	ranked      []string             // Buddies() as of rankedAt: read per request by Ready
+	rankedAt    time.Time
 }
 
 // How a Sender moves past a buddy that fails: at most maxTries buddies
@@ -90,7 +91,24 @@ func NewSender(cfg SenderConfig) *Sender {
 // whether votes are acknowledged anyway): new votes are refused while
 // it is not.
 func (s *Sender) Ready() bool {
-	return s.cfg.Degrade || len(s.buddies(false)) > 0
+	if s.cfg.Degrade || len(s.buddies(false)) > 0 {
+		return true
+	}
+	s.logNoBuddy()
+	return false
+}
+
+// logNoBuddy says, at most every LogEvery, that new votes are refused for
+// want of a buddy and what the operator can do: a node alone with a
+// gossip key looks healthy otherwise.
+func (s *Sender) logNoBuddy() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := s.cfg.Now(); now.Sub(s.lastNoBuddy) >= s.cfg.LogEvery || now.Before(s.lastNoBuddy) {
+		s.lastNoBuddy = now
+		s.cfg.Logger.Warn("buddy: no other full node is reachable to hold copies: new votes are refused (503 no_copy); " +
+			"start or --join another full node, or run with --ack-copies 1 or --ack-copies-degrade")
+	}
 }
 
 // buddies is cfg.Buddies, ranked again once RankEvery has passed, or

@@ -27,6 +27,14 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 		t.Skip("builds and runs the node binary")
 	}
 	et := startEdgeTier(t)
+	defer func() {
+		if t.Failed() {
+			for _, p := range append(append([]*procNode{}, et.full...), et.edges...) {
+				l := p.log.String()
+				t.Logf("%s's log, the end:\n%s", p.url, l[max(0, len(l)-2500):])
+			}
+		}
+	}()
 	if r := et.us.admin(t, "POST", "/v1/quizzes", pubQuiz); r.status != http.StatusCreated {
 		t.Fatalf("create quiz: %d %s", r.status, r.raw)
 	}
@@ -74,6 +82,8 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 	watcher := dial(et.us.url, "studio")
 	for name, ws := range map[string]*websocket.Conn{"the edge": phone, "the other region": watcher} {
 		t.Logf("waiting for the joined count at %s", name)
+		since := time.Now()
+		defer func() { t.Logf("the joined count at %s after %s", name, time.Since(since).Round(time.Millisecond)) }()
 		m, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { j, _ := m["joined"].(float64); return j >= 1 })
 		if m["joined"] != 1.0 {
 			t.Fatalf("at %s: %v joined, want 1 (the forged join does not count)", name, m["joined"])
