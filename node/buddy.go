@@ -57,7 +57,9 @@ func (c *Config) checkAckCopies() error {
 	case c.AckCopies < 0 || c.AckCopies > 2:
 		return fmt.Errorf("%w: --ack-copies %d: want 1 or 2 (0: the default, 2 in a cluster)", ErrConfig, c.AckCopies)
 	case c.AckCopies == 2 && !c.clustered():
-		return fmt.Errorf("%w: --ack-copies 2: a single node (no --gossip-key) has no second machine to copy to", ErrConfig)
+		return fmt.Errorf("%w: --ack-copies 2: a single node (no --gossip-key) has no second machine to copy to: give the cluster's --gossip-key, or --ack-copies 1", ErrConfig)
+	case c.AckCopiesDegrade && !c.clustered():
+		return fmt.Errorf("%w: --ack-copies-degrade: a single node (no --gossip-key) keeps one copy anyway: give the cluster's --gossip-key, or drop the flag", ErrConfig)
 	}
 	return nil
 }

@@ -32,7 +32,9 @@ func TestHelpAndVersionExitZero(t *testing.T) {
 		t.Errorf("--version: %d %q", code, out.String())
 	}
 	for _, args := range [][]string{{"--bogus"}, {"extra"}, {"--log-format", "xml"}, {"--config", "/nonexistent/tally.yaml"},
-		{"--tick", "fast"}, {"--tick"}, {"--max-viewers", "many"}, {"--join", "nohost"}, {"--role", "boss", "--data-dir", t.TempDir()}} {
+		{"--tick", "fast"}, {"--tick"}, {"--max-viewers", "many"}, {"--join", "nohost"}, {"--role", "boss", "--data-dir", t.TempDir()},
+		{"--ack-copies", "3", "--data-dir", t.TempDir()}, {"--ack-copies", "2", "--data-dir", t.TempDir()},
+		{"--ack-copies-degrade", "--data-dir", t.TempDir()}} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 || out.Len() != 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errb.String())
