@@ -1,4 +1,3 @@
-// Package testnats runs a real NATS server on loopback for tests.
 package testnats
 
 import (

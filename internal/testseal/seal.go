@@ -1,5 +1,3 @@
-// Package testseal is the tests' stand-in for the cluster keyring's seal:
-// an HMAC-SHA-256 tag before the message, as the node's keyring puts one.
 package testseal
 
 import (
