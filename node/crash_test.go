@@ -92,7 +92,8 @@ func startProcessNoWait(t *testing.T, bin, dir string, extra ...string) *procNod
 		}
 	}
 	if p.url == "" {
-		t.Fatal("node did not print its address")
+		cmd.Wait() // its stdout closed: it exited; its log says why (a port taken since freePort chose it?)
+		t.Fatalf("node did not print its address; its log:\n%s", logs.String())
 	}
 	go io.Copy(io.Discard, stdout)
 	return p
