@@ -9,9 +9,14 @@ import (
 	"tally/ledger"
 )
 
-// Request is one client's vote request as another node relayed it: the
-// body it sent and what is known of it.
+// Request is one client's vote request as another node relayed it: its
+// votes, decoded by the edge, or the body it sent; and what is known of
+// the client.
 type Request struct {
+	// Votes are the request's votes as an edge decoded them
+	// (api.DecodeVotes); they are checked again here (api.CheckVotes),
+	// not decoded. Nil: Body is decoded.
+	Votes  []Vote
 	Body   []byte
 	Sender api.Sender
 }
@@ -94,15 +99,29 @@ func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 	return replies
 }
 
-// prepareRequest is one relayed request up to its append: the body's
-// size, its decoding and token, and prepare. It returns how many votes the
-// request carried, for the metrics, or 0 if it was refused before the
-// pipeline (decode counts those refusals itself).
+// prepareRequest is one relayed request up to its append: its votes'
+// checks (or the body's size and decoding), its token, and prepare. It
+// returns how many votes the request carried, for the metrics, or 0 if it
+// was refused before the pipeline (decode counts those refusals itself).
 func (p *Pipeline) prepareRequest(pollID string, q Request) (*prepared, int, error) {
-	if int64(len(q.Body)) > p.cfg.Limits.MaxBody {
-		return nil, 0, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
+	var (
+		votes  []Vote
+		client Client
+		def    pollRead
+		err    error
+	)
+	if q.Votes != nil {
+		if err := api.CheckVotes(q.Votes); err != nil {
+			p.m.refused(err, 1)
+			return nil, 0, err
+		}
+		votes, client, def, err = p.sender(pollID, q.Votes, q.Sender)
+	} else {
+		if int64(len(q.Body)) > p.cfg.Limits.MaxBody {
+			return nil, 0, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", p.cfg.Limits.MaxBody)
+		}
+		votes, client, def, err = p.decode(pollID, q.Body, q.Sender)
 	}
-	votes, client, def, err := p.decode(pollID, q.Body, q.Sender)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -28,7 +28,7 @@ func (c *countingLedger) Append(recs ...ledger.Record) ([]ledger.Appended, error
 	return c.Ledger.Append(recs...)
 }
 
-func batchPipeline(t *testing.T, now time.Time) (*Pipeline, *countingLedger) {
+func batchPipeline(t testing.TB, now time.Time) (*Pipeline, *countingLedger) {
 	t.Helper()
 	p0 := poll.Definition{ID: "p", Question: "Q?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
 		OpensAt: now.Add(-time.Minute).UnixMilli(), ClosesAt: now.Add(time.Hour).UnixMilli()}
@@ -169,5 +169,41 @@ func TestVoteBatchQuizOneAnswer(t *testing.T) {
 	}
 	if len(p.answering) != 0 {
 		t.Fatalf("reservations left: %v", p.answering)
+	}
+}
+
+// Votes an edge decoded are answered as their JSON would be, with no
+// decoding here, and checked all the same: a member's edge relaying a
+// vote no client could have sent (an empty key, an overlong name, too
+// many) is refused for that request alone and nothing is counted.
+func TestVoteBatchChecksDecodedVotes(t *testing.T) {
+	now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+	p, _ := batchPipeline(t, now)
+	decoded := func(votes ...Vote) Request {
+		return Request{Votes: votes, Sender: api.HTTPSender("192.0.2.7", "test", "", 0)}
+	}
+	replies := p.VoteBatch("p", []Request{
+		decoded(Vote{Option: "a", Voter: "alice", Idem: "k1"}),
+		req(`{"option":"a","voter":"alice","idem":"k1"}`), // the same vote as a body: its retry
+		decoded(Vote{Option: "a", Voter: "bob", Idem: ""}),
+		decoded(Vote{Option: "a", Voter: "carol", Idem: "k3", Name: strings.Repeat("n", api.MaxNameLen+1)}),
+		decoded(make([]Vote, api.MaxBatch+1)...),
+		decoded(Vote{Option: "c", Voter: "dave", Idem: "k4"}),
+		decoded(Vote{Option: "b", Voter: "erin", Idem: "k5", After: "not a stamp"}),
+	})
+	if r := replies[0]; r.Err != nil || r.Response.Results[0].Status != StatusAccepted {
+		t.Fatalf("decoded vote: %+v", r)
+	}
+	if r := replies[1]; r.Err != nil || r.Response.Results[0].Status != StatusDuplicate || r.Response.Results[0].VoteID != replies[0].Response.Results[0].VoteID {
+		t.Fatalf("its retry as a body: %+v", r)
+	}
+	want := []string{api.CodeInvalidRequest, api.CodeInvalidRequest, api.CodeInvalidRequest, api.CodeInvalidOption, api.CodeInvalidRequest}
+	for i, code := range want {
+		if got := errCode(replies[2+i].Err); got != code {
+			t.Errorf("request %d: %v, want %s", 2+i, replies[2+i].Err, code)
+		}
+	}
+	if tl, _ := p.cfg.State.Tally("p"); tl.Value("a") != 1 || tl.Value("b") != 0 {
+		t.Fatalf("counted a=%d b=%d, want 1 and 0", tl.Value("a"), tl.Value("b"))
 	}
 }

@@ -1,8 +1,12 @@
 package ingest
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
+
+	"tally/api"
 )
 
 // Benchmarks of the vote path's hot functions. Run:
@@ -27,6 +31,41 @@ func BenchmarkDecodeVotes(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkVoteBatch is a full node's side of the relay without the
+// network: batches of 64 single-vote requests, each a new voter and key,
+// as an edge relays them decoded (votes) or as their bodies (body), on an
+// in-memory ledger (no fsync). Per op: one batch; see ns/vote.
+func BenchmarkVoteBatch(b *testing.B) {
+	for _, decoded := range []bool{true, false} {
+		name := map[bool]string{true: "votes", false: "body"}[decoded]
+		b.Run(name, func(b *testing.B) {
+			now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
+			p, _ := batchPipeline(b, now)
+			const size = 64
+			reqs := make([]Request, size)
+			n := 0
+			for b.Loop() {
+				for i := range reqs {
+					n++
+					v := Vote{Option: "a", Voter: fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", n), Idem: fmt.Sprintf("7c9e6679-7425-40de-944b-%012d", n)}
+					reqs[i] = Request{Sender: api.HTTPSender(fmt.Sprintf("192.0.%d.%d", n>>8&255, n&255), "phone", "", 0)}
+					if decoded {
+						reqs[i].Votes = []Vote{v}
+					} else {
+						reqs[i].Body, _ = json.Marshal(v)
+					}
+				}
+				for _, r := range p.VoteBatch("p", reqs) {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/vote")
 		})
 	}
 }

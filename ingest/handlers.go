@@ -73,6 +73,12 @@ func (p *Pipeline) decode(pollID string, body []byte, s api.Sender) ([]Vote, Cli
 		p.m.refused(err, 1)
 		return nil, Client{}, pollRead{}, err
 	}
+	return p.sender(pollID, votes, s)
+}
+
+// sender checks the sender's voter token for votes already decoded (by
+// decode, or by the edge that relayed them) and puts its voter in them.
+func (p *Pipeline) sender(pollID string, votes []Vote, s api.Sender) ([]Vote, Client, pollRead, error) {
 	def := readPoll(p.cfg.State, pollID)
 	tok, err := p.voterOf(s.Token, s.UserAgent, s.IP, def.def.Public)
 	if err != nil {

@@ -24,7 +24,7 @@ func (b banned) Allow(name string) bool { return !strings.Contains(strings.ToLow
 // quizPipeline is a pipeline on an in-memory ledger whose clock stands at
 // now, holding quiz question q-1 (opened openedAgo before now, correct "a",
 // 1,000 points in 20 s), and the polls extra.
-func quizPipeline(t *testing.T, now time.Time, openedAgo time.Duration, names NameFilter, extra ...poll.Definition) (*Pipeline, *ledger.Ledger) {
+func quizPipeline(t testing.TB, now time.Time, openedAgo time.Duration, names NameFilter, extra ...poll.Definition) (*Pipeline, *ledger.Ledger) {
 	t.Helper()
 	clock := func() time.Time { return now }
 	l, err := ledger.Open(ledger.Config{Dir: "q", FS: vfs.NewMem(), Replica: "eu-1"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -207,6 +208,28 @@ func voteAt(url, poll, option, voter, idem string) voteAnswer {
 	return a
 }
 
+// scrapeMetric is the value of an unlabelled metric a node serves.
+func scrapeMetric(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s: not served", name)
+	return 0
+}
+
 // TestEdgeTier is the edge tier end to end, in processes: votes through
 // both edges over HTTP and the socket are the region's full nodes';
 // a retry at the other edge gets the same answer; a full node killed
@@ -249,6 +272,20 @@ func TestEdgeTier(t *testing.T) {
 			}
 			break
 		}
+	}
+
+	// The edge decodes and checks what it relays: a body that is not a
+	// vote and an option the poll does not have are refused at the edge
+	// as a full node would refuse them, and relayed to no one.
+	relayed := scrapeMetric(t, et.edges[0].url, "tally_relay_requests_total")
+	if a := voteAt(et.edges[0].url, "p", "mauve", "cy", "cy-1"); a.code != 422 || !strings.Contains(a.body, `"invalid_option"`) {
+		t.Fatalf("an unknown option through the edge: %+v", a)
+	}
+	if code, body, _ := post(et.edges[0].url+"/v1/polls/p/votes", `{"option":"a","voter":"cy"}`); code != 400 || !strings.Contains(string(body), "idem") {
+		t.Fatalf("a vote without its key through the edge: %d %s", code, body)
+	}
+	if now := scrapeMetric(t, et.edges[0].url, "tally_relay_requests_total"); now != relayed {
+		t.Fatalf("the edge relayed %v requests it refused itself", now-relayed)
 	}
 
 	// SIGKILL of a full node under load through both edges.

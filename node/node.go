@@ -348,16 +348,17 @@ func newFanout(n *Node) (*fanout.Server, error) {
 	participant := n.ingest.Participant
 	if cfg.Role == gossip.RoleEdge {
 		n.edge = relay.NewEdge(relay.EdgeConfig{
-			Conn:      n.gossip.Mesh().Conn, // borrowed: the mesh owns it
-			Cluster:   cfg.Cluster,
-			FullNodes: n.fullNodes,
-			Seal:      n.gossip.SealRelay,
-			Open:      n.gossip.OpenRelay,
-			ClientIP:  func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
-			MaxBody:   cfg.Limits.MaxBody,
-			Metrics:   n.relayM,
-			Logger:    cfg.Logger,
-			Now:       cfg.Now,
+			Conn:       n.gossip.Mesh().Conn, // borrowed: the mesh owns it
+			Cluster:    cfg.Cluster,
+			FullNodes:  n.fullNodes,
+			Seal:       n.gossip.SealRelay,
+			Open:       n.gossip.OpenRelay,
+			ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
+			MaxBody:    cfg.Limits.MaxBody,
+			CheckVotes: checkOptions(n.state, cfg.Now),
+			Metrics:    n.relayM,
+			Logger:     cfg.Logger,
+			Now:        cfg.Now,
 		})
 		voter = edgeVoter{edgeVotes{n.m.edgeVotes}, n.edge} // its clients' answers counted (refusals.go)
 		participant = n.edge.Participant                    // a full node checks the join's token

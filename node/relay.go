@@ -10,6 +10,7 @@ import (
 	"tally/gossip"
 	"tally/ingest"
 	"tally/relay"
+	"tally/state"
 )
 
 // startRelay starts this node's side of the edge tier's relay (package
@@ -57,7 +58,7 @@ func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Answer {
 	if err := h.n.readyErr(); err != nil {
 		for i := range out {
 			out[i] = relay.ErrorAnswer(err)
-			h.n.ingest.CountRefused(err, ingest.VotesIn(reqs[i].Body))
+			h.n.ingest.CountRefused(err, max(len(reqs[i].Votes), ingest.VotesIn(reqs[i].Body)))
 		}
 		return out
 	}
@@ -69,7 +70,7 @@ func (h relayHandler) Votes(poll string, reqs []relay.Request) []relay.Answer {
 			h.n.ingest.CountRefused(err, 1)
 			continue
 		}
-		in, at = append(in, ingest.Request{Body: q.Body, Sender: q.Sender}), append(at, i)
+		in, at = append(in, ingest.Request{Votes: q.Votes, Body: q.Body, Sender: q.Sender}), append(at, i)
 	}
 	if len(in) == 0 {
 		return out
@@ -102,6 +103,27 @@ func (h relayHandler) Participant(token, userAgent, ip string) (string, bool) {
 		return "", false
 	}
 	return h.n.ingest.Participant(token, userAgent, ip)
+}
+
+// checkOptions is an edge's check of the votes it relays (EdgeConfig.
+// CheckVotes): an option the poll does not have is refused at the edge,
+// from its replicated definitions, as every full node would refuse it
+// (the options of a poll never change). A poll the edge does not know
+// yet, or a quiz question not shown yet by its clock (a full node says
+// 404 and tells nothing of its options), goes to a full node to decide.
+func checkOptions(st *state.State, now func() time.Time) func(string, []api.Vote) error {
+	return func(pollID string, votes []api.Vote) error {
+		def, ok := st.Defs.Poll(pollID)
+		if !ok || def.Withheld(now().UnixMilli()) {
+			return nil
+		}
+		for i, v := range votes {
+			if _, ok := def.OptionID(v.Option); !ok {
+				return api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, v.Option)
+			}
+		}
+		return nil
+	}
 }
 
 // readyErr is the refusal of a request the node cannot answer yet.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,13 +35,17 @@ type EdgeConfig struct {
 	// keyring (package gossip's); nil: passed as they are (tests).
 	Seal func([]byte) []byte
 	Open func([]byte) ([]byte, error)
-	// Wait is how long a batch gathers requests after its first;
-	// default 2 ms.
-	Wait time.Duration
+	// Wait is how long a batch gathers requests after its first while no
+	// other batch is in flight; default 2 ms. While one is, the next
+	// gathers for about the full nodes' measured reply time, up to
+	// MaxWait (default 20 ms): a busy full node gets fuller messages.
+	Wait, MaxWait time.Duration
 	// Batch is the most requests in one relay message; default 256, at
 	// most MaxBatch.
 	Batch int
-	// Attempt bounds one relay attempt; default 700 ms.
+	// Attempt bounds one relay attempt; default 700 ms. Once replies
+	// were measured, an attempt waits their smoothed time plus four
+	// deviations, at least MinAttempt and at most Attempt (pace).
 	Attempt time.Duration
 	// Deadline bounds every attempt of a batch together: after it the
 	// batch's clients are answered 503 unavailable; default 1.8 s.
@@ -49,6 +54,11 @@ type EdgeConfig struct {
 	ClientIP func(*http.Request) string
 	// MaxBody bounds a request body, as a full node does.
 	MaxBody int64
+	// CheckVotes refuses votes for options their poll does not have, from
+	// the edge's replicated definitions, as a full node would (422
+	// invalid_option); it lets through the votes of a poll it does not
+	// know yet. nil: the full node checks alone.
+	CheckVotes func(poll string, votes []api.Vote) error
 	// Metrics counts batches and failovers; nil: none.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -67,6 +77,11 @@ type Edge struct {
 	lostLog throttle
 	// badLog throttles the warning about answers not believed.
 	badLog throttle
+	// pace is the full nodes' measured reply time, which sets the batch
+	// window and the attempt timeout; inFlight counts the batches sent
+	// and not yet answered.
+	pace     pace
+	inFlight atomic.Int64
 }
 
 type pending struct {
@@ -84,6 +99,10 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 2 * time.Millisecond
 	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 20 * time.Millisecond
+	}
+	cfg.MaxWait = max(cfg.MaxWait, cfg.Wait)
 	if cfg.Batch <= 0 || cfg.Batch > MaxBatch {
 		cfg.Batch = 256
 	}
@@ -120,7 +139,7 @@ func (e *Edge) Run(ctx context.Context) {
 			}
 		}
 		batch, size := []*pending{first}, RequestSize(first.req)
-		timer := time.NewTimer(e.cfg.Wait)
+		timer := time.NewTimer(e.window())
 	gather:
 		for len(batch) < e.cfg.Batch {
 			select {
@@ -138,18 +157,43 @@ func (e *Edge) Run(ctx context.Context) {
 		}
 		timer.Stop()
 		for _, b := range e.split(batch) {
-			flight.Go(func() { e.send(context.WithoutCancel(ctx), b.route, b.pending) }) // a batch sent is answered, even as the edge stops
+			e.inFlight.Add(1)
+			flight.Go(func() { // a batch sent is answered, even as the edge stops
+				defer e.inFlight.Add(-1)
+				e.send(context.WithoutCancel(ctx), b.route, b.pending)
+			})
 		}
 	}
+}
+
+// window is how long the next batch gathers: Wait with no batch in
+// flight, else about the measured reply time (pace).
+func (e *Edge) window() time.Duration {
+	if e.inFlight.Load() == 0 {
+		return e.cfg.Wait
+	}
+	w := e.pace.window(e.cfg.Wait, e.cfg.MaxWait)
+	e.cfg.Metrics.window(w)
+	return w
 }
 
 // Relay hands req to a full node and returns its answer. It never waits
 // longer than the edge's deadline (and the gathering): with no full node
 // reachable the answer is 503 unavailable, with Retry-After.
+//
+// A vote request's Votes are relayed; one with a Body instead has it
+// decoded here (api.DecodeVotes), refused if it does not decode.
 func (e *Edge) Relay(ctx context.Context, req Request) Answer {
 	req, refused := fit(req)
 	if refused != nil {
 		return ErrorAnswer(refused)
+	}
+	if req.Kind == KindVote && req.Votes == nil {
+		votes, err := api.DecodeVotes(req.Body)
+		if err != nil {
+			return ErrorOf(err, e.cfg.Logger)
+		}
+		req.Votes, req.Body = votes, nil
 	}
 	p := &pending{req: req, key: affinityKey(req), done: make(chan Answer, 1)}
 	t := time.NewTimer(e.cfg.Deadline)
@@ -279,6 +323,7 @@ type exchange struct {
 	inbox   string
 	replies chan *nats.Msg
 	sent    map[int]bool // attempts published and not answered "no responders"
+	sentAt  map[int]time.Time
 }
 
 // send publishes attempt n to subject, subscribing to the inbox first.
@@ -303,16 +348,18 @@ func (x *exchange) send(subject string, n int) error {
 		return err
 	}
 	if x.sent == nil {
-		x.sent = map[int]bool{}
+		x.sent, x.sentAt = map[int]bool{}, map[int]time.Time{}
 	}
-	x.sent[n] = true
+	x.sent[n], x.sentAt[n] = true, time.Now()
 	return nil
 }
 
 // wait listens for an answer until attempt n's time is up, or until NATS
 // says that attempt reached no one.
 func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
-	t := time.NewTimer(x.edge.cfg.Attempt)
+	timeout := x.edge.pace.attempt(x.edge.cfg.Attempt)
+	x.edge.cfg.Metrics.attempt(timeout)
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		answers, err := x.listen(ctx, t.C)
@@ -357,6 +404,8 @@ func (x *exchange) listen(ctx context.Context, stop <-chan time.Time) ([]Answer,
 				if answers, err = DecodeAnswers(body, x.want); err == nil {
 					if nerr != nil || x.othersMayHaveTaken(n) {
 						unknownWhereLocal(answers)
+					} else if at, ok := x.sentAt[n]; ok {
+						x.edge.pace.observe(time.Since(at)) // the only attempt: a clean sample
 					}
 					return answers, nil
 				}
@@ -446,10 +495,11 @@ func fit(req Request) (Request, *api.Error) {
 // an edge. It returns the full node's answer as the full node's pipeline
 // gave it: the response, or the refusal (an *api.Error).
 func (e *Edge) Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, error) {
-	if int64(len(body)) > e.cfg.MaxBody {
-		return api.VoteResponse{}, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", e.cfg.MaxBody)
+	req, err := e.voteRequest(poll, body, s)
+	if err != nil {
+		return api.VoteResponse{}, err
 	}
-	a := e.Relay(context.Background(), Request{Kind: KindVote, Poll: poll, Body: body, Sender: s})
+	a := e.Relay(context.Background(), req)
 	switch {
 	case a.Err != nil:
 		return api.VoteResponse{}, a.Err
@@ -457,6 +507,29 @@ func (e *Edge) Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, e
 		return api.VoteResponse{}, errEmptyAnswer
 	}
 	return *a.Vote, nil
+}
+
+// voteRequest is a vote request the edge decoded and checked as a full
+// node would (api.DecodeVotes, CheckVotes), to relay in binary; or the
+// refusal the client gets from the edge, which a full node would have
+// given it alike — nothing is relayed.
+func (e *Edge) voteRequest(poll string, body []byte, s api.Sender) (Request, error) {
+	if int64(len(body)) > e.cfg.MaxBody {
+		return Request{}, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", e.cfg.MaxBody)
+	}
+	if err := ids.Valid(poll); err != nil {
+		return Request{}, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll)
+	}
+	votes, err := api.DecodeVotes(body)
+	if err != nil {
+		return Request{}, err
+	}
+	if e.cfg.CheckVotes != nil {
+		if err := e.cfg.CheckVotes(poll, votes); err != nil {
+			return Request{}, err
+		}
+	}
+	return Request{Kind: KindVote, Poll: poll, Votes: votes, Sender: s}, nil
 }
 
 // Participant checks a quiz join's voter token at a full node of the
@@ -487,7 +560,12 @@ func (e *Edge) HandleVotes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := api.HTTPSender(e.cfg.ClientIP(r), r.UserAgent(), r.Header.Get(api.SessionHeader), received)
-	e.Relay(r.Context(), Request{Kind: KindVote, Poll: r.PathValue("poll"), Body: body, Sender: s}).WriteHTTP(w)
+	req, err := e.voteRequest(r.PathValue("poll"), body, s)
+	if err != nil {
+		api.WriteError(w, r, err)
+		return
+	}
+	e.Relay(r.Context(), req).WriteHTTP(w)
 }
 
 // HandleSession serves POST /v1/session at an edge: the puzzle and the

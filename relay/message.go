@@ -44,18 +44,28 @@ const (
 // everything the full node decides from (api.Sender, after the edge
 // applied --trusted-proxies and timed a quiz answer on its own clock).
 type Request struct {
-	Kind   byte
-	Poll   string // KindVote: the poll (or quiz question) voted in
-	Body   []byte // the request body as the client sent it
+	Kind byte
+	Poll string // KindVote: the poll (or quiz question) voted in
+	// Votes are a vote request's votes, decoded and checked by the edge
+	// (api.DecodeVotes): relayed in binary, so the full node does no
+	// JSON. Nil from an edge of a release before (TRQ3), which relays
+	// the Body.
+	Votes []api.Vote
+	// Body is a session request's body as the client sent it (and a vote
+	// request's, from an edge of a release before).
+	Body   []byte
 	Sender api.Sender
 }
 
-// The versions of the relay messages. An edge that sends TRQ3 reads
-// typed binary answers (TRA2); one of the releases before sent TRQ2 (or
-// TRQ1, without a start-by) and reads each answer's JSON (TRA1), which a
-// full node still writes it. Upgrade the full nodes before the edges.
+// The versions of the relay messages. An edge that sends TRQ4 relays
+// votes decoded (Request.Votes) and reads typed binary answers (TRA2);
+// one that sends TRQ3 relays their JSON bodies and reads TRA2; one of the
+// releases before sent TRQ2 (or TRQ1, without a start-by) and reads each
+// answer's JSON (TRA1), which a full node still writes it. Upgrade the
+// full nodes before the edges.
 const (
-	batchMagic    = "TRQ3" // TRQ2 with typed answers
+	batchMagic    = "TRQ4" // TRQ3 with votes in binary
+	batchMagicV3  = "TRQ3" // TRQ2 with typed answers
 	batchMagicV2  = "TRQ2" // TRQ1 and the time a full node may start it by (unix ms; 0: any time)
 	batchMagicV1  = "TRQ1"
 	answerMagic   = "TRA2"
@@ -77,7 +87,11 @@ func AppendBatchBy(b []byte, startBy int64, reqs []Request) []byte {
 	for _, r := range reqs {
 		b = append(b, r.Kind)
 		b = wire.AppendString(b, r.Poll)
-		b = wire.AppendBytes(b, r.Body)
+		if r.Kind == KindVote {
+			b = appendVotes(b, r.Votes)
+		} else {
+			b = wire.AppendBytes(b, r.Body)
+		}
 		s := r.Sender
 		b = wire.AppendString(b, s.IP)
 		b = wire.AppendString(b, s.UserAgent)
@@ -90,10 +104,28 @@ func AppendBatchBy(b []byte, startBy int64, reqs []Request) []byte {
 	return b
 }
 
+// appendVotes appends a vote request's votes: their count, then each
+// vote's five fields.
+func appendVotes(b []byte, votes []api.Vote) []byte {
+	b = binary.AppendUvarint(b, uint64(len(votes)))
+	for _, v := range votes {
+		b = wire.AppendString(b, v.Option)
+		b = wire.AppendString(b, v.Voter)
+		b = wire.AppendString(b, v.Idem)
+		b = wire.AppendString(b, v.Name)
+		b = wire.AppendString(b, v.After)
+	}
+	return b
+}
+
 // RequestSize is about how many bytes r adds to a relay message: what the
 // edge cuts its batches by.
 func RequestSize(r Request) int {
-	return 1 + len(r.Poll) + len(r.Body) + len(r.Sender.IP) + len(r.Sender.UserAgent) + len(r.Sender.Token) + 6*binary.MaxVarintLen64
+	n := 1 + len(r.Poll) + len(r.Body) + len(r.Sender.IP) + len(r.Sender.UserAgent) + len(r.Sender.Token) + 7*binary.MaxVarintLen64
+	for _, v := range r.Votes {
+		n += len(v.Option) + len(v.Voter) + len(v.Idem) + len(v.Name) + len(v.After) + 5*binary.MaxVarintLen64
+	}
+	return n
 }
 
 // DecodeBatch reads a relay message's requests (DecodeBatchBy).
@@ -121,10 +153,11 @@ func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error
 		return false, 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
 	magic := string(b[:len(batchMagic)])
-	if magic != batchMagic && magic != batchMagicV2 && magic != batchMagicV1 {
+	if magic != batchMagic && magic != batchMagicV3 && magic != batchMagicV2 && magic != batchMagicV1 {
 		return false, 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
-	typed = magic == batchMagic
+	typed = magic == batchMagic || magic == batchMagicV3
+	decoded := magic == batchMagic // votes in binary
 	r := wire.NewReader(bytes.Clone(b[len(batchMagic):]), ErrMalformed)
 	if magic != batchMagicV1 {
 		if startBy = r.Varint(); startBy < 0 {
@@ -141,7 +174,9 @@ func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error
 		var q Request
 		q.Kind = r.Byte()
 		q.Poll = same(&poll, r.LenBytes(ids.MaxLen, "poll id"))
-		if q.Body = r.LenBytes(MaxBody, "body"); len(q.Body) == 0 {
+		if decoded && q.Kind == KindVote {
+			q.Votes = readVotes(r)
+		} else if q.Body = r.LenBytes(MaxBody, "body"); len(q.Body) == 0 {
 			q.Body = nil
 		}
 		q.Sender.IP = r.String(maxIP, "address")
@@ -159,6 +194,8 @@ func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error
 			return false, 0, nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
 		case q.Kind == KindJoin && (q.Poll != "" || len(q.Body) > 0):
 			return false, 0, nil, fmt.Errorf("%w: a join carries no poll or body", ErrMalformed)
+		case q.Kind == KindVote && decoded && len(q.Votes) == 0:
+			return false, 0, nil, fmt.Errorf("%w: a vote request without votes", ErrMalformed)
 		case q.Kind == KindVote && ids.Valid(q.Poll) != nil:
 			return false, 0, nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
 		case q.Kind == KindSession && q.Poll != "":
@@ -170,6 +207,26 @@ func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error
 		return false, 0, nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
 	}
 	return typed, startBy, reqs, nil
+}
+
+// readVotes reads a vote request's votes (appendVotes), each field held
+// to the API's bounds; a full node checks them again (api.CheckVotes).
+// Options repeat across a batch: one string each, not one a vote.
+func readVotes(r *wire.Reader) []api.Vote {
+	n := r.Count(api.MaxBatch, "votes")
+	if r.Err() != nil {
+		return nil
+	}
+	votes := make([]api.Vote, n)
+	for i := range votes {
+		v := &votes[i]
+		v.Option = r.String(api.MaxOptionLen, "option")
+		v.Voter = r.String(api.MaxVoterLen, "voter")
+		v.Idem = r.String(api.MaxIdemLen, "idem")
+		v.Name = r.String(api.MaxNameLen, "name")
+		v.After = r.String(api.MaxStampLen, "after")
+	}
+	return votes
 }
 
 // same returns *prev if it spells b, else b as a new string, kept in prev.

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"tally/api"
+	"tally/internal/wire"
 )
 
 func sampleBatch() []Request {
 	return []Request{
-		{Kind: KindVote, Poll: "p", Body: []byte(`{"option":"a","voter":"v","idem":"k"}`),
+		{Kind: KindVote, Poll: "p", Votes: []api.Vote{{Option: "a", Voter: "v", Idem: "k"}, {Option: "b", Voter: "v", Idem: "k2", Name: "Ana", After: "1796000000000.3"}},
 			Sender: api.Sender{IP: "203.0.113.7", UserAgent: "phone", Token: "t1.x", SocketAge: 3 * time.Second, ShownMs: 1_796_000_000_000, RTTMs: 42, ReceivedMs: 1_796_000_001_000}},
 		{Kind: KindSession, Body: nil, Sender: api.HTTPSender("2001:db8::1", "", "", 0)},
 	}
@@ -57,7 +58,15 @@ func TestDecodeBatchRefusesHostileInput(t *testing.T) {
 		"session poll":   AppendBatch(nil, []Request{{Kind: KindSession, Poll: "p"}}),
 		"join poll":      AppendBatch(nil, []Request{{Kind: KindJoin, Poll: "p"}}),
 		"join body":      AppendBatch(nil, []Request{{Kind: KindJoin, Body: []byte("{}")}}),
-		"long body":      AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Body: make([]byte, MaxBody+1)}}),
+		"long body":      AppendBatch(nil, []Request{{Kind: KindSession, Body: make([]byte, MaxBody+1)}}),
+		"no votes":       AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p"}}),
+		"too many votes": AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: make([]api.Vote, api.MaxBatch+1)}}),
+		"long option":    AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: []api.Vote{{Option: strings.Repeat("o", api.MaxOptionLen+1)}}}}),
+		"long voter":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: []api.Vote{{Voter: strings.Repeat("v", api.MaxVoterLen+1)}}}}),
+		"long idem":      AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: []api.Vote{{Idem: strings.Repeat("k", api.MaxIdemLen+1)}}}}),
+		"long name":      AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: []api.Vote{{Name: strings.Repeat("n", api.MaxNameLen+1)}}}}),
+		"long after":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: []api.Vote{{After: strings.Repeat("1", api.MaxStampLen+1)}}}}),
+		"old long body":  appendBatchV3(nil, []Request{{Kind: KindVote, Poll: "p", Body: make([]byte, MaxBody+1)}}),
 		"long agent":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{UserAgent: strings.Repeat("x", MaxUserAgent+1)}}}),
 		"long token":     AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Sender: api.Sender{Token: strings.Repeat("x", maxToken+1)}}}),
 	} {
@@ -98,6 +107,37 @@ func TestDecodeBatchRefusesHostileInput(t *testing.T) {
 	}
 }
 
+// appendBatchV3 is the relay message of an edge of the release before
+// (TRQ3): a vote request carries its body, not its votes.
+func appendBatchV3(b []byte, reqs []Request) []byte {
+	b = append(b, batchMagicV3...)
+	b = binary.AppendVarint(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(reqs)))
+	for _, r := range reqs {
+		b = append(b, r.Kind)
+		b = wire.AppendString(b, r.Poll)
+		b = wire.AppendBytes(b, r.Body)
+		s := r.Sender
+		b = wire.AppendString(b, s.IP)
+		b = wire.AppendString(b, s.UserAgent)
+		b = wire.AppendString(b, s.Token)
+		for _, v := range []int64{int64(s.SocketAge), s.ShownMs, s.RTTMs, s.ReceivedMs} {
+			b = binary.AppendVarint(b, v)
+		}
+	}
+	return b
+}
+
+// An edge of the release before relays vote bodies (TRQ3): a full node
+// upgraded first reads them as bodies, for its pipeline to decode.
+func TestBatchOfTheReleaseBeforeCarriesBodies(t *testing.T) {
+	in := []Request{{Kind: KindVote, Poll: "p", Body: []byte(`{"option":"a","voter":"v","idem":"k"}`), Sender: api.Sender{IP: "203.0.113.7"}}}
+	typed, _, out, err := decodeBatch(appendBatchV3(nil, in))
+	if err != nil || !typed || !reflect.DeepEqual(in, out) {
+		t.Fatalf("TRQ3: typed %v, %+v, %v", typed, out, err)
+	}
+}
+
 // Whatever bytes arrive, the decoder returns a bounded batch or an
 // error, never a panic, and what it accepts encodes back to the same.
 func FuzzDecodeBatch(f *testing.F) {
@@ -106,6 +146,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(append([]byte(batchMagic), 0xff, 0xff, 0xff))
 	f.Add(AppendBatchBy(nil, 1796000000000, sampleBatch()))
 	f.Add([]byte(batchMagicV1 + "\x00"))
+	f.Add(appendBatchV3(nil, []Request{{Kind: KindVote, Poll: "p", Body: []byte(`{}`)}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		by, reqs, err := DecodeBatchBy(b)
 		if err != nil {
@@ -113,6 +154,11 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 		if len(reqs) > MaxBatch || by < 0 {
 			t.Fatalf("%d requests, start-by %d", len(reqs), by)
+		}
+		for i, q := range reqs {
+			if q.Kind == KindVote && q.Votes == nil { // an older edge's body: today's edge sends it decoded
+				reqs[i].Votes, reqs[i].Body = []api.Vote{{}}, nil
+			}
 		}
 		by2, again, err := DecodeBatchBy(AppendBatchBy(nil, by, reqs))
 		if err != nil || len(again) != len(reqs) || by2 != by {

@@ -64,7 +64,11 @@ func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (api.VoteRespons
 func (f *fullNode) Votes(poll string, reqs []Request) []Answer {
 	out := make([]Answer, len(reqs))
 	for i, q := range reqs {
-		v, err := f.Vote(poll, q.Body, q.Sender)
+		body := q.Body
+		if q.Votes != nil { // the edge decoded it: the same JSON again, to key it by
+			body, _ = json.Marshal(q.Votes[0])
+		}
+		v, err := f.Vote(poll, body, q.Sender)
 		if out[i] = ErrorOf(err, slog.Default()); err == nil {
 			out[i] = Answer{Vote: &v}
 		}
@@ -270,7 +274,7 @@ func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
 	if w := do("/v1/polls/p/votes", `{"option":"a","voter":"v","idem":"k"}`, "application/json"); w.Code != 200 || !strings.Contains(w.Body.String(), `"idem":"198.51.100.9"`) {
 		t.Fatalf("vote: %d %s", w.Code, w.Body)
 	}
-	if w := do("/v1/polls/p/votes", `{"option":"bad"}`, ""); w.Code != 422 || !strings.Contains(w.Body.String(), `"code":"invalid_option"`) {
+	if w := do("/v1/polls/p/votes", `{"option":"bad","voter":"v","idem":"k3"}`, ""); w.Code != 422 || !strings.Contains(w.Body.String(), `"code":"invalid_option"`) {
 		t.Fatalf("refused vote: %d %s", w.Code, w.Body)
 	}
 	if w := do("/v1/polls/p/votes", `{}`, "text/plain"); w.Code != 415 {
@@ -287,7 +291,7 @@ func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
 		t.Fatalf("socket vote: %+v %v", v, err)
 	}
 	var e *api.Error
-	if _, err := edge.Vote("p", []byte(`{"option":"bad"}`), api.Sender{}); !errors.As(err, &e) || e.Code != api.CodeInvalidOption || e.Status != http.StatusUnprocessableEntity {
+	if _, err := edge.Vote("p", []byte(`{"option":"bad","voter":"v","idem":"k3"}`), api.Sender{}); !errors.As(err, &e) || e.Code != api.CodeInvalidOption || e.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("refused socket vote: %v", err)
 	}
 }
@@ -519,8 +523,8 @@ func TestAnEdgeOfTheReleaseBeforeGetsJSONAnswers(t *testing.T) {
 	conn := testnats.Start(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
 	seal, open := testseal.Sealer("k")
-	batch := AppendBatch(nil, []Request{voteReq(1), {Kind: KindVote, Poll: "p", Body: []byte(`{"option":"bad"}`)}})
-	old := append([]byte(batchMagicV2), batch[len(batchMagic):]...)
+	batch := appendBatchV3(nil, []Request{voteReq(1), {Kind: KindVote, Poll: "p", Body: []byte(`{"option":"bad"}`)}})
+	old := append([]byte(batchMagicV2), batch[len(batchMagicV3):]...)
 	m, err := conn().Request(Subject("test"), seal(old), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,15 @@ func NodeSubject(cluster, replica string) string { return Subject(cluster) + "."
 // affinityKey is what routes a request: a vote by its poll and its
 // (first) idempotency key, so a client's retry through any edge reaches
 // the full node that took the vote; a session request by its address. A
-// body that does not decode routes by its bytes (the full node refuses
-// it the same wherever it lands).
+// vote request relayed as its body (tests, a request an edge did not
+// decode) routes by the body's key, or by its bytes where it does not
+// decode (the full node refuses it the same wherever it lands).
 func affinityKey(r Request) string {
 	if r.Kind == KindSession || r.Kind == KindJoin {
 		return "session\x00" + r.Sender.IP
+	}
+	if len(r.Votes) > 0 {
+		return r.Poll + "\x00" + r.Votes[0].Idem
 	}
 	var b struct {
 		Idem  string `json:"idem"`

@@ -23,7 +23,7 @@ var may = map[string][]string{
 	"quiz":          {"ids"},
 	"poll":          {"hlc", "ids", "quiz"},
 	"trust":         {"ledger"},
-	"api":           {"ledger", "poll", "quiz"},
+	"api":           {"ids", "ledger", "poll", "quiz"},
 	"state":         {"crdt", "hlc", "ids", "internal/wire", "ledger", "poll"},
 	"ingest":        {"api", "crdt", "hlc", "ids", "ledger", "poll", "quiz", "session", "state", "trust"},
 	"gossip":        {"api", "crdt", "hlc", "ids", "internal/rendezvous", "internal/wire", "poll", "state"},

@@ -1,0 +1,45 @@
+package relay
+
+import (
+	"testing"
+	"time"
+)
+
+// The window follows the measured reply time between its bounds; the
+// attempt timeout is the configured ceiling until a reply was measured,
+// then the smoothed time plus four deviations, never under MinAttempt.
+func TestPaceFollowsReplyTimes(t *testing.T) {
+	var p pace
+	if got := p.attempt(700 * time.Millisecond); got != 700*time.Millisecond {
+		t.Fatalf("attempt before any reply: %v, want the ceiling", got)
+	}
+	if got := p.window(2*time.Millisecond, 20*time.Millisecond); got != 2*time.Millisecond {
+		t.Fatalf("window before any reply: %v, want the least", got)
+	}
+	for range 50 {
+		p.observe(5 * time.Millisecond)
+	}
+	if got := p.window(2*time.Millisecond, 20*time.Millisecond); got < 4*time.Millisecond || got > 6*time.Millisecond {
+		t.Fatalf("window after 5 ms replies: %v", got)
+	}
+	if got := p.attempt(700 * time.Millisecond); got != MinAttempt {
+		t.Fatalf("attempt after steady 5 ms replies: %v, want MinAttempt", got)
+	}
+	// A full node slowing down: the window stops at its ceiling, the
+	// attempt grows to cover the slower replies, up to its own.
+	for range 50 {
+		p.observe(150 * time.Millisecond)
+	}
+	if got := p.window(2*time.Millisecond, 20*time.Millisecond); got != 20*time.Millisecond {
+		t.Fatalf("window after 150 ms replies: %v, want the ceiling", got)
+	}
+	if got := p.attempt(700 * time.Millisecond); got < 150*time.Millisecond || got > 700*time.Millisecond {
+		t.Fatalf("attempt after 150 ms replies: %v", got)
+	}
+	for range 20 {
+		p.observe(3 * time.Second) // a stall
+	}
+	if got := p.attempt(700 * time.Millisecond); got != 700*time.Millisecond {
+		t.Fatalf("attempt after stalls: %v, want the ceiling", got)
+	}
+}
