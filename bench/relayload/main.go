@@ -62,7 +62,7 @@ func main() {
 				for i := range reqs {
 					n := next.Add(1)
 					reqs[i] = relay.Request{Kind: relay.KindVote, Poll: *pollID,
-						Body:   fmt.Appendf(nil, `{"option":%q,"voter":"rl-%d","idem":"rl-%x-%d"}`, options[n%4], n, run, n),
+						Votes:  []api.Vote{{Option: options[n%4], Voter: fmt.Sprintf("rl-%d", n), Idem: fmt.Sprintf("rl-%x-%d", run, n)}}, // decoded, as an edge relays it
 						Sender: api.HTTPSender(fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255), "relayload", "", 0)}
 				}
 				reply, err := nc.Request(subject, seal(relay.AppendBatch(nil, reqs)), 5*time.Second)
