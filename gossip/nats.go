@@ -247,10 +247,10 @@ func (ms *Mesh) startEmbeddedOnce(l links) (*embedded, error) {
 			opts.Gateway.Gateways = append(opts.Gateway.Gateways, &server.RemoteGatewayOpts{Name: region, URLs: us})
 		}
 	}
+	opts.PingInterval, opts.MaxPingsOut = natsPing, natsPingsOut
 	if err := ms.leafOptions(opts, l.hubs, self, withCreds); err != nil {
 		return nil, err
 	}
-	opts.PingInterval, opts.MaxPingsOut = natsPing, natsPingsOut
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: embedded nats: %w", err)
@@ -307,12 +307,19 @@ func (ms *Mesh) leafOptions(opts *server.Options, hubs []string, self net.IP, wi
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, ms.cfg.TLS.Clone(), natsTLSTimeout
 	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	// Everything an edge sends goes over this one link: it notices a full
+	// node that froze sooner than the others do, and moves to the next
+	// one at once, not after NATS's second (a dead full node's clients
+	// waited out that second and its jitter).
+	opts.LeafNode.ReconnectInterval = leafReconnect
+	opts.PingInterval = edgePing
 	return nil
 }
 
 // How every embedded NATS server pings its links. A peer that froze (not
 // closed: a stopped process, a stuck host) is noticed in about
-// natsPing*(natsPingsOut+1), not NATS's 2-minute default: an edge's leaf
+// natsPing*(natsPingsOut+1), not NATS's 2-minute default (an edge, over
+// its one leaf link, in edgePing*(natsPingsOut+1)): an edge's leaf
 // moves to the next full node (everything the edge does goes through
 // that one connection), and a region's gateway to a frozen full node of
 // another region is dropped and made again to a live one — until then
@@ -321,6 +328,11 @@ func (ms *Mesh) leafOptions(opts *server.Options, hubs []string, self net.IP, wi
 const (
 	natsPing     = 2 * time.Second
 	natsPingsOut = 2
+	// An edge pings its one leaf link more often, and dials the next full
+	// node 100-200 ms after it lost one (NATS adds up to the interval
+	// again as jitter).
+	edgePing      = 500 * time.Millisecond
+	leafReconnect = 100 * time.Millisecond
 )
 
 // start starts the embedded server (unless an external one is
