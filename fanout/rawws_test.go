@@ -154,3 +154,28 @@ func TestLiveWithoutUpgradeIsJSON(t *testing.T) {
 		t.Fatalf("foreign origin: %d %+v %v", res2.StatusCode, body, err)
 	}
 }
+
+// A client that sends its first message in the same packet as its
+// handshake has it read: what the HTTP server read past the handshake is
+// handed to the socket (the hijacked connection gets smaller buffers).
+func TestMessageSentWithTheHandshakeIsRead(t *testing.T) {
+	st := newState(t)
+	_, srv := serve(t, st, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	msg := `{"type":"no such type"}`
+	frame := append([]byte{0x81, 0x80 | byte(len(msg)), 0, 0, 0, 0}, msg...) // masked with a zero key
+	io.WriteString(conn, "GET /v1/polls/p/live HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"+string(frame))
+	br := bufio.NewReader(conn)
+	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", res, err)
+	}
+	if code := closeCode(t, br); code != websocket.StatusPolicyViolation {
+		t.Fatalf("closed with %v, want 1008 for the message sent with the handshake", code)
+	}
+}

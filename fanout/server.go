@@ -101,8 +101,10 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	queue  chan *viewer
-	pacer  *pacer
+	// sockets are the viewers' socket readers (serveWS).
+	sockets sockets
+	queue   chan *viewer
+	pacer   *pacer
 
 	mu      sync.Mutex
 	hubs    map[string]*hub
@@ -194,8 +196,36 @@ func (s *Server) Close() error {
 		v.hub.remove(v, "server shutting down")
 	}
 	s.cancel()
+	s.sockets.closeAndWait()
 	s.wg.Wait()
 	return nil
+}
+
+// sockets counts the goroutines that read the viewers' sockets (serveWS):
+// Close waits for them, and none starts once it did.
+type sockets struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (k *sockets) add() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return false
+	}
+	k.wg.Add(1)
+	return true
+}
+
+func (k *sockets) done() { k.wg.Done() }
+
+func (k *sockets) closeAndWait() {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.wg.Wait()
 }
 
 // join admits a viewer of a poll, or refuses it with an *api.Error.

@@ -102,7 +102,6 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, joi
 		return // Accept has answered, in the JSON error shape
 	}
 	abuse.start(c)
-	defer abuse.wait()
 	// Message size is checked in readLoop, so an oversized message gets the
 	// same policy-violation close as any other abuse.
 	c.SetReadLimit(-1)
@@ -115,20 +114,37 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, joi
 			code = websocket.StatusPolicyViolation
 		}
 		c.Close(code, err.Error())
+		abuse.wait()
 		return
 	}
-	defer v.hub.remove(v, "gone")
-	if timed {
-		// A quiz participant's round trip is measured and recorded with
-		// each answer: the one unfairness the server cannot remove.
-		done := make(chan struct{})
-		defer func() {
-			v.hub.remove(v, "gone") // ends measureRTT's wait at once
-			<-done
-		}()
-		go func() { defer close(done); s.measureRTT(v, c) }()
+	if !s.sockets.add() {
+		v.hub.remove(v, "server shutting down")
+		abuse.wait()
+		return
 	}
-	s.readLoop(v, c, lim, ip, r.UserAgent(), time.Now())
+	// The socket is read on a goroutine of the server's own, and the
+	// handler returns: the HTTP server's goroutine — its deep stack, the
+	// request and its headers — is let go, and a viewer holds only what
+	// reading its socket needs (the connection was hijacked: net/http
+	// does nothing more with it). Close waits for it.
+	userAgent, opened := r.UserAgent(), time.Now()
+	go func() {
+		defer s.sockets.done()
+		defer abuse.wait()
+		defer v.hub.remove(v, "gone")
+		if timed {
+			// A quiz participant's round trip is measured and recorded
+			// with each answer: the one unfairness the server cannot
+			// remove.
+			done := make(chan struct{})
+			defer func() {
+				v.hub.remove(v, "gone") // ends measureRTT's wait at once
+				<-done
+			}()
+			go func() { defer close(done); s.measureRTT(v, c) }()
+		}
+		s.readLoop(v, c, lim, ip, userAgent, opened)
+	}()
 }
 
 // measureRTT pings the socket now and every RTTEvery until the viewer is

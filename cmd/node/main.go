@@ -99,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	followParent()
+	tuneGC(cfg.Role)
 	n, err := node.Open(cfg)
 	if err == nil {
 		err = n.Run(ctx)
