@@ -171,12 +171,15 @@ type Night struct {
 	RegionRTT time.Duration
 }
 
-// Relay window and batch size (relay package defaults); maxFull bounds
-// the full nodes the model tries a region.
+// Relay window bounds and batch size (relay package defaults); maxFull
+// bounds the full nodes the model tries a region. At the peak an edge
+// always has a batch in flight, so its window is about the full node's
+// reply time (relay's pace), between the two bounds.
 const (
-	maxFull     = 64
-	relayWindow = 2 * time.Millisecond
-	relayBatch  = 256
+	maxFull        = 64
+	relayWindow    = 2 * time.Millisecond
+	relayMaxWindow = 20 * time.Millisecond
+	relayBatch     = 256
 )
 
 // Process is one kind of process of the plan at the peak.
@@ -313,9 +316,15 @@ func at(n Night, f Figures, F, e int) Plan {
 	p.VotesPerEdge, p.ViewersPerEdge = votes/E, viewers/E
 
 	// Each edge sends each of the F full nodes its share of its votes, a
-	// message per relay window or per full batch.
+	// message per relay window or per full batch; the window is the
+	// measured reply time (the light-load ack, and the copy's), bounded.
+	reply := f.Ack.P50
+	if n.copies() == 2 {
+		reply += f.Copy.P50
+	}
+	window := min(max(reply/1e3, relayWindow.Seconds()), relayMaxWindow.Seconds())
 	perLink := votes / E / Ff
-	msgs := max(perLink/relayBatch, min(perLink, 1/relayWindow.Seconds())) // per edge → full link
+	msgs := max(perLink/relayBatch, min(perLink, 1/window)) // per edge → full link
 	p.MessagesPerS = msgs * E
 	p.Edge.Cores += msgs * Ff * f.EdgePerMessageUs / 1e6
 	p.VotesPerMessage = perLink / max(msgs, 1e-9)
