@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -132,6 +134,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, joi
 		defer s.sockets.done()
 		defer abuse.wait()
 		defer v.hub.remove(v, "gone")
+		defer func() {
+			// What net/http did for the handler: a panic drops this one
+			// socket, logged, not every viewer of the node.
+			if p := recover(); p != nil {
+				slog.Error("fanout: panic serving a socket", "panic", p, "stack", string(debug.Stack()))
+				c.CloseNow()
+			}
+		}()
 		if timed {
 			// A quiz participant's round trip is measured and recorded
 			// with each answer: the one unfairness the server cannot

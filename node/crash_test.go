@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"tally/internal/testwait"
 	"tally/ledger"
 )
 
@@ -160,7 +161,9 @@ func TestKill9KeepsEveryAckedVote(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(acks) >= 400 })
+	// (Longer than waitFor's 10 s: 400 fsynced votes took longer than that
+	// once, with the race detector's builds beside it on two cores.)
+	testwait.For(t, 60*time.Second, "400 votes acknowledged", func() bool { mu.Lock(); defer mu.Unlock(); return len(acks) >= 400 })
 	if err := p.cmd.Process.Kill(); err != nil { // SIGKILL, mid-stream
 		t.Fatal(err)
 	}

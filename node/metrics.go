@@ -67,7 +67,7 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	}
 	n.m.edgeVotes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_edge_votes_total",
-		Help: "Votes this edge's clients sent (HTTP and live socket), by the answer they got, relayed from a full node or the edge's own (unavailable, outcome_unknown: no full node answered in time): result (accepted, duplicate, late, rejected; unknown for outcome_unknown, which the client retries) and, for rejections, reason (the API error code). A full node counts the votes relayed to it in tally_votes_total: sum one or the other, never both.",
+		Help: "Votes this edge's clients sent (HTTP and live socket), by the answer they got, relayed from a full node or the edge's own (unavailable, outcome_unknown: no full node answered in time; invalid_request, invalid_option, too_large, poll_not_found: refused before relaying, as a full node would, and counted by none): result (accepted, duplicate, late, rejected; unknown for outcome_unknown, which the client retries) and, for rejections, reason (the API error code). A full node counts the votes relayed to it in tally_votes_total: sum one or the other, never both.",
 	}, []string{"result", "reason"})
 	var err error
 	if n.m.http, err = newHTTPMetrics(reg); err != nil {

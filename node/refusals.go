@@ -18,10 +18,12 @@ import (
 // its pipeline answers — its own clients' over HTTP and the live socket,
 // and those the edges relay to it — and those it refuses before the
 // pipeline (not ready yet, a relayed body too large for it). An edge
-// decides no vote: it counts every answer its clients got, the full
-// node's or its own (unavailable: no full node answered in time), in
-// tally_edge_votes_total with the same labels. An operator sums one of
-// the two, never both: a vote relayed through an edge is in each.
+// decides no vote that counts: it counts every answer its clients got,
+// the full node's or its own (unavailable, outcome_unknown: no full node
+// answered in time; the refusals it makes before relaying, as any full
+// node would, which reach no full node), in tally_edge_votes_total with
+// the same labels. An operator sums one of the two, never both: a vote
+// relayed through an edge is in each.
 
 // edgeVoter is fanout's Voter at an edge: the edge's relay, its answers
 // counted.

@@ -371,8 +371,11 @@ func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
 			// an earlier attempt's: listen on
 		case answers != nil:
 			return answers, nil
-		default:
+		case ctx.Err() == nil:
+			x.edge.pace.timedOut(x.edge.cfg.Attempt)
 			return nil, nil // time is up
+		default:
+			return nil, nil
 		}
 	}
 }
@@ -402,10 +405,11 @@ func (x *exchange) listen(ctx context.Context, stop <-chan time.Time) ([]Answer,
 			if err == nil {
 				var answers []Answer
 				if answers, err = DecodeAnswers(body, x.want); err == nil {
+					if at, ok := x.sentAt[n]; ok && nerr == nil {
+						x.edge.pace.observe(time.Since(at)) // this attempt's own reply time
+					}
 					if nerr != nil || x.othersMayHaveTaken(n) {
 						unknownWhereLocal(answers)
-					} else if at, ok := x.sentAt[n]; ok {
-						x.edge.pace.observe(time.Since(at)) // the only attempt: a clean sample
 					}
 					return answers, nil
 				}

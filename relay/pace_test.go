@@ -43,3 +43,28 @@ func TestPaceFollowsReplyTimes(t *testing.T) {
 		t.Fatalf("attempt after stalls: %v, want the ceiling", got)
 	}
 }
+
+// Replies slower than the timeout raise it (each timeout doubles it, up
+// to the ceiling) instead of sending every batch twice; the next answer
+// brings it back to the measured one.
+func TestPaceBacksOffAfterTimeouts(t *testing.T) {
+	var p pace
+	for range 30 {
+		p.observe(5 * time.Millisecond)
+	}
+	p.timedOut(700 * time.Millisecond)
+	if got := p.attempt(700 * time.Millisecond); got != 2*MinAttempt {
+		t.Fatalf("after a timeout: %v, want %v", got, 2*MinAttempt)
+	}
+	p.timedOut(700 * time.Millisecond)
+	p.timedOut(700 * time.Millisecond)
+	if got := p.attempt(700 * time.Millisecond); got != 700*time.Millisecond {
+		t.Fatalf("after three timeouts: %v, want the ceiling", got)
+	}
+	for range 30 {
+		p.observe(300 * time.Millisecond) // the slower replies, now answered in time
+	}
+	if got := p.attempt(700 * time.Millisecond); got < 300*time.Millisecond {
+		t.Fatalf("after 300 ms replies: %v, want above them", got)
+	}
+}
