@@ -130,31 +130,36 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, timed bool, joi
 	// reading its socket needs (the connection was hijacked: net/http
 	// does nothing more with it). Close waits for it.
 	userAgent, opened := r.UserAgent(), time.Now()
-	go func() {
-		defer s.sockets.done()
-		defer abuse.wait()
-		defer v.hub.remove(v, "gone")
-		defer func() {
-			// What net/http did for the handler: a panic drops this one
-			// socket, logged, not every viewer of the node.
-			if p := recover(); p != nil {
-				slog.Error("fanout: panic serving a socket", "panic", p, "stack", string(debug.Stack()))
-				c.CloseNow()
-			}
-		}()
-		if timed {
-			// A quiz participant's round trip is measured and recorded
-			// with each answer: the one unfairness the server cannot
-			// remove.
-			done := make(chan struct{})
-			defer func() {
-				v.hub.remove(v, "gone") // ends measureRTT's wait at once
-				<-done
-			}()
-			go func() { defer close(done); s.measureRTT(v, c) }()
+	go s.serveSocket(v, c, lim, abuse, ip, userAgent, opened, timed)
+}
+
+// serveSocket reads an admitted viewer's socket until it leaves, on the
+// server's goroutine (serveWS); timed says whether its round trip is
+// measured (quiz answers).
+func (s *Server) serveSocket(v *viewer, c *websocket.Conn, lim *rate.Limiter, abuse *abuseCloser, ip, userAgent string, opened time.Time, timed bool) {
+	defer s.sockets.done()
+	defer abuse.wait()
+	defer v.hub.remove(v, "gone")
+	defer func() {
+		// What net/http did for the handler: a panic drops this one
+		// socket, logged, not every viewer of the node.
+		if p := recover(); p != nil {
+			slog.Error("fanout: panic serving a socket", "panic", p, "stack", string(debug.Stack()))
+			c.CloseNow()
 		}
-		s.readLoop(v, c, lim, ip, userAgent, opened)
 	}()
+	if timed {
+		// A quiz participant's round trip is measured and recorded
+		// with each answer: the one unfairness the server cannot
+		// remove.
+		done := make(chan struct{})
+		defer func() {
+			v.hub.remove(v, "gone") // ends measureRTT's wait at once
+			<-done
+		}()
+		go func() { defer close(done); s.measureRTT(v, c) }()
+	}
+	s.readLoop(v, c, lim, ip, userAgent, opened)
 }
 
 // measureRTT pings the socket now and every RTTEvery until the viewer is
