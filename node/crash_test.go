@@ -271,14 +271,18 @@ func TestKill9InACluster(t *testing.T) {
 
 	var mu sync.Mutex
 	acked := 0
+	var stopped []string // why a voter stopped before the kill
 	var wg sync.WaitGroup
 	for c := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				code, _, err := post(b.url+"/v1/polls/p/votes", vote([]string{"a", "b", "c"}[i%3], fmt.Sprintf("b%d-%d", c, i), fmt.Sprintf("b%d-%d", c, i)))
+				code, body, err := post(b.url+"/v1/polls/p/votes", vote([]string{"a", "b", "c"}[i%3], fmt.Sprintf("b%d-%d", c, i), fmt.Sprintf("b%d-%d", c, i)))
 				if err != nil || code != 200 {
+					mu.Lock()
+					stopped = append(stopped, fmt.Sprintf("%d %s %v", code, body, err))
+					mu.Unlock()
 					return // killed
 				}
 				mu.Lock()
@@ -287,7 +291,16 @@ func TestKill9InACluster(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return acked >= 200 })
+	// (Longer than waitFor's 10 s: two cores shared with the whole test
+	// command; a voter that stopped early says why.)
+	testwait.For(t, 60*time.Second, "200 votes acknowledged at b", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(stopped) == 4 {
+			t.Fatalf("every voter stopped before the kill, at %d acks: %v", acked, stopped)
+		}
+		return acked >= 200
+	})
 	if err := b.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

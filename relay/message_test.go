@@ -215,3 +215,22 @@ func show(as []Answer) string {
 	}
 	return b.String()
 }
+
+// A request of exactly api.MaxBatch votes, each field at its bound, goes
+// through; one vote more, or one byte more in any field, does not.
+func TestBatchVotesAtTheirBounds(t *testing.T) {
+	full := api.Vote{Option: strings.Repeat("o", api.MaxOptionLen), Voter: strings.Repeat("v", api.MaxVoterLen),
+		Idem: strings.Repeat("k", api.MaxIdemLen), Name: strings.Repeat("n", api.MaxNameLen), After: strings.Repeat("1", api.MaxStampLen)}
+	votes := make([]api.Vote, api.MaxBatch)
+	for i := range votes {
+		votes[i] = full
+	}
+	in := []Request{{Kind: KindVote, Poll: "p", Votes: votes}}
+	out, err := DecodeBatch(AppendBatch(nil, in))
+	if err != nil || !reflect.DeepEqual(in, out) {
+		t.Fatalf("at the bounds: %v", err)
+	}
+	if _, err := DecodeBatch(AppendBatch(nil, []Request{{Kind: KindVote, Poll: "p", Votes: append(votes, full)}})); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("one vote over: %v", err)
+	}
+}
