@@ -19,7 +19,7 @@ func TestFleetPlan(t *testing.T) {
 		want string // in stdout, or in the one line of stderr
 	}{
 		{"the seed's night", []string{figures}, 0, "per region:"},
-		{"counts given", []string{figures, "--full", "2", "--edges", "9"}, 0, "per region: 2 full node(s), 9 edge(s)"},
+		{"counts given", []string{figures, "--full", "2", "--edges", "16"}, 0, "per region: 2 full node(s), 16 edge(s)"},
 		{"one count alone", []string{figures, "--full", "1"}, 2, "give both"},
 		{"counts that do not fit", []string{figures, "--full", "1", "--edges", "1"}, 1, "does not fit: 1666667 viewers an edge"},
 		{"a count out of range", []string{figures, "--full", "1", "--edges", "-3"}, 2, "edge(s) a region"},
@@ -46,7 +46,7 @@ func TestFleetPlan(t *testing.T) {
 		})
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"fleet", "plan", figures, "--full", "1", "--edges", "9", "--json"}, &out, &errb); code != 0 {
+	if code := run([]string{"fleet", "plan", figures, "--full", "1", "--edges", "16", "--json"}, &out, &errb); code != 0 {
 		t.Fatalf("--json: exit %d: %s", code, errb.String())
 	}
 	var p struct {
@@ -56,7 +56,7 @@ func TestFleetPlan(t *testing.T) {
 		}
 		Certify float64
 	}
-	if err := json.Unmarshal(out.Bytes(), &p); err != nil || p.Full.Count != 1 || p.Edge.Count != 9 || !(p.Edge.Cores > 0) || !(p.Certify > 0) {
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil || p.Full.Count != 1 || p.Edge.Count != 16 || !(p.Edge.Cores > 0) || !(p.Certify > 0) {
 		t.Fatalf("--json: %+v %v\n%s", p, err, out.String())
 	}
 }
