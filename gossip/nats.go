@@ -307,19 +307,20 @@ func (ms *Mesh) leafOptions(opts *server.Options, hubs []string, self net.IP, wi
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, ms.cfg.TLS.Clone(), natsTLSTimeout
 	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
-	// Everything an edge sends goes over this one link: it notices a full
-	// node that froze sooner than the others do, and moves to the next
-	// one at once, not after NATS's second (a dead full node's clients
-	// waited out that second and its jitter).
+	// Everything an edge sends goes over this one link: when it closes
+	// (its full node died) the edge dials the next one at once, not
+	// after NATS's second (a dead full node's clients waited out that
+	// second and its jitter). Its pings stay natsPing: pinged every
+	// 500 ms, a full node too busy to answer for 1.5 s lost its edges'
+	// links and the answers on them (and a lifecycle test's edge its hub
+	// under the full test command, once).
 	opts.LeafNode.ReconnectInterval = leafReconnect
-	opts.PingInterval = edgePing
 	return nil
 }
 
 // How every embedded NATS server pings its links. A peer that froze (not
 // closed: a stopped process, a stuck host) is noticed in about
-// natsPing*(natsPingsOut+1), not NATS's 2-minute default (an edge, over
-// its one leaf link, in edgePing*(natsPingsOut+1)): an edge's leaf
+// natsPing*(natsPingsOut+1), not NATS's 2-minute default: an edge's leaf
 // moves to the next full node (everything the edge does goes through
 // that one connection), and a region's gateway to a frozen full node of
 // another region is dropped and made again to a live one — until then
@@ -328,10 +329,8 @@ func (ms *Mesh) leafOptions(opts *server.Options, hubs []string, self net.IP, wi
 const (
 	natsPing     = 2 * time.Second
 	natsPingsOut = 2
-	// An edge pings its one leaf link more often, and dials the next full
-	// node 100-200 ms after it lost one (NATS adds up to the interval
-	// again as jitter).
-	edgePing      = 500 * time.Millisecond
+	// An edge dials the next full node 100-200 ms after it lost its leaf
+	// link (NATS adds up to the interval again as jitter).
 	leafReconnect = 100 * time.Millisecond
 )
 
