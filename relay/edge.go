@@ -43,9 +43,7 @@ type EdgeConfig struct {
 	// Batch is the most requests in one relay message; default 256, at
 	// most MaxBatch.
 	Batch int
-	// Attempt bounds one relay attempt; default 700 ms. Once replies
-	// were measured, an attempt waits their smoothed time plus four
-	// deviations, at least MinAttempt and at most Attempt (pace).
+	// Attempt bounds one relay attempt; default 700 ms.
 	Attempt time.Duration
 	// Deadline bounds every attempt of a batch together: after it the
 	// batch's clients are answered 503 unavailable; default 1.8 s.
@@ -78,8 +76,7 @@ type Edge struct {
 	// badLog throttles the warning about answers not believed.
 	badLog throttle
 	// pace is the full nodes' measured reply time, which sets the batch
-	// window and the attempt timeout; inFlight counts the batches sent
-	// and not yet answered.
+	// window; inFlight counts the batches sent and not yet answered.
 	pace     pace
 	inFlight atomic.Int64
 }
@@ -357,9 +354,7 @@ func (x *exchange) send(subject string, n int) error {
 // wait listens for an answer until attempt n's time is up, or until NATS
 // says that attempt reached no one.
 func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
-	timeout := x.edge.pace.attempt(x.edge.cfg.Attempt)
-	x.edge.cfg.Metrics.attempt(timeout)
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(x.edge.cfg.Attempt)
 	defer t.Stop()
 	for {
 		answers, err := x.listen(ctx, t.C)
@@ -371,11 +366,8 @@ func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
 			// an earlier attempt's: listen on
 		case answers != nil:
 			return answers, nil
-		case ctx.Err() == nil:
-			x.edge.pace.timedOut(x.edge.cfg.Attempt)
-			return nil, nil // time is up
 		default:
-			return nil, nil
+			return nil, nil // time is up
 		}
 	}
 }

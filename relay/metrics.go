@@ -20,9 +20,9 @@ type Metrics struct {
 	// time, by the edge's own answer: unavailable (no full node can have
 	// taken them) or unknown (one may have: 504 outcome_unknown).
 	unansweredReqs *prometheus.CounterVec
-	// windowSecs and attemptSecs are the batch window and the attempt
-	// timeout this edge set last from its full nodes' reply times.
-	windowSecs, attemptSecs prometheus.Gauge
+	// windowSecs is the batch window this edge set last from its full
+	// nodes' reply times.
+	windowSecs prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics with reg.
@@ -37,10 +37,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		refusals:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_refused_total", Help: "Relay messages this full node dropped unanswered, by reason (unauthenticated, malformed, expired: past the time its edge gave it, by this node's clock)."}, []string{"reason"}),
 		unansweredReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_unanswered_requests_total", Help: "Requests this edge answered itself because no full node answered their batch in time, by outcome: unavailable (503: no full node can have taken them, nothing changed) or unknown (504 outcome_unknown: a full node may have taken them; clients retry with the same key)."}, []string{"outcome"}),
 		windowSecs:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "tally_relay_window_seconds", Help: "How long this edge's last batch gathered requests while another was in flight: about its full nodes' smoothed reply time, between 2 and 20 ms."}),
-		attemptSecs:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "tally_relay_attempt_timeout_seconds", Help: "How long this edge's last relay attempt waited for an answer before the next full node: the smoothed reply time plus four deviations, 0.2-0.7 s."}),
 		bytes:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_relay_bytes_total", Help: "Bytes of the sealed relay messages this edge sent (out, resends included) and of the answers it received (in): what the relay puts on NATS."}, []string{"direction"}),
 	}
-	for _, c := range []prometheus.Collector{m.batches, m.requests, m.batchSize, m.resends, m.answered, m.refusals, m.bytes, m.unansweredReqs, m.windowSecs, m.attemptSecs} {
+	for _, c := range []prometheus.Collector{m.batches, m.requests, m.batchSize, m.resends, m.answered, m.refusals, m.bytes, m.unansweredReqs, m.windowSecs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -89,11 +88,5 @@ func (m *Metrics) refused(reason string) {
 func (m *Metrics) window(d time.Duration) {
 	if m != nil {
 		m.windowSecs.Set(d.Seconds())
-	}
-}
-
-func (m *Metrics) attempt(d time.Duration) {
-	if m != nil {
-		m.attemptSecs.Set(d.Seconds())
 	}
 }
