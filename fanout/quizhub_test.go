@@ -446,11 +446,14 @@ func TestQuizJoinedCountsCheckedTokensOnly(t *testing.T) {
 	st := newState(t)
 	putQuiz(t, st, "z", 1, time.Now().Add(time.Hour))
 	_, srv := serve(t, st, func(c *Config) {
-		c.Participant = func(token, _, _ string) (string, bool) {
-			if voter, ok := strings.CutPrefix(token, "good-"); ok {
-				return voter, true
+		c.Participant = func(token, _, _ string) (string, bool, error) {
+			if token == "unchecked" { // the check got no answer (an edge cut off)
+				return "", false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "no full node checked the join")
 			}
-			return "", false
+			if voter, ok := strings.CutPrefix(token, "good-"); ok {
+				return voter, true, nil
+			}
+			return "", false, nil
 		}
 	})
 	lurker := readQuiz(t, dialQuiz(t, wsURL(srv.URL), "z"))
@@ -465,6 +468,13 @@ func TestQuizJoinedCountsCheckedTokensOnly(t *testing.T) {
 	}
 	if got := join(`{"type":"join","ref":"1","voter":"mallory-pretends-ann","token":"good-ann"}`); !strings.Contains(got, `"voter":"ann"`) {
 		t.Errorf("a token's join names %s, want ann", got)
+	}
+	// A join whose check got no answer is refused, not taken unverified.
+	c := dialQuiz(t, wsURL(srv.URL), "z")
+	r := readQuiz(t, c)
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"u","voter":"someone-else","token":"unchecked"}`))
+	if m, _ := r.await(t, 0, typeIs(TypeError)); !strings.Contains(string(m["error"]), `"unavailable"`) || string(m["ref"]) != `"u"` {
+		t.Errorf("an unchecked join answered %s", m["error"])
 	}
 	for i := range 5 {
 		join(fmt.Sprintf(`{"type":"join","ref":"1","voter":"bot-%d"}`, i))

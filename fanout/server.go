@@ -57,8 +57,9 @@ type Config struct {
 	// carries (ingest.Pipeline.Participant): the participant is the
 	// token's voter when there is one, and counts among the quiz's joined
 	// only if counted (a valid token within its address's quiz budget).
-	// Nil: every named join counts.
-	Participant func(token, userAgent, ip string) (voter string, counted bool)
+	// An error (the check got no answer) refuses the join, changing
+	// nothing; the page joins again. Nil: every named join counts.
+	Participant func(token, userAgent, ip string) (voter string, counted bool, err error)
 
 	Tick time.Duration // default 250ms
 	// MaxTick is how far the tick stretches while the node's CPU use is

@@ -278,8 +278,12 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 			}
 			voter, counted := in.Voter, true
 			if s.cfg.Participant != nil {
-				var tokVoter string
-				if tokVoter, counted = s.cfg.Participant(in.Token, userAgent, ip); tokVoter != "" {
+				tokVoter, ok, err := s.cfg.Participant(in.Token, userAgent, ip)
+				if err != nil {
+					s.reply(c, in.Ref, nil, err) // unchecked: refused, the viewer's join stands as it was
+					continue
+				}
+				if counted = ok; tokVoter != "" {
 					voter = tokVoter // a token names its voter: no one joins as another
 				}
 			}

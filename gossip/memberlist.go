@@ -28,12 +28,18 @@ func (g *Gossip) startMemberlist() error {
 	case "lan":
 		mc = memberlist.DefaultLANConfig()
 	case "local":
+		// Fast, for loopback and tests, yet not so fast that a process
+		// starved of a core for half a second (race-built clusters beside a
+		// browser on two cores) is declared dead and rejoins, over and over:
+		// a suspect has 1.2 s (with confirmations from others) to 3.6 s to
+		// refute before it is gone. The earlier 400 ms flapped under load.
 		mc = memberlist.DefaultLocalConfig()
-		mc.ProbeInterval = 200 * time.Millisecond
-		mc.ProbeTimeout = 100 * time.Millisecond
+		mc.ProbeInterval = 400 * time.Millisecond
+		mc.ProbeTimeout = 200 * time.Millisecond
 		mc.GossipInterval = 50 * time.Millisecond
-		mc.SuspicionMult = 2
-		mc.GossipToTheDeadTime = 500 * time.Millisecond
+		mc.SuspicionMult = 3
+		mc.SuspicionMaxTimeoutMult = 3
+		mc.GossipToTheDeadTime = time.Second
 	default:
 		return fmt.Errorf("%w: gossip profile %q (want wan, lan or local)", ErrConfig, cfg.Profile)
 	}

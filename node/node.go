@@ -345,7 +345,10 @@ func newCertify(n *Node, key ed25519.PrivateKey, peerToken string) (*certify.Cer
 func newFanout(n *Node) (*fanout.Server, error) {
 	cfg := n.cfg
 	var voter fanout.Voter = n.ingest
-	participant := n.ingest.Participant
+	participant := func(token, userAgent, ip string) (string, bool, error) {
+		voter, counted := n.ingest.Participant(token, userAgent, ip)
+		return voter, counted, nil
+	}
 	if cfg.Role == gossip.RoleEdge {
 		n.edge = relay.NewEdge(relay.EdgeConfig{
 			Conn:       n.gossip.Mesh().Conn, // borrowed: the mesh owns it

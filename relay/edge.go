@@ -530,21 +530,26 @@ func (e *Edge) voteRequest(poll string, body []byte, s api.Sender) (Request, err
 
 // Participant checks a quiz join's voter token at a full node of the
 // region, which holds the session secret and the token budgets the
-// edge does not: it is fanout's Participant at an edge. A join whose
-// check gets no answer joins unverified: under the id it sent, not
-// counted among the joined.
-func (e *Edge) Participant(token, userAgent, ip string) (voter string, counted bool) {
+// edge does not: it is fanout's Participant at an edge. A token too
+// long to be one joins unverified (under the id it sent, not counted).
+// A join whose check gets no answer is refused with the error (503: try
+// again), never taken as unverified: the participant would see another
+// voter's standing, and the join would not count, on a network blip.
+func (e *Edge) Participant(token, userAgent, ip string) (voter string, counted bool, err error) {
 	if len(userAgent) > MaxUserAgent {
 		userAgent = userAgent[:MaxUserAgent]
 	}
 	if len(token) > maxToken || len(ip) > maxIP {
-		return "", false
+		return "", false, nil
 	}
 	a := e.Relay(context.Background(), Request{Kind: KindJoin, Sender: api.Sender{IP: ip, UserAgent: userAgent, Token: token}})
-	if a.Join == nil {
-		return "", false
+	switch {
+	case a.Err != nil:
+		return "", false, a.Err
+	case a.Join == nil:
+		return "", false, unavailable("no full node checked the join").Err
 	}
-	return a.Join.Voter, a.Join.Counted
+	return a.Join.Voter, a.Join.Counted, nil
 }
 
 // HandleVotes serves POST /v1/polls/{poll}/votes at an edge.

@@ -484,7 +484,9 @@ func TestNoRespondersIsARefusalNotAnUnknownOutcome(t *testing.T) {
 // A quiz join at an edge is checked by a full node, which holds the
 // session secret: a valid token names its voter and counts; any other
 // joins unverified (issue 45, item 5: the edge checked tokens against a
-// secret it does not have, and every join through it failed).
+// secret it does not have, and every join through it failed). A join no
+// full node answered is refused (503), never taken as unverified: under
+// load that named a token's holder by the id the message claimed.
 func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
 	conn := testnats.Start(t)
 	startServer(t, conn(), &fullNode{name: "eu-1"}, "k")
@@ -501,18 +503,23 @@ func TestEdgeHandsAJoinsTokenToAFullNode(t *testing.T) {
 		{strings.Repeat("x", maxToken+1), "phone", "203.0.113.7", "", false},
 		{"ok:alice", strings.Repeat("u", MaxUserAgent+5), "203.0.113.7", "", false},
 	} {
-		voter, counted := edge.Participant(tc.token, tc.ua, tc.ip)
+		voter, counted, err := edge.Participant(tc.token, tc.ua, tc.ip)
+		if err != nil {
+			t.Errorf("join with token %.20q: %v", tc.token, err)
+		}
 		if voter != tc.voter || counted != tc.counted {
 			t.Errorf("join with token %.20q from %s: %q %v, want %q %v", tc.token, tc.ip, voter, counted, tc.voter, tc.counted)
 		}
 	}
-	// With no full node to ask, the join is not counted.
+	// With no full node to ask, the join is refused: try again.
 	lone, _ := startEdge(t, nil, "k", func(c *EdgeConfig) {
 		c.Conn = func() *nats.Conn { return nil }
 		c.Deadline = 200 * time.Millisecond
 	})
-	if voter, counted := lone.Participant("ok:alice", "phone", "203.0.113.7"); voter != "" || counted {
-		t.Fatalf("no full node: %q %v", voter, counted)
+	voter, counted, err := lone.Participant("ok:alice", "phone", "203.0.113.7")
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || voter != "" || counted {
+		t.Fatalf("no full node: %q %v %v, want a 503", voter, counted, err)
 	}
 }
 
