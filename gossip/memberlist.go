@@ -21,27 +21,9 @@ import (
 // push/pull delegate.
 func (g *Gossip) startMemberlist() error {
 	cfg := g.cfg
-	var mc *memberlist.Config
-	switch cfg.Profile {
-	case "", "wan":
-		mc = memberlist.DefaultWANConfig()
-	case "lan":
-		mc = memberlist.DefaultLANConfig()
-	case "local":
-		// Fast, for loopback and tests, yet not so fast that a process
-		// starved of a core for half a second (race-built clusters beside a
-		// browser on two cores) is declared dead and rejoins, over and over:
-		// a suspect has 1.2 s (with confirmations from others) to 3.6 s to
-		// refute before it is gone. The earlier 400 ms flapped under load.
-		mc = memberlist.DefaultLocalConfig()
-		mc.ProbeInterval = 400 * time.Millisecond
-		mc.ProbeTimeout = 200 * time.Millisecond
-		mc.GossipInterval = 50 * time.Millisecond
-		mc.SuspicionMult = 3
-		mc.SuspicionMaxTimeoutMult = 3
-		mc.GossipToTheDeadTime = time.Second
-	default:
-		return fmt.Errorf("%w: gossip profile %q (want wan, lan or local)", ErrConfig, cfg.Profile)
+	mc, err := profileConfig(cfg.Profile)
+	if err != nil {
+		return err
 	}
 	if cfg.PushPull > 0 {
 		mc.PushPullInterval = cfg.PushPull
@@ -374,4 +356,31 @@ func (g *Gossip) Staleness() []Replica {
 		}
 	}
 	return out
+}
+
+// profileConfig is memberlist's timing for a --gossip-profile.
+func profileConfig(profile string) (*memberlist.Config, error) {
+	var mc *memberlist.Config
+	switch profile {
+	case "", "wan":
+		mc = memberlist.DefaultWANConfig()
+	case "lan":
+		mc = memberlist.DefaultLANConfig()
+	case "local":
+		// Fast, for loopback and tests, yet not so fast that a process
+		// starved of a core for half a second (race-built clusters beside a
+		// browser on two cores) is declared dead and rejoins, over and over:
+		// a suspect has 1.2 s (with confirmations from others) to 3.6 s to
+		// refute before it is gone. The earlier 400 ms flapped under load.
+		mc = memberlist.DefaultLocalConfig()
+		mc.ProbeInterval = 400 * time.Millisecond
+		mc.ProbeTimeout = 200 * time.Millisecond
+		mc.GossipInterval = 50 * time.Millisecond
+		mc.SuspicionMult = 3
+		mc.SuspicionMaxTimeoutMult = 3
+		mc.GossipToTheDeadTime = time.Second
+	default:
+		return nil, fmt.Errorf("%w: gossip profile %q (want wan, lan or local)", ErrConfig, profile)
+	}
+	return mc, nil
 }

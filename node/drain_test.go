@@ -45,7 +45,7 @@ func TestSIGTERMDrainsWithoutFailingAnAck(t *testing.T) {
 	a.createPoll(t, "p")
 	dir := t.TempDir()
 	b := startProcess(t, bin, dir, "--region", "us-east", "--node-name", "us-east-proc", "--join", a.GossipAddr(),
-		"--gossip-profile", "local", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0", "--drain", "1s",
+		"--gossip-profile", "local", "--nats-cluster-addr", "127.0.0.1:0", "--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0", "--drain", "3s",
 		"--rate-ip", "0") // every client is 127.0.0.1: this test is about the drain, not the address budget
 	waitFor(t, func() bool {
 		res, err := http.Get(b.url + "/v1/polls/p")
