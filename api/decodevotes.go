@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"unicode/utf8"
 
 	"tally/ids"
 	"tally/ledger"
@@ -13,7 +14,22 @@ const (
 	MaxIdemLen   = ledger.MaxIdemLen
 	MaxOptionLen = ledger.MaxOptionLen
 	MaxNameLen   = ledger.MaxNameLen
+	MaxNameRunes = ledger.MaxNameRunes
 )
+
+// CheckName checks a participant's display name, on an answer or a quiz
+// join: 1–MaxNameRunes characters (at most MaxNameLen bytes), printable,
+// with no invisible format character (no bidi control can make it read
+// as another name). Its error is a 400 naming the field.
+func CheckName(name string) error {
+	if err := ids.DisplayText(name, MaxNameLen); err != nil {
+		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "name %v", err)
+	}
+	if n := utf8.RuneCountInString(name); n > MaxNameRunes {
+		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "name has %d characters, at most %d", n, MaxNameRunes)
+	}
+	return nil
+}
 
 // voteBody is the request body: one vote, or a batch under "votes".
 type voteBody struct {
@@ -77,8 +93,8 @@ func CheckVotes(votes []Vote) error {
 			}
 		}
 		if v.Name != "" {
-			if err := ids.DisplayText(v.Name, MaxNameLen); err != nil {
-				return Errorf(http.StatusBadRequest, CodeInvalidRequest, "vote %d: name %v", i, err)
+			if err := CheckName(v.Name); err != nil {
+				return Errorf(http.StatusBadRequest, CodeInvalidRequest, "vote %d: %s", i, err.(*Error).Message)
 			}
 		}
 	}

@@ -77,6 +77,9 @@ type SocketMessage struct {
 	Ref   string          `json:"ref,omitempty"`
 	Poll  string          `json:"poll,omitempty"`  // on a quiz's stream, the question a vote answers
 	Voter string          `json:"voter,omitempty"` // for "join": the participant's voter id
+	// Name is, for "join", the participant's display name (optional): a
+	// quiz's lobby shows the newest names of counted joins.
+	Name string `json:"name,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`  // for "vote": the body of POST …/votes
 	// Token is the voter token for "vote" (what the Tally-Session header
 	// carries over HTTP), bound to this client's address and User-Agent.

@@ -2,6 +2,9 @@ package fanout
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"tally/api"
@@ -45,6 +48,10 @@ type QuizMessage struct {
 	// cluster (sockets that named their participant, one per participant
 	// at each node): the lobby's count.
 	Joined int64 `json:"joined"`
+	// Newest are the display names of the newest counted participants
+	// who joined at this node, newest first (at most maxNewest), while the
+	// quiz is in its lobby: the studio screen shows them as they join.
+	Newest []string `json:"newest,omitempty"`
 	// Question is the open question, or the last one started: what a
 	// participant's screen shows. Correct and Totals once revealed.
 	Question *api.QuestionView `json:"question,omitempty"`
@@ -75,6 +82,7 @@ type quizHub struct {
 	lastQuiz    []byte
 	lastAnswers int64
 	lastJoined  int64
+	lastNewest  string
 	answersAt   time.Time // when a frame last went out for a new answer count
 	ranking     Standings
 }
@@ -123,6 +131,36 @@ func joined(viewers []*viewer) int64 {
 	return int64(len(seen))
 }
 
+// maxNewest bounds the names a lobby frame carries.
+const maxNewest = 8
+
+// newest returns the display names of the newest counted participants
+// among viewers, newest first, one per participant, at most maxNewest.
+func newest(viewers []*viewer) []string {
+	type joiner struct {
+		name string
+		at   int64
+	}
+	by := make(map[string]joiner, len(viewers))
+	for _, v := range viewers {
+		v.mu.Lock()
+		if v.participant != "" && v.counted && v.name != "" && v.joinedAt > by[v.participant].at {
+			by[v.participant] = joiner{v.name, v.joinedAt}
+		}
+		v.mu.Unlock()
+	}
+	all := make([]joiner, 0, len(by))
+	for _, j := range by {
+		all = append(all, j)
+	}
+	slices.SortFunc(all, func(a, b joiner) int { return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(a.name, b.name)) })
+	names := make([]string, 0, min(len(all), maxNewest))
+	for _, j := range all[:min(len(all), maxNewest)] {
+		names = append(names, j.name)
+	}
+	return names
+}
+
 // answersEvery bounds how often a new answer count alone sends a frame.
 const answersEvery = time.Second
 
@@ -159,25 +197,29 @@ func (h *quizHub) tick() {
 		h.s.src.Audience.Set(first, joined(viewers), now.UnixMilli())
 		m.Joined = h.s.src.Audience.Count(first, now.UnixMilli())
 	}
+	if qv.Status == "ready" { // the lobby
+		m.Newest = newest(viewers)
+	}
 	// What the frame says, but for the answer and participant counts:
 	// those change with every answer and every phone, and go out at most
 	// once a second.
-	answers, count := int64(0), m.Joined
+	answers, count, names := int64(0), m.Joined, m.Newest
 	if m.Question != nil {
 		answers, m.Question.Answers = m.Question.Answers, 0
 	}
-	m.Joined = 0
+	m.Joined, m.Newest = 0, nil
 	content := encode(m)
 	if m.Question != nil {
 		m.Question.Answers = answers
 	}
-	m.Joined = count
+	m.Joined, m.Newest = count, names
+	namesKey := strings.Join(names, "\x00")
 
 	h.mu.Lock()
 	newRanking := rk.Digest != h.ranking.Digest
 	h.ranking = rk
 	changed := h.cur == nil || !bytes.Equal(content, h.lastQuiz)
-	recount := !changed && (answers != h.lastAnswers || count != h.lastJoined) && now.Sub(h.answersAt) >= answersEvery
+	recount := !changed && (answers != h.lastAnswers || count != h.lastJoined || namesKey != h.lastNewest) && now.Sub(h.answersAt) >= answersEvery
 	var f *frame
 	switch {
 	case changed || recount:
@@ -186,7 +228,7 @@ func (h *quizHub) tick() {
 		f = &frame{seq: h.seq, snapshot: encode(m), shown: shown}
 		h.s.m.encoded.Add(float64(len(f.snapshot)))
 		h.cur, h.lastQuiz, h.since, h.answersAt = f, content, now, now
-		h.lastAnswers, h.lastJoined = answers, count
+		h.lastAnswers, h.lastJoined, h.lastNewest = answers, count, namesKey
 	case now.Sub(h.since) >= h.s.cfg.Heartbeat:
 		h.since = now
 		f = &frame{seq: h.seq, beat: true, shown: shown,
@@ -223,11 +265,14 @@ func (h *quizHub) sendStanding(v *viewer, rk Standings) {
 	}
 }
 
-// setParticipant records who a quiz stream's viewer is and sends them
-// their standing at once.
-func (h *quizHub) setParticipant(v *viewer, voter string, counted bool) {
+// setParticipant records who a quiz stream's viewer is (and the name
+// they go by) and sends them their standing at once.
+func (h *quizHub) setParticipant(v *viewer, voter, name string, counted bool) {
 	v.mu.Lock()
-	v.participant, v.counted = voter, counted
+	if v.participant != voter || v.name != name || v.joinedAt == 0 {
+		v.joinedAt = h.s.cfg.Now().UnixMilli()
+	}
+	v.participant, v.counted, v.name = voter, counted, name
 	shownPoll, shownMs := v.shownPoll, v.shownMs
 	v.mu.Unlock()
 	if shownPoll != "" && shownMs > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -488,6 +489,61 @@ func TestQuizJoinedCountsCheckedTokensOnly(t *testing.T) {
 	for _, raw := range lurker.all() {
 		if strings.Contains(raw, `"joined":3`) || strings.Contains(raw, `"joined":7`) {
 			t.Fatalf("unchecked joins counted: %s", raw)
+		}
+	}
+}
+
+// The lobby's frame names the newest counted participants who joined at
+// this node, newest first, each once: a join with a bad name is refused
+// and changes nothing, an uncounted join's name never shows, and after
+// the quiz starts the names are gone from its frames.
+func TestQuizLobbyNamesTheNewestJoins(t *testing.T) {
+	st := newState(t)
+	putQuiz(t, st, "z", 1, time.Now().Add(time.Hour))
+	_, srv := serve(t, st, func(c *Config) {
+		c.Participant = func(token, _, _ string) (string, bool, error) {
+			voter, ok := strings.CutPrefix(token, "good-")
+			return voter, ok, nil
+		}
+	})
+	lurker := readQuiz(t, dialQuiz(t, wsURL(srv.URL), "z"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var keep []*websocket.Conn // the joined stay connected
+	join := func(msg string) map[string]json.RawMessage {
+		c := dialQuiz(t, wsURL(srv.URL), "z")
+		keep = append(keep, c)
+		r := readQuiz(t, c)
+		c.Write(ctx, websocket.MessageText, []byte(msg))
+		m, _ := r.await(t, 0, func(_ string, m map[string]json.RawMessage) bool { return string(m["ref"]) == `"1"` })
+		return m
+	}
+	for name, bad := range map[string]string{
+		"too long": strings.Repeat("é", api.MaxNameRunes+1),
+		"bidi":     "Ann\u202eeivil",
+		"control":  "Ann\x07",
+	} {
+		b, _ := json.Marshal(bad)
+		if m := join(`{"type":"join","ref":"1","voter":"x","token":"good-x","name":` + string(b) + `}`); string(m["type"]) != `"error"` {
+			t.Errorf("a join named %s was taken: %s", name, m["result"])
+		}
+	}
+	longest := strings.Repeat("ü", api.MaxNameRunes)
+	join(`{"type":"join","ref":"1","voter":"a","token":"good-ann","name":"Ann"}`)
+	join(`{"type":"join","ref":"1","voter":"b","token":"forged","name":"Not Counted"}`)
+	join(`{"type":"join","ref":"1","voter":"c","token":"good-zoe","name":"` + longest + `"}`)
+	join(`{"type":"join","ref":"1","voter":"d","token":"good-ann","name":"Ann"}`) // Ann's second tab
+	m, _ := lurker.await(t, 0, func(_ string, m map[string]json.RawMessage) bool {
+		return string(m["type"]) == `"quiz"` && string(m["joined"]) == "2" && len(m["newest"]) > 0
+	})
+	var names []string
+	json.Unmarshal(m["newest"], &names)
+	if want := []string{"Ann", longest}; !slices.Equal(names, want) {
+		t.Fatalf("newest %q, want %q (newest first, each participant once, no uncounted join)", names, want)
+	}
+	for _, raw := range lurker.all() {
+		if strings.Contains(raw, "Not Counted") || strings.Contains(raw, "eivil") {
+			t.Fatalf("a name that should not show went out: %s", raw)
 		}
 	}
 }

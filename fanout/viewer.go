@@ -41,6 +41,8 @@ type viewer struct {
 	shownMs     int64
 	participant string // a quiz stream's participant (voter id), once they said; "" before
 	counted     bool   // the participant counts among the quiz's joined (Config.Participant)
+	name        string // the participant's display name, as their join gave it ("" none)
+	joinedAt    int64  // when the participant joined (this node's clock, ms): the lobby's newest first
 	personal    []byte // a frame for this viewer alone (its quiz standing), written after pending
 	pending     *frame
 	queued      bool   // in the writers' queue

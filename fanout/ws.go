@@ -276,6 +276,10 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))
 				continue
 			}
+			if err := api.CheckName(in.Name); in.Name != "" && err != nil {
+				s.reply(c, in.Ref, nil, err)
+				continue
+			}
 			voter, counted := in.Voter, true
 			if s.cfg.Participant != nil {
 				tokVoter, ok, err := s.cfg.Participant(in.Token, userAgent, ip)
@@ -287,7 +291,7 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 					voter = tokVoter // a token names its voter: no one joins as another
 				}
 			}
-			v.hub.stream.(*quizHub).setParticipant(v, voter, counted)
+			v.hub.stream.(*quizHub).setParticipant(v, voter, in.Name, counted)
 			// The server's time now: the frame a joining viewer gets first
 			// may be old, so a page sets its clock by this.
 			s.reply(c, in.Ref, map[string]any{"voter": voter, "server_time": s.cfg.Now().UnixMilli()}, nil)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"tally/hlc"
 	"tally/ids"
@@ -110,7 +111,11 @@ const (
 	MaxElapsedMs = 10 * 60 * 1000
 	MaxScore     = 10_000
 	MaxRTTMs     = 60 * 1000
-	MaxNameLen   = 32 // bytes of a display name
+	// A display name is at most MaxNameRunes characters in at most
+	// MaxNameLen bytes (40 four-byte characters). Before 2026-12 the bound
+	// was 32 bytes: an older node refuses a longer name it is sent.
+	MaxNameLen   = 160
+	MaxNameRunes = 40
 )
 
 // HLC returns the record's hybrid logical timestamp, replica included.
@@ -226,6 +231,9 @@ func (r *Record) ValidateVote() error {
 		if a.Name != "" {
 			if err := ValidText(a.Name, MaxNameLen); err != nil {
 				return fail("answer name", err)
+			}
+			if n := utf8.RuneCountInString(a.Name); n > MaxNameRunes {
+				return fail("answer name", fmt.Errorf("has %d characters, at most %d", n, MaxNameRunes))
 			}
 		}
 	}

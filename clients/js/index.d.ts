@@ -135,6 +135,10 @@ export interface QuizFrame {
   current: number;
   started: number;
   total: number;
+  /** Participants joined across the cluster (the lobby's count). */
+  joined: number;
+  /** In the lobby: the display names of the newest participants who joined at this node, newest first (at most 8). */
+  newest?: string[];
   question?: {
     index: number; poll: string; text: string; options: { id: string; label: string }[];
     status: "scheduled" | "open" | "closed" | "reconciled"; opens_at: number; closes_at: number;
@@ -173,7 +177,7 @@ export class QuizLive {
   /** The first answer stands; a second rejects with already_answered, a late one with too_late. */
   answer(a: { option: string; name?: string; voter?: string; idem?: string }): Promise<VoteResult & { elapsed_ms?: number; score?: number }>;
   /** Names the participant on the stream (done on every connect); call again when it changes. */
-  join(voter: string): Promise<void>;
+  join(voter: string, name?: string): Promise<void>;
   close(): void;
 }
 

@@ -686,23 +686,26 @@ export class QuizLive {
    * itself on every connect; call it again when the participant changes
    * or the token arrives. A join the node could not check yet (an edge
    * that reached no full node answers "unavailable") is sent again, on the
-   * same socket, while it is open and the participant the same.
+   * same socket, while it is open and the participant the same. name, the
+   * participant's display name (1–40 characters), shows in the quiz's
+   * lobby on the studio screen; it is kept for the joins after a reconnect.
    */
-  async join(voter) {
+  async join(voter, name = this.name) {
     if (!voter) return;
     this.voter = voter;
+    this.name = name || undefined;
     const ws = this.ws;
     for (let attempt = 0; ; attempt++) {
       const sent = Date.now();
       const token = this.client.token?.voter === voter ? this.client.token.token : undefined;
-      const ack = await sendRequest(ws, this.pending, { type: "join", voter, token });
+      const ack = await sendRequest(ws, this.pending, { type: "join", voter, token, name: this.name });
       if (ack?.type === "ack" && ack.result?.server_time) {
         this.joinedAt = ack.result.server_time;
         this.offset = Math.round(ack.result.server_time - (sent + Date.now()) / 2);
       }
       if (ack?.type !== "error" || ack.error?.code !== "unavailable" || attempt >= 8) return;
       await new Promise(r => setTimeout(r, jitter(Math.min(this.maxDelayMs, 500 * 2 ** Math.min(attempt, 4)))));
-      if (this.closed || this.ws !== ws || this.voter !== voter) return;
+      if (this.closed || this.ws !== ws || this.voter !== voter || this.name !== (name || undefined)) return;
     }
   }
 
