@@ -139,13 +139,13 @@ const maxNewest = 8
 func newest(viewers []*viewer) []string {
 	type joiner struct {
 		name string
-		at   int64
+		at   uint64
 	}
 	by := make(map[string]joiner, len(viewers))
 	for _, v := range viewers {
 		v.mu.Lock()
-		if v.participant != "" && v.counted && v.name != "" && v.joinedAt > by[v.participant].at {
-			by[v.participant] = joiner{v.name, v.joinedAt}
+		if v.participant != "" && v.counted && v.name != "" && v.joinSeq > by[v.participant].at {
+			by[v.participant] = joiner{v.name, v.joinSeq}
 		}
 		v.mu.Unlock()
 	}
@@ -269,8 +269,8 @@ func (h *quizHub) sendStanding(v *viewer, rk Standings) {
 // they go by) and sends them their standing at once.
 func (h *quizHub) setParticipant(v *viewer, voter, name string, counted bool) {
 	v.mu.Lock()
-	if v.participant != voter || v.name != name || v.joinedAt == 0 {
-		v.joinedAt = h.s.cfg.Now().UnixMilli()
+	if v.participant != voter || v.name != name || v.joinSeq == 0 {
+		v.joinSeq = h.s.joins.Add(1)
 	}
 	v.participant, v.counted, v.name = voter, counted, name
 	shownPoll, shownMs := v.shownPoll, v.shownMs

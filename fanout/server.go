@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,9 +96,10 @@ type Config struct {
 
 // Server is the fan-out of one node.
 type Server struct {
-	cfg Config
-	src *state.State
-	m   *metrics
+	cfg   Config
+	src   *state.State
+	m     *metrics
+	joins atomic.Uint64 // quiz joins so far: their order (the lobby's newest names)
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -42,7 +42,7 @@ type viewer struct {
 	participant string // a quiz stream's participant (voter id), once they said; "" before
 	counted     bool   // the participant counts among the quiz's joined (Config.Participant)
 	name        string // the participant's display name, as their join gave it ("" none)
-	joinedAt    int64  // when the participant joined (this node's clock, ms): the lobby's newest first
+	joinSeq     uint64 // the order of the participant's join at this node (Server.joins): the lobby's newest first
 	personal    []byte // a frame for this viewer alone (its quiz standing), written after pending
 	pending     *frame
 	queued      bool   // in the writers' queue

@@ -33,7 +33,7 @@ const studioProblems = `(() => {
   const W = innerWidth, H = innerHeight, out = [], de = document.documentElement;
   if (de.scrollWidth > W + 1 || de.scrollHeight > H + 1) out.push("the page scrolls: " + de.scrollWidth + "x" + de.scrollHeight);
   const inside = (r, b) => r.left >= b.left - 1 && r.right <= b.right + 1 && r.top >= b.top - 1 && r.bottom <= b.bottom + 1;
-  for (const e of document.querySelectorAll(".stage h1, .stage .status, .tile, .summary, .qr, .qr img, .qr .url, .joined, .standings li, .podium-steps .step, .lower-third")) {
+  for (const e of document.querySelectorAll(".stage h1, .stage .status, .tile, .clock, .answers, .time-up, .summary, .qr, .qr img, .qr .url, .join-code, .joined, .names li, .standings li, .podium-steps .step, .lower-third")) {
     const r = e.getBoundingClientRect();
     if (r.width && !inside(r, { left: 0, top: 0, right: W, bottom: H })) out.push(e.className + " " + e.tagName + " off screen: " + JSON.stringify([r.left, r.top, r.right, r.bottom].map(Math.round)));
   }
@@ -179,7 +179,7 @@ func TestBrowserQuizStudio(t *testing.T) {
 	key("s")
 	for _, ctx := range []context.Context{studio, small} {
 		if err := chromedp.Do(ctx, phaseIs(ctx, "question"), until(`document.querySelectorAll(".tile").length === 4`),
-			until(`/^(1[0-9]|20) s left$/.test(document.querySelector(".clock").textContent)`)); err != nil {
+			until(`/^(1[0-9]|20)$/.test(document.querySelector(".clock .secs").textContent) && /^(1[0-9]|20) s left$/.test(document.querySelector(".clock .sr-only").textContent)`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,15 +218,15 @@ func TestBrowserQuizStudio(t *testing.T) {
 	answer("show-1", "b", "ann", "Ann")
 	answer("show-1", "c", "bob", "Bob")
 	tn.clock.advance(time.Second)
-	if err := chromedp.Do(studio, until(`document.querySelector(".answers").textContent === "3 answers in"`)); err != nil {
+	if err := chromedp.Do(studio, until(`document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "3 answers in"`)); err != nil {
 		r := tn.admin(t, "GET", "/v1/polls/show-1/ledger", "")
-		t.Fatal(fmt.Errorf("%w: %q; %s", err, must(t, studio, `document.querySelector(".answers").textContent`), r.raw))
+		t.Fatal(fmt.Errorf("%w: %q; %s", err, must(t, studio, `document.querySelector(".answers").innerText`), r.raw))
 	}
 
 	// C closes it: time is up, nothing of the split shows yet.
 	key("c")
 	tn.closeTakesEffect(t, "show-1")
-	if err := chromedp.Do(studio, phaseIs(studio, "closed"), until(`document.querySelector(".summary").textContent.includes("Time is up")`)); err != nil {
+	if err := chromedp.Do(studio, phaseIs(studio, "closed"), until(`document.querySelector(".time-up").textContent.includes("Time is up")`)); err != nil {
 		t.Fatal(err)
 	}
 	if n := must(t, studio, `String(document.querySelectorAll(".split").length)`); n != "0" {
@@ -306,6 +306,10 @@ func TestBrowserQuizStudio(t *testing.T) {
 	tn.clock.advance(5 * time.Second)
 	if err := chromedp.Do(studio, phaseIs(studio, "podium"), until(`document.querySelectorAll(".podium-steps .step").length === 3`),
 		until(`document.querySelector(".step-1 .who").textContent === "Bob"`)); err != nil {
+		t.Fatal(err)
+	}
+	// Measured once the steps have risen (for a second and a half).
+	if err := chromedp.Do(studio, until(`document.getAnimations().every(a => a.playState === "finished")`)); err != nil {
 		t.Fatal(err)
 	}
 	buttons("")

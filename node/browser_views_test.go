@@ -301,7 +301,7 @@ func TestBrowserHostView(t *testing.T) {
 		chromedp.SendKeys(`#event`, "quiz-night"),
 		chromedp.Click(`#hidden`),
 		chromedp.Click(`button[type="submit"]`),
-		until(`location.hash.startsWith("#/host/") && !!document.querySelector('button[data-option="o2"]')`),
+		until(`location.hash.startsWith("#/host/") && !!document.querySelector('[data-option="o2"]')`),
 		until(`!document.querySelector("#reveal").hidden`),
 	)
 	if err != nil {
@@ -309,7 +309,7 @@ func TestBrowserHostView(t *testing.T) {
 	}
 	id := strings.TrimPrefix(must(t, ctx, `decodeURIComponent(location.hash)`), "#/host/")
 	tn.castVote(t, id, "o2", "viewer-1", "k1")
-	if err := chromedp.Do(ctx, until(`document.querySelector('button[data-option="o2"] .count').textContent === "1 vote"`)); err != nil {
+	if err := chromedp.Do(ctx, until(`document.querySelector('[data-option="o2"] .count').textContent === "1 vote"`)); err != nil {
 		t.Fatal(err)
 	}
 	if r := tn.call(t, "GET", "/v1/polls/"+id, ""); r.body["total"] != nil {

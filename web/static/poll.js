@@ -70,7 +70,11 @@ export class Bars {
       const pct = el("span", { class: "pct" }), count = el("span", { class: "count" });
       const fill = el("span", { class: "fill" });
       // dir=auto: Arabic or Hebrew runs right to left, punctuation where it belongs.
-      const body = [el("span", { class: "row" }, el("span", { class: "label", title: o.label }, o.label), el("span", { class: "figures", dir: document.documentElement.dir || "ltr" }, pct, count)),
+      // The voter's own choice says so in the option itself (shown by CSS
+      // on .mine), in the page's direction: with its own dir, the row's
+      // dir=auto still follows the label.
+      const body = [this.interactive ? el("span", { class: "mine-tag", dir: document.documentElement.dir || "ltr" }, "✓ ", t("yourVoteTag")) : "",
+        el("span", { class: "row" }, el("span", { class: "label", title: o.label }, o.label), el("span", { class: "figures", dir: document.documentElement.dir || "ltr" }, pct, count)),
         el("span", { class: "track", "aria-hidden": "true" }, fill)];
       const others = o.id === "\u0000others";
       // The whole row takes the label's direction: a right-to-left label
@@ -158,7 +162,10 @@ export class PollView {
     this.question = el("h1", { id: "question", dir: "auto" });
     this.hint = el("p", { class: "hint", id: "hint" });
     this.list = el("ul", { class: "options", "aria-labelledby": "question" });
-    this.bars = new Bars(this.list, { interactive: true, onTap: id => tap(this.poll, id, this) });
+    // On the host's page the card shows the poll as voters see it, but
+    // takes no taps: the host runs the poll there, and a vote by accident
+    // would count.
+    this.bars = new Bars(this.list, { interactive: !host, onTap: id => tap(this.poll, id, this) });
     this.summary = el("p", { class: "summary" }, this.total = el("span", { id: "total" }), " · ", this.viewers = el("span", { id: "viewers" }));
     this.result = el("div", { class: "result", id: "result" });
     this.error = el("p", { class: "error", role: "alert" });
@@ -188,7 +195,8 @@ export class PollView {
     if (!s) return;
     if (!this.question.isConnected) {
       const kids = [this.status, this.question, this.hint, this.list, this.summary, this.result, this.error, this.ticker, this.announce, this.details];
-      if (this.host) kids.push(this.hostPanel = el("section", { class: "host", "aria-label": t("host") }));
+      // The host's controls come first, above the poll's card.
+      if (this.host) kids.unshift(this.hostPanel = el("section", { class: "host", "aria-label": t("host") }));
       this.root.replaceChildren(...kids);
     }
     this.clock.heard(s.as_of_ms);
@@ -203,7 +211,7 @@ export class PollView {
     this.countdown.textContent = countdownText(s, this.clock.now());
     this.bars.update(shown, totals, total, { mine, open });
     const label = id => (s.options.find(o => o.id === id) || { label: id }).label;
-    this.hint.textContent = p === "scheduled" ? t("waitOpen") :
+    this.hint.textContent = this.host ? "" : p === "scheduled" ? t("waitOpen") :
       !open ? (p === "final" ? "" : t(s.status === "closed" ? "counting" : "voteClosed")) :
       mine ? t("yourVote", { option: label(mine) }) : t("tapToVote");
     const hidden = s.hidden && !shown.hostTotals;

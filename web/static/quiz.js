@@ -7,7 +7,7 @@
 // socket, because the node times an answer from the moment it put the
 // question on that socket (docs/quiz.md); the countdown runs on the
 // server's clock as the client keeps it.
-import { t } from "/i18n.js";
+import { t, num } from "/i18n.js";
 import { el, api, client, me, session, why } from "/live.js";
 import { hostToken, tokenField, refused } from "/host.js";
 import { tile, asked } from "/studio.js";
@@ -28,10 +28,18 @@ export class QuizView {
     this.bar = el("div", { class: "countbar", "aria-hidden": "true" }, el("span"));
     this.result = el("p", { id: "q-result", role: "status" });
     this.board = el("section", { id: "board", "aria-label": t("leaderboard") });
-    this.name = el("input", { id: "quiz-name", maxlength: "32", autocomplete: "nickname", value: localStorage.getItem("tally.name") || "",
-      onchange: () => localStorage.setItem("tally.name", this.name.value.trim()) });
+    // While the question is open and the answer is in: the answer, locked.
+    this.lock = el("div", { class: "locked", hidden: true, role: "status" });
+    // After the reveal: the whole screen green or red, the points and the rank.
+    this.verdict = el("div", { class: "verdict", hidden: true, role: "alert" });
+    this.name = el("input", { id: "quiz-name", maxlength: "40", autocomplete: "nickname", value: localStorage.getItem("tally.name") || "",
+      onchange: () => {
+        const name = this.name.value.trim();
+        localStorage.setItem("tally.name", name);
+        if (this.stream.joinedAt != null) this.stream.join(me(), name || undefined); // the lobby shows the new name
+      } });
     root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name),
-      this.status, this.text, this.bar, this.list, this.clock, this.result, this.board);
+      this.status, this.text, this.bar, this.list, this.lock, this.clock, this.result, this.board, this.verdict);
     this.stream = client.quiz(id, f => {
       this.f = f;
       this.top = { standings: f.leaderboard || [], participants: f.participants || 0, final: !!f.leaderboard_final };
@@ -39,11 +47,12 @@ export class QuizView {
     }, { voter: me(), onStanding: you => {
       if (you && this.you && you.rank !== this.you.rank) this.rankWas = this.you.rank;
       this.you = you; this.showBoard();
+      if (this.f) this.render();
     } });
     this.ticker = setInterval(() => this.countdown(), 250);
     // Once the voter token is there, join with it: the studio counts this
     // phone among the joined only then (on a node that requires tokens).
-    session().then(() => { if (!this.closed) this.stream.join(me()); });
+    session().then(() => { if (!this.closed) this.stream.join(me(), this.name.value.trim() || undefined); });
   }
   render() {
     const v = this.f, q = asked(v);
@@ -70,6 +79,38 @@ export class QuizView {
       this.result.textContent = q.correct ? t("answerWas", { answer: q.correct.map(c => label(q, c)).join(t("and")) }) : t("timeUp");
     }
     if (q.status !== "open" || v.status === "ended") this.showBoard();
+    this.showLock(q, mine);
+    this.showVerdict(q, mine);
+  }
+  // showLock: an answer in while the question is open locks the screen on
+  // it (the other tiles go away), so no one wonders whether it counted.
+  showLock(q, mine) {
+    const locked = !!mine && q.status === "open";
+    const was = !this.lock.hidden;
+    this.lock.hidden = !locked;
+    this.list.hidden = locked;
+    document.body.classList.toggle("answer-locked", locked);
+    if (!locked) return;
+    const i = q.options.findIndex(o => o.id === mine.option);
+    this.lock.replaceChildren(el("p", { class: "locked-title" }, t("answerLocked")),
+      tile(Math.max(i, 0), label(q, mine.option), "div", { class: "locked-tile" }), el("p", { class: "locked-wait" }, t("lockedWait")));
+    if (!was) this.lock.scrollIntoView({ block: "nearest" }); // where the tiles were, in view
+  }
+  // showVerdict: after the reveal, the participant who answered sees the
+  // whole screen green or red, the points earned and the rank, large,
+  // until the next question (or the end, where the standings show).
+  showVerdict(q, mine) {
+    const on = !!mine && !!q.correct && this.f.status !== "ended";
+    this.verdict.hidden = !on;
+    document.body.dataset.verdict = on ? (q.correct.includes(mine.option) ? "right" : "wrong") : "";
+    if (!on) return;
+    const right = q.correct.includes(mine.option);
+    const rank = this.you && this.top?.participants ? t("rankNow", { rank: num(this.you.rank), n: num(this.top.participants) }) : "";
+    this.verdict.replaceChildren(el("p", { class: "verdict-mark", "aria-hidden": "true" }, right ? "✓" : "✗"),
+      el("p", { class: "verdict-title" }, right ? t("verdictRight") : t("verdictWrong")),
+      el("p", { class: "points" }, t("pointsEarned", { n: num(right ? score(q, mine.elapsed_ms) : 0) })),
+      rank ? el("p", { class: "rank" }, rank) : "",
+      right ? "" : el("p", { class: "answer" }, t("answerWas", { answer: q.correct.map(c => label(q, c)).join(t("and")) })));
   }
   show(q) {
     this.poll = q.poll; this.failed = false;

@@ -7,7 +7,7 @@
 import { t, num } from "/i18n.js";
 import { el, client } from "/live.js";
 import { fit, shares, voteBase, loopback } from "/poll.js";
-import { codeLine } from "/join.js";
+import { joinCode } from "/join.js";
 
 // Each option's tile: a colour and a shape, so colour is never the only
 // cue; the same on the phones and the studio screen. White text on each
@@ -36,7 +36,8 @@ class Moves {
     this.before = this.now;
     this.now = new Map((f.leaderboard || []).map(s => [s.participant, s.rank]));
   }
-  up(s) { const r = this.before.get(s.participant); return r && r > s.rank ? r - s.rank : 0; }
+  // moved is how many places s rose (> 0) or fell (< 0) in the last change.
+  moved(s) { const r = this.before.get(s.participant); return r ? r - s.rank : 0; }
 }
 
 export class QuizStudioView {
@@ -45,19 +46,14 @@ export class QuizStudioView {
     this.root = root; this.id = id; this.moves = new Moves(); this.f = null;
     const { base, guessed } = voteBase();
     this.join = base + "/#/quiz/" + encodeURIComponent(id);
-    const host = new URL(base).host;
+    this.host = new URL(base).host;
     // As on the poll's presenter: say when the code holds a guessed or unreachable address.
-    this.warn = guessed ? el("p", { class: "warn", role: "note" }, loopback(host) ? t("localAddress", { host }) : t("guessedAddress")) : "";
+    this.warn = guessed ? el("p", { class: "warn", role: "note" }, loopback(this.host) ? t("localAddress", { host: this.host }) : t("guessedAddress")) : "";
     root.replaceChildren(this.stage = el("div", { class: "stage" }, t("connecting")));
     this.stream = client.quiz(id, f => { this.f = f; this.moves.see(f); this.render(); });
     this.timer = setInterval(() => this.tick(), 250);
     this.onResize = () => fit(this.root, this.stage);
     addEventListener("resize", this.onResize);
-  }
-  qr(size) {
-    return el("figure", { class: "qr" }, el("img", { src: `/v1/quizzes/${encodeURIComponent(this.id)}/qr.png?size=512`, alt: `${t("scanToJoin")}: ${this.join}`, width: size, height: size }),
-      el("figcaption", {}, el("strong", { class: "scan" }, t("scanToJoin")), el("span", { class: "url" }, this.join),
-        codeLine("quiz", this.id, new URL(this.join).host), this.warn));
   }
   // phase names what the screen shows: lobby, question, closed, reveal, podium.
   phase() {
@@ -70,56 +66,98 @@ export class QuizStudioView {
   render() {
     const f = this.f, q = asked(f), p = this.phase();
     const key = [p, q?.poll, q?.revealed, f.leaderboard_digest, p === "question" ? "" : q?.answers].join("|");
-    if (key === this.key) return this.tick(); // the answers and joined counts alone: tick() keeps them
+    if (key === this.key) return this.tick(); // the counts and the newest names alone: tick() keeps them
     this.key = key;
-    this.clock = this.answers = this.joined = null;
+    this.clock = this.answers = this.joined = this.names = null;
     document.body.dataset.phase = p;
     const head = el("p", { class: "status" }, el("span", { class: "badge " + (p === "question" ? "live" : "closed") },
-      p === "lobby" ? t("quizLobby") : p === "podium" ? t("quizEnded") : t("questionOf", { n: q.index + 1, total: f.total })), " ", f.title || "");
-    let body;
-    if (p === "lobby") {
-      this.joined = el("p", { class: "joined", role: "status" });
-      body = [el("h1", { dir: "auto" }, f.title || t("quiz")), el("div", { class: "lobby" }, this.qr("420"),
-        el("div", {}, el("p", { class: "join" }, t("joinNow")), this.joined))];
-    } else if (p === "podium") {
-      const top = f.leaderboard || [];
-      body = [el("h1", {}, t("finalStandings")), el("ol", { class: "podium-steps" }, ...top.slice(0, 3).map((s, i) =>
-        el("li", { class: "step step-" + (i + 1) }, el("span", { class: "place" }, String(s.rank)), el("span", { class: "who", dir: "auto" }, s.name || t("anonymous")),
-          el("span", { class: "pts" }, t("points", { n: num(s.score) }))))),
-      top.length > 3 ? this.standings(top.slice(3, 5), false) : "", top.length ? "" : el("p", {}, t("noAnswers"))];
-    } else {
-      const revealed = p === "reveal" && q.totals;
-      const counts = q.options.map(o => (revealed ? q.totals[o.id] || 0 : 0));
-      const sum = counts.reduce((a, b) => a + b, 0), pct = shares(counts, sum);
-      this.answers = el("span", { class: "answers" });
-      this.clock = el("span", { class: "clock", role: "timer" });
-      body = [el("h1", { dir: "auto" }, q.text),
-        el("ul", { class: "tiles" }, ...q.options.map((o, i) => {
-          const right = revealed && q.correct?.includes(o.id);
-          return el("li", {}, tile(i, o.label, "div", { class: (revealed ? (right ? "right" : "wrong") : ""), "data-option": o.id },
-            revealed ? el("span", { class: "split" }, el("span", { class: "bar", style: `width:${pct[i]}%` }), `${right ? "✓ " : ""}${pct[i]}% · ${num(counts[i])}`) : ""));
-        })),
-        el("p", { class: "summary" }, this.clock, " ", this.answers, p === "closed" ? " · " + t("timeUp") : "")];
-      if (p === "reveal" && f.leaderboard?.length) body.push(this.standings(f.leaderboard.slice(0, 5), true));
-    }
+      p === "lobby" ? t("quizLobby") : p === "podium" ? t("quizEnded") : t("questionOf", { n: q.index + 1, total: f.total })),
+      el("span", { class: "quiz-title", dir: "auto" }, f.title || ""));
+    const body = p === "lobby" ? this.lobby(f) : p === "podium" ? this.podium(f) : this.question(f, q, p);
     this.stage.replaceChildren(head, ...body);
     this.tick();
     fit(this.root, this.stage);
   }
+  // lobby: the title, the QR code and the join code large, how many joined
+  // and the newest names as they come.
+  lobby(f) {
+    this.joined = el("p", { class: "joined", role: "status" });
+    this.names = el("ul", { class: "names", "aria-label": t("newestJoined") });
+    this.namesKey = null;
+    return [el("h1", { dir: "auto" }, f.title || t("quiz")),
+      el("div", { class: "lobby" },
+        el("figure", { class: "qr" }, el("img", { src: `/v1/quizzes/${encodeURIComponent(this.id)}/qr.png?size=512`, alt: `${t("scanToJoin")}: ${this.join}`, width: "512", height: "512" }),
+          el("figcaption", {}, el("strong", { class: "scan" }, t("scanToJoin")), el("span", { class: "url" }, this.join), this.warn)),
+        el("div", { class: "join-panel" },
+          el("p", { class: "join-at" }, t("enterCodeAt", { host: this.host })),
+          el("p", { class: "join-code", translate: "no" }, joinCode("quiz", this.id)),
+          this.joined, this.names))];
+  }
+  // question: the question, the round countdown and the answers in, and
+  // the tiles filling the lower part of the frame; after the close the
+  // same, and after the reveal the split beside the standings.
+  question(f, q, p) {
+    const revealed = p === "reveal" && q.totals;
+    const counts = q.options.map(o => (revealed ? q.totals[o.id] || 0 : 0));
+    const sum = counts.reduce((a, b) => a + b, 0), pct = shares(counts, sum);
+    this.answers = el("p", { class: "answers", role: "status" }, this.answersN = el("span", { class: "n" }), this.answersWhat = el("span", { class: "what" }));
+    this.clock = el("div", { class: "clock", role: "timer" }, this.secs = el("span", { class: "secs", "aria-hidden": "true" }), this.clockLabel = el("span", { class: "sr-only" }));
+    const tiles = el("ul", { class: "tiles n" + q.options.length }, ...q.options.map((o, i) => {
+      const right = revealed && q.correct?.includes(o.id);
+      return el("li", {}, tile(i, o.label, "div", { class: (revealed ? (right ? "right" : "wrong") : ""), "data-option": o.id },
+        revealed ? el("span", { class: "split" }, el("span", { class: "bar", style: `width:${pct[i]}%` }), `${right ? "✓ " : ""}${pct[i]}% · ${num(counts[i])}`) : ""));
+    }));
+    const middle = el("div", { class: "middle" }, this.clock, p === "closed" ? el("p", { class: "time-up" }, t("timeUp")) : el("span"), this.answers);
+    const out = [el("h1", { dir: "auto" }, q.text), middle];
+    if (p === "reveal" && f.leaderboard?.length) out.push(el("div", { class: "results" }, tiles, this.standings(f.leaderboard.slice(0, 5), true)));
+    else out.push(tiles);
+    return out;
+  }
+  // podium: the top three on steps that rise in turn (no motion under
+  // prefers-reduced-motion), then fourth and fifth.
+  podium(f) {
+    const top = f.leaderboard || [];
+    return [el("h1", {}, t("finalStandings")), top.length ? el("ol", { class: "podium-steps" }, ...top.slice(0, 3).map((s, i) =>
+      el("li", { class: "step step-" + (i + 1) }, el("span", { class: "who", dir: "auto" }, s.name || t("anonymous")),
+        el("span", { class: "pts" }, t("points", { n: num(s.score) })), el("span", { class: "place" }, String(s.rank))))) : el("p", { class: "none" }, t("noAnswers")),
+    top.length > 3 ? this.standings(top.slice(3, 5), false) : ""];
+  }
+  // standings: a ranked board, each row with its score as a bar against
+  // the leader's and, after a change, who moved up or down.
   standings(list, moves) {
+    const best = Math.max(1, ...list.map(s => s.score), ...(this.f.leaderboard || []).map(s => s.score));
     return el("section", { class: "standings", "aria-label": t("leaderboard") }, el("h2", {}, t("leaderboard")),
       el("ol", {}, ...list.map(s => {
-        const up = moves ? this.moves.up(s) : 0;
-        return el("li", {}, el("span", { class: "place" }, String(s.rank)), " ", el("span", { class: "who", dir: "auto" }, s.name || t("anonymous")), " ",
-          el("span", { class: "pts" }, t("points", { n: num(s.score) })), up ? el("span", { class: "up" }, " ▲" + up) : "");
+        const d = moves ? this.moves.moved(s) : 0;
+        return el("li", {}, el("span", { class: "place" }, String(s.rank)),
+          el("span", { class: "row" }, el("span", { class: "who", dir: "auto" }, s.name || t("anonymous")),
+            el("span", { class: "bar", "aria-hidden": "true" }, el("span", { style: `width:${Math.round(100 * s.score / best)}%` }))),
+          el("span", { class: "pts" }, num(s.score)),
+          d ? el("span", { class: d > 0 ? "move up" : "move down" }, (d > 0 ? "▲" : "▼") + Math.abs(d)) : el("span", { class: "move" }));
       })));
   }
   tick() {
-    if (this.joined) this.joined.textContent = t("joined", { n: num(this.f.joined || 0) });
+    if (this.joined) {
+      this.joined.textContent = t("joined", { n: num(this.f.joined || 0) });
+      const names = (this.f.newest || []).slice(0, 8), key = names.join("\u0000");
+      if (key !== this.namesKey) {
+        const had = new Set(this.namesKey ? this.namesKey.split("\u0000") : []);
+        this.namesKey = key;
+        // textContent and <bdi>: a name is text, and a right-to-left one
+        // does not reorder the names around it.
+        this.names.replaceChildren(...names.map(n => el("li", { class: had.has(n) ? "" : "new" }, el("bdi", {}, n))));
+      }
+    }
     const q = asked(this.f);
     if (!q || !this.clock) return;
-    this.clock.textContent = q.status === "open" ? t("secondsLeft", { s: Math.ceil(this.stream.remainingMs() / 1000) }) : "";
-    this.answers.textContent = t("answersIn", { n: num(q.answers || 0) });
+    const open = q.status === "open", left = open ? this.stream.remainingMs() : 0, s = Math.ceil(left / 1000);
+    this.secs.textContent = open ? String(s) : "0";
+    this.secs.classList.toggle("d3", s >= 100); // three digits: smaller, inside the ring
+    this.clockLabel.textContent = open ? t("secondsLeft", { s }) : t("timeUp");
+    this.clock.style.setProperty("--left", `${open && q.limit_ms ? Math.max(0, Math.min(1, left / q.limit_ms)) : 0}`);
+    const n = q.answers || 0;
+    this.answersN.textContent = num(n);
+    this.answersWhat.textContent = t(n === 1 ? "answersWord_one" : "answersWord_other");
   }
   close() { this.stream.close(); clearInterval(this.timer); removeEventListener("resize", this.onResize); }
 }
