@@ -73,14 +73,14 @@ type FrameEvent struct {
 
 // SocketMessage is a message a client sends on a live WebSocket.
 type SocketMessage struct {
-	Type  string          `json:"type"` // "vote", "resync"; on a quiz's stream also "join"
-	Ref   string          `json:"ref,omitempty"`
-	Poll  string          `json:"poll,omitempty"`  // on a quiz's stream, the question a vote answers
-	Voter string          `json:"voter,omitempty"` // for "join": the participant's voter id
+	Type  string `json:"type"` // "vote", "resync"; on a quiz's stream also "join"
+	Ref   string `json:"ref,omitempty"`
+	Poll  string `json:"poll,omitempty"`  // on a quiz's stream, the question a vote answers
+	Voter string `json:"voter,omitempty"` // for "join": the participant's voter id
 	// Name is, for "join", the participant's display name (optional): a
 	// quiz's lobby shows the newest names of counted joins.
-	Name string `json:"name,omitempty"`
-	Body  json.RawMessage `json:"body,omitempty"`  // for "vote": the body of POST …/votes
+	Name string          `json:"name,omitempty"`
+	Body json.RawMessage `json:"body,omitempty"` // for "vote": the body of POST …/votes
 	// Token is the voter token for "vote" (what the Tally-Session header
 	// carries over HTTP), bound to this client's address and User-Agent.
 	Token string `json:"token,omitempty"`
