@@ -43,6 +43,15 @@ var frameContents = []frameContent{
 	{name: "shortest", question: "Q?", options: []string{"A", "B"}, names: []string{"Jo", "Al"}},
 }
 
+// docShots are the screens whose screenshots docs/ shows (the rest are
+// measured and checked, not kept).
+var docShots = map[string]bool{
+	"frame-lobby-longest-1080p-en": true, "frame-question-longest-1080p-en": true, "frame-question-shortest-720p-es": true,
+	"frame-reveal-longest-1080p-en": true, "frame-podium-longest-1080p-en": true, "frame-presenter-longest-1080p-en": true,
+	"frame-locked-longest-phone-en": true, "frame-verdict-longest-phone-en": true, "frame-verdict-longest-phone-es": true,
+	"frame-voter-longest-phone-en": true, "frame-host-longest-720p-en": true,
+}
+
 // frameRules measures one screen against the frame: nothing scrolls or
 // sits outside the viewport, no name is clipped, and the rules of what
 // the screen shows (the argument) hold. It returns the broken rules.
@@ -93,6 +102,7 @@ const frameRules = `((what, opts) => {
       const b = li.getBoundingClientRect(), bar = li.querySelector(".bar"), fill = li.querySelector(".bar span");
       need(b.height >= .05 * H, "a standings row is " + r(100 * b.height / H) + "% of the frame's height, want ≥ 5%");
       need(bar && fill && bar.getBoundingClientRect().width > .1 * W, "a standings row has no bar");
+      if (bar && Math.abs(bar.getBoundingClientRect().width - rows[0].querySelector(".bar").getBoundingClientRect().width) > 1) out.push("the standings' bars are not on one scale");
     }
     need(all(".tiles .tile .split").length === opts.options, "the split shows on " + all(".tiles .tile .split").length + " tiles");
     break;
@@ -231,7 +241,11 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 			if len(problems) > 0 {
 				t.Errorf("%s, %s: %s", what, s.name, strings.Join(problems, "; "))
 			}
-			checkView(t, s.ctx, axe, fmt.Sprintf("frame-%s-%s-%s", what, c.name, s.name))
+			name := fmt.Sprintf("frame-%s-%s-%s", what, c.name, s.name)
+			checkAxe(t, s.ctx, axe, name)
+			if docShots[name] {
+				screenshot(t, s.ctx, name)
+			}
 		}
 	}
 	waitAll := func(screens []screen, js string) {
@@ -262,8 +276,19 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	for i, name := range c.names[len(phones):] {
 		joinNamed(t, ctx, tn.url, fmt.Sprintf("guest-%d", i), name)
 	}
-	tn.clock.advance(time.Second) // new names and counts go out at most once a second
-	waitAll(frames, fmt.Sprintf(`document.querySelectorAll(".names li").length === %d`, min(8, len(c.names))))
+	// New names and counts go out at most once a second by the node's
+	// clock, which is the test's: it moves on while the screens wait (a
+	// phone joins first without its token, then again with it).
+	shown := fmt.Sprintf(`document.querySelectorAll(".names li").length === %d`, min(8, len(c.names)))
+	waitFor(t, func() bool {
+		tn.clock.advance(time.Second)
+		for _, s := range frames {
+			if must(t, s.ctx, `String(`+shown+`)`) != "true" {
+				return false
+			}
+		}
+		return true
+	})
 	if got := must(t, frames[0].ctx, `document.querySelector(".names li bdi").textContent`); got != c.names[len(c.names)-1] {
 		t.Errorf("the newest name shown first is %q, want %q", got, c.names[len(c.names)-1])
 	}

@@ -58,6 +58,14 @@ func axeScript(t *testing.T) string {
 // checkView runs axe on the page as it stands and saves a screenshot.
 func checkView(t *testing.T, ctx context.Context, axe, name string) {
 	t.Helper()
+	checkAxe(t, ctx, axe, name)
+	screenshot(t, ctx, name)
+}
+
+// checkAxe runs axe on the page as it stands and fails the test on a
+// serious or critical violation.
+func checkAxe(t *testing.T, ctx context.Context, axe, name string) {
+	t.Helper()
 	js := axe + `;
 axe.run(document, { resultTypes: ["violations"] }).then(r => JSON.stringify(r.violations
   .filter(v => v.impact === "serious" || v.impact === "critical")
@@ -72,6 +80,12 @@ axe.run(document, { resultTypes: ["violations"] }).then(r => JSON.stringify(r.vi
 		pretty, _ := json.MarshalIndent(violations, "", "  ")
 		t.Errorf("%s: accessibility violations:\n%s", name, pretty)
 	}
+}
+
+// screenshot saves the page as it stands under name, in a temporary
+// directory or, with TALLY_SCREENSHOTS=docs, in docs/screenshots.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("%s: screenshot: %v", name, err)
