@@ -2,9 +2,7 @@ package api
 
 import (
 	"net/http"
-	"unicode/utf8"
 
-	"tally/ids"
 	"tally/ledger"
 )
 
@@ -22,11 +20,8 @@ const (
 // with no invisible format character (no bidi control can make it read
 // as another name). Its error is a 400 naming the field.
 func CheckName(name string) error {
-	if err := ids.DisplayText(name, MaxNameLen); err != nil {
+	if err := ledger.ValidName(name); err != nil {
 		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "name %v", err)
-	}
-	if n := utf8.RuneCountInString(name); n > MaxNameRunes {
-		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "name has %d characters, at most %d", n, MaxNameRunes)
 	}
 	return nil
 }

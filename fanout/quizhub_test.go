@@ -505,6 +505,7 @@ func TestQuizLobbyNamesTheNewestJoins(t *testing.T) {
 			voter, ok := strings.CutPrefix(token, "good-")
 			return voter, ok, nil
 		}
+		c.NameAllowed = func(name string) bool { return name != "Rude Word" } // the node's name filter
 	})
 	lurker := readQuiz(t, dialQuiz(t, wsURL(srv.URL), "z"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -522,6 +523,9 @@ func TestQuizLobbyNamesTheNewestJoins(t *testing.T) {
 		"too long": strings.Repeat("é", api.MaxNameRunes+1),
 		"bidi":     "Ann\u202eeivil",
 		"control":  "Ann\x07",
+		"filtered": "Rude Word",
+		"zalgo":    "a" + strings.Repeat("\u0301", 39),
+		"blank":    "\u3164",
 	} {
 		b, _ := json.Marshal(bad)
 		if m := join(`{"type":"join","ref":"1","voter":"x","token":"good-x","name":` + string(b) + `}`); string(m["type"]) != `"error"` {

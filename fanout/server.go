@@ -61,6 +61,10 @@ type Config struct {
 	// An error (the check got no answer) refuses the join, changing
 	// nothing; the page joins again. Nil: every named join counts.
 	Participant func(token, userAgent, ip string) (voter string, counted bool, err error)
+	// NameAllowed, when set, vets the display name a quiz join gives (the
+	// node's name filter, as for answers): a name it refuses is a 400 and
+	// the join changes nothing. Nil: every well-formed name.
+	NameAllowed func(name string) bool
 
 	Tick time.Duration // default 250ms
 	// MaxTick is how far the tick stretches while the node's CPU use is

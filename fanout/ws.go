@@ -276,9 +276,15 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))
 				continue
 			}
-			if err := api.CheckName(in.Name); in.Name != "" && err != nil {
-				s.reply(c, in.Ref, nil, err)
-				continue
+			if in.Name != "" {
+				if err := api.CheckName(in.Name); err != nil {
+					s.reply(c, in.Ref, nil, err)
+					continue
+				}
+				if s.cfg.NameAllowed != nil && !s.cfg.NameAllowed(in.Name) {
+					s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the name %q is not allowed here; choose another", in.Name))
+					continue
+				}
 			}
 			voter, counted := in.Voter, true
 			if s.cfg.Participant != nil {

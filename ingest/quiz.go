@@ -10,9 +10,10 @@ import (
 )
 
 // NameFilter decides whether a quiz participant's display name may be
-// shown on the leaderboard: a profanity list, a moderation service. The
-// node's is Config.Names; nil allows every well-formed name (1-32 bytes of
-// text without control characters).
+// shown on the leaderboard or in a quiz's lobby: a profanity list, a
+// moderation service. The node's is Config.Names; nil allows every
+// well-formed name (ledger.ValidName: 1-40 characters, something visible,
+// no control or invisible format character).
 type NameFilter interface {
 	Allow(name string) bool
 }

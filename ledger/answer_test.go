@@ -73,3 +73,27 @@ func TestAnswerRecords(t *testing.T) {
 		}
 	}
 }
+
+// A display name goes on air: what would deface a screen or pass for
+// another name is refused, every script's ordinary name is not.
+func TestValidName(t *testing.T) {
+	for _, ok := range []string{"Ann", "Zoë", "José María", "ñandú", "李小龙", "עדי בן־דוד", "محمد", "क्षत्रिय", "Việt",
+		"e\u0301\u0302", "👩\u200d👩\u200d👧", "🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", "R2-D2", strings.Repeat("W", MaxNameRunes)} {
+		if err := ValidName(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for name, bad := range map[string]string{
+		"empty": "", "too many characters": strings.Repeat("é", MaxNameRunes+1), "bidi override": "Ann\u202e",
+		"zero-width space": "A\u200bnn", "soft hyphen": "An\u00adn", "control": "Ann\x07",
+		"zalgo": "a" + strings.Repeat("\u0301", 39), "mark first": "\u0301a", "spaces only": "   ",
+		"leading space": " Ann", "trailing space": "Ann ", "line separator": "Line\u2028Sep", "tab": "A\tB",
+		"joiner alone": "\u200d", "joiner at the end": "Ann\u200d", "tags only": "\U000E0041\U000E0042",
+		"Ann and tags": "Ann\U000E0041", "hangul filler": "\u3164", "braille blanks": "\u2800\u2800",
+		"no-break space only": "\u00a0",
+	} {
+		if err := ValidName(bad); err == nil {
+			t.Errorf("%s: %q accepted", name, bad)
+		}
+	}
+}

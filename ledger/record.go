@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"tally/hlc"
@@ -189,6 +190,78 @@ func ValidID(s string) error { return ids.Valid(s) }
 
 // ValidText checks client-chosen text (see package ids).
 func ValidText(s string, max int) error { return ids.Text(s, max) }
+
+// ValidName checks a participant's display name, which goes on air: 1–
+// MaxNameRunes characters in at most MaxNameLen bytes, printable, with no
+// invisible format character (ids.DisplayText: no bidi control can make
+// it read as another name), and beyond that:
+//   - something visible (a letter, digit, mark-free symbol or
+//     punctuation that is not a blank look-alike such as U+3164 or U+2800);
+//   - no space at either end and no whitespace but the plain space;
+//   - at most maxMarks combining marks in a row (no "Zalgo" text drawn
+//     across the screen);
+//   - joiners (U+200C, U+200D) only between two characters, and tag
+//     characters only in a flag's sequence (U+1F3F4, tags, U+E007F), so
+//     "Ann" plus invisible tags does not pass for "Ann".
+func ValidName(s string) error {
+	if err := ids.DisplayText(s, MaxNameLen); err != nil {
+		return err
+	}
+	if n := utf8.RuneCountInString(s); n > MaxNameRunes {
+		return fmt.Errorf("has %d characters, at most %d", n, MaxNameRunes)
+	}
+	return nameShape(s)
+}
+
+// maxMarks bounds the combining marks on one character (Vietnamese and
+// Indic scripts stack two or three).
+const maxMarks = 4
+
+// blank are characters that are letters or symbols yet draw nothing.
+var blank = map[rune]bool{'\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true, '\u2800': true}
+
+// nameShape checks what ValidName adds to ids.DisplayText.
+func nameShape(s string) error {
+	runes := []rune(s)
+	if unicode.IsSpace(runes[0]) || unicode.IsSpace(runes[len(runes)-1]) {
+		return errors.New("starts or ends with a space")
+	}
+	visible, marks := false, 0
+	for i, c := range runes {
+		prev := rune(0)
+		if i > 0 {
+			prev = runes[i-1]
+		}
+		switch {
+		case unicode.IsSpace(c) && c != ' ':
+			return fmt.Errorf("contains the whitespace U+%04X (only plain spaces)", c)
+		case unicode.In(c, unicode.Mn, unicode.Me, unicode.Mc):
+			if marks++; marks > maxMarks || i == 0 {
+				return fmt.Errorf("stacks combining marks (at most %d on one character)", maxMarks)
+			}
+			continue
+		case c == '\u200c' || c == '\u200d':
+			if i == 0 || i == len(runes)-1 || prev == '\u200c' || prev == '\u200d' {
+				return fmt.Errorf("has the joiner U+%04X outside a sequence", c)
+			}
+		case c >= 0xE0020 && c <= 0xE007E:
+			if prev != 0x1F3F4 && !(prev >= 0xE0020 && prev <= 0xE007E) {
+				return fmt.Errorf("has the tag character U+%04X outside a flag", c)
+			}
+		case c == 0xE007F:
+			if !(prev >= 0xE0020 && prev <= 0xE007E) {
+				return errors.New("has a cancel tag outside a flag")
+			}
+		case !blank[c] && (unicode.IsLetter(c) || unicode.IsNumber(c) || unicode.IsPunct(c) || unicode.IsSymbol(c)):
+			visible = true
+		}
+		marks = 0
+	}
+	if !visible {
+		return errors.New("shows nothing: it needs a visible character")
+	}
+	return nil
+}
 
 // ValidateVote checks the fields a caller supplies to Append (everything
 // but Replica, Seq and Prev, which the ledger assigns).

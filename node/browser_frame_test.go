@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
+
+	"tally/ingest"
 )
 
 // The screens fill the frame (issue 50): each rule is measured on element
@@ -40,7 +43,7 @@ var frameContents = []frameContent{
 			"Bartholomew Fitzgerald-Montgomery III", "עדי בן־דוד ישראלי מהגליל המערבי העליון", "Jean-Baptiste Émile Marie Lefèvre-Duval",
 			"Ana", "Li"},
 	},
-	{name: "shortest", question: "Q?", options: []string{"A", "B"}, names: []string{"Jo", "Al"}},
+	{name: "shortest", question: "Q?", options: []string{"A", "B"}, names: []string{"Jo", "Al", "Bo"}},
 }
 
 // docShots are the screens whose screenshots docs/ shows (the rest are
@@ -80,6 +83,7 @@ const frameRules = `((what, opts) => {
   case "lobby": {
     const code = box(".join-code"), qr = box(".qr img"), joined = document.querySelector(".joined");
     need(code && code.height >= .10 * H, "the join code is " + (code ? r(100 * code.height / H) : 0) + "% of the frame's height, want ≥ 10%");
+    need(qr && Math.abs(qr.width - qr.height) <= 2, "the QR code is not square: " + (qr ? r(qr.width) + "x" + r(qr.height) : "none"));
     need(qr && qr.height >= .40 * H, "the QR code is " + (qr ? r(100 * qr.height / H) : 0) + "% of the frame's height, want ≥ 40%");
     need(joined && px(joined, "fontSize") >= .05 * H, "the joined count's type is under 5% of the frame");
     need(all(".names li").length === opts.names, all(".names li").length + " names show, want " + opts.names);
@@ -111,7 +115,8 @@ const frameRules = `((what, opts) => {
     const steps = [1, 2, 3].map(i => box(".step-" + i)).filter(Boolean);
     need(steps.length === Math.min(3, opts.ranked), steps.length + " podium steps");
     for (let i = 1; i < steps.length; i++) need(steps[i - 1].height > steps[i].height, "step " + i + " is not above step " + (i + 1));
-    for (const e of all(".step .who")) need(px(e, "fontSize") >= .04 * H, "a podium name's type is under 4% of the frame");
+    for (const e of all(".step .who")) need(px(e, "fontSize") >= .035 * H, "a podium name's type is under 3.5% of the frame");
+    for (const e of all(".step")) need(e.scrollHeight <= e.clientHeight + 1 && [...e.children].every(k => k.getBoundingClientRect().bottom <= e.getBoundingClientRect().bottom + 1), "a podium step's content is cut: " + e.innerText.replace(/\s+/g, " "));
     const anim = getComputedStyle(document.querySelector(".step")).animationName;
     need(anim === (matchMedia("(prefers-reduced-motion: reduce)").matches ? "none" : "rise"), "the podium's animation is " + anim);
     break;
@@ -208,9 +213,12 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	for _, s := range []struct {
 		w, h int64
 		lang string
-	}{{1920, 1080, "en"}, {1280, 720, "es"}, {1280, 720, "en"}, {1920, 1080, "es"}} {
+	}{{1920, 1080, "en"}, {1280, 720, "es"}} { // each size, each language (two more tabs doubled the test's time under load)
 		frames = append(frames, screen{fmt.Sprintf("%dp-%s", s.h, s.lang), tab(t, root, s.w, s.h), s.lang})
 	}
+	// The studio screen opened on a phone (a producer checking it): no
+	// frame to fill, but nothing may scroll, clip or leave the screen.
+	portrait := []screen{{"studio-phone-es", tab(t, root, 390, 844), "es"}}
 	// Two phones are two people: each its own browser context (storage,
 	// voter id and token).
 	person := func() context.Context {
@@ -222,8 +230,8 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 		return c
 	}
 	phones := []screen{{"phone-en", person(), "en"}, {"phone-es", person(), "es"}}
-	// The last frame tab asks for no motion: the podium stands still there.
-	if err := chromedp.Do(frames[3].ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	// The 720p tab asks for no motion: the podium stands still there.
+	if err := chromedp.Do(frames[1].ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}})
 		return err
@@ -257,9 +265,16 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 		}
 	}
 
+	// fits measures the portrait studio once it shows what js waits for.
+	fits := func(js string) {
+		t.Helper()
+		waitAll(portrait, js)
+		measure("fits", portrait, nil)
+	}
+
 	// The lobby: the phones join under their names, and so do the rest;
 	// the studio shows the newest names (at most eight) as they come.
-	for _, s := range frames {
+	for _, s := range append(frames, portrait...) {
 		if err := chromedp.Do(s.ctx, chromedp.Navigate(tn.url+"/present/quiz/show?lang="+s.lang)); err != nil {
 			t.Fatal(err)
 		}
@@ -289,10 +304,21 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 		}
 		return true
 	})
-	if got := must(t, frames[0].ctx, `document.querySelector(".names li bdi").textContent`); got != c.names[len(c.names)-1] {
-		t.Errorf("the newest name shown first is %q, want %q", got, c.names[len(c.names)-1])
+	// Newest first: the names joined from here one after another show in
+	// the reverse order (the phones' joins, with their tokens, may come
+	// before or after them).
+	var shownNames, joinedHere []string
+	json.Unmarshal([]byte(must(t, frames[0].ctx, `JSON.stringify([...document.querySelectorAll(".names li bdi")].map(e => e.textContent))`)), &shownNames)
+	for _, n := range shownNames {
+		if slices.Contains(c.names[len(phones):], n) {
+			joinedHere = append(joinedHere, n)
+		}
+	}
+	if want := slices.Clone(c.names[len(phones):]); !slices.Equal(joinedHere, func() []string { slices.Reverse(want); return want }()) {
+		t.Errorf("the lobby shows %q: not the newest first", shownNames)
 	}
 	measure("lobby", frames, map[string]any{"names": min(8, len(c.names))})
+	fits(shown)
 
 	// Question 1: the tiles fill the lower frame; the phones answer (the
 	// English one right, the Spanish one wrong) and see their answer locked.
@@ -303,6 +329,7 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	waitAll(frames, `/^(1[01][0-9]|120)$/.test(document.querySelector(".clock .secs").textContent)`)
 	waitAll(frames, `document.querySelector(".answers .n").textContent === "0"`)
 	measure("question", frames, nil)
+	fits(`document.body.dataset.phase === "question"`)
 	tn.clock.advance(2 * time.Second)
 	for i, p := range phones {
 		if err := chromedp.Do(p.ctx, chromedp.WaitVisible(`#q-options button[data-option="o0"]`), chromedp.Click(fmt.Sprintf(`button[data-option="o%d"]`, i)),
@@ -312,24 +339,33 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	}
 	measure("locked", phones, nil)
 	tn.clock.advance(time.Second)
-	waitAll(frames[:1], `document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "2 answers in"`)
-	waitAll(frames[1:2], `document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "2 respuestas"`)
+	// A third participant answers right, a second later than the English
+	// phone: third on the podium, under the longest name.
+	token, voter := edgeToken(t, tn.url, "third")
+	if r := tn.call(t, "POST", "/v1/polls/show-1/votes", fmt.Sprintf(`{"option":"o0","voter":%q,"idem":"t1","name":%q}`, voter, c.names[2]),
+		"User-Agent", "third", ingest.SessionHeader, token); r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
+		t.Fatalf("the third participant's answer: %d %s", r.status, r.raw)
+	}
+	tn.clock.advance(time.Second)
+	waitAll(frames[:1], `document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "3 answers in"`)
+	waitAll(frames[1:2], `document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "3 respuestas"`)
 
 	// Close, reveal, certify: the split beside the ranked board; the
 	// phones go green and red with their points and rank.
 	tn.admin(t, "POST", "/v1/quizzes/show/close", "")
 	tn.closeTakesEffect(t, "show-1")
 	waitAll(frames, `document.body.dataset.phase === "closed"`)
-	measure("closed", frames[:2], nil)
+	measure("closed", frames, nil)
 	tn.admin(t, "POST", "/v1/quizzes/show/reveal", "")
 	tn.clock.advance(5 * time.Second) // certification
-	waitAll(frames, `document.body.dataset.phase === "reveal" && document.querySelectorAll(".standings li").length === 2`)
-	measure("reveal", frames, map[string]any{"ranked": 2, "options": len(c.options)})
+	waitAll(frames, `document.body.dataset.phase === "reveal" && document.querySelectorAll(".standings li").length === 3`)
+	measure("reveal", frames, map[string]any{"ranked": 3, "options": len(c.options)})
+	fits(`document.body.dataset.phase === "reveal" && document.querySelectorAll(".standings li").length === 3`)
 	waitAll(phones, `!!document.querySelector(".verdict .rank")`)
 	measure("verdict", phones[:1], map[string]any{"right": true, "rank": true})
 	measure("verdict", phones[1:], map[string]any{"right": false, "rank": true})
-	if got := must(t, phones[0].ctx, `document.querySelector(".verdict .rank").textContent`); got != "Rank 1 of 2" {
-		t.Errorf("the phone says %q, want Rank 1 of 2", got)
+	if got := must(t, phones[0].ctx, `document.querySelector(".verdict .rank").textContent`); got != "Rank 1 of 3" {
+		t.Errorf("the phone says %q, want Rank 1 of 3", got)
 	}
 
 	// Question 2: the Spanish phone answers right (at once: more points)
@@ -347,15 +383,16 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	tn.admin(t, "POST", "/v1/quizzes/show/reveal", "")
 	tn.clock.advance(5 * time.Second)
 	waitAll(frames, `document.body.dataset.phase === "reveal" && !!document.querySelector(".standings .move.up")`)
-	measure("reveal", frames[:2], map[string]any{"ranked": 2, "options": len(c.options)})
+	measure("reveal", frames, map[string]any{"ranked": 3, "options": len(c.options)})
 
 	// The end (the third question never asked): the podium rises, except
 	// where motion is reduced.
 	tn.admin(t, "POST", "/v1/quizzes/show/end", "")
 	tn.clock.advance(5 * time.Second)
-	waitAll(frames, `document.body.dataset.phase === "podium" && document.querySelectorAll(".podium-steps .step").length === 2`)
+	waitAll(frames, `document.body.dataset.phase === "podium" && document.querySelectorAll(".podium-steps .step").length === 3`)
 	waitAll(frames, `document.getAnimations().every(a => a.playState === "finished")`) // measured where it stands
-	measure("podium", frames, map[string]any{"ranked": 2})
+	measure("podium", frames, map[string]any{"ranked": 3})
+	fits(`document.body.dataset.phase === "podium" && document.getAnimations().every(a => a.playState === "finished")`)
 
 	// The poll: the presenter at both sizes, the voter's phone after a
 	// tap, and the host's page with its controls first.
@@ -374,7 +411,7 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	}
 	waitAll(frames, `document.querySelector("#total").textContent.startsWith("2 ")`)
 	measure("presenter", frames, map[string]any{"options": min(8, len(c.options))})
-	for _, s := range frames[1:3] { // 1280×720, in each language
+	for _, s := range []screen{frames[1], {"720p-en", tab(t, root, 1280, 720), "en"}} { // 1280×720, in each language
 		if err := chromedp.Do(s.ctx, chromedp.Navigate(tn.url+"/?lang="+s.lang+"#/"),
 			void(chromedp.Evaluate[bool](`sessionStorage.setItem("tally.token", "`+testToken+`"), true`)),
 			chromedp.Navigate(tn.url+"/?lang="+s.lang+"#/host/p"), until(`!!document.querySelector(".host #close") && !!document.querySelector("ul.options .option")`),

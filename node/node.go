@@ -379,6 +379,7 @@ func newFanout(n *Node) (*fanout.Server, error) {
 		Wait:            schedWait(),
 		Standings:       n.quizStandings,
 		Participant:     participant,
+		NameAllowed:     nameAllowed(cfg.Names),
 		MaxViewers:      cfg.MaxViewers,
 		MaxViewersPerIP: cfg.MaxViewersPerIP,
 		ClientIP:        func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
@@ -491,4 +492,13 @@ func (n *Node) quizStandings(quizID string) fanout.Standings {
 		return fanout.Standings{}
 	}
 	return fanout.Standings{Top: rk.Top(10), Participants: rk.Participants(), Digest: rk.Digest, Final: rk.Final, Of: rk.Of}
+}
+
+// nameAllowed is fanout's vetting of a quiz join's display name: the
+// node's name filter, as for answers (nil: every well-formed name).
+func nameAllowed(f ingest.NameFilter) func(string) bool {
+	if f == nil {
+		return nil
+	}
+	return f.Allow
 }

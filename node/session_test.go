@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"tally/ingest"
+	"tally/internal/testwait"
 	"tally/session"
 )
 
@@ -345,9 +346,12 @@ func TestTokenBudgetHoldsAcrossTheCluster(t *testing.T) {
 	for i := range vouched + 2 {
 		farm(nodes[i%3])
 	}
+	// counted waits for every region to count want: after ap's restart
+	// that takes its rejoin and a push-pull, which a loaded machine (the
+	// whole suite on two cores) has stretched past 10 s.
 	counted := func(want int64) {
 		t.Helper()
-		waitFor(t, func() bool {
+		testwait.For(t, 40*time.Second, fmt.Sprintf("every region counting %d", want), func() bool {
 			for _, n := range nodes {
 				if n.totals(t, "p")["_total"] != want {
 					return false

@@ -177,7 +177,7 @@ export class QuizLive {
   /** The first answer stands; a second rejects with already_answered, a late one with too_late. */
   answer(a: { option: string; name?: string; voter?: string; idem?: string }): Promise<VoteResult & { elapsed_ms?: number; score?: number }>;
   /** Names the participant on the stream (done on every connect); call again when it changes. */
-  join(voter: string, name?: string): Promise<void>;
+  join(voter: string, name?: string): Promise<{ type: "ack" | "error"; result?: { voter: string; server_time: number }; error?: { code: ErrorCode; message: string } } | null>;
   close(): void;
 }
 

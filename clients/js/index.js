@@ -689,6 +689,8 @@ export class QuizLive {
    * same socket, while it is open and the participant the same. name, the
    * participant's display name (1–40 characters), shows in the quiz's
    * lobby on the studio screen; it is kept for the joins after a reconnect.
+   * It resolves to the node's last answer (an ack, an error such as a
+   * refused name's invalid_request, or null when the socket is down).
    */
   async join(voter, name = this.name) {
     if (!voter) return;
@@ -703,9 +705,9 @@ export class QuizLive {
         this.joinedAt = ack.result.server_time;
         this.offset = Math.round(ack.result.server_time - (sent + Date.now()) / 2);
       }
-      if (ack?.type !== "error" || ack.error?.code !== "unavailable" || attempt >= 8) return;
+      if (ack?.type !== "error" || ack.error?.code !== "unavailable" || attempt >= 8) return ack;
       await new Promise(r => setTimeout(r, jitter(Math.min(this.maxDelayMs, 500 * 2 ** Math.min(attempt, 4)))));
-      if (this.closed || this.ws !== ws || this.voter !== voter || this.name !== (name || undefined)) return;
+      if (this.closed || this.ws !== ws || this.voter !== voter || this.name !== (name || undefined)) return ack;
     }
   }
 

@@ -32,13 +32,12 @@ export class QuizView {
     this.lock = el("div", { class: "locked", hidden: true, role: "status" });
     // After the reveal: the whole screen green or red, the points and the rank.
     this.verdict = el("div", { class: "verdict", hidden: true, role: "alert" });
-    this.name = el("input", { id: "quiz-name", maxlength: "40", autocomplete: "nickname", value: localStorage.getItem("tally.name") || "",
-      onchange: () => {
-        const name = this.name.value.trim();
-        localStorage.setItem("tally.name", name);
-        if (this.stream.joinedAt != null) this.stream.join(me(), name || undefined); // the lobby shows the new name
-      } });
-    root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name),
+    // The node checks the name (1–40 characters, something visible) and
+    // says why it refuses one, here, before an answer carries it.
+    this.nameMsg = el("span", { class: "error", id: "quiz-name-msg", role: "alert" });
+    this.name = el("input", { id: "quiz-name", maxlength: "80", autocomplete: "nickname", "aria-describedby": "quiz-name-msg",
+      value: localStorage.getItem("tally.name") || "", onchange: () => this.rename() });
+    root.replaceChildren(this.title, el("p", { class: "name" }, el("label", { for: "quiz-name" }, t("yourName")), " ", this.name, " ", this.nameMsg),
       this.status, this.text, this.bar, this.list, this.lock, this.clock, this.result, this.board, this.verdict);
     this.stream = client.quiz(id, f => {
       this.f = f;
@@ -52,7 +51,20 @@ export class QuizView {
     this.ticker = setInterval(() => this.countdown(), 250);
     // Once the voter token is there, join with it: the studio counts this
     // phone among the joined only then (on a node that requires tokens).
-    session().then(() => { if (!this.closed) this.stream.join(me(), this.name.value.trim() || undefined); });
+    session().then(() => { if (!this.closed) this.joinAs(this.name.value.trim()); });
+  }
+  // joinAs joins (again) under name. A name the node refuses is said
+  // here, and the participant joins without one (they still count).
+  async joinAs(name) {
+    const ack = await this.stream.join(me(), name || undefined);
+    const refusedName = ack?.type === "error" && ack.error?.code === "invalid_request" && !!name;
+    this.nameMsg.textContent = refusedName ? t("nameRefused", { why: ack.error.message }) : "";
+    if (refusedName) await this.stream.join(me(), undefined);
+  }
+  rename() {
+    const name = this.name.value.trim();
+    localStorage.setItem("tally.name", name);
+    if (this.stream.joinedAt != null || this.nameMsg.textContent) this.joinAs(name); // the lobby shows the new name
   }
   render() {
     const v = this.f, q = asked(v);
@@ -98,9 +110,10 @@ export class QuizView {
   }
   // showVerdict: after the reveal, the participant who answered sees the
   // whole screen green or red, the points earned and the rank, large,
-  // until the next question (or the end, where the standings show).
+  // until the next question — the last question's until the final
+  // standings are counted, which then show.
   showVerdict(q, mine) {
-    const on = !!mine && !!q.correct && this.f.status !== "ended";
+    const on = !!mine && !!q.correct && !(this.f.status === "ended" && this.f.leaderboard_final);
     this.verdict.hidden = !on;
     document.body.dataset.verdict = on ? (q.correct.includes(mine.option) ? "right" : "wrong") : "";
     if (!on) return;

@@ -55,10 +55,14 @@ export class QuizStudioView {
     this.onResize = () => fit(this.root, this.stage);
     addEventListener("resize", this.onResize);
   }
-  // phase names what the screen shows: lobby, question, closed, reveal, podium.
+  // phase names what the screen shows: lobby, question, closed, reveal,
+  // podium. The quiz ends as its last question closes: that question
+  // still has its "Time is up" and its reveal, and the podium comes once
+  // the final standings are counted (or at once when the host ended the
+  // quiz with nothing left to reveal).
   phase() {
     const f = this.f, q = asked(f);
-    if (f.status === "ended") return "podium";
+    if (f.status === "ended" && (!q || q.revealed && f.leaderboard_final)) return "podium";
     if (!q) return "lobby";
     if (q.status === "open") return "question";
     return q.revealed ? "reveal" : "closed";
@@ -72,7 +76,7 @@ export class QuizStudioView {
     document.body.dataset.phase = p;
     const head = el("p", { class: "status" }, el("span", { class: "badge " + (p === "question" ? "live" : "closed") },
       p === "lobby" ? t("quizLobby") : p === "podium" ? t("quizEnded") : t("questionOf", { n: q.index + 1, total: f.total })),
-      el("span", { class: "quiz-title", dir: "auto" }, f.title || ""));
+      p === "lobby" ? "" : el("span", { class: "quiz-title", dir: "auto" }, f.title || "")); // the lobby's title is its heading
     const body = p === "lobby" ? this.lobby(f) : p === "podium" ? this.podium(f) : this.question(f, q, p);
     this.stage.replaceChildren(head, ...body);
     this.tick();

@@ -130,6 +130,15 @@ test("a quiz: the question on the stream, a countdown by the server's clock, the
   const q = client.quiz("jsq", f => { frame = f; }, { voter: sess.voter, onStanding: y => { you = y; } });
   try {
     await waitFor("the quiz's first frame", () => frame && frame.status === "ready");
+    // The lobby: a join under a name the node refuses resolves to its
+    // error (and changes nothing); under a good one the lobby names it.
+    await waitFor("the socket", () => q.joinedAt != null);
+    const refused = await q.join(sess.voter, "Ada\u202e");
+    assert.equal(refused?.type, "error");
+    assert.equal(refused.error.code, "invalid_request");
+    const joined = await q.join(sess.voter, "Ada");
+    assert.equal(joined?.type, "ack");
+    await waitFor("the lobby's newest names", () => frame.newest?.includes("Ada"), 15000);
     await admin("POST", "/v1/quizzes/jsq/start");
     await waitFor("the question, open", () => frame.question && frame.question.status === "open");
     const left = q.remainingMs();
