@@ -3,6 +3,7 @@ package fanout
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"tally/api"
 	"tally/poll"
 	"tally/quiz"
+	"tally/state"
 )
 
 // A quiz's stream (GET /v1/quizzes/{quiz}/live) follows the whole quiz on
@@ -49,8 +51,9 @@ type QuizMessage struct {
 	// at each node): the lobby's count.
 	Joined int64 `json:"joined"`
 	// Newest are the display names of the newest counted participants
-	// who joined at this node, newest first (at most maxNewest), while the
-	// quiz is in its lobby: the studio screen shows them as they join.
+	// across the cluster (each node's own newest travel in the gossip with
+	// its count), newest first, at most state.MaxJoiners, while the quiz is
+	// in its lobby: the studio screen shows them as they join.
 	Newest []string `json:"newest,omitempty"`
 	// Question is the open question, or the last one started: what a
 	// participant's screen shows. Correct and Totals once revealed.
@@ -100,6 +103,7 @@ func newQuizHub(s *Server, quizID string) *hub {
 func (h *quizHub) leave() {
 	if first, ok := h.firstQuestion(); ok {
 		h.s.src.Audience.Set(first, 0, h.s.cfg.Now().UnixMilli())
+		h.s.src.Audience.SetJoiners(first, []state.Joiner{}, h.s.cfg.Now().UnixMilli())
 	}
 }
 
@@ -131,34 +135,21 @@ func joined(viewers []*viewer) int64 {
 	return int64(len(seen))
 }
 
-// maxNewest bounds the names a lobby frame carries.
-const maxNewest = 8
-
-// newest returns the display names of the newest counted participants
-// among viewers, newest first, one per participant, at most maxNewest.
-func newest(viewers []*viewer) []string {
-	type joiner struct {
-		name string
-		at   uint64
-	}
-	by := make(map[string]joiner, len(viewers))
+// newest returns the newest counted participants among viewers who gave
+// a display name, newest first, one per participant (their latest join),
+// at most state.MaxJoiners: this node's report to the cluster.
+func newest(viewers []*viewer) []state.Joiner {
+	by := make(map[string]state.Joiner, len(viewers))
 	for _, v := range viewers {
 		v.mu.Lock()
-		if v.participant != "" && v.counted && v.name != "" && v.joinSeq > by[v.participant].at {
-			by[v.participant] = joiner{v.name, v.joinSeq}
+		if v.participant != "" && v.counted && v.name != "" && v.joinSeq > by[v.participant].Seq {
+			by[v.participant] = state.Joiner{Name: v.name, AtMs: v.joinedMs, Seq: v.joinSeq}
 		}
 		v.mu.Unlock()
 	}
-	all := make([]joiner, 0, len(by))
-	for _, j := range by {
-		all = append(all, j)
-	}
-	slices.SortFunc(all, func(a, b joiner) int { return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(a.name, b.name)) })
-	names := make([]string, 0, min(len(all), maxNewest))
-	for _, j := range all[:min(len(all), maxNewest)] {
-		names = append(names, j.name)
-	}
-	return names
+	all := slices.Collect(maps.Values(by))
+	slices.SortFunc(all, func(a, b state.Joiner) int { return cmp.Compare(b.Seq, a.Seq) })
+	return all[:min(len(all), state.MaxJoiners)]
 }
 
 // answersEvery bounds how often a new answer count alone sends a frame.
@@ -197,8 +188,9 @@ func (h *quizHub) tick() {
 		h.s.src.Audience.Set(first, joined(viewers), now.UnixMilli())
 		m.Joined = h.s.src.Audience.Count(first, now.UnixMilli())
 	}
-	if qv.Status == "ready" { // the lobby
-		m.Newest = newest(viewers)
+	if first, ok := h.firstQuestion(); ok && qv.Status == "ready" { // the lobby
+		h.s.src.Audience.SetJoiners(first, newest(viewers), now.UnixMilli())
+		m.Newest = h.s.src.Audience.Joiners(first, now.UnixMilli())
 	}
 	// What the frame says, but for the answer and participant counts:
 	// those change with every answer and every phone, and go out at most
@@ -270,7 +262,7 @@ func (h *quizHub) sendStanding(v *viewer, rk Standings) {
 func (h *quizHub) setParticipant(v *viewer, voter, name string, counted bool) {
 	v.mu.Lock()
 	if v.participant != voter || v.name != name || v.joinSeq == 0 {
-		v.joinSeq = h.s.joins.Add(1)
+		v.joinSeq, v.joinedMs = h.s.joins.Add(1), h.s.cfg.Now().UnixMilli()
 	}
 	v.participant, v.counted, v.name = voter, counted, name
 	shownPoll, shownMs := v.shownPoll, v.shownMs

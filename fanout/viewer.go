@@ -43,6 +43,7 @@ type viewer struct {
 	counted     bool   // the participant counts among the quiz's joined (Config.Participant)
 	name        string // the participant's display name, as their join gave it ("" none)
 	joinSeq     uint64 // the order of the participant's join at this node (Server.joins): the lobby's newest first
+	joinedMs    int64  // when they joined, by this node's clock
 	personal    []byte // a frame for this viewer alone (its quiz standing), written after pending
 	pending     *frame
 	queued      bool   // in the writers' queue

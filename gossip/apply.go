@@ -105,6 +105,9 @@ func applyPoll(g *Gossip, path, from string, p PollUpdate, sentAt, stampLimit in
 	if p.Viewers != nil {
 		g.cfg.State.Audience.Merge(p.ID, from, *p.Viewers, sentAt)
 	}
+	if p.Joiners != nil {
+		g.cfg.State.Audience.MergeJoiners(p.ID, from, p.Joiners, sentAt)
+	}
 	if p.Tally != nil {
 		if def, ok := g.cfg.State.Defs.Poll(p.ID); ok && hasUnknownOption(def, p.Tally) {
 			// Merge keeps the poll's own options only; say so.
@@ -191,6 +194,9 @@ func (g *Gossip) fullState() (*Message, error) {
 		}
 		if n, ok := g.cfg.State.Audience.Own(d.ID); ok {
 			u.Viewers = &n
+		}
+		if js, ok := g.cfg.State.Audience.OwnJoiners(d.ID); ok && len(js) > 0 {
+			u.Joiners = js
 		}
 		msg.Polls = append(msg.Polls, u)
 	}

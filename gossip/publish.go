@@ -2,12 +2,15 @@ package gossip
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"tally/crdt"
 	"tally/hlc"
 	"tally/poll"
+	"tally/state"
 )
 
 // refreshAfterClose is how long after close plus grace a poll is still
@@ -28,10 +31,11 @@ type published struct {
 	defs     map[string]hlc.Timestamp // poll → own definition write
 	certs    map[string]hlc.Timestamp // poll → own certificate
 	viewers  map[string]int64         // poll → own viewer count
+	joiners  map[string]string        // poll → own newest joiners (joinersKey)
 }
 
 func newPublished() published {
-	return published{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}, viewers: map[string]int64{}}
+	return published{versions: map[string]uint64{}, defs: map[string]hlc.Timestamp{}, certs: map[string]hlc.Timestamp{}, viewers: map[string]int64{}, joiners: map[string]string{}}
 }
 
 // add records what a delta that went out carried.
@@ -40,6 +44,7 @@ func (p published) add(sent published) {
 	maps.Copy(p.defs, sent.defs)
 	maps.Copy(p.certs, sent.certs)
 	maps.Copy(p.viewers, sent.viewers)
+	maps.Copy(p.joiners, sent.joiners)
 }
 
 // publishLoop publishes this replica's changes every PublishEvery, when
@@ -165,5 +170,24 @@ func (g *Gossip) pollUpdate(id string, live, refresh bool, ballots []crdt.Ballot
 	if n, ok := g.cfg.State.Audience.Own(id); ok && (n != g.pub.viewers[id] || refresh && n > 0) {
 		u.Viewers, sent.viewers[id] = &n, n
 	}
-	return u, u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 || u.Viewers != nil
+	// The newest joiners of a quiz's lobby likewise: when they changed, and
+	// in every refresh while there are any.
+	if js, ok := g.cfg.State.Audience.OwnJoiners(id); ok {
+		if k := joinersKey(js); k != g.pub.joiners[id] || refresh && len(js) > 0 {
+			if js == nil {
+				js = []state.Joiner{}
+			}
+			u.Joiners, sent.joiners[id] = js, k
+		}
+	}
+	return u, u.Def != nil || u.Tally != nil || u.Cert != nil || len(u.Ballots) > 0 || u.Viewers != nil || u.Joiners != nil
+}
+
+// joinersKey is what a report of joiners says, to tell a change.
+func joinersKey(js []state.Joiner) string {
+	var b strings.Builder
+	for _, j := range js {
+		fmt.Fprintf(&b, "%s\x00%d\x00%d\x00", j.Name, j.AtMs, j.Seq)
+	}
+	return b.String()
 }

@@ -43,13 +43,18 @@ const (
 	maxCertBytes = 256 << 10
 	compressOver = 1 << 10 // bodies larger than this are deflated
 
-	wireMagic     = "TG4"
-	flagDeflated  = 1
-	knownFlags    = flagDeflated
-	headerLength  = len(wireMagic) + 2
-	maxIDLength   = ids.MaxLen
-	minPollRecord = 6 // id length + empty def, tally, certificate, ballots and viewers
-	maxViewers    = 1 << 31
+	wireMagic = "TG4"
+	// wireMagicJoiners marks a message whose polls also carry the newest
+	// joiners of a quiz's lobby (after the viewers). A message without
+	// joiners is still written as TG4, so a node of the release before
+	// reads every message but those.
+	wireMagicJoiners = "TG5"
+	flagDeflated     = 1
+	knownFlags       = flagDeflated
+	headerLength     = len(wireMagic) + 2
+	maxIDLength      = ids.MaxLen
+	minPollRecord    = 6 // id length + empty def, tally, certificate, ballots and viewers
+	maxViewers       = 1 << 31
 )
 
 // Message is one gossip message: who sent it, when by its clock, and a
@@ -74,6 +79,10 @@ type PollUpdate struct {
 	Ballots []crdt.Ballot
 	// Viewers is how many viewers of the poll the sender serves.
 	Viewers *int64
+	// Joiners are the newest participants who joined the quiz (whose first
+	// question this poll is) at the sender's sockets, newest first, at most
+	// state.MaxJoiners; nil: not reported, empty: none.
+	Joiners []state.Joiner
 }
 
 // Encode writes m in the wire format: a magic and version, the kind, a
@@ -81,8 +90,19 @@ type PollUpdate struct {
 // and per poll its id, the definition register as JSON, the tally in
 // crdt's binary form, the certificate as JSON and the ballots (see
 // appendBallots), each length-prefixed (length 0: absent), then the
-// sender's viewers of the poll as a uvarint plus one (0: absent).
+// sender's viewers of the poll as a uvarint plus one (0: absent), and in
+// a TG5 message the joiners: their count plus one (0: absent), then each
+// one's name, time and sequence.
 func Encode(m *Message) ([]byte, error) {
+	joiners := false
+	for _, p := range m.Polls {
+		if p.Joiners != nil {
+			if len(p.Joiners) > state.MaxJoiners {
+				return nil, fmt.Errorf("gossip: %d joiners of %q in one message, at most %d", len(p.Joiners), p.ID, state.MaxJoiners)
+			}
+			joiners = true
+		}
+	}
 	body := make([]byte, 0, 256)
 	body = wire.AppendString(body, m.Replica)
 	body = wire.AppendString(body, m.Region)
@@ -125,8 +145,15 @@ func Encode(m *Message) ([]byte, error) {
 			viewers = uint64(min(max(*p.Viewers, 0), maxViewers)) + 1
 		}
 		body = binary.AppendUvarint(body, viewers)
+		if joiners {
+			body = appendJoiners(body, p.Joiners)
+		}
 	}
-	out := append(make([]byte, 0, headerLength+len(body)), wireMagic...)
+	magic := wireMagic
+	if joiners {
+		magic = wireMagicJoiners
+	}
+	out := append(make([]byte, 0, headerLength+len(body)), magic...)
 	out = append(out, byte(m.Kind))
 	if len(body) <= compressOver {
 		return append(append(out, 0), body...), nil
@@ -144,9 +171,10 @@ func Encode(m *Message) ([]byte, error) {
 // oversized or inconsistent (a definition whose id is not the poll's, an
 // invalid definition, a timestamp of zero) is rejected with ErrMalformed.
 func Decode(b []byte) (*Message, error) {
-	if len(b) < headerLength || string(b[:len(wireMagic)]) != wireMagic {
+	if len(b) < headerLength || string(b[:len(wireMagic)]) != wireMagic && string(b[:len(wireMagic)]) != wireMagicJoiners {
 		return nil, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
+	withJoiners := string(b[:len(wireMagic)]) == wireMagicJoiners
 	m := &Message{Kind: Kind(b[len(wireMagic)])}
 	if m.Kind != KindDelta && m.Kind != KindFull {
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, m.Kind)
@@ -204,6 +232,9 @@ func Decode(b []byte) (*Message, error) {
 			}
 			n := int64(v - 1)
 			p.Viewers = &n
+		}
+		if withJoiners {
+			p.Joiners = readJoiners(d, p.ID)
 		}
 		m.Polls = append(m.Polls, p)
 	}
@@ -267,4 +298,50 @@ func readID(d *wire.Reader, what string) string {
 		return ""
 	}
 	return s
+}
+
+// appendJoiners writes a poll's joiners: nil as 0, else their count plus
+// one and each one's name, join time and sequence.
+func appendJoiners(b []byte, js []state.Joiner) []byte {
+	if js == nil {
+		return binary.AppendUvarint(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(js))+1)
+	for _, j := range js {
+		b = wire.AppendString(b, j.Name)
+		b = binary.AppendUvarint(b, uint64(max(j.AtMs, 0)))
+		b = binary.AppendUvarint(b, j.Seq)
+	}
+	return b
+}
+
+// readJoiners reads what appendJoiners wrote: at most state.MaxJoiners,
+// each a valid display name with a time in range.
+func readJoiners(d *wire.Reader, id string) []state.Joiner {
+	n := d.Uvarint()
+	if n == 0 || d.Err() != nil {
+		return nil
+	}
+	if n-1 > state.MaxJoiners {
+		d.Fail("%d joiners of %q", n-1, id)
+		return nil
+	}
+	js := make([]state.Joiner, 0, n-1)
+	for range n - 1 {
+		name := d.String(state.MaxJoinerName, "joiner's name")
+		at, seq := d.Uvarint(), d.Uvarint()
+		if d.Err() != nil {
+			return nil
+		}
+		if err := state.ValidJoinerName(name); err != nil {
+			d.Fail("joiner of %q: name %v", id, err)
+			return nil
+		}
+		if at > math.MaxInt64 {
+			d.Fail("joiner of %q: time out of range", id)
+			return nil
+		}
+		js = append(js, state.Joiner{Name: name, AtMs: int64(at), Seq: seq})
+	}
+	return js
 }

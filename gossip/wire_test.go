@@ -187,6 +187,10 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(wireMagic + "\x01\x00"))
+	withJoiners := sampleMessage(1)
+	withJoiners.Polls[0].Joiners = []state.Joiner{{Name: "Zoë", AtMs: 5, Seq: 1}}
+	b, _ := Encode(withJoiners)
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)
 		if err != nil {
@@ -277,5 +281,68 @@ func TestDecodeBudgetRefusesHostileInput(t *testing.T) {
 	}
 	if m, err := DecodeBudget(good); err != nil || len(m.Entries) != 1 || m.Entries[0].N != 2 {
 		t.Fatalf("good: %+v %v", m, err)
+	}
+}
+
+// The newest joiners of a quiz's lobby travel in a TG5 message; a message
+// without them is still TG4, which the release before reads. Hostile
+// joiners (too many, a name that is no display name, a time out of
+// range, truncated) are malformed.
+func TestWireJoiners(t *testing.T) {
+	plain, _ := Encode(sampleMessage(1))
+	if string(plain[:len(wireMagic)]) != wireMagic {
+		t.Fatalf("a message without joiners is %q, want %s", plain[:3], wireMagic)
+	}
+	m := sampleMessage(1)
+	js := []state.Joiner{{Name: "Zoë", AtMs: 1796040001000, Seq: 7}, {Name: strings.Repeat("ü", 40), AtMs: 1796040000000, Seq: 3}}
+	m.Polls[0].Joiners = js
+	m.Polls[1].Joiners = []state.Joiner{} // a report of none
+	b, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b[:len(wireMagicJoiners)]) != wireMagicJoiners {
+		t.Fatalf("a message with joiners is %q, want %s", b[:3], wireMagicJoiners)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Polls[0].Joiners, js) || got.Polls[1].Joiners == nil || len(got.Polls[1].Joiners) != 0 || got.Polls[2].Joiners != nil {
+		t.Fatalf("joiners: %+v / %+v / %+v", got.Polls[0].Joiners, got.Polls[1].Joiners, got.Polls[2].Joiners)
+	}
+	if _, err := Encode(&Message{Kind: KindDelta, Replica: "r", Region: "g", Sent: hlc.Timestamp{Wall: 1},
+		Polls: []PollUpdate{{ID: "p", Joiners: make([]state.Joiner, state.MaxJoiners+1)}}}); err == nil {
+		t.Fatal("encoded more joiners than a report holds")
+	}
+	// One poll, no parts, then the joiners as given.
+	withJoiners := func(raw []byte) []byte {
+		m := &Message{Kind: KindDelta, Replica: "r", Region: "g", Sent: hlc.Timestamp{Wall: 1}}
+		b, _ := Encode(m)
+		b = append([]byte(wireMagicJoiners), b[len(wireMagic):len(b)-1]...)
+		b = append(b, 1)
+		b = wire.AppendString(b, "p")
+		b = append(wire.AppendBytes(wire.AppendBytes(wire.AppendBytes(wire.AppendBytes(b, nil), nil), nil), nil), 0)
+		return append(b, raw...)
+	}
+	joiner := func(name string, at uint64) []byte {
+		return binary.AppendUvarint(binary.AppendUvarint(wire.AppendString(nil, name), at), 1)
+	}
+	if m, err := Decode(withJoiners(append([]byte{2}, joiner("Ann", 5)...))); err != nil || len(m.Polls[0].Joiners) != 1 || m.Polls[0].Joiners[0].Name != "Ann" {
+		t.Fatalf("the valid joiner case fails: %v", err)
+	}
+	for name, raw := range map[string][]byte{
+		"too many":      append([]byte{state.MaxJoiners + 2}, bytes.Repeat(joiner("Ann", 5), state.MaxJoiners+1)...),
+		"bidi name":     append([]byte{2}, joiner("Ann\u202e", 5)...),
+		"blank name":    append([]byte{2}, joiner("\u3164", 5)...),
+		"empty name":    append([]byte{2}, joiner("", 5)...),
+		"long name":     append([]byte{2}, joiner(strings.Repeat("n", 41), 5)...),
+		"time overflow": append([]byte{2}, joiner("Ann", math.MaxUint64)...),
+		"truncated":     append([]byte{3}, joiner("Ann", 5)...),
+		"huge count":    binary.AppendUvarint(nil, math.MaxUint64),
+	} {
+		if _, err := Decode(withJoiners(raw)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -69,7 +69,7 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 	join := func(ws *websocket.Conn, claimed, tok string) string {
 		t.Helper()
 		for {
-			ws.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+claimed+`","token":"`+tok+`"}`))
+			ws.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"j","voter":"`+claimed+`","token":"`+tok+`","name":"Zoë `+claimed+`"}`))
 			ack, _ := frameUntil(t, ctx, ws, func(m map[string]any) bool { return m["ref"] == "j" })
 			if e, _ := ack["error"].(map[string]any); e != nil && e["code"] == "unavailable" && ctx.Err() == nil {
 				t.Logf("join refused for now: %v", e["message"])
@@ -92,7 +92,9 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 	if got := join(forger, "mallory", token+"x"); got != "mallory" {
 		t.Fatalf("a forged token joined as %q", got)
 	}
-	// One counted participant, seen at the edge and at the other region.
+	// One counted participant, seen at the edge and at the other region,
+	// and named in both lobbies (the edge's newest joiners travel in the
+	// gossip); the forged join's name nowhere.
 	// The watcher's first frame may count it already (on a loaded machine
 	// the edge's report can reach the other region before the watcher
 	// does): then no later frame changes the count, and waiting for one
@@ -100,7 +102,8 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 	watcher, first := dial(et.us.url, "studio")
 	joinedIn := func(m map[string]any) bool {
 		j, _ := m["joined"].(float64)
-		return m["type"] == "quiz" && j >= 1
+		names, _ := m["newest"].([]any)
+		return m["type"] == "quiz" && j >= 1 && len(names) > 0
 	}
 	for name, ws := range map[string]*websocket.Conn{"the edge": phone, "the other region": watcher} {
 		m := first
@@ -109,6 +112,9 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 		}
 		if m["joined"] != 1.0 {
 			t.Fatalf("at %s: %v joined, want 1 (the forged join does not count)", name, m["joined"])
+		}
+		if names, _ := m["newest"].([]any); len(names) != 1 || names[0] != "Zoë someone-else" {
+			t.Fatalf("at %s: the lobby names %v, want only the counted join's name", name, m["newest"])
 		}
 	}
 }

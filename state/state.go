@@ -102,8 +102,9 @@ type pollState struct {
 	ballots *crdt.Ballots // every replica's ballots: the cluster-wide voter state
 	outbox  []crdt.Ballot // this replica's ballots not yet taken for publishing
 
-	vmu     sync.Mutex             // guards viewers
-	viewers map[string]viewerCount // replica → the viewers it serves (see viewers.go)
+	vmu     sync.Mutex              // guards viewers
+	viewers map[string]viewerCount  // replica → the viewers it serves (see viewers.go)
+	joiners map[string]joinerReport // replica → the newest who joined at it, for a quiz's first question (viewers.go)
 
 	seenMs int64 // when this node first held the definition (its clock, Unix ms)
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -377,4 +378,36 @@ func FuzzParseBudget(f *testing.F) {
 		}
 		_ = n
 	})
+}
+
+// TestJoinersAcrossReplicas: a quiz lobby's newest names are this
+// replica's own and every fresh report's, newest first (in one
+// millisecond by join order), each name once, at most MaxJoiners; an
+// older report than the one held, an invalid name and a stale report
+// change nothing.
+func TestJoinersAcrossReplicas(t *testing.T) {
+	s, _ := New(Config{Replica: "eu-1"})
+	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
+	s.Audience.SetJoiners("p", []Joiner{{"Ann", 100, 2}, {"Bob", 100, 1}}, 1000)
+	s.Audience.MergeJoiners("p", "us-1", []Joiner{{"Cleo", 150, 9}, {"Ann", 90, 4}, {"Ann\u202e", 200, 5}}, 1000)
+	s.Audience.MergeJoiners("p", "us-1", []Joiner{{"Old", 999, 1}}, 900) // older than the one held
+	s.Audience.MergeJoiners("nope", "us-1", []Joiner{{"Dan", 1, 1}}, 1000)
+	if got, want := s.Audience.Joiners("p", 1000), []string{"Cleo", "Ann", "Bob"}; !slices.Equal(got, want) {
+		t.Fatalf("joiners %q, want %q", got, want)
+	}
+	// us-1's report goes stale; our own never does.
+	if got, want := s.Audience.Joiners("p", 1000+ViewersFresh.Milliseconds()+1), []string{"Ann", "Bob"}; !slices.Equal(got, want) {
+		t.Fatalf("joiners after us-1's report went stale: %q, want %q", got, want)
+	}
+	var many []Joiner
+	for i := range 20 {
+		many = append(many, Joiner{fmt.Sprint("P", i), int64(200 + i), uint64(i)})
+	}
+	s.Audience.MergeJoiners("p", "ap-1", many, 2000)
+	if got := s.Audience.Joiners("p", 2000); len(got) != MaxJoiners || got[0] != "P7" {
+		t.Fatalf("joiners of a long report: %q, want the report's first %d", got, MaxJoiners)
+	}
+	if own, ok := s.Audience.OwnJoiners("p"); !ok || len(own) != 2 {
+		t.Fatalf("own joiners: %v %v", own, ok)
+	}
 }

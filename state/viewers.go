@@ -1,6 +1,12 @@
 package state
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"tally/ledger"
+)
 
 // Viewers are counted where they connect and summed across the cluster:
 // each replica reports how many viewers of a poll it serves, the gossip
@@ -80,4 +86,114 @@ func (a *Audience) Count(pollID string, nowMs int64) int64 {
 		}
 	}
 	return sum
+}
+
+// The newest participants of a quiz's lobby travel the same way: each
+// replica reports the display names of the newest who joined at its
+// sockets, with when they joined, and every node shows the newest of all
+// fresh reports (the studio screen's names as they join).
+
+// MaxJoiners bounds the names one report carries and a lobby shows;
+// MaxJoinerName bounds a name's bytes (ledger.MaxNameLen).
+const (
+	MaxJoiners    = 8
+	MaxJoinerName = ledger.MaxNameLen
+)
+
+// ValidJoinerName checks a joiner's display name: ledger.ValidName, the
+// rule of every display name that goes on air.
+func ValidJoinerName(name string) error { return ledger.ValidName(name) }
+
+// Joiner is a participant who joined a quiz at a replica: their display
+// name (ledger.ValidName's rule), when they joined by that replica's
+// clock (ms), and the order of their join there (joins in one
+// millisecond).
+type Joiner struct {
+	Name string
+	AtMs int64
+	Seq  uint64
+}
+
+type joinerReport struct {
+	names []Joiner
+	atMs  int64 // when it was reported (the sender's clock)
+}
+
+// SetJoiners records the newest participants who joined the poll's quiz
+// at this replica, newest first (at most MaxJoiners are kept).
+func (a *Audience) SetJoiners(pollID string, names []Joiner, nowMs int64) {
+	a.MergeJoiners(pollID, a.replica, names, nowMs)
+}
+
+// MergeJoiners records another replica's report of its newest joiners,
+// made at nowMs: as Merge, an older report than the one held, an unknown
+// poll, and reports beyond maxViewerReports replicas change nothing; a
+// name that is not a valid display name is dropped.
+func (a *Audience) MergeJoiners(pollID, replica string, names []Joiner, nowMs int64) {
+	ps, err := a.poll(pollID)
+	if err != nil {
+		return
+	}
+	kept := make([]Joiner, 0, min(len(names), MaxJoiners))
+	for _, j := range names {
+		if len(kept) < MaxJoiners && ValidJoinerName(j.Name) == nil {
+			kept = append(kept, j)
+		}
+	}
+	ps.vmu.Lock()
+	defer ps.vmu.Unlock()
+	if ps.joiners == nil {
+		ps.joiners = map[string]joinerReport{}
+	}
+	cur, ok := ps.joiners[replica]
+	if !ok && len(ps.joiners) >= maxViewerReports || ok && cur.atMs > nowMs {
+		return
+	}
+	ps.joiners[replica] = joinerReport{names: kept, atMs: nowMs}
+}
+
+// OwnJoiners returns this replica's own report of the poll's newest
+// joiners, and whether it has made one.
+func (a *Audience) OwnJoiners(pollID string) ([]Joiner, bool) {
+	ps, err := a.poll(pollID)
+	if err != nil {
+		return nil, false
+	}
+	ps.vmu.Lock()
+	defer ps.vmu.Unlock()
+	r, ok := ps.joiners[a.replica]
+	return slices.Clone(r.names), ok
+}
+
+// Joiners returns the display names of the poll's quiz's newest joiners
+// across the cluster at nowMs — this replica's own and every fresh
+// report — newest first, each name once, at most MaxJoiners.
+func (a *Audience) Joiners(pollID string, nowMs int64) []string {
+	ps, err := a.poll(pollID)
+	if err != nil {
+		return nil
+	}
+	ps.vmu.Lock()
+	var all []Joiner
+	for r, rep := range ps.joiners {
+		if r == a.replica || nowMs-rep.atMs <= ViewersFresh.Milliseconds() {
+			all = append(all, rep.names...)
+		}
+	}
+	ps.vmu.Unlock()
+	// Newest first; in one millisecond by the order of the joins, then by
+	// name, so every node lists the same names in the same order.
+	slices.SortStableFunc(all, func(x, y Joiner) int {
+		return cmp.Or(cmp.Compare(y.AtMs, x.AtMs), cmp.Compare(y.Seq, x.Seq), cmp.Compare(x.Name, y.Name))
+	})
+	names := make([]string, 0, min(len(all), MaxJoiners))
+	for _, j := range all {
+		if len(names) == MaxJoiners {
+			break
+		}
+		if !slices.Contains(names, j.Name) {
+			names = append(names, j.Name)
+		}
+	}
+	return names
 }
