@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
