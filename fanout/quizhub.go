@@ -184,14 +184,7 @@ func (h *quizHub) tick() {
 		viewers = append(viewers, v)
 	}
 	h.mu.Unlock()
-	if first, ok := h.firstQuestion(); ok {
-		h.s.src.Audience.Set(first, joined(viewers), now.UnixMilli())
-		m.Joined = h.s.src.Audience.Count(first, now.UnixMilli())
-	}
-	if first, ok := h.firstQuestion(); ok && qv.Status == "ready" { // the lobby
-		h.s.src.Audience.SetJoiners(first, newest(viewers), now.UnixMilli())
-		m.Newest = h.s.src.Audience.Joiners(first, now.UnixMilli())
-	}
+	h.audience(m, viewers, qv.Status == "ready", now.UnixMilli())
 	// What the frame says, but for the answer and participant counts:
 	// those change with every answer and every phone, and go out at most
 	// once a second.
@@ -236,6 +229,22 @@ func (h *quizHub) tick() {
 		for _, v := range viewers {
 			h.sendStanding(v, rk)
 		}
+	}
+}
+
+// audience reports this node's participants among viewers (and, in the
+// lobby, the newest who joined) to the cluster, and sets m's counts of
+// the whole cluster's.
+func (h *quizHub) audience(m *QuizMessage, viewers []*viewer, lobby bool, nowMs int64) {
+	first, ok := h.firstQuestion()
+	if !ok {
+		return
+	}
+	h.s.src.Audience.Set(first, joined(viewers), nowMs)
+	m.Joined = h.s.src.Audience.Count(first, nowMs)
+	if lobby {
+		h.s.src.Audience.SetJoiners(first, newest(viewers), nowMs)
+		m.Newest = h.s.src.Audience.Joiners(first, nowMs)
 	}
 }
 
