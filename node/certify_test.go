@@ -107,8 +107,11 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 	agree(t, nodes, "p", map[string]int64{"a": 4, "b": 3, "c": 3})
 	nodes[1].castVote(t, "p", "b", "mover", "mover-2")
 	model["mover"] = "b"
-	// A retry of one vote that reached another region: that node has not
-	// seen the key, so it ledgers it again; the exact merge keeps the first.
+	// A retry of one vote that reached another region: that node has
+	// usually not seen the key yet, so it ledgers it again and the exact
+	// merge keeps the first; when the first's ballot got there first (a
+	// loaded machine's timing), it answers duplicate and ledgers nothing.
+	// Either way the retry counts once.
 	nodes[0].castVote(t, "p", "c", "retrier", "retrier-1")
 	nodes[2].castVote(t, "p", "c", "retrier", "retrier-1")
 	model["retrier"] = "c"
@@ -136,8 +139,8 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 		want[o]++
 	}
 	res := got.Detail.Result
-	if !maps.Equal(got.Totals, want) || got.Total != uint64(len(model)) || res.Duplicates != 1 || res.Late != 1 ||
-		res.Superseded != 1 || res.Records != 9+2+2+1 || res.Voters != uint64(len(model))+1 {
+	if !maps.Equal(got.Totals, want) || got.Total != uint64(len(model)) || res.Duplicates > 1 || res.Late != 1 ||
+		res.Superseded != 1 || res.Records-res.Duplicates != 9+2+1+1 || res.Voters != uint64(len(model))+1 {
 		t.Fatalf("certified %v total %d (dups %d, late %d, superseded %d, records %d, voters %d); model %v",
 			got.Totals, got.Total, res.Duplicates, res.Late, res.Superseded, res.Records, res.Voters, want)
 	}
