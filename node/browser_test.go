@@ -38,6 +38,14 @@ func void[T any](a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
 // network needs) for one test and returns its context.
 func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
+	// One deadline for the browser's whole session: the studio test's
+	// five screens took 62 s once with the suite beside it on two cores.
+	return browserWithin(t, 150*time.Second, extra...)
+}
+
+// browserWithin is browser with the session's deadline given.
+func browserWithin(t *testing.T, deadline time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
@@ -46,9 +54,7 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Contex
 	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	// One deadline for the browser's whole session: the studio test's
-	// five screens took 62 s once with the suite beside it on two cores.
-	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, deadline)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
 	return ctx
 }
