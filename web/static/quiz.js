@@ -102,7 +102,8 @@ export class QuizView {
     this.lock.hidden = !locked;
     this.list.hidden = locked;
     document.body.classList.toggle("answer-locked", locked);
-    if (!locked) return;
+    if (!locked || this.lockKey === q.poll + "\u0000" + mine.option) return; // unchanged: not said again
+    this.lockKey = q.poll + "\u0000" + mine.option;
     const i = q.options.findIndex(o => o.id === mine.option);
     this.lock.replaceChildren(el("p", { class: "locked-title" }, t("answerLocked")),
       tile(Math.max(i, 0), label(q, mine.option), "div", { class: "locked-tile" }), el("p", { class: "locked-wait" }, t("lockedWait")));
@@ -119,6 +120,9 @@ export class QuizView {
     if (!on) return;
     const right = q.correct.includes(mine.option);
     const rank = this.you && this.top?.participants ? t("rankNow", { rank: num(this.you.rank), n: num(this.top.participants) }) : "";
+    const key = [q.poll, right, rank].join("\u0000");
+    if (key === this.verdictKey) return; // unchanged: a screen reader is not told it again
+    this.verdictKey = key;
     this.verdict.replaceChildren(el("p", { class: "verdict-mark", "aria-hidden": "true" }, right ? "✓" : "✗"),
       el("p", { class: "verdict-title" }, right ? t("verdictRight") : t("verdictWrong")),
       el("p", { class: "points" }, t("pointsEarned", { n: num(right ? score(q, mine.elapsed_ms) : 0) })),
