@@ -78,7 +78,7 @@ func TestAnswerRecords(t *testing.T) {
 // another name is refused, every script's ordinary name is not.
 func TestValidName(t *testing.T) {
 	for _, ok := range []string{"Ann", "Zoë", "José María", "ñandú", "李小龙", "עדי בן־דוד", "محمد", "क्षत्रिय", "Việt",
-		"e\u0301\u0302", "👩\u200d👩\u200d👧", "🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", "R2-D2", strings.Repeat("W", MaxNameRunes)} {
+		"e\u0301\u0302", "👩\u200d👩\u200d👧", "❤\ufe0f", "می\u200cخواهم", "क्\u200dष", "🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", "R2-D2", strings.Repeat("W", MaxNameRunes)} {
 		if err := ValidName(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
@@ -91,6 +91,12 @@ func TestValidName(t *testing.T) {
 		"joiner alone": "\u200d", "joiner at the end": "Ann\u200d", "tags only": "\U000E0041\U000E0042",
 		"Ann and tags": "Ann\U000E0041", "hangul filler": "\u3164", "braille blanks": "\u2800\u2800",
 		"no-break space only": "\u00a0",
+		// What an outside review got past the first version of the rule:
+		"marks split by joiners": "Z" + strings.Repeat("\u0301", 4) + "\u200d" + strings.Repeat("\u0301", 4),
+		"joiner in Latin":        "An\u200dn", "non-joiner in Latin": "An\u200cn",
+		"grapheme joiner": "Ann\u034f", "variation selector on a letter": "Ann\ufe0f",
+		"Khmer invisible vowels": "A\u17b4nn", "filler before a name": "\u3164Ann", "filler inside": "An\u115fn",
+		"tags with no cancel": "Ann🏴\U000E0061\U000E006E\U000E006E", "unassigned": "An\u0378n",
 	} {
 		if err := ValidName(bad); err == nil {
 			t.Errorf("%s: %q accepted", name, bad)

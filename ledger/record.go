@@ -217,8 +217,20 @@ func ValidName(s string) error {
 // Indic scripts stack two or three).
 const maxMarks = 4
 
-// blank are characters that are letters or symbols yet draw nothing.
-var blank = map[rune]bool{'\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true, '\u2800': true}
+// invisible are characters that draw nothing yet are letters, symbols or
+// marks: Hangul fillers, the braille blank, the combining grapheme
+// joiner, Khmer's invisible vowels and Mongolian's variation selectors.
+var invisible = map[rune]bool{'\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true, '\u2800': true,
+	'\u034F': true, '\u17B4': true, '\u17B5': true, '\u180B': true, '\u180C': true, '\u180D': true, '\u180F': true}
+
+// isTag reports whether c is a tag character of a flag's sequence.
+func isTag(c rune) bool { return c >= 0xE0020 && c <= 0xE007E }
+
+// needsNoJoiner reports whether c is of a script that never joins with
+// U+200C or U+200D (where one would only hide a look-alike).
+func needsNoJoiner(c rune) bool {
+	return unicode.In(c, unicode.Latin, unicode.Greek, unicode.Cyrillic) || unicode.IsDigit(c) || c == ' '
+}
 
 // nameShape checks what ValidName adds to ids.DisplayText.
 func nameShape(s string) error {
@@ -226,36 +238,56 @@ func nameShape(s string) error {
 	if unicode.IsSpace(runes[0]) || unicode.IsSpace(runes[len(runes)-1]) {
 		return errors.New("starts or ends with a space")
 	}
-	visible, marks := false, 0
+	visible, marks, inTags := false, 0, false
 	for i, c := range runes {
-		prev := rune(0)
+		prev, next := rune(0), rune(0)
 		if i > 0 {
 			prev = runes[i-1]
 		}
+		if i+1 < len(runes) {
+			next = runes[i+1]
+		}
+		if inTags && !isTag(c) && c != 0xE007F {
+			return errors.New("has a flag's tags with no cancel tag")
+		}
 		switch {
+		case invisible[c]:
+			return fmt.Errorf("contains U+%04X, which draws nothing", c)
 		case unicode.IsSpace(c) && c != ' ':
 			return fmt.Errorf("contains the whitespace U+%04X (only plain spaces)", c)
+		case c >= 0xFE00 && c <= 0xFE0F: // variation selectors: an emoji's, not a letter's
+			if prev == 0 || unicode.IsLetter(prev) || unicode.IsMark(prev) {
+				return fmt.Errorf("has the variation selector U+%04X after a letter", c)
+			}
 		case unicode.In(c, unicode.Mn, unicode.Me, unicode.Mc):
-			if marks++; marks > maxMarks || i == 0 {
+			if marks++; marks > maxMarks || i == 0 || prev == '\u200c' || prev == '\u200d' {
 				return fmt.Errorf("stacks combining marks (at most %d on one character)", maxMarks)
 			}
 			continue
 		case c == '\u200c' || c == '\u200d':
-			if i == 0 || i == len(runes)-1 || prev == '\u200c' || prev == '\u200d' {
+			if i == 0 || i == len(runes)-1 || prev == '\u200c' || prev == '\u200d' || needsNoJoiner(prev) || needsNoJoiner(next) {
 				return fmt.Errorf("has the joiner U+%04X outside a sequence", c)
 			}
-		case c >= 0xE0020 && c <= 0xE007E:
-			if prev != 0x1F3F4 && !(prev >= 0xE0020 && prev <= 0xE007E) {
+			continue // the marks before a joiner still count against the character
+		case isTag(c):
+			if prev != 0x1F3F4 && !isTag(prev) {
 				return fmt.Errorf("has the tag character U+%04X outside a flag", c)
 			}
+			inTags = true
 		case c == 0xE007F:
-			if !(prev >= 0xE0020 && prev <= 0xE007E) {
+			if !isTag(prev) {
 				return errors.New("has a cancel tag outside a flag")
 			}
-		case !blank[c] && (unicode.IsLetter(c) || unicode.IsNumber(c) || unicode.IsPunct(c) || unicode.IsSymbol(c)):
+			inTags = false
+		case unicode.IsLetter(c) || unicode.IsNumber(c) || unicode.IsPunct(c) || unicode.IsSymbol(c):
 			visible = true
+		case c != ' ':
+			return fmt.Errorf("contains U+%04X, which is no letter, digit, mark, symbol or punctuation", c)
 		}
 		marks = 0
+	}
+	if inTags {
+		return errors.New("has a flag's tags with no cancel tag")
 	}
 	if !visible {
 		return errors.New("shows nothing: it needs a visible character")

@@ -467,3 +467,56 @@ func joinNamed(t *testing.T, ctx context.Context, url, ua, name string) {
 		}
 	}()
 }
+
+// TestBrowserLastQuestionKeepsItsReveal: a quiz ends as its last question
+// closes, and that question's reveal and certification usually come in
+// one frame; the studio screen still shows "Time is up", then the split
+// and the standings, and the phone its verdict, for FINAL_HOLD_MS before
+// the podium and the final standings (an outside review saw the podium
+// straight after the close).
+func TestBrowserLastQuestionKeepsItsReveal(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	tn := startNode(t, t.TempDir(), func(cfg *Config) { cfg.PublicURL = "https://quiz.example.test" })
+	if r := tn.admin(t, "POST", "/v1/quizzes", `{"id":"one","title":"One question","questions":[{"text":"Sky?","options":[{"id":"a","label":"Blue"},{"id":"b","label":"Green"}],"correct":["a"],"limit_ms":120000}]}`); r.status != http.StatusCreated {
+		t.Fatalf("create quiz: %d %s", r.status, r.raw)
+	}
+	root := browser(t)
+	if err := chromedp.Do(root); err != nil {
+		t.Fatal(err)
+	}
+	studio, phone := tab(t, root, 1280, 720), tab(t, root, 390, 844)
+	if err := chromedp.Do(studio, chromedp.Navigate(tn.url+"/present/quiz/one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(phone, chromedp.Navigate(tn.url+"/#/quiz/one"), until(`tallyPage.view.stream.joinedAt != null`)); err != nil {
+		t.Fatal(err)
+	}
+	tn.admin(t, "POST", "/v1/quizzes/one/start", "")
+	if err := chromedp.Do(phone, chromedp.WaitVisible(`#q-options button[data-option="b"]`), chromedp.Click(`button[data-option="b"]`),
+		until(`!document.querySelector(".locked").hidden`)); err != nil {
+		t.Fatal(err)
+	}
+	tn.admin(t, "POST", "/v1/quizzes/one/close", "")
+	tn.closeTakesEffect(t, "one-1")
+	if err := chromedp.Do(studio, until(`document.body.dataset.phase === "closed" && tallyPage.view.f.status === "ended"`)); err != nil {
+		t.Fatal(err)
+	}
+	tn.admin(t, "POST", "/v1/quizzes/one/reveal", "")
+	tn.clock.advance(5 * time.Second) // certification
+	if err := chromedp.Do(studio, until(`document.body.dataset.phase === "reveal" && tallyPage.view.f.leaderboard_final && document.querySelectorAll(".standings li").length === 1`)); err != nil {
+		t.Fatal(fmt.Errorf("%w: phase %s", err, must(t, studio, `document.body.dataset.phase`)))
+	}
+	if err := chromedp.Do(phone, until(`document.body.dataset.verdict === "wrong" && !document.querySelector(".verdict").hidden`)); err != nil {
+		t.Fatal(err)
+	}
+	// Then the podium, and the phone's final standings.
+	if err := chromedp.Do(studio, until(`document.body.dataset.phase === "podium"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(phone, until(`document.querySelector(".verdict").hidden && document.querySelector("#board h2").textContent === "Final standings"`)); err != nil {
+		t.Fatal(err)
+	}
+}

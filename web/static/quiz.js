@@ -10,7 +10,7 @@
 import { t, num } from "/i18n.js";
 import { el, api, client, me, session, why } from "/live.js";
 import { hostToken, tokenField, refused } from "/host.js";
-import { tile, asked } from "/studio.js";
+import { tile, asked, finalShown } from "/studio.js";
 
 const answers = JSON.parse(localStorage.getItem("tally.answers") || "{}"); // question poll → {option, elapsed_ms}
 const saveAnswers = () => localStorage.setItem("tally.answers", JSON.stringify(answers));
@@ -114,7 +114,8 @@ export class QuizView {
   // until the next question — the last question's until the final
   // standings are counted, which then show.
   showVerdict(q, mine) {
-    const on = !!mine && !!q.correct && !(this.f.status === "ended" && this.f.leaderboard_final);
+    if (this.f.status === "ended" && q.revealed && this.f.leaderboard_final) this.finalSince ??= Date.now();
+    const on = !!mine && !!q.correct && !finalShown(this.f, this.finalSince);
     this.verdict.hidden = !on;
     document.body.dataset.verdict = on ? (q.correct.includes(mine.option) ? "right" : "wrong") : "";
     if (!on) return;
@@ -149,7 +150,9 @@ export class QuizView {
     const name = this.name.value.trim();
     if (name) localStorage.setItem("tally.name", name);
     try {
-      const r = await this.stream.answer({ option, voter: me(), name: name || undefined });
+      // Not a name the node refused (the field says so): the answer would
+      // be refused with it. The answer goes without a name instead.
+      const r = await this.stream.answer({ option, voter: me(), name: name && !this.nameMsg.textContent ? name : undefined });
       answers[q.poll] = { option, elapsed_ms: r.elapsed_ms || 0 };
       saveAnswers();
     } catch (err) {
@@ -159,6 +162,7 @@ export class QuizView {
     this.render();
   }
   countdown() {
+    if (this.finalSince != null && !this.verdict.hidden && finalShown(this.f, this.finalSince)) this.render(); // the hold is over
     const q = asked(this.f), open = q && q.status === "open";
     const left = open ? this.stream.remainingMs() : 0;
     this.clock.textContent = open ? t("secondsLeft", { s: Math.ceil(left / 1000) }) : "";

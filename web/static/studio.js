@@ -23,6 +23,26 @@ export function tile(i, label, tag = "div", attrs = {}, ...more) {
     el("span", { class: "shape", "aria-hidden": "true" }, shape), el("span", { class: "label", dir: "auto" }, label), ...more);
 }
 
+// FINAL_HOLD_MS is how long the last question's reveal holds the screens
+// (its split and the standings on the studio screen, the verdict on the
+// phones) before the podium and the final standings, when the quiz ended
+// by that question's close rather than by the host's "End": its reveal
+// and its certification usually come in one frame, so without the hold
+// the reveal would never show.
+export const FINAL_HOLD_MS = 10_000;
+
+// finalShown says whether the quiz is over and its final standings are up
+// for the screens: ended, nothing left to reveal, counted, and — when
+// every question was asked — FINAL_HOLD_MS after since (the time this
+// page first saw the last reveal counted).
+export function finalShown(f, since) {
+  const q = asked(f);
+  if (f.status !== "ended") return false;
+  if (!q) return true;
+  if (!q.revealed || !f.leaderboard_final) return false;
+  return f.started < f.total || (since != null && Date.now() - since >= FINAL_HOLD_MS);
+}
+
 // asked is the frame's question if the host started it (a question skipped
 // by "End" was never asked: it stays unseen).
 export const asked = f => (f?.question && f.question.started !== false ? f.question : null);
@@ -58,11 +78,12 @@ export class QuizStudioView {
   // phase names what the screen shows: lobby, question, closed, reveal,
   // podium. The quiz ends as its last question closes: that question
   // still has its "Time is up" and its reveal, and the podium comes once
-  // the final standings are counted (or at once when the host ended the
-  // quiz with nothing left to reveal).
+  // the final standings are counted and the reveal has held the screen
+  // for FINAL_HOLD_MS (at once when the host ended the quiz early).
   phase() {
     const f = this.f, q = asked(f);
-    if (f.status === "ended" && (!q || q.revealed && f.leaderboard_final)) return "podium";
+    if (f.status === "ended" && q?.revealed && f.leaderboard_final) this.finalSince ??= Date.now();
+    if (finalShown(f, this.finalSince)) return "podium";
     if (!q) return "lobby";
     if (q.status === "open") return "question";
     return q.revealed ? "reveal" : "closed";
@@ -141,6 +162,7 @@ export class QuizStudioView {
       })));
   }
   tick() {
+    if (this.finalSince != null && this.f && this.phase() !== document.body.dataset.phase) return this.render(); // the hold is over
     if (this.joined) {
       this.joined.textContent = t("joined", { n: num(this.f.joined || 0) });
       const names = (this.f.newest || []).slice(0, 8), key = names.join("\u0000");
