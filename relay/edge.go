@@ -274,7 +274,20 @@ func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]
 	x := &exchange{edge: e, msg: msg, want: len(reqs), replies: make(chan *nats.Msg, 2*len(route)+4)}
 	defer x.close()
 	var last error
+	// In the deadline's last moments no new attempt starts: one that did
+	// would have no time for even NATS's "no responders", and then a batch
+	// that reached no full node would be answered 504 outcome_unknown
+	// instead of 503. The attempts in flight are heard out instead.
+	quiet := min(100*time.Millisecond, e.cfg.Deadline/5)
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 && time.Until(deadline) < quiet {
+			for len(x.sent) > 0 && ctx.Err() == nil {
+				if answers, _ := x.listen(ctx, nil); answers != nil {
+					return answers, nil
+				}
+			}
+			break
+		}
 		if attempt > 0 {
 			e.cfg.Metrics.resend()
 		}
