@@ -3,7 +3,6 @@ package fanout
 import (
 	"bytes"
 	"cmp"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -119,37 +118,35 @@ func (h *quizHub) firstQuestion() (string, bool) {
 	return qs[0].ID, true
 }
 
-// joined counts the distinct participants among viewers (a phone with two
-// tabs open is one), those whose join counted only: a script that opens
-// sockets and names made-up participants adds nothing where tokens are
-// in use.
-func joined(viewers []*viewer) int64 {
-	seen := make(map[string]struct{}, len(viewers))
+// participants counts the distinct participants among viewers (a phone
+// with two tabs open is one), those whose join counted only: a script
+// that opens sockets and names made-up participants adds nothing where
+// tokens are in use. With names (the lobby) it also returns, in the same
+// pass, the newest of them who gave a display name, newest first, each by
+// their latest join, at most state.MaxJoiners: this node's report to the
+// cluster.
+func participants(viewers []*viewer, names bool) (int64, []state.Joiner) {
+	seen := make(map[string]state.Joiner, len(viewers))
 	for _, v := range viewers {
 		v.mu.Lock()
 		if v.participant != "" && v.counted {
-			seen[v.participant] = struct{}{}
+			if cur, ok := seen[v.participant]; !ok || v.name != "" && (cur.Name == "" || v.joinSeq > cur.Seq) {
+				seen[v.participant] = state.Joiner{Name: v.name, AtMs: v.joinedMs, Seq: v.joinSeq}
+			}
 		}
 		v.mu.Unlock()
 	}
-	return int64(len(seen))
-}
-
-// newest returns the newest counted participants among viewers who gave
-// a display name, newest first, one per participant (their latest join),
-// at most state.MaxJoiners: this node's report to the cluster.
-func newest(viewers []*viewer) []state.Joiner {
-	by := make(map[string]state.Joiner, len(viewers))
-	for _, v := range viewers {
-		v.mu.Lock()
-		if v.participant != "" && v.counted && v.name != "" && v.joinSeq > by[v.participant].Seq {
-			by[v.participant] = state.Joiner{Name: v.name, AtMs: v.joinedMs, Seq: v.joinSeq}
-		}
-		v.mu.Unlock()
+	if !names {
+		return int64(len(seen)), nil
 	}
-	all := slices.Collect(maps.Values(by))
-	slices.SortFunc(all, func(a, b state.Joiner) int { return cmp.Compare(b.Seq, a.Seq) })
-	return all[:min(len(all), state.MaxJoiners)]
+	newest := make([]state.Joiner, 0, len(seen))
+	for _, j := range seen {
+		if j.Name != "" {
+			newest = append(newest, j)
+		}
+	}
+	slices.SortFunc(newest, func(a, b state.Joiner) int { return cmp.Compare(b.Seq, a.Seq) })
+	return int64(len(seen)), newest[:min(len(newest), state.MaxJoiners)]
 }
 
 // answersEvery bounds how often a new answer count alone sends a frame.
@@ -240,10 +237,11 @@ func (h *quizHub) audience(m *QuizMessage, viewers []*viewer, lobby bool, nowMs 
 	if !ok {
 		return
 	}
-	h.s.src.Audience.Set(first, joined(viewers), nowMs)
+	n, newest := participants(viewers, lobby)
+	h.s.src.Audience.Set(first, n, nowMs)
 	m.Joined = h.s.src.Audience.Count(first, nowMs)
 	if lobby {
-		h.s.src.Audience.SetJoiners(first, newest(viewers), nowMs)
+		h.s.src.Audience.SetJoiners(first, newest, nowMs)
 		m.Newest = h.s.src.Audience.Joiners(first, nowMs)
 	}
 }

@@ -348,6 +348,11 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 			until(`!document.querySelector(".locked").hidden`)); err != nil {
 			t.Fatalf("%s: %v: %s", p.name, err, must(t, p.ctx, `document.querySelector("main").innerText`))
 		}
+		if i == 0 { // one answer in: the singular, in each language
+			tn.clock.advance(time.Second)
+			waitAll(frames[:1], `document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "1 answer in"`)
+			waitAll(frames[1:2], `document.querySelector(".answers").innerText.replace(/\s+/g, " ") === "1 respuesta"`)
+		}
 	}
 	measure("locked", phones, nil)
 	tn.clock.advance(time.Second)
