@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -135,13 +135,10 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, max int64, v any) error 
 }
 
 // ReadBody reads a JSON request body of at most max bytes, checking the
-// content type (415) and the size (413).
+// content type (415: RequireJSON) and the size (413).
 func ReadBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return nil, Errorf(http.StatusUnsupportedMediaType, CodeInvalidRequest, "content type must be application/json, got %q", ct)
-		}
+	if err := RequireJSON(r); err != nil {
+		return nil, err
 	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max)
 	if err != nil {
@@ -233,7 +230,11 @@ func bearerCheck(tokens []string) func(*http.Request) bool {
 		}
 	}
 	return func(r *http.Request) bool {
+		// The scheme's case is free (RFC 9110 section 11.1); the token's is not.
 		got := []byte(r.Header.Get("Authorization"))
+		if len(got) > len("Bearer ") && strings.EqualFold(string(got[:len("Bearer ")]), "Bearer ") {
+			copy(got, "Bearer ")
+		}
 		ok := 0
 		for _, want := range wants {
 			ok |= subtle.ConstantTimeCompare(got, want)

@@ -44,7 +44,14 @@ func TestDecodeJSON(t *testing.T) {
 	}{
 		{"ok", "application/json", `{"A":"x"}`, 0},
 		{"ok with charset", "application/json; charset=utf-8", `{"A":"x"}`, 0},
-		{"no content type", "", `{"A":"x"}`, 0},
+		{"ok with charset in capitals", "Application/JSON; Charset=\"UTF-8\"", `{"A":"x"}`, 0},
+		{"no content type", "", `{"A":"x"}`, 415},
+		{"text", "text/plain", `{"A":"x"}`, 415},
+		{"latin1", "application/json; charset=latin1", `{"A":"x"}`, 415},
+		{"utf-16", "application/json; charset=utf-16", `{"A":"x"}`, 415},
+		{"other parameter", "application/json; profile=x", `{"A":"x"}`, 415},
+		{"malformed type", "application/json; charset", `{"A":"x"}`, 415},
+		{"json suffix", "application/vnd.api+json", `{"A":"x"}`, 415},
 		{"form", "application/x-www-form-urlencoded", `{"A":"x"}`, 415},
 		{"too big", "application/json", `{"A":"` + strings.Repeat("x", 100) + `"}`, 413},
 		{"unknown field", "application/json", `{"B":1}`, 400},
@@ -72,7 +79,9 @@ func TestDecodeJSON(t *testing.T) {
 
 func TestRequireBearer(t *testing.T) {
 	h := RequireBearer([]string{"s3cret"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
-	for header, want := range map[string]int{"": 401, "Bearer nope": 401, "s3cret": 401, "Bearer s3cret": 204} {
+	for header, want := range map[string]int{"": 401, "Bearer nope": 401, "s3cret": 401, "Bearer s3cret": 204,
+		// The scheme's case is free (RFC 9110 section 11.1), the token's is not.
+		"bearer s3cret": 204, "BEARER s3cret": 204, "bEaReR s3cret": 204, "bearer S3CRET": 401, "Bearers3cret": 401, "Basic s3cret": 401} {
 		r := httptest.NewRequest("GET", "/", nil)
 		if header != "" {
 			r.Header.Set("Authorization", header)

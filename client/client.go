@@ -149,8 +149,8 @@ func (c *Client) request(ctx context.Context, method, p string, query url.Values
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil || method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // every write is declared JSON, a body or none
 	}
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)

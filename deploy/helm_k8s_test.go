@@ -238,7 +238,7 @@ func TestHelmChartManifestsAreValidKubernetes(t *testing.T) {
 	runs := map[string][]string{
 		"defaults":              nil,
 		"defaults+operator":     {"--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--set", "metrics.serviceMonitor.enabled=true"},
-		"ingress-to-full-nodes": {"--set", "ingress.enabled=true,ingress.host=vote.example.com,ingress.className=nginx"},
+		"ingress-to-full-nodes": {"--set", "ingress.enabled=true,ingress.host=vote.example.com,ingress.className=nginx,node.trustedProxies=10.0.0.0/8"},
 	}
 	for _, f := range examples(t) {
 		runs[filepath.Base(f)] = []string{"-f", f}
@@ -597,11 +597,11 @@ func TestHelmChartRendersRulesIngressAndBudgets(t *testing.T) {
 		t.Errorf("metrics.prometheusRule.enabled=true, alertRules=false: %d PrometheusRules, %d ConfigMaps", count(objs, "PrometheusRule"), count(objs, "ConfigMap"))
 	}
 
-	objs = renderTyped(t, "--set", "ingress.enabled=true,ingress.host=vote.example.com,ingress.tlsSecretName=vote-tls")
+	objs = renderTyped(t, "--set", "ingress.enabled=true,ingress.host=vote.example.com,ingress.tlsSecretName=vote-tls,node.trustedProxies=10.0.0.0/8")
 	if got := publicURLs(objs); !slices.Equal(got, []string{"https://vote.example.com"}) {
 		t.Errorf("Ingress with TLS: --public-url %v, want https://vote.example.com on every pod", got)
 	}
-	objs = renderTyped(t, "--set", "ingress.enabled=true,ingress.host=vote.example.com,publicUrl=https://tv.example.com/vote/")
+	objs = renderTyped(t, "--set", "ingress.enabled=true,ingress.host=vote.example.com,publicUrl=https://tv.example.com/vote/,node.trustedProxies=10.0.0.0/8")
 	if got := publicURLs(objs); !slices.Equal(got, []string{"https://tv.example.com/vote"}) {
 		t.Errorf("publicUrl beside the Ingress: --public-url %v", got)
 	}

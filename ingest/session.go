@@ -188,9 +188,10 @@ func (p *Pipeline) Session(body []byte, sender api.Sender) (SessionResponse, err
 	return SessionResponse{Status: "issued", Token: tok, Voter: t.Voter, ExpiresAt: t.Issued.Add(s.cfg.TTL).UnixMilli(), ServerTime: t.Issued.UnixMilli()}, nil
 }
 
-// MaxPreviousAge bounds the age of a previous token that passes its voter
-// to a new one: a day holds any broadcast, and a token leaked from an old
-// show no longer speaks for its voter.
+// MaxPreviousAge bounds the age of a voter id that a previous token
+// passes to a new one, counted from the id's first issue however often it
+// was passed on since: a day holds any broadcast, and a token leaked from
+// an old show no longer speaks for its voter.
 const MaxPreviousAge = 24 * time.Hour
 
 // issue signs a new token for client: for the voter of previous when it is
@@ -200,9 +201,9 @@ func (p *Pipeline) issue(previous string, client [8]byte, slot int) (string, ses
 	s := p.sessions
 	pow := s.cfg.PowBits > 0
 	if previous != "" {
-		if voter, issued, err := s.cfg.Signer.VoterOf(previous); err == nil && p.cfg.Now().Sub(issued) <= MaxPreviousAge {
+		if voter, since, err := s.cfg.Signer.VoterOf(previous); err == nil && p.cfg.Now().Sub(since) <= MaxPreviousAge {
 			p.m.sessions.WithLabelValues("reissued").Inc()
-			return s.cfg.Signer.IssueFor(voter, client, pow, slot)
+			return s.cfg.Signer.IssueFor(voter, since, client, pow, slot)
 		}
 	}
 	return s.cfg.Signer.Issue(client, pow, slot)

@@ -125,6 +125,7 @@ func edgeToken(t *testing.T, url, ua string) (token, voter string) {
 	t.Helper()
 	ask := func(body string) map[string]any {
 		req, _ := http.NewRequest("POST", url+"/v1/session", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", ua)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

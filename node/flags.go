@@ -81,7 +81,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", c.Limits.MaxBody, "largest request body in bytes")
 	fs.Float64Var(&c.TrustFloor, "trust-floor", c.TrustFloor, "votes whose trust score (0-1, from their client's behaviour) is lower are ledgered and acknowledged but not counted; 0: count all")
 	fs.BoolVar(&c.Demo, "demo", c.Demo, "create a demo poll when there is none")
-	fs.Func("origins", "comma-separated host patterns (path.Match, e.g. www.example.com,*.example.org) of other sites allowed to embed the poll page, read the public API (CORS) and open live streams", func(s string) (err error) {
+	fs.Func("origins", "comma-separated host patterns (path.Match, e.g. www.example.com,*.example.org) of other sites allowed to embed the poll page, read the public API (CORS), open live streams and write from their pages (a browser's vote, session or host write from any other site is refused 403)", func(s string) (err error) {
 		c.Origins, err = parseOrigins(s)
 		return err
 	})

@@ -154,8 +154,8 @@ func (tn *testNode) call(t testing.TB, method, path, body string, headers ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if body != "" || method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as every client does (issue 58)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
@@ -36,8 +35,9 @@ type pages struct {
 // framing of the embed and CORS on the public read endpoints. It also
 // serves the JavaScript client the page runs on, at /client.js.
 //
-// Every page response carries a Content-Security-Policy (pageCSP): who may
-// frame it, and where its images may come from — this node, data: and the
+// Every page response carries a strict Content-Security-Policy (csp):
+// nothing but this node's own files runs, styles or connects; who may
+// frame it; and where its images may come from — this node, data: and the
 // hosts of --logo-hosts, so a ?logo= from anywhere else is never fetched.
 
 // pageRoutes adds the views and the QR code to mux.
@@ -72,7 +72,7 @@ func (p *pages) routes(mux routeMux, ready func(http.Handler) http.Handler) {
 	mux.Handle("GET /v1/polls/{poll}/qr.png", ready(http.HandlerFunc(p.handleQR)))
 	mux.Handle("GET /v1/quizzes/{quiz}/qr.png", ready(http.HandlerFunc(p.handleQuizQR)))
 	mux.Handle("GET /v1/join/{code}", p.cors(ready(http.HandlerFunc(p.joins.ServeCode))))
-	mux.Handle("GET /j/{code}", ready(http.HandlerFunc(p.joins.ServePage)))
+	mux.Handle("GET /j/{code}", p.withCSP(ready(http.HandlerFunc(p.joins.ServePage))))
 	// The JavaScript client, which the page imports as an ES module (and
 	// so may the sites --origins names: a module import is a CORS request).
 	mux.Handle("GET /client.js", p.cors(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,27 +101,68 @@ func (p *pages) publicBase(r *http.Request) string {
 }
 
 // frameAncestors lists who may frame the embed: this node and every
-// --origins pattern, over http and https.
+// --origins pattern that CSP can say, over http and https.
 func (p *pages) frameAncestors() string {
 	out := []string{"'self'"}
 	for _, o := range p.cfg.Origins {
-		if strings.Trim(o, "abcdefghijklmnopqrstuvwxyz0123456789.-*:") != "" {
-			continue // a path.Match class or the like: CSP has no way to say it
+		if !cspHostSource(o) {
+			continue // a path.Match class, a "*" inside a label or the like: CSP has no way to say it
 		}
 		out = append(out, "https://"+o, "http://"+o)
 	}
 	return strings.Join(out, " ")
 }
 
-// pageCSP is the Content-Security-Policy of a page response: the
+// cspHostSource reports whether an --origins pattern means to a CSP
+// host-source what it means to path.Match: a host name whose first label
+// alone may be "*" (any subdomain), or "*" (any host), then a port or
+// ":*" (any port) if the pattern has one.
+func cspHostSource(pattern string) bool {
+	host, port, hasPort := strings.Cut(pattern, ":")
+	if hasPort && port != "*" && (port == "" || strings.Trim(port, "0123456789") != "") {
+		return false
+	}
+	return host == "*" || hostName(strings.TrimPrefix(host, "*."))
+}
+
+// csp is the Content-Security-Policy of every page response (the views,
+// the home page and its files, the join redirect), built here alone
+// (docs/page.md, "Content-Security-Policy"). What varies comes first: the
 // frame-ancestors given, and images from this node (the QR codes, a logo
-// on its own site), data: and the --logo-hosts over https only.
+// on its own site), data: and the --logo-hosts over https only. The rest
+// is fixed: everything else from this node alone — scripts from its files
+// (no inline script or handler attribute, no eval), styles from
+// style.css (no <style>, no style attribute: the page sets styles
+// through the CSSOM), connections to its own origin (its API, and its
+// WebSocket: 'self' covers ws: and wss: of the same host), the puzzle's
+// Worker from /client.js — no plugins, no <base>, and forms only to
+// itself.
 func (p *pages) csp(ancestors string) string {
 	img := []string{"'self'", "data:"}
 	for _, h := range p.cfg.LogoHosts {
 		img = append(img, "https://"+h)
 	}
-	return "frame-ancestors " + ancestors + "; img-src " + strings.Join(img, " ")
+	return strings.Join([]string{
+		"frame-ancestors " + ancestors,
+		"img-src " + strings.Join(img, " "),
+		"default-src 'self'",
+		"script-src 'self'",
+		"style-src 'self'",
+		"connect-src 'self'",
+		"object-src 'none'",
+		"base-uri 'none'",
+		"form-action 'self'",
+	}, "; ")
+}
+
+// withCSP serves h with the page's Content-Security-Policy, framed by
+// this node alone: for the HTML that is not the page (the join address's
+// redirect, whose body is a link).
+func (p *pages) withCSP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", p.csp("'self'"))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // parseLogoHosts reads --logo-hosts: comma-separated host names, in ASCII
@@ -157,20 +198,14 @@ func hostName(h string) bool {
 	return true
 }
 
-// originAllowed reports whether an Origin header names a site --origins
-// lets in (its host, and port if any, matching a pattern).
-func (p *pages) originAllowed(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
+// origins is who may write from a browser and read across sites: this
+// site (the request's host, or --public-url's) and the --origins patterns.
+func (p *pages) origins() api.Origins {
+	o := api.Origins{Patterns: p.cfg.Origins}
+	if u, err := url.Parse(p.cfg.PublicURL); err == nil && p.cfg.PublicURL != "" {
+		o.PublicHost = strings.ToLower(u.Host)
 	}
-	host := strings.ToLower(u.Host)
-	for _, p := range p.cfg.Origins {
-		if ok, _ := path.Match(p, host); ok {
-			return true
-		}
-	}
-	return false
+	return o
 }
 
 // cors lets the --origins sites read h from their pages: a simple GET
@@ -180,9 +215,10 @@ func (p *pages) cors(h http.Handler) http.Handler {
 	if len(p.cfg.Origins) == 0 {
 		return h
 	}
+	origins := p.origins()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Origin")
-		if o := r.Header.Get("Origin"); o != "" && p.originAllowed(o) {
+		if o := r.Header.Get("Origin"); o != "" && origins.Embedder(o) {
 			w.Header().Set("Access-Control-Allow-Origin", o)
 		}
 		h.ServeHTTP(w, r)

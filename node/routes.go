@@ -38,7 +38,12 @@ func (n *Node) routes() http.Handler {
 	// cluster's: the writes are the full nodes').
 	// The ledger and the backup are a full node's too: an edge keeps no
 	// votes, and its own token is not the cluster's.
-	write := admin
+	// Browser writes come from this site or an embedder of --origins only
+	// (api/browser.go): a voter's, declared JSON too; the host's, behind the
+	// admin token, from no other site's page.
+	origins := n.pages.origins()
+	voterWrite := func(h http.Handler) http.Handler { return api.BrowserWrite(origins, h) }
+	write := func(h http.HandlerFunc) http.Handler { return origins.SameSiteOnly(admin(h)) }
 	ledger, backup := n.adminOrPeer(host.HandleLedger), admin(n.backup.ServeHTTP)
 	if n.cfg.Role == gossip.RoleEdge {
 		votes, sessions = n.edge.HandleVotes, n.edge.HandleSession // relayed to a full node (package relay)
@@ -55,9 +60,11 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("POST /v1/polls/{poll}/close", ready(write(closePoll)))
 	mux.Handle("POST /v1/polls/{poll}/extend", ready(write(extend)))
 	mux.Handle("POST /v1/polls/{poll}/reveal", ready(write(reveal)))
-	mux.Handle("POST /v1/polls/{poll}/votes", n.votesRoute(votes, ready))
+	mux.Handle("POST /v1/polls/{poll}/votes", voterWrite(n.votesRoute(votes, ready)))
+	mux.Handle("OPTIONS /v1/polls/{poll}/votes", http.HandlerFunc(origins.Preflight))
 	mux.Handle("GET /v1/polls/{poll}/ledger", ready(ledger))
-	mux.Handle("POST /v1/session", ready(http.HandlerFunc(sessions)))
+	mux.Handle("POST /v1/session", voterWrite(ready(http.HandlerFunc(sessions))))
+	mux.Handle("OPTIONS /v1/session", http.HandlerFunc(origins.Preflight))
 	mux.Handle("POST /v1/quizzes", ready(write(createQuiz)))
 	mux.Handle("GET /v1/quizzes/{quiz}", public(host.HandleGetQuiz))
 	mux.Handle("POST /v1/quizzes/{quiz}/start", ready(write(quizStart)))

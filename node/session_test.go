@@ -456,21 +456,7 @@ func TestANewNetworkKeepsTheVoter(t *testing.T) {
 		c.RequireSession, c.PowBits, c.TrustedProxies = true, 4, mustCIDRs("127.0.0.1/32")
 	})
 	tn.createPoll(t, "p")
-	earn := func(addr, previous string) (token, voter string) {
-		t.Helper()
-		r := tn.call(t, "POST", "/v1/session", "", "User-Agent", "phone", "X-Forwarded-For", addr)
-		ch, bits := r.body["challenge"].(string), int(r.body["bits"].(float64))
-		nonce := 0
-		for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
-			nonce++
-		}
-		body, _ := json.Marshal(map[string]string{"challenge": ch, "nonce": strconv.Itoa(nonce), "previous": previous})
-		r = tn.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone", "X-Forwarded-For", addr)
-		if r.status != http.StatusOK || r.body["status"] != "issued" {
-			t.Fatalf("session from %s: %d %s", addr, r.status, r.raw)
-		}
-		return r.body["token"].(string), r.body["voter"].(string)
-	}
+	earn := func(addr, previous string) (token, voter string) { t.Helper(); return earnToken(t, tn, addr, previous) }
 	castAs := func(addr, token, option, idem string) response {
 		return tn.call(t, "POST", "/v1/polls/p/votes", vote(option, "ignored", idem), "User-Agent", "phone", "X-Forwarded-For", addr, "Tally-Session", token)
 	}
@@ -497,5 +483,47 @@ func TestANewNetworkKeepsTheVoter(t *testing.T) {
 	tn.clock.advance(25 * time.Hour) // a token from another day's show speaks for no one
 	if _, other := earn("203.0.113.11", cell); other == voter {
 		t.Fatal("a previous token a day old passed on its voter")
+	}
+}
+
+// earnToken earns a voter token at tn from addr, solving its puzzle and
+// presenting previous ("" for none); it returns the token and its voter.
+func earnToken(t *testing.T, tn *testNode, addr, previous string) (token, voter string) {
+	t.Helper()
+	r := tn.call(t, "POST", "/v1/session", "", "User-Agent", "phone", "X-Forwarded-For", addr)
+	ch, bits := r.body["challenge"].(string), int(r.body["bits"].(float64))
+	nonce := 0
+	for session.LeadingZeroBits(ch, strconv.Itoa(nonce)) < bits {
+		nonce++
+	}
+	body, _ := json.Marshal(map[string]string{"challenge": ch, "nonce": strconv.Itoa(nonce), "previous": previous})
+	r = tn.call(t, "POST", "/v1/session", string(body), "User-Agent", "phone", "X-Forwarded-For", addr)
+	if r.status != http.StatusOK || r.body["status"] != "issued" {
+		t.Fatalf("session from %s: %d %s", addr, r.status, r.raw)
+	}
+	return r.body["token"].(string), r.body["voter"].(string)
+}
+
+// A voter id passed from token to token as "previous" lives 24 hours
+// from its first issue, however often it is passed on: each new token
+// carries the first issue's time (issue 58).
+func TestPreviousChainEndsADayAfterTheFirstIssue(t *testing.T) {
+	tn := startNode(t, t.TempDir(), func(c *Config) {
+		c.RequireSession, c.PowBits, c.TrustedProxies = true, 4, mustCIDRs("127.0.0.1/32")
+	})
+	first, voter := earnToken(t, tn, "198.51.100.7", "")
+	tn.clock.advance(20 * time.Hour)
+	second, again := earnToken(t, tn, "203.0.113.9", first)
+	if again != voter {
+		t.Fatalf("20 h after the first issue the voter id passed to %s, want %s", again, voter)
+	}
+	tn.clock.advance(3 * time.Hour)
+	third, again := earnToken(t, tn, "203.0.113.10", second)
+	if again != voter {
+		t.Fatalf("23 h after the first issue the voter id passed to %s, want %s", again, voter)
+	}
+	tn.clock.advance(2 * time.Hour) // 25 h after the first issue, 2 h after the third
+	if _, other := earnToken(t, tn, "203.0.113.11", third); other == voter {
+		t.Fatal("a voter id passed on 25 h after its first issue: chaining previous keeps it alive forever")
 	}
 }

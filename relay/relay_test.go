@@ -277,16 +277,18 @@ func TestEdgeHTTPWritesTheFullNodesAnswer(t *testing.T) {
 	if w := do("/v1/polls/p/votes", `{"option":"a","voter":"v","idem":"k"}`, "application/json"); w.Code != 200 || !strings.Contains(w.Body.String(), `"idem":"198.51.100.9"`) {
 		t.Fatalf("vote: %d %s", w.Code, w.Body)
 	}
-	if w := do("/v1/polls/p/votes", `{"option":"bad","voter":"v","idem":"k3"}`, ""); w.Code != 422 || !strings.Contains(w.Body.String(), `"code":"invalid_option"`) {
+	if w := do("/v1/polls/p/votes", `{"option":"bad","voter":"v","idem":"k3"}`, "application/json"); w.Code != 422 || !strings.Contains(w.Body.String(), `"code":"invalid_option"`) {
 		t.Fatalf("refused vote: %d %s", w.Code, w.Body)
 	}
-	if w := do("/v1/polls/p/votes", `{}`, "text/plain"); w.Code != 415 {
-		t.Fatalf("wrong content type: %d %s", w.Code, w.Body)
+	for _, ct := range []string{"text/plain", "", "application/json; charset=latin1"} {
+		if w := do("/v1/polls/p/votes", `{"option":"a","voter":"v","idem":"k9"}`, ct); w.Code != 415 {
+			t.Fatalf("content type %q: %d %s", ct, w.Code, w.Body)
+		}
 	}
-	if w := do("/v1/polls/p/votes", strings.Repeat("x", MaxBody+1), ""); w.Code != 413 {
+	if w := do("/v1/polls/p/votes", strings.Repeat("x", MaxBody+1), "application/json"); w.Code != 413 {
 		t.Fatalf("oversized: %d %s", w.Code, w.Body)
 	}
-	if w := do("/v1/session", "", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `"voter":"phone"`) {
+	if w := do("/v1/session", "", "application/json"); w.Code != 200 || !strings.Contains(w.Body.String(), `"voter":"phone"`) {
 		t.Fatalf("session: %d %s", w.Code, w.Body)
 	}
 	// A socket's vote: the full node's response, or the *api.Error it was.

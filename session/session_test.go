@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"errors"
 	"strconv"
 	"strings"
@@ -200,9 +201,12 @@ func TestVoterOfAndIssueFor(t *testing.T) {
 	if err != nil || !at.Equal(issued.Issued) {
 		t.Fatalf("VoterOf: issued %v (want %v), %v", at, issued.Issued, err)
 	}
-	tok, again, err := s.IssueFor(voter, cell, true, 3)
-	if err != nil || again.Voter != issued.Voter || again.Slot != 3 {
-		t.Fatalf("reissued: %+v %v, want voter %s", again, err, issued.Voter)
+	tok, again, err := s.IssueFor(voter, at, cell, true, 3)
+	if err != nil || again.Voter != issued.Voter || again.Slot != 3 || !again.Since.Equal(issued.Issued) {
+		t.Fatalf("reissued: %+v %v, want voter %s since %v", again, err, issued.Voter, issued.Issued)
+	}
+	if _, since, _ := s.VoterOf(tok); !since.Equal(issued.Issued) {
+		t.Fatalf("the reissued token's voter dates from %v, want its first issue %v", since, issued.Issued)
 	}
 	if got, err := s.Verify(tok, cell); err != nil || got.Voter != issued.Voter {
 		t.Fatalf("the new token on the new network: %+v %v", got, err)
@@ -216,5 +220,28 @@ func TestVoterOfAndIssueFor(t *testing.T) {
 		if _, _, err := s.VoterOf(bad); err == nil {
 			t.Errorf("VoterOf(%.24q) gave a voter", bad)
 		}
+	}
+}
+
+// A token of the release before (version 3, no "since") still verifies,
+// and its voter id dates from its own issue.
+func TestVersion3TokenStillReads(t *testing.T) {
+	s, _ := newSigner(t)
+	wifi := ClientHash("203.0.113.7", "phone")
+	voter := [16]byte{1, 2, 3}
+	issued := s.now().UnixMilli()
+	p := []byte{3}
+	p = append(p, voter[:]...)
+	p = binary.BigEndian.AppendUint64(p, uint64(issued))
+	p = append(p, wifi[:]...)
+	p = append(p, flagPoW)
+	p = binary.BigEndian.AppendUint16(p, 2)
+	old := tokenPrefix + enc(p) + "." + enc(s.mac("token", p))
+	got, err := s.Verify(old, wifi)
+	if err != nil || got.Slot != 2 || !got.PoW || got.Since.UnixMilli() != issued {
+		t.Fatalf("a version 3 token: %+v %v", got, err)
+	}
+	if v, since, err := s.VoterOf(old); err != nil || v != voter || since.UnixMilli() != issued {
+		t.Fatalf("VoterOf a version 3 token: %x %v %v", v, since, err)
 	}
 }

@@ -22,11 +22,16 @@ var (
 )
 
 const (
-	tokenPrefix  = "s1."
-	tokenPayload = 1 + 16 + 8 + 8 + 1 + 2 // version, voter, issued (ms), client hash, flags, slot
-	tokenVersion = 3
-	flagPoW      = 1 // issued after a solved puzzle
-	macSize      = 16
+	tokenPrefix = "s1."
+	// A token's payload: version, voter, issued (ms), client hash, flags,
+	// slot and, from version 4, since (ms): when its voter id was first
+	// issued. A version 3 token (the release before) is still read, its
+	// voter's first issue being its own.
+	tokenPayloadV3 = 1 + 16 + 8 + 8 + 1 + 2
+	tokenPayload   = tokenPayloadV3 + 8
+	tokenVersion   = 4
+	flagPoW        = 1 // issued after a solved puzzle
+	macSize        = 16
 	// MaxTokenLen bounds a token on the wire.
 	MaxTokenLen = 128
 )
@@ -71,7 +76,11 @@ func NewRotatingSigner(secrets [][]byte, ttl time.Duration, now func() time.Time
 type Token struct {
 	Voter  string    // 32 hex characters
 	Issued time.Time // when it was issued
-	PoW    bool      // issued after a solved proof-of-work puzzle
+	// Since is when its voter id was first issued: a token passed on as
+	// "previous" hands its voter and this time to the next one, so a voter
+	// id lives as long as its first token allows, however often passed.
+	Since time.Time
+	PoW   bool // issued after a solved proof-of-work puzzle
 	// Slot is the token's place among the tokens its client's address
 	// group held when it was issued, across the cluster (1: the first);
 	// the caller decides what a slot is worth (ingest/budget.go).
@@ -104,26 +113,40 @@ func (s *Signer) Issue(client [8]byte, pow bool, slot int) (string, Token, error
 	if _, err := rand.Read(voter[:]); err != nil {
 		return "", Token{}, err
 	}
-	return s.IssueFor(voter, client, pow, slot)
+	return s.IssueFor(voter, time.Time{}, client, pow, slot)
 }
 
 // VoterOf returns the voter of a token this signer (or a secret of its
-// rotation) signed, whatever its age and the client it was issued to: a
-// client refused for its new network or the token's age presents it to
-// earn a new token for the same voter (Pipeline.Session), so the person
-// keeps one voter id, and one counted vote, when their network moves.
-func (s *Signer) VoterOf(token string) (voter [16]byte, issued time.Time, err error) {
+// rotation) signed, whatever its age and the client it was issued to, and
+// since when that voter id exists (its first token's issue): a client
+// refused for its new network or the token's age presents it to earn a
+// new token for the same voter (Pipeline.Session), so the person keeps
+// one voter id, and one counted vote, when their network moves.
+func (s *Signer) VoterOf(token string) (voter [16]byte, since time.Time, err error) {
 	p, err := s.payload(token)
 	if err != nil {
 		return [16]byte{}, time.Time{}, err
 	}
-	return [16]byte(p[1:17]), time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25]))), nil
+	return [16]byte(p[1:17]), sinceOf(p), nil
 }
 
-// IssueFor returns a new token for voter, bound to client.
-func (s *Signer) IssueFor(voter [16]byte, client [8]byte, pow bool, slot int) (string, Token, error) {
+// sinceOf is a payload's first issue of its voter id: its own issue in a
+// version 3 token.
+func sinceOf(p []byte) time.Time {
+	if len(p) == tokenPayloadV3 {
+		return time.UnixMilli(int64(binary.BigEndian.Uint64(p[17:25])))
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(p[tokenPayloadV3:tokenPayload])))
+}
+
+// IssueFor returns a new token for voter, bound to client, whose voter id
+// was first issued at since (a later since, or the zero time, is now).
+func (s *Signer) IssueFor(voter [16]byte, since time.Time, client [8]byte, pow bool, slot int) (string, Token, error) {
 	slot = min(max(slot, 1), MaxSlot)
 	now := s.now()
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
 	p := make([]byte, 0, tokenPayload)
 	p = append(p, tokenVersion)
 	p = append(p, voter[:]...)
@@ -135,7 +158,9 @@ func (s *Signer) IssueFor(voter [16]byte, client [8]byte, pow bool, slot int) (s
 	}
 	p = append(p, flags)
 	p = binary.BigEndian.AppendUint16(p, uint16(slot))
-	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli()), PoW: pow, Slot: slot}, nil
+	p = binary.BigEndian.AppendUint64(p, uint64(since.UnixMilli()))
+	return tokenPrefix + enc(p) + "." + enc(s.mac("token", p)), Token{Voter: hex.EncodeToString(voter[:]), Issued: time.UnixMilli(now.UnixMilli()),
+		Since: time.UnixMilli(since.UnixMilli()), PoW: pow, Slot: slot}, nil
 }
 
 // payload returns a token's signed payload once its form and signature
@@ -150,7 +175,7 @@ func (s *Signer) payload(token string) ([]byte, error) {
 	}
 	p, err1 := dec(body)
 	mac, err2 := dec(sig)
-	if err1 != nil || err2 != nil || len(p) != tokenPayload || p[0] != tokenVersion || len(mac) != macSize {
+	if err1 != nil || err2 != nil || !(len(p) == tokenPayload && p[0] == tokenVersion || len(p) == tokenPayloadV3 && p[0] == 3) || len(mac) != macSize {
 		return nil, ErrMalformed
 	}
 	if !s.verify("token", p, mac) {
@@ -176,7 +201,7 @@ func (s *Signer) Verify(token string, client [8]byte) (Token, error) {
 	if slot == 0 {
 		return Token{}, ErrMalformed
 	}
-	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued, PoW: p[33]&flagPoW != 0, Slot: slot}, nil
+	return Token{Voter: hex.EncodeToString(p[1:17]), Issued: issued, Since: sinceOf(p), PoW: p[33]&flagPoW != 0, Slot: slot}, nil
 }
 
 // mac signs b in a domain (token or challenge) with the first secret,

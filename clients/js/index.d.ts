@@ -7,7 +7,7 @@ export type Code =
   | "records_lost" | "poll_not_closed" | "session_required" | "session_invalid" | "session_expired"
   | "session_mismatch" | "puzzle_failed" | "upgrade_required" | "too_many_polls" | "result_hidden"
   | "already_answered" | "too_late" | "quiz_ended" | "idem_conflict" | "join_code_not_found" | "outcome_unknown"
-  | "stamp_ahead" | "network"
+  | "stamp_ahead" | "no_copy" | "cross_site" | "network"
   /** The client's own: subscribe on a runtime with neither WebSocket nor EventSource. */
   | "no_websocket";
 
@@ -188,6 +188,9 @@ export class Live {
 }
 
 /** Orders two stamps ("wall.logical"): -1, 0 or 1; a non-stamp comes first. */
+/** uuid is a random version 4 UUID, in a secure context or not (a page over plain HTTP). */
+export function uuid(): string;
+
 export function compareStamps(a: string | null | undefined, b: string | null | undefined): -1 | 0 | 1;
 /** The later of two stamps, or null when neither is one. */
 export function laterStamp(a: string | null | undefined, b: string | null | undefined): string | null;

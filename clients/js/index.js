@@ -15,7 +15,7 @@ export const codes = Object.freeze([
   "records_lost", "poll_not_closed", "session_required", "session_invalid", "session_expired",
   "session_mismatch", "puzzle_failed", "upgrade_required", "too_many_polls", "result_hidden",
   "already_answered", "too_late", "quiz_ended", "idem_conflict", "join_code_not_found", "outcome_unknown",
-  "stamp_ahead", "network", "no_websocket",
+  "stamp_ahead", "no_copy", "cross_site", "network", "no_websocket",
 ]);
 
 /** A refusal from the node (or no answer): code is one of codes. */
@@ -53,7 +53,17 @@ const UNKNOWN_MS = 30_000;
 // the node restarted).
 const PUZZLE_RETRIES = 2;
 
-const uuid = () => globalThis.crypto.randomUUID();
+// uuid is a random version 4 UUID. crypto.randomUUID exists only in a
+// secure context (https, or localhost): a page served over plain HTTP on a
+// studio's network has getRandomValues alone.
+export const uuid = () => {
+  if (globalThis.crypto.randomUUID && globalThis.isSecureContext !== false) return globalThis.crypto.randomUUID();
+  const b = globalThis.crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map(x => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+};
 
 // SESSION_KEY is where a voter session is kept in the storage given;
 // PREVIOUS_KEY the token held before it, refused or expired, until the
@@ -237,7 +247,9 @@ export class Tally {
   /** request calls the HTTP API; a refusal throws a TallyError. */
   async request(method, path, body, headers = {}) {
     const h = { ...this.extraHeaders(), ...headers };
-    if (body !== undefined) h["Content-Type"] = "application/json";
+    // Every write is declared JSON, a body or none: the node takes no
+    // other (a browser asks before sending it across sites).
+    if (body !== undefined || method !== "GET") h["Content-Type"] = "application/json";
     let res;
     try {
       res = await this.fetch(this.url + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });

@@ -3,14 +3,19 @@
 // voter's session and the optimistic taps. The protocol itself — the live
 // stream, resyncs, reconnects, SSE, batched votes with HTTP fallback, the
 // puzzle in a Worker — is the client's, not this page's.
-import { Tally } from "/client.js";
+import { Tally, uuid } from "/client.js";
 import { t } from "/i18n.js";
 
 export const $ = (sel, root = document) => root.querySelector(sel);
+// el makes an element: attributes, listeners (on…: functions) and style,
+// an object of properties ({ width: "40%", "--tile": "#b91c1c" }) set
+// through the CSSOM — the page's Content-Security-Policy refuses a style
+// attribute written as text (docs/page.md, "Content-Security-Policy").
 export const el = (tag, attrs = {}, ...kids) => {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k === "class") e.className = v;
+    else if (k === "style") for (const [p, pv] of Object.entries(v || {})) e.style.setProperty(p, pv);
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
   }
@@ -24,7 +29,7 @@ export const client = new Tally({ url: location.origin, storage: localStorage })
 // The voter id before a session names one (a node without voter tokens),
 // and the choices, live in this browser only.
 export const voter = localStorage.getItem("tally.voter") || (() => {
-  const v = crypto.randomUUID();
+  const v = uuid();
   localStorage.setItem("tally.voter", v);
   return v;
 })();
@@ -84,7 +89,7 @@ export async function tap(poll, option, view) {
   saveChoices();
   view.optimistic(previous, option);
   await session();
-  const idem = unsettled[poll]?.option === option ? unsettled[poll].idem : crypto.randomUUID();
+  const idem = unsettled[poll]?.option === option ? unsettled[poll].idem : uuid();
   delete unsettled[poll];
   try {
     const r = await view.stream.vote({ option, voter: me(), idem });

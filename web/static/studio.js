@@ -19,7 +19,7 @@ export const TILES = [["#b91c1c", "▲"], ["#1d4ed8", "◆"], ["#8a5a00", "●"]
 // then anything more (the split after the reveal).
 export function tile(i, label, tag = "div", attrs = {}, ...more) {
   const [colour, shape] = TILES[i % TILES.length];
-  return el(tag, { ...attrs, class: "tile " + (attrs.class || ""), style: `--tile: ${colour}` },
+  return el(tag, { ...attrs, class: "tile " + (attrs.class || ""), style: { "--tile": colour } },
     el("span", { class: "shape", "aria-hidden": "true" }, shape), el("span", { class: "label", dir: "auto" }, label), ...more);
 }
 
@@ -130,7 +130,7 @@ export class QuizStudioView {
     const tiles = el("ul", { class: "tiles n" + q.options.length }, ...q.options.map((o, i) => {
       const right = revealed && q.correct?.includes(o.id);
       return el("li", {}, tile(i, o.label, "div", { class: (revealed ? (right ? "right" : "wrong") : ""), "data-option": o.id },
-        revealed ? el("span", { class: "split" }, el("span", { class: "bar", style: `width:${pct[i]}%` }), `${right ? "✓ " : ""}${pct[i]}% · ${num(counts[i])}`) : ""));
+        revealed ? el("span", { class: "split" }, el("span", { class: "bar", style: { width: `${pct[i]}%` } }), `${right ? "✓ " : ""}${pct[i]}% · ${num(counts[i])}`) : ""));
     }));
     const middle = el("div", { class: "middle" }, this.clock, p === "closed" ? el("p", { class: "time-up" }, t("timeUp")) : el("span"), this.answers);
     const out = [el("h1", { dir: "auto" }, q.text), middle];
@@ -156,7 +156,7 @@ export class QuizStudioView {
         const d = moves ? this.moves.moved(s) : 0;
         return el("li", {}, el("span", { class: "place" }, String(s.rank)),
           el("span", { class: "row" }, el("span", { class: "who", dir: "auto" }, s.name || t("anonymous")),
-            el("span", { class: "bar", "aria-hidden": "true" }, el("span", { style: `width:${Math.round(100 * s.score / best)}%` }))),
+            el("span", { class: "bar", "aria-hidden": "true" }, el("span", { style: { width: `${Math.round(100 * s.score / best)}%` } }))),
           el("span", { class: "pts" }, num(s.score)),
           d ? el("span", { class: d > 0 ? "move up" : "move down" }, (d > 0 ? "▲" : "▼") + Math.abs(d)) : el("span", { class: "move" }));
       })));

@@ -60,6 +60,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .root.Values.node.trustedProxies }}
 - --trusted-proxies={{ . }}
 {{- end }}
+{{- if eq (include "tally.voterSessions" .root) "true" }}
+- --require-session
+{{- end }}
+{{- with include "tally.origins" .root }}
+- --origins={{ . }}
+{{- end }}
 {{- with include "tally.natsURL" . }}
 - --nats-url={{ . }}
 {{- end }}
@@ -127,6 +133,67 @@ prometheus.io/path: /metrics
 {{- end -}}
 {{- trimSuffix "/" $u -}}
 {{- end -}}
+{{- end -}}
+
+{{/* How voters reach the page from outside, for the messages: an
+     Ingress, publicUrl or a LoadBalancer Service; "" without any. */}}
+{{- define "tally.public" -}}
+{{- if .Values.ingress.enabled -}}
+an Ingress (ingress.enabled)
+{{- else if .Values.publicUrl -}}
+publicUrl {{ .Values.publicUrl }}
+{{- else if eq (toString .Values.service.type) "LoadBalancer" -}}
+a LoadBalancer Service (service.type)
+{{- end -}}
+{{- end -}}
+
+{{/* Whether voters need a session, "true" or "false": node.requireSession,
+     or the last --require-session of node.extraArgs, which the node reads
+     after it. A public install (tally.public) without sessions is refused
+     unless allowAnonymousVoters says it is meant: its voter ids would be
+     whatever the requests say (docs/defences.md, "Without voter
+     sessions"). */}}
+{{- define "tally.voterSessions" -}}
+{{- $v := "true" -}}
+{{- if not (kindIs "invalid" .Values.node.requireSession) }}{{ $v = toString .Values.node.requireSession }}{{ end -}}
+{{- if not (has $v (list "true" "false")) -}}
+{{- fail (printf "node.requireSession %q: want true (votes need a voter token, --require-session) or false" $v) -}}
+{{- end -}}
+{{- $anon := toString (.Values.allowAnonymousVoters | default false) -}}
+{{- if not (has $anon (list "true" "false")) -}}
+{{- fail (printf "allowAnonymousVoters %q: want true or false" $anon) -}}
+{{- end -}}
+{{- $on := eq $v "true" -}}
+{{- range .Values.node.extraArgs -}}
+{{- if regexMatch "^--?require-session(=(1|t|T|true|TRUE|True))?$" (toString .) }}{{ $on = true }}{{ end -}}
+{{- if regexMatch "^--?require-session=(0|f|F|false|FALSE|False)$" (toString .) }}{{ $on = false }}{{ end -}}
+{{- end -}}
+{{- $public := include "tally.public" . -}}
+{{- if and (not $on) $public (ne $anon "true") -}}
+{{- fail (printf "voter sessions are off (node.requireSession false, or --require-session=false in node.extraArgs) with %s: anyone who reaches the page could vote as often as they make up voter ids. Set node.requireSession=true (each vote needs a voter token from POST /v1/session; the page earns one itself), or, only for a studio, a trusted kiosk or a closed network whose voter ids come from a system you trust, allowAnonymousVoters=true (docs/defences.md, \"Without voter sessions\")" $public) -}}
+{{- end -}}
+{{- ternary "true" "false" $on -}}
+{{- end -}}
+
+{{/* --origins: node.origins, a list or a comma-separated string of host
+     patterns; "" without any. Checked as the node checks them
+     (node/flags.go): a host pattern, no scheme, path or space. */}}
+{{- define "tally.origins" -}}
+{{- $o := .Values.node.origins | default list -}}
+{{- if kindIs "string" $o -}}
+{{- $o = splitList "," $o -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $o -}}
+{{- $p := toString . | trim -}}
+{{- if $p -}}
+{{- if not (regexMatch "^[^/[:space:],]+$" $p) -}}
+{{- fail (printf "node.origins %q: want host patterns of the sites that embed the page, like www.example.com or *.example.org (no scheme, no path)" $p) -}}
+{{- end -}}
+{{- $out = append $out ($p | lower) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $out -}}
 {{- end -}}
 
 {{/* The labels that pick a region's full nodes or edges. */}}
