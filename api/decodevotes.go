@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"tally/ledger"
+	"tally/names"
 )
 
 // Bounds of a vote's fields, as the ledger keeps them.
@@ -15,15 +16,32 @@ const (
 	MaxNameRunes = ledger.MaxNameRunes
 )
 
-// CheckName checks a participant's display name, on an answer or a quiz
-// join: 1–MaxNameRunes characters (at most MaxNameLen bytes), printable,
-// with no invisible format character (no bidi control can make it read
-// as another name). Its error is a 400 naming the field.
-func CheckName(name string) error {
-	if err := ledger.ValidName(name); err != nil {
-		return Errorf(http.StatusBadRequest, CodeInvalidRequest, "name %v", err)
+// NormalName takes a participant's display name, on an answer or a quiz
+// join: it returns the name in its normal form (names.Normalize: the
+// Nickname profile's spaces and NFKC, so styled letters such as 𝐀,
+// Ａ or Ⓐ are the A they style), which is what is vetted, compared,
+// ledgered and shown, once it is a well-formed name (ledger.ValidName:
+// 1–MaxNameRunes characters in at most MaxNameLen bytes, printable, no
+// invisible format character). Its error is a 400 naming the field.
+func NormalName(name string) (string, error) {
+	if len(name) > maxRawName {
+		return "", Errorf(http.StatusBadRequest, CodeInvalidRequest, "name is longer than %d bytes", MaxNameLen)
 	}
-	return nil
+	n := names.Normalize(name)
+	if err := ledger.ValidName(n); err != nil {
+		return "", Errorf(http.StatusBadRequest, CodeInvalidRequest, "name %v", err)
+	}
+	return n, nil
+}
+
+// maxRawName bounds a name before its normal form, which can be shorter
+// (decomposed letters composed, spaces collapsed).
+const maxRawName = 4 * MaxNameLen
+
+// LookAlikeName is the refusal of a display name that looks like another
+// participant's in the same quiz (state.ErrLookAlike).
+func LookAlikeName(name string) *Error {
+	return Errorf(http.StatusBadRequest, CodeInvalidRequest, "the name %q looks like another participant's name in this quiz; choose another", name)
 }
 
 // voteBody is the request body: one vote, or a batch under "votes".
@@ -64,7 +82,8 @@ func DecodeVotes(body []byte) ([]Vote, error) {
 
 // CheckVotes checks a request's votes, however they came: 1–MaxBatch of
 // them, each with a well-formed voter, idempotency key and option, a
-// display name and an After stamp well-formed where given. A full node
+// display name and an After stamp well-formed where given; it puts each
+// display name in its normal form (NormalName), in place. A full node
 // checks the votes an edge relays in binary with it too.
 func CheckVotes(votes []Vote) error {
 	if len(votes) == 0 {
@@ -88,9 +107,11 @@ func CheckVotes(votes []Vote) error {
 			}
 		}
 		if v.Name != "" {
-			if err := CheckName(v.Name); err != nil {
+			name, err := NormalName(v.Name)
+			if err != nil {
 				return Errorf(http.StatusBadRequest, CodeInvalidRequest, "vote %d: %s", i, err.(*Error).Message)
 			}
+			votes[i].Name = name
 		}
 	}
 	return nil

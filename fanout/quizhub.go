@@ -3,6 +3,7 @@ package fanout
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -131,7 +132,7 @@ func participants(viewers []*viewer, names bool) (int64, []state.Joiner) {
 		v.mu.Lock()
 		if v.participant != "" && v.counted {
 			if cur, ok := seen[v.participant]; !ok || v.name != "" && (cur.Name == "" || v.joinSeq > cur.Seq) {
-				seen[v.participant] = state.Joiner{Name: v.name, AtMs: v.joinedMs, Seq: v.joinSeq}
+				seen[v.participant] = state.Joiner{Name: v.name, AtMs: v.joinedMs, Seq: v.joinSeq, Holder: v.holder}
 			}
 		}
 		v.mu.Unlock()
@@ -264,14 +265,34 @@ func (h *quizHub) sendStanding(v *viewer, rk Standings) {
 	}
 }
 
+// takeName takes the display name (in its normal form) a join gives for
+// voter among the quiz's names (state.Names.Claim), only checks it for a
+// join that does not count (whose name never shows): a name that looks
+// like another participant's is a 400 saying so.
+func (h *quizHub) takeName(voter, name string, counted bool) error {
+	if name == "" {
+		return nil
+	}
+	take := h.s.src.Names.Check
+	if counted {
+		take = h.s.src.Names.Claim
+	}
+	err := take(h.quiz, voter, name)
+	if errors.Is(err, state.ErrLookAlike) {
+		return api.LookAlikeName(name)
+	}
+	return err
+}
+
 // setParticipant records who a quiz stream's viewer is (and the name
 // they go by) and sends them their standing at once.
 func (h *quizHub) setParticipant(v *viewer, voter, name string, counted bool) {
+	holder := h.s.src.Hash(voter)
 	v.mu.Lock()
 	if v.participant != voter || v.name != name || v.joinSeq == 0 {
 		v.joinSeq, v.joinedMs = h.s.joins.Add(1), h.s.cfg.Now().UnixMilli()
 	}
-	v.participant, v.counted, v.name = voter, counted, name
+	v.participant, v.counted, v.name, v.holder = voter, counted, name, holder
 	shownPoll, shownMs := v.shownPoll, v.shownMs
 	v.mu.Unlock()
 	if shownPoll != "" && shownMs > 0 {

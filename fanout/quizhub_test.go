@@ -551,3 +551,74 @@ func TestQuizLobbyNamesTheNewestJoins(t *testing.T) {
 		}
 	}
 }
+
+// Names that look alike are one name: a join's name is put in its normal
+// form (styled letters are the letters they style) before the name
+// filter sees it and before it is kept and shown; a name that looks like
+// another participant's in the quiz is a 400 (invalid_request) saying so
+// and changes nothing; the participant who holds a name joins with it again.
+func TestQuizJoinRefusesALookAlikeName(t *testing.T) {
+	st := newState(t)
+	putQuiz(t, st, "z", 1, time.Now().Add(time.Hour))
+	var vetted []string
+	var mu sync.Mutex
+	_, srv := serve(t, st, func(c *Config) {
+		c.Participant = func(token, _, _ string) (string, bool, error) {
+			voter, ok := strings.CutPrefix(token, "good-")
+			return voter, ok, nil
+		}
+		c.NameAllowed = func(name string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			vetted = append(vetted, name)
+			return name != "fuck"
+		}
+	})
+	lurker := readQuiz(t, dialQuiz(t, wsURL(srv.URL), "z"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	join := func(voter, name string) map[string]json.RawMessage {
+		t.Helper()
+		c := dialQuiz(t, wsURL(srv.URL), "z")
+		r := readQuiz(t, c)
+		b, _ := json.Marshal(map[string]string{"type": "join", "ref": "1", "voter": voter, "token": "good-" + voter, "name": name})
+		c.Write(ctx, websocket.MessageText, b)
+		m, _ := r.await(t, 0, func(_ string, m map[string]json.RawMessage) bool { return string(m["ref"]) == `"1"` })
+		return m
+	}
+	for _, styled := range []string{"𝐟𝐮𝐜𝐤", "ｆｕｃｋ", "ⓕⓤⓒⓚ"} {
+		if m := join("rude", styled); string(m["type"]) != `"error"` {
+			t.Errorf("%q passed the filter: %s", styled, m["result"])
+		}
+	}
+	mu.Lock()
+	if want := []string{"fuck", "fuck", "fuck"}; !slices.Equal(vetted, want) {
+		t.Errorf("the filter saw %q, want %q", vetted, want)
+	}
+	mu.Unlock()
+	if m := join("ann", "Ann"); string(m["type"]) != `"ack"` {
+		t.Fatalf("Ann's join: %s", m["error"])
+	}
+	if m := join("zoe", "𝐙𝐨𝐞"); string(m["type"]) != `"ack"` || !strings.Contains(string(m["result"]), `"name":"Zoe"`) {
+		t.Fatalf("a styled name is not kept in its normal form: %s %s", m["result"], m["error"])
+	}
+	for _, lookAlike := range []string{"Аnn", "ANN", "𝐀𝐧𝐧"} { // a Cyrillic А, capitals, bold
+		m := join("mallory", lookAlike)
+		var e api.ErrorInfo
+		json.Unmarshal(m["error"], &e)
+		if string(m["type"]) != `"error"` || e.Code != api.CodeInvalidRequest || !strings.Contains(e.Message, "looks like another participant") {
+			t.Errorf("%q beside Ann: %s %s", lookAlike, m["type"], m["error"])
+		}
+	}
+	if m := join("ann", "Ann"); string(m["type"]) != `"ack"` {
+		t.Errorf("Ann joining again (another tab): %s", m["error"])
+	}
+	m, _ := lurker.await(t, 0, func(_ string, m map[string]json.RawMessage) bool {
+		return string(m["type"]) == `"quiz"` && string(m["joined"]) == "2"
+	})
+	var names []string
+	json.Unmarshal(m["newest"], &names)
+	if !slices.Equal(names, []string{"Ann", "Zoe"}) { // Ann's second tab joined last
+		t.Fatalf("newest %q, want Ann and Zoe (no look-alike, no styled letters)", names)
+	}
+}

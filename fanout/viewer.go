@@ -41,7 +41,8 @@ type viewer struct {
 	shownMs     int64
 	participant string // a quiz stream's participant (voter id), once they said; "" before
 	counted     bool   // the participant counts among the quiz's joined (Config.Participant)
-	name        string // the participant's display name, as their join gave it ("" none)
+	name        string // the participant's display name, as their join gave it, in its normal form ("" none)
+	holder      uint64 // the participant's voter id hashed (state.Hash): who the lobby's report says took the name
 	joinSeq     uint64 // the order of the participant's join at this node (Server.joins): the lobby's newest first
 	joinedMs    int64  // when they joined, by this node's clock
 	personal    []byte // a frame for this viewer alone (its quiz standing), written after pending

@@ -272,35 +272,8 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 			s.vote(c, in, pollID, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
 				ShownMs: v.shownAt(pollID), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "join" && isQuiz(v.hub):
-			if in.Voter == "" || len(in.Voter) > maxVoterLen {
-				s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen))
-				continue
-			}
-			if in.Name != "" {
-				if err := api.CheckName(in.Name); err != nil {
-					s.reply(c, in.Ref, nil, err)
-					continue
-				}
-				if s.cfg.NameAllowed != nil && !s.cfg.NameAllowed(in.Name) {
-					s.reply(c, in.Ref, nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the name %q is not allowed here; choose another", in.Name))
-					continue
-				}
-			}
-			voter, counted := in.Voter, true
-			if s.cfg.Participant != nil {
-				tokVoter, ok, err := s.cfg.Participant(in.Token, userAgent, ip)
-				if err != nil {
-					s.reply(c, in.Ref, nil, err) // unchecked: refused, the viewer's join stands as it was
-					continue
-				}
-				if counted = ok; tokVoter != "" {
-					voter = tokVoter // a token names its voter: no one joins as another
-				}
-			}
-			v.hub.stream.(*quizHub).setParticipant(v, voter, in.Name, counted)
-			// The server's time now: the frame a joining viewer gets first
-			// may be old, so a page sets its clock by this.
-			s.reply(c, in.Ref, map[string]any{"voter": voter, "server_time": s.cfg.Now().UnixMilli()}, nil)
+			ack, err := s.joinAs(v, in, ip, userAgent)
+			s.reply(c, in.Ref, ack, err)
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return
@@ -310,6 +283,48 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 
 // isQuiz reports whether h is a quiz's stream.
 func isQuiz(h *hub) bool { _, ok := h.stream.(*quizHub); return ok }
+
+// joinAs answers a quiz stream's join message: who the participant is
+// (the token's voter, checked by Config.Participant) and the display name
+// they go by, in its normal form, vetted by the name filter and refused
+// when it looks like another participant's (quizHub.takeName). A refused
+// join changes nothing.
+func (s *Server) joinAs(v *viewer, in inbound, ip, userAgent string) (ack any, err error) {
+	if in.Voter == "" || len(in.Voter) > maxVoterLen {
+		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "voter must be 1-%d bytes", maxVoterLen)
+	}
+	name := ""
+	if in.Name != "" {
+		if name, err = api.NormalName(in.Name); err != nil {
+			return nil, err
+		}
+		if s.cfg.NameAllowed != nil && !s.cfg.NameAllowed(name) {
+			return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the name %q is not allowed here; choose another", name)
+		}
+	}
+	voter, counted := in.Voter, true
+	if s.cfg.Participant != nil {
+		tokVoter, ok, err := s.cfg.Participant(in.Token, userAgent, ip)
+		if err != nil {
+			return nil, err // unchecked: refused, the viewer's join stands as it was
+		}
+		if counted = ok; tokVoter != "" {
+			voter = tokVoter // a token names its voter: no one joins as another
+		}
+	}
+	qh := v.hub.stream.(*quizHub)
+	if err := qh.takeName(voter, name, counted); err != nil {
+		return nil, err
+	}
+	qh.setParticipant(v, voter, name, counted)
+	// The server's time now: the frame a joining viewer gets first may be
+	// old, so a page sets its clock by this.
+	out := map[string]any{"voter": voter, "server_time": s.cfg.Now().UnixMilli()}
+	if name != "" {
+		out["name"] = name // as it is kept and shown: in its normal form
+	}
+	return out, nil
+}
 
 // maxVoterLen bounds the voter id a quiz participant joins with (the
 // ledger's bound).

@@ -49,6 +49,11 @@ const (
 	// joiners is still written as TG4, so a node of the release before
 	// reads every message but those.
 	wireMagicJoiners = "TG5"
+	// wireMagicHolders marks a message whose joiners also say who each is
+	// (state.Joiner.Holder), so every node keeps their names as theirs.
+	// A message with joiners is written as TG6; a TG5 one is still read
+	// (its joiners say no holder).
+	wireMagicHolders = "TG6"
 	flagDeflated     = 1
 	knownFlags       = flagDeflated
 	headerLength     = len(wireMagic) + 2
@@ -91,8 +96,8 @@ type PollUpdate struct {
 // crdt's binary form, the certificate as JSON and the ballots (see
 // appendBallots), each length-prefixed (length 0: absent), then the
 // sender's viewers of the poll as a uvarint plus one (0: absent), and in
-// a TG5 message the joiners: their count plus one (0: absent), then each
-// one's name, time and sequence.
+// a TG6 message the joiners: their count plus one (0: absent), then each
+// one's name, time, sequence and holder (TG5: no holder).
 func Encode(m *Message) ([]byte, error) {
 	joiners := false
 	for _, p := range m.Polls {
@@ -151,7 +156,7 @@ func Encode(m *Message) ([]byte, error) {
 	}
 	magic := wireMagic
 	if joiners {
-		magic = wireMagicJoiners
+		magic = wireMagicHolders
 	}
 	out := append(make([]byte, 0, headerLength+len(body)), magic...)
 	out = append(out, byte(m.Kind))
@@ -171,10 +176,10 @@ func Encode(m *Message) ([]byte, error) {
 // oversized or inconsistent (a definition whose id is not the poll's, an
 // invalid definition, a timestamp of zero) is rejected with ErrMalformed.
 func Decode(b []byte) (*Message, error) {
-	if len(b) < headerLength || string(b[:len(wireMagic)]) != wireMagic && string(b[:len(wireMagic)]) != wireMagicJoiners {
-		return nil, fmt.Errorf("%w: bad magic", ErrMalformed)
+	withJoiners, withHolders, err := readMagic(b)
+	if err != nil {
+		return nil, err
 	}
-	withJoiners := string(b[:len(wireMagic)]) == wireMagicJoiners
 	m := &Message{Kind: Kind(b[len(wireMagic)])}
 	if m.Kind != KindDelta && m.Kind != KindFull {
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrMalformed, m.Kind)
@@ -187,7 +192,6 @@ func Decode(b []byte) (*Message, error) {
 	if flags&flagDeflated != 0 {
 		r := flate.NewReader(bytes.NewReader(body))
 		defer r.Close()
-		var err error
 		body, err = io.ReadAll(io.LimitReader(r, MaxMessage+1))
 		if err != nil {
 			return nil, fmt.Errorf("%w: inflate: %v", ErrMalformed, err)
@@ -234,7 +238,7 @@ func Decode(b []byte) (*Message, error) {
 			p.Viewers = &n
 		}
 		if withJoiners {
-			p.Joiners = readJoiners(d, p.ID)
+			p.Joiners = readJoiners(d, p.ID, withHolders)
 		}
 		m.Polls = append(m.Polls, p)
 	}
@@ -245,6 +249,23 @@ func Decode(b []byte) (*Message, error) {
 		return nil, d.Err()
 	}
 	return m, nil
+}
+
+// readMagic reads which release's format b is in: TG4 (no joiners), TG5
+// (joiners) or TG6 (joiners with their holders).
+func readMagic(b []byte) (joiners, holders bool, err error) {
+	if len(b) < headerLength {
+		return false, false, fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	switch string(b[:len(wireMagic)]) {
+	case wireMagic:
+		return false, false, nil
+	case wireMagicJoiners:
+		return true, false, nil
+	case wireMagicHolders:
+		return true, true, nil
+	}
+	return false, false, fmt.Errorf("%w: bad magic", ErrMalformed)
 }
 
 func decodeDefinition(d *wire.Reader, id string, raw []byte) *crdt.Register[poll.Definition] {
@@ -301,7 +322,7 @@ func readID(d *wire.Reader, what string) string {
 }
 
 // appendJoiners writes a poll's joiners: nil as 0, else their count plus
-// one and each one's name, join time and sequence.
+// one and each one's name, join time, sequence and holder.
 func appendJoiners(b []byte, js []state.Joiner) []byte {
 	if js == nil {
 		return binary.AppendUvarint(b, 0)
@@ -311,13 +332,15 @@ func appendJoiners(b []byte, js []state.Joiner) []byte {
 		b = wire.AppendString(b, j.Name)
 		b = binary.AppendUvarint(b, uint64(max(j.AtMs, 0)))
 		b = binary.AppendUvarint(b, j.Seq)
+		b = binary.AppendUvarint(b, j.Holder)
 	}
 	return b
 }
 
-// readJoiners reads what appendJoiners wrote: at most state.MaxJoiners,
-// each a valid display name with a time in range.
-func readJoiners(d *wire.Reader, id string) []state.Joiner {
+// readJoiners reads what appendJoiners wrote (without holders: a TG5
+// message's): at most state.MaxJoiners, each a valid display name with a
+// time in range.
+func readJoiners(d *wire.Reader, id string, holders bool) []state.Joiner {
 	n := d.Uvarint()
 	if n == 0 || d.Err() != nil {
 		return nil
@@ -330,6 +353,10 @@ func readJoiners(d *wire.Reader, id string) []state.Joiner {
 	for range n - 1 {
 		name := d.String(state.MaxJoinerName, "joiner's name")
 		at, seq := d.Uvarint(), d.Uvarint()
+		var holder uint64
+		if holders {
+			holder = d.Uvarint()
+		}
 		if d.Err() != nil {
 			return nil
 		}
@@ -341,7 +368,7 @@ func readJoiners(d *wire.Reader, id string) []state.Joiner {
 			d.Fail("joiner of %q: time out of range", id)
 			return nil
 		}
-		js = append(js, state.Joiner{Name: name, AtMs: int64(at), Seq: seq})
+		js = append(js, state.Joiner{Name: name, AtMs: int64(at), Seq: seq, Holder: holder})
 	}
 	return js
 }

@@ -188,7 +188,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(wireMagic + "\x01\x00"))
 	withJoiners := sampleMessage(1)
-	withJoiners.Polls[0].Joiners = []state.Joiner{{Name: "Zoë", AtMs: 5, Seq: 1}}
+	withJoiners.Polls[0].Joiners = []state.Joiner{{Name: "Zoë", AtMs: 5, Seq: 1, Holder: 9}}
 	b, _ := Encode(withJoiners)
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -284,25 +284,26 @@ func TestDecodeBudgetRefusesHostileInput(t *testing.T) {
 	}
 }
 
-// The newest joiners of a quiz's lobby travel in a TG5 message; a message
-// without them is still TG4, which the release before reads. Hostile
-// joiners (too many, a name that is no display name, a time out of
-// range, truncated) are malformed.
+// The newest joiners of a quiz's lobby travel in a TG6 message, each with
+// who they are (their holder); a message without them is still TG4, which
+// the releases before read, and a TG5 one (joiners without holders) is
+// still read. Hostile joiners (too many, a name that is no display name,
+// a time out of range, truncated) are malformed.
 func TestWireJoiners(t *testing.T) {
 	plain, _ := Encode(sampleMessage(1))
 	if string(plain[:len(wireMagic)]) != wireMagic {
 		t.Fatalf("a message without joiners is %q, want %s", plain[:3], wireMagic)
 	}
 	m := sampleMessage(1)
-	js := []state.Joiner{{Name: "Zoë", AtMs: 1796040001000, Seq: 7}, {Name: strings.Repeat("ü", 40), AtMs: 1796040000000, Seq: 3}}
+	js := []state.Joiner{{Name: "Zoë", AtMs: 1796040001000, Seq: 7, Holder: math.MaxUint64}, {Name: strings.Repeat("ü", 40), AtMs: 1796040000000, Seq: 3, Holder: 0x1234}}
 	m.Polls[0].Joiners = js
 	m.Polls[1].Joiners = []state.Joiner{} // a report of none
 	b, err := Encode(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b[:len(wireMagicJoiners)]) != wireMagicJoiners {
-		t.Fatalf("a message with joiners is %q, want %s", b[:3], wireMagicJoiners)
+	if string(b[:len(wireMagicHolders)]) != wireMagicHolders {
+		t.Fatalf("a message with joiners is %q, want %s", b[:3], wireMagicHolders)
 	}
 	got, err := Decode(b)
 	if err != nil {
@@ -315,7 +316,7 @@ func TestWireJoiners(t *testing.T) {
 		Polls: []PollUpdate{{ID: "p", Joiners: make([]state.Joiner, state.MaxJoiners+1)}}}); err == nil {
 		t.Fatal("encoded more joiners than a report holds")
 	}
-	// One poll, no parts, then the joiners as given.
+	// One poll, no parts, then the joiners as given (TG5: no holders).
 	withJoiners := func(raw []byte) []byte {
 		m := &Message{Kind: KindDelta, Replica: "r", Region: "g", Sent: hlc.Timestamp{Wall: 1}}
 		b, _ := Encode(m)
@@ -328,8 +329,16 @@ func TestWireJoiners(t *testing.T) {
 	joiner := func(name string, at uint64) []byte {
 		return binary.AppendUvarint(binary.AppendUvarint(wire.AppendString(nil, name), at), 1)
 	}
-	if m, err := Decode(withJoiners(append([]byte{2}, joiner("Ann", 5)...))); err != nil || len(m.Polls[0].Joiners) != 1 || m.Polls[0].Joiners[0].Name != "Ann" {
+	if m, err := Decode(withJoiners(append([]byte{2}, joiner("Ann", 5)...))); err != nil || len(m.Polls[0].Joiners) != 1 || m.Polls[0].Joiners[0].Name != "Ann" || m.Polls[0].Joiners[0].Holder != 0 {
 		t.Fatalf("the valid joiner case fails: %v", err)
+	}
+	tg6 := withJoiners(binary.AppendUvarint(append([]byte{2}, joiner("Ann", 5)...), 42))
+	copy(tg6, wireMagicHolders)
+	if m, err := Decode(tg6); err != nil || len(m.Polls[0].Joiners) != 1 || m.Polls[0].Joiners[0].Holder != 42 {
+		t.Fatalf("a TG6 joiner: %v", err)
+	}
+	if _, err := Decode(tg6[:len(tg6)-1]); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a TG6 joiner without its holder: %v", err)
 	}
 	for name, raw := range map[string][]byte{
 		"too many":      append([]byte{state.MaxJoiners + 2}, bytes.Repeat(joiner("Ann", 5), state.MaxJoiners+1)...),

@@ -8,6 +8,7 @@ import (
 
 	"tally/api"
 	"tally/ledger"
+	"tally/names"
 )
 
 func TestClientIPTrustsOnlyConfiguredProxies(t *testing.T) {
@@ -73,6 +74,7 @@ func FuzzDecodeVotes(f *testing.F) {
 	f.Add([]byte(`{"option":"a","voter":"v","idem":"k"}`))
 	f.Add([]byte(`{"votes":[{"option":"a","voter":"v","idem":"k"}]}`))
 	f.Add([]byte(`{"votes":[`))
+	f.Add([]byte(`{"option":"a","voter":"v","idem":"k","name":"𝐀𝐧𝐧  ｌｅｅ"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		votes, err := DecodeVotes(b)
 		if err != nil {
@@ -90,6 +92,10 @@ func FuzzDecodeVotes(f *testing.F) {
 				if ledger.ValidText(s, 128) != nil {
 					t.Fatalf("accepted an invalid field %q", s)
 				}
+			}
+			// A name comes out in its normal form, well formed.
+			if v.Name != "" && (names.Normalize(v.Name) != v.Name || ledger.ValidName(v.Name) != nil) {
+				t.Fatalf("accepted the name %q", v.Name)
 			}
 		}
 	})

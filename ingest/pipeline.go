@@ -324,6 +324,7 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, l
 		}
 		if r.Answer != nil {
 			results[i].ElapsedMs = &r.Answer.ElapsedMs
+			keepName(p.cfg.State, pollID, r)
 		}
 		if err := p.count(r, looks[i].Voter, looks[i].Idem); err != nil {
 			return nil, err

@@ -1,36 +1,71 @@
 package ingest
 
 import (
+	"errors"
 	"net/http"
 
 	"tally/api"
 	"tally/ledger"
 	"tally/poll"
 	"tally/quiz"
+	"tally/state"
 )
 
 // NameFilter decides whether a quiz participant's display name may be
 // shown on the leaderboard or in a quiz's lobby: a profanity list, a
 // moderation service. The node's is Config.Names; nil allows every
 // well-formed name (ledger.ValidName: 1-40 characters, something visible,
-// no control or invisible format character).
+// no control or invisible format character). Allow is given the name in
+// its normal form (api.NormalName: NFKC, so "𝐟𝐮𝐜𝐤", "ｆｕｃｋ" and "ⓕⓤⓒⓚ"
+// arrive as "fuck"), the form that is ledgered and shown; a filter that
+// also wants its words spelt with other scripts' look-alike letters
+// compares names.Skeleton of both.
 type NameFilter interface {
 	Allow(name string) bool
 }
 
-// checkNames refuses display names on votes of a poll, and names the
-// filter does not allow on a quiz question's answers.
+// checkNames refuses display names on votes of a poll; on a quiz
+// question's answers it puts each name in its normal form, in place, and
+// refuses a name the filter does not allow or that looks like another
+// participant's in the quiz (state.Names.Check). The name is kept as the
+// voter's once the answer is ledgered (keepName): a refused answer
+// changes nothing.
 func (p *Pipeline) checkNames(def *poll.Definition, votes []Vote) error {
-	for _, v := range votes {
-		switch {
-		case v.Name == "":
-		case def.Quiz == nil:
-			return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a name goes with a quiz answer, not a vote")
-		case p.cfg.Names != nil && !p.cfg.Names.Allow(v.Name):
-			return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the name %q is not allowed here; choose another", v.Name)
+	for i, v := range votes {
+		if v.Name == "" {
+			continue
 		}
+		if def.Quiz == nil {
+			return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a name goes with a quiz answer, not a vote")
+		}
+		name, err := api.NormalName(v.Name) // again: a vote may come from Submit, not decoded here
+		if err != nil {
+			return err
+		}
+		if p.cfg.Names != nil && !p.cfg.Names.Allow(name) {
+			return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "the name %q is not allowed here; choose another", name)
+		}
+		if err := p.cfg.State.Names.Check(def.Quiz.Quiz, v.Voter, name); errors.Is(err, state.ErrLookAlike) {
+			return api.LookAlikeName(name)
+		} else if err != nil {
+			return err
+		}
+		votes[i].Name = name
 	}
 	return nil
+}
+
+// keepName keeps a ledgered answer's display name as its voter's among
+// its quiz's names (state.Names.Claim), so that a look-alike is refused
+// from then on; checkNames checked it. Of two look-alikes checked at
+// once, the first kept stays.
+func keepName(st *state.State, pollID string, r *ledger.Record) {
+	if r.Answer == nil || r.Answer.Name == "" {
+		return
+	}
+	if def, ok := st.Defs.Poll(pollID); ok && def.Quiz != nil {
+		_ = st.Names.Claim(def.Quiz.Quiz, r.Voter, r.Answer.Name)
+	}
 }
 
 // answerKey names one participant's answer in flight at this node.

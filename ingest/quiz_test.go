@@ -1,7 +1,13 @@
 package ingest
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +169,59 @@ func TestQuizClockBelongsToTheParticipant(t *testing.T) {
 		if got[c.voter] != c.want {
 			t.Errorf("%s timed %d ms, want %d", c.voter, got[c.voter], c.want)
 		}
+	}
+}
+
+// Names that look alike are one name: an answer's name is put in its
+// normal form before the filter sees it and before it is ledgered; a name
+// that looks like another participant's in the quiz is a 400 saying so,
+// and ledgers nothing; the participant who holds a name answers the next
+// question with it again.
+func TestQuizAnswerRefusesALookAlikeName(t *testing.T) {
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	second := poll.Definition{ID: "q-2", Question: "Q2?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}}, OpensAt: now.UnixMilli() - 1000, ClosesAt: now.UnixMilli() + 20_000,
+		Quiz: &poll.QuizQuestion{Quiz: "q", Index: 1, Correct: []string{"a"}, Points: 1000, LimitMs: 20_000, Started: true}}
+	p, l := quizPipeline(t, now, time.Second, banned("fuck"), second)
+	answer := func(question, voter, name string) (int, string) {
+		body, _ := json.Marshal(map[string]string{"option": "a", "voter": voter, "idem": voter + question, "name": name})
+		req := httptest.NewRequest(http.MethodPost, "/v1/polls/"+question+"/votes", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.SetPathValue("poll", question)
+		rec := httptest.NewRecorder()
+		p.HandleVotes(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	for _, styled := range []string{"𝐟𝐮𝐜𝐤", "ｆｕｃｋ", "ⓕⓤⓒⓚ"} {
+		if status, body := answer("q-1", "rude", styled); status != http.StatusBadRequest || !strings.Contains(body, "not allowed") {
+			t.Errorf("%q past the filter: %d %s", styled, status, body)
+		}
+	}
+	if status, body := answer("q-1", "ann", "Ann"); status != http.StatusOK {
+		t.Fatalf("Ann's answer: %d %s", status, body)
+	}
+	if status, body := answer("q-1", "zoe", "𝐙𝐨𝐞"); status != http.StatusOK {
+		t.Fatalf("Zoe's answer: %d %s", status, body)
+	}
+	for i, lookAlike := range []string{"Аnn", "ANN", "Ⓐⓝⓝ"} { // a Cyrillic А, capitals, circled
+		status, body := answer("q-1", fmt.Sprint("mallory", i), lookAlike)
+		if status != http.StatusBadRequest || !strings.Contains(body, `"invalid_request"`) || !strings.Contains(body, "looks like another participant") {
+			t.Errorf("%q beside Ann: %d %s", lookAlike, status, body)
+		}
+	}
+	if status, body := answer("q-2", "ann", "Ann"); status != http.StatusOK {
+		t.Errorf("Ann's own name on her next answer: %d %s", status, body)
+	}
+	if status, _ := answer("q-2", "mallory0", "ANN"); status != http.StatusBadRequest {
+		t.Errorf("a look-alike on the next question: %d", status)
+	}
+	ledgered := map[string]string{}
+	for r, err := range l.Scan("q-1") {
+		if err != nil || r.Answer == nil {
+			t.Fatalf("%+v %v", r, err)
+		}
+		ledgered[r.Voter] = r.Answer.Name
+	}
+	if want := map[string]string{"ann": "Ann", "zoe": "Zoe"}; !maps.Equal(ledgered, want) {
+		t.Fatalf("ledgered %v, want %v (names in their normal form, no look-alike)", ledgered, want)
 	}
 }

@@ -300,8 +300,12 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var third struct{ token, voter string } // the first guest, who answers third under their name
 	for i, name := range c.names[len(phones):] {
-		joinNamed(t, ctx, tn.url, fmt.Sprintf("guest-%d", i), name)
+		token, voter := joinNamed(t, ctx, tn.url, fmt.Sprintf("guest-%d", i), name)
+		if i == 0 {
+			third.token, third.voter = token, voter
+		}
 	}
 	// New names and counts go out at most once a second by the node's
 	// clock, which is the test's: it moves on while the screens wait (a
@@ -357,10 +361,11 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 	measure("locked", phones, nil)
 	tn.clock.advance(time.Second)
 	// A third participant answers right, a second later than the English
-	// phone: third on the podium, under the longest name.
-	token, voter := edgeToken(t, tn.url, "third")
-	if r := tn.call(t, "POST", "/v1/polls/show-1/votes", fmt.Sprintf(`{"option":"o0","voter":%q,"idem":"t1","name":%q}`, voter, c.names[2]),
-		"User-Agent", "third", ingest.SessionHeader, token); r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
+	// phone: third on the podium, under the longest name — the first guest,
+	// who joined under it (no other participant may take a name that looks
+	// like theirs).
+	if r := tn.call(t, "POST", "/v1/polls/show-1/votes", fmt.Sprintf(`{"option":"o0","voter":%q,"idem":"t1","name":%q}`, third.voter, c.names[len(phones)]),
+		"User-Agent", "guest-0", ingest.SessionHeader, third.token); r.status != http.StatusOK || !strings.Contains(r.raw, `"accepted"`) {
 		t.Fatalf("the third participant's answer: %d %s", r.status, r.raw)
 	}
 	tn.clock.advance(time.Second)
@@ -443,11 +448,12 @@ func fillTheFrame(t *testing.T, axe string, c frameContent) {
 }
 
 // joinNamed joins the quiz's stream as a participant with a voter token
-// of their own (earned as a phone earns it) under a display name, and
-// keeps the socket open until the test ends.
-func joinNamed(t *testing.T, ctx context.Context, url, ua, name string) {
+// of their own (earned as a phone earns it) under a display name, keeps
+// the socket open until the test ends, and returns the token and its
+// voter.
+func joinNamed(t *testing.T, ctx context.Context, url, ua, name string) (token, voter string) {
 	t.Helper()
-	token, voter := edgeToken(t, url, ua)
+	token, voter = edgeToken(t, url, ua)
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/v1/quizzes/show/live",
 		&websocket.DialOptions{HTTPHeader: http.Header{"User-Agent": {ua}}})
 	if err != nil {
@@ -471,6 +477,7 @@ func joinNamed(t *testing.T, ctx context.Context, url, ua, name string) {
 			}
 		}
 	}()
+	return token, voter
 }
 
 // TestBrowserLastQuestionKeepsItsReveal: a quiz ends as its last question

@@ -132,8 +132,9 @@ type Config struct {
 	LogFormat, LogLevel string
 
 	// Names vets quiz participants' display names (a profanity list, a
-	// moderation service); nil allows any well-formed name. Not a flag: a
-	// program embedding the node supplies it.
+	// moderation service), given in their normal form (NFKC: styled
+	// letters such as "𝐟𝐮𝐜𝐤" arrive as "fuck"); nil allows any well-formed
+	// name. Not a flag: a program embedding the node supplies it.
 	Names ingest.NameFilter
 
 	// Injected for tests; nil means the real thing.

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,6 +117,15 @@ func TestQuizJoinThroughAnEdge(t *testing.T) {
 		if names, _ := m["newest"].([]any); len(names) != 1 || names[0] != "Zoë someone-else" {
 			t.Fatalf("at %s: the lobby names %v, want only the counted join's name", name, m["newest"])
 		}
+	}
+	// The name travelled with the lobby's report, with who holds it: at
+	// the other region a look-alike (a Greek Ζ) from another participant
+	// is refused, saying why.
+	other, _ := dial(et.us.url, "laptop")
+	other.Write(ctx, websocket.MessageText, []byte(`{"type":"join","ref":"l","voter":"mallory","name":"Ζoë someone-else"}`))
+	ack, _ := frameUntil(t, ctx, other, func(m map[string]any) bool { return m["ref"] == "l" })
+	if e, _ := ack["error"].(map[string]any); e == nil || e["code"] != "invalid_request" || !strings.Contains(fmt.Sprint(e["message"]), "looks like another participant") {
+		t.Fatalf("a look-alike of the edge's participant's name, at the other region: %v", ack)
 	}
 }
 

@@ -358,7 +358,7 @@ func newFanout(n *Node) (*fanout.Server, error) {
 			Open:       n.gossip.OpenRelay,
 			ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 			MaxBody:    cfg.Limits.MaxBody,
-			CheckVotes: checkOptions(n.state, cfg.Now),
+			CheckVotes: checkAtEdge(n.state, cfg.Now),
 			Metrics:    n.relayM,
 			Logger:     cfg.Logger,
 			Now:        cfg.Now,
@@ -494,8 +494,9 @@ func (n *Node) quizStandings(quizID string) fanout.Standings {
 	return fanout.Standings{Top: rk.Top(10), Participants: rk.Participants(), Digest: rk.Digest, Final: rk.Final, Of: rk.Of}
 }
 
-// nameAllowed is fanout's vetting of a quiz join's display name: the
-// node's name filter, as for answers (nil: every well-formed name).
+// nameAllowed is fanout's vetting of a quiz join's display name, in its
+// normal form: the node's name filter, as for answers (nil: every
+// well-formed name).
 func nameAllowed(f ingest.NameFilter) func(string) bool {
 	if f == nil {
 		return nil

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -105,13 +106,19 @@ func (h relayHandler) Participant(token, userAgent, ip string) (string, bool) {
 	return h.n.ingest.Participant(token, userAgent, ip)
 }
 
-// checkOptions is an edge's check of the votes it relays (EdgeConfig.
+// checkAtEdge is an edge's check of the votes it relays (EdgeConfig.
 // CheckVotes): an option the poll does not have is refused at the edge,
 // from its replicated definitions, as every full node would refuse it
 // (the options of a poll never change). A poll the edge does not know
 // yet, or a quiz question not shown yet by its clock (a full node says
 // 404 and tells nothing of its options), goes to a full node to decide.
-func checkOptions(st *state.State, now func() time.Time) func(string, []api.Vote) error {
+// A quiz answer's display name (in its normal form: api.DecodeVotes)
+// that looks like another participant's among the names this edge knows
+// (its own sockets' joins, the lobby reports it heard) is refused here
+// too (state.Names.Check), for the voter the body names: the full node,
+// which knows the token's voter and its own names, checks it again and
+// keeps it.
+func checkAtEdge(st *state.State, now func() time.Time) func(string, []api.Vote) error {
 	return func(pollID string, votes []api.Vote) error {
 		def, ok := st.Defs.Poll(pollID)
 		if !ok || def.Withheld(now().UnixMilli()) {
@@ -120,6 +127,11 @@ func checkOptions(st *state.State, now func() time.Time) func(string, []api.Vote
 		for i, v := range votes {
 			if _, ok := def.OptionID(v.Option); !ok {
 				return api.Errorf(http.StatusUnprocessableEntity, api.CodeInvalidOption, "vote %d: poll %q has no option %q", i, pollID, v.Option)
+			}
+			if v.Name != "" && def.Quiz != nil {
+				if err := st.Names.Check(def.Quiz.Quiz, v.Voter, v.Name); errors.Is(err, state.ErrLookAlike) {
+					return api.LookAlikeName(v.Name)
+				}
 			}
 		}
 		return nil

@@ -54,8 +54,10 @@ type EdgeConfig struct {
 	MaxBody int64
 	// CheckVotes refuses votes for options their poll does not have, from
 	// the edge's replicated definitions, as a full node would (422
-	// invalid_option); it lets through the votes of a poll it does not
-	// know yet. nil: the full node checks alone.
+	// invalid_option), and what else the edge can tell already (the node's
+	// refuses a quiz answer's name that looks like another participant's);
+	// it lets through the votes of a poll it does not know yet. nil: the
+	// full node checks alone.
 	CheckVotes func(poll string, votes []api.Vote) error
 	// Metrics counts batches and failovers; nil: none.
 	Metrics *Metrics

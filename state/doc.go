@@ -12,6 +12,8 @@
 //     ballots.go, look.go, shown.go). A poll's counts are made before its
 //     definition is visible and dropped after it is forgotten;
 //   - Audience (viewers.go): the viewers each replica serves, per poll;
+//   - Names (names.go): the display names each quiz's participants took,
+//     by look-alike key, so that a look-alike of another's is refused;
 //   - Budget (Budgets, budget.go): the cluster-wide voter-token budgets;
 //   - Replicas (replicas.go): when each replica was last heard from;
 //   - Quizzes (quiz.go): the reads api.QuizOf takes.

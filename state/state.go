@@ -77,6 +77,7 @@ type State struct {
 	Replicas *Replicas
 	Audience *Audience
 	Quizzes  Quizzes // an api.QuizSource
+	Names    Names   // the display names each quiz's participants took (names.go)
 
 	replica string
 	store   Store // the voter-token budgets' (budget.go)
@@ -110,6 +111,9 @@ type pollState struct {
 
 	smu   sync.Mutex       // guards shown
 	shown map[uint64]int64 // a quiz question's participants: when first shown it here (shown.go)
+
+	nmu   sync.Mutex // guards names
+	names nameBook   // a quiz's first question: the display names its participants took (names.go)
 }
 
 // New returns a state holding the definitions found in cfg.Store.
@@ -132,6 +136,7 @@ func New(cfg Config) (*State, error) {
 	s.Replicas = &Replicas{}
 	s.Audience = &Audience{replica: cfg.Replica, poll: s.poll}
 	s.Quizzes = Quizzes{s}
+	s.Names = Names{s}
 	s.Defs = &Definitions{store: cfg.Store, maxPolls: cfg.MaxPolls, onDefine: s.define, onForget: s.drop}
 	if s.store == nil {
 		return s, nil

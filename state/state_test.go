@@ -388,10 +388,10 @@ func FuzzParseBudget(f *testing.F) {
 func TestJoinersAcrossReplicas(t *testing.T) {
 	s, _ := New(Config{Replica: "eu-1"})
 	s.Defs.PutPoll(def("p"), hlc.Timestamp{Wall: 1, Replica: "eu-1"})
-	s.Audience.SetJoiners("p", []Joiner{{"Ann", 100, 2}, {"Bob", 100, 1}}, 1000)
-	s.Audience.MergeJoiners("p", "us-1", []Joiner{{"Cleo", 150, 9}, {"Ann", 90, 4}, {"Ann\u202e", 200, 5}}, 1000)
-	s.Audience.MergeJoiners("p", "us-1", []Joiner{{"Old", 999, 1}}, 900) // older than the one held
-	s.Audience.MergeJoiners("nope", "us-1", []Joiner{{"Dan", 1, 1}}, 1000)
+	s.Audience.SetJoiners("p", []Joiner{{"Ann", 100, 2, 0}, {"Bob", 100, 1, 0}}, 1000)
+	s.Audience.MergeJoiners("p", "us-1", []Joiner{{"Cleo", 150, 9, 0}, {"Ann", 90, 4, 0}, {"Ann\u202e", 200, 5, 0}}, 1000)
+	s.Audience.MergeJoiners("p", "us-1", []Joiner{{"Old", 999, 1, 0}}, 900) // older than the one held
+	s.Audience.MergeJoiners("nope", "us-1", []Joiner{{"Dan", 1, 1, 0}}, 1000)
 	if got, want := s.Audience.Joiners("p", 1000), []string{"Cleo", "Ann", "Bob"}; !slices.Equal(got, want) {
 		t.Fatalf("joiners %q, want %q", got, want)
 	}
@@ -401,7 +401,7 @@ func TestJoinersAcrossReplicas(t *testing.T) {
 	}
 	var many []Joiner
 	for i := range 20 {
-		many = append(many, Joiner{fmt.Sprint("P", i), int64(200 + i), uint64(i)})
+		many = append(many, Joiner{fmt.Sprint("P", i), int64(200 + i), uint64(i), 0})
 	}
 	s.Audience.MergeJoiners("p", "ap-1", many, 2000)
 	if got := s.Audience.Joiners("p", 2000); len(got) != MaxJoiners || got[0] != "P7" {

@@ -106,12 +106,15 @@ func ValidJoinerName(name string) error { return ledger.ValidName(name) }
 
 // Joiner is a participant who joined a quiz at a replica: their display
 // name (ledger.ValidName's rule), when they joined by that replica's
-// clock (ms), and the order of their join there (joins in one
-// millisecond).
+// clock (ms), the order of their join there (joins in one millisecond),
+// and who they are: the Hash of their voter id (0: not said, from a node
+// of an older release), under which every node keeps the name as theirs
+// (Names.Claim).
 type Joiner struct {
-	Name string
-	AtMs int64
-	Seq  uint64
+	Name   string
+	AtMs   int64
+	Seq    uint64
+	Holder uint64
 }
 
 type joinerReport struct {
@@ -128,7 +131,9 @@ func (a *Audience) SetJoiners(pollID string, names []Joiner, nowMs int64) {
 // MergeJoiners records another replica's report of its newest joiners,
 // made at nowMs: as Merge, an older report than the one held, an unknown
 // poll, and reports beyond maxViewerReports replicas change nothing; a
-// name that is not a valid display name is dropped.
+// name that is not a valid display name is dropped. Each joiner who says
+// who they are keeps their name in the quiz's names (Names.Claim), unless
+// it looks like a name another participant took here first.
 func (a *Audience) MergeJoiners(pollID, replica string, names []Joiner, nowMs int64) {
 	ps, err := a.poll(pollID)
 	if err != nil {
@@ -141,15 +146,21 @@ func (a *Audience) MergeJoiners(pollID, replica string, names []Joiner, nowMs in
 		}
 	}
 	ps.vmu.Lock()
-	defer ps.vmu.Unlock()
 	if ps.joiners == nil {
 		ps.joiners = map[string]joinerReport{}
 	}
 	cur, ok := ps.joiners[replica]
 	if !ok && len(ps.joiners) >= maxViewerReports || ok && cur.atMs > nowMs {
+		ps.vmu.Unlock()
 		return
 	}
 	ps.joiners[replica] = joinerReport{names: kept, atMs: nowMs}
+	ps.vmu.Unlock()
+	for _, j := range kept {
+		if j.Holder != 0 {
+			_ = ps.takeName(j.Holder, j.Name, true) // a look-alike of a name held here: the first stays
+		}
+	}
 }
 
 // OwnJoiners returns this replica's own report of the poll's newest

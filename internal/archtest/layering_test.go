@@ -15,6 +15,7 @@ import (
 var may = map[string][]string{
 	"hlc":           {},
 	"ids":           {},
+	"names":         {},
 	"internal/wire": {},
 	"session":       {},
 	"web":           {},
@@ -23,8 +24,8 @@ var may = map[string][]string{
 	"quiz":          {"ids"},
 	"poll":          {"hlc", "ids", "quiz"},
 	"trust":         {"ledger"},
-	"api":           {"ids", "ledger", "poll", "quiz"},
-	"state":         {"crdt", "hlc", "ids", "internal/wire", "ledger", "poll"},
+	"api":           {"ids", "ledger", "names", "poll", "quiz"},
+	"state":         {"crdt", "hlc", "ids", "internal/wire", "ledger", "names", "poll"},
 	"ingest":        {"api", "crdt", "hlc", "ids", "ledger", "poll", "quiz", "session", "state", "trust"},
 	"gossip":        {"api", "crdt", "hlc", "ids", "internal/rendezvous", "internal/wire", "poll", "state"},
 	"fanout":        {"api", "crdt", "poll", "quiz", "state"},
@@ -44,7 +45,7 @@ var may = map[string][]string{
 var wiring = []string{"node", "cmd/node", "cmd/tally"}
 
 // noNetwork are the rooms that know nothing of HTTP, NATS or WebSocket.
-var noNetwork = []string{"hlc", "crdt", "ledger", "poll", "quiz", "ids", "internal/wire"}
+var noNetwork = []string{"hlc", "crdt", "ledger", "poll", "quiz", "ids", "names", "internal/wire"}
 
 var networkImports = []string{"net/http", "github.com/nats-io/", "github.com/coder/websocket", "github.com/hashicorp/memberlist"}
 
