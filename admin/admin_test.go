@@ -91,8 +91,8 @@ func newRig(t *testing.T) *rig {
 func (r *rig) do(method, path, body string) (int, map[string]any) {
 	r.t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if body != "" || method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as every client does
 	}
 	w := httptest.NewRecorder()
 	r.mux.ServeHTTP(w, req)
