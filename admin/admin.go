@@ -55,7 +55,9 @@ type Config struct {
 
 // Copies reads a full node's copies of other replicas' chains.
 type Copies interface {
-	Records(poll, replica string, after uint64) iter.Seq2[ledger.Record, error]
+	// Copy returns the copy of replica's chain of poll above seq after,
+	// up to the replica's signed head, and that head (nil: none kept).
+	Copy(poll, replica string, after uint64) (iter.Seq2[ledger.Record, error], *ledger.SignedHead, error)
 }
 
 // Host serves the administration endpoints over a node's state.

@@ -18,9 +18,9 @@ import (
 // records for the poll as NDJSON, streamed; with format=binary the binary
 // record stream, and with after=N too only the tail of this node's own
 // chain above seq N. With copy_of=R it serves instead this node's copy of
-// replica R's chain (package buddy), unsigned: the records carry their
-// hash chain, and certification compares its length with R's gossiped
-// count.
+// replica R's chain (package buddy) up to R's own signed head of it, and
+// that head: certification checks it with the key R is known by, and
+// compares the copy's length with R's gossiped count.
 func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("poll")
 	def, ok := h.cfg.State.Defs.Poll(id)
@@ -94,17 +94,25 @@ func (h *Host) serveCopy(w http.ResponseWriter, r *http.Request, def poll.Defini
 		api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodeNotFound, "this node keeps no copies of other replicas' chains (an edge, or a single node)"))
 		return
 	}
-	recs := h.cfg.Copies.Records(def.ID, replica, after)
+	recs, head, err := h.cfg.Copies.Copy(def.ID, replica, after)
+	if err != nil {
+		api.WriteError(w, r, api.Errorf(http.StatusInternalServerError, api.CodeInternal, "%v", err))
+		return
+	}
 	if binary {
 		w.Header().Set("Content-Type", ledger.StreamContentType)
-		ledger.WriteStream(w, recs)
+		ledger.WriteStreamHead(w, recs, head)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	if ledger.WriteClose(w, ledger.PollClose{Poll: def.ID, ClosesAt: def.ClosesAt, FirstWins: def.Quiz != nil}) != nil {
 		return
 	}
-	ledger.WriteNDJSON(w, recs)
+	// The replica's signed head ends its chain, as in its own export: an
+	// auditor sees which key vouches for the copy.
+	if _, err := ledger.WriteNDJSON(w, recs); err == nil && head != nil {
+		ledger.WriteSignedHead(w, head)
+	}
 }
 
 // maxFenceAhead bounds how far ahead of this node's clock a fence's time

@@ -2,6 +2,7 @@ package buddy
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"iter"
@@ -39,22 +40,27 @@ type pair struct {
 	sender  *Sender
 	buddies func() []string
 	fs      *vfs.MemFS
+	key     ed25519.PrivateKey // eu-1's: the buddy knows eu-1 by its public key
+	logged  *syncBuffer        // the buddy's log
 
 	mu     sync.Mutex
 	stored []uint64 // the seqs the server's Stored hook was given, in order
 }
 
-func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
+func newPair(t testing.TB, degrade bool, buddies func() []string) *pair {
 	t.Helper()
 	conn := testnats.Start(t)
 	seal, open := testseal.Sealer("cluster key")
-	p := &pair{fs: vfs.NewStrictMem(), buddies: buddies}
+	p := &pair{fs: vfs.NewStrictMem(), buddies: buddies, key: newKey(t), logged: &syncBuffer{}}
 	var err error
 	if p.store, err = OpenStore("copies", p.fs, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.store.Close() })
+	pub := p.key.Public().(ed25519.PublicKey)
 	if p.server, err = Serve(ServerConfig{Conn: conn(), Cluster: "c", Replica: "eu-2", Store: p.store, Seal: seal, Open: open,
+		KeyOf:  func(replica string) (ed25519.PublicKey, bool) { return pub, replica == "eu-1" },
+		Logger: slog.New(slog.NewTextHandler(p.logged, nil)),
 		Stored: func(recs []ledger.Record) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
@@ -67,7 +73,7 @@ func newPair(t *testing.T, degrade bool, buddies func() []string) *pair {
 	t.Cleanup(func() { p.server.Close() })
 	var primary *ledger.Ledger
 	sc := conn()
-	p.sender = NewSender(SenderConfig{Conn: func() *nats.Conn { return sc }, Cluster: "c", Replica: "eu-1", Buddies: func() []string { return p.buddies() },
+	p.sender = NewSender(SenderConfig{Conn: func() *nats.Conn { return sc }, Cluster: "c", Replica: "eu-1", Key: p.key, Buddies: func() []string { return p.buddies() },
 		Scan: func(poll, replica string, after uint64) iter.Seq2[ledger.Record, error] {
 			return primary.ScanAfter(poll, replica, after)
 		},

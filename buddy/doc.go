@@ -9,7 +9,11 @@
 // checks each replica's records continue the chain it holds (sequence
 // numbers without gaps, each record linking the hash of the one before),
 // so a copy is exactly the replica's chain, and it survives the buddy's
-// restarts. A buddy that is behind (a new buddy, one that lost its disk)
+// restarts. Each request also carries the sender's signed head of each of
+// its chains (ledger.SignedHead, with the key the replica announces),
+// stored in the same batch and fsync as the records: the copy is vouched
+// for by the replica itself up to every acknowledged vote, and
+// certification from it checks that head (Store.Copy). A buddy that is behind (a new buddy, one that lost its disk)
 // answers with the heads it holds, and the Sender first sends what it
 // lacks from its own ledger: a copy acknowledged is the whole chain up to
 // that vote. Certification reads a replica's chain from its buddy's copy

@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		storedBatches: c("tally_buddy_stored_batches_total", "Copy requests this node stored as a buddy, each one fsync."),
 		bytes:         c("tally_buddy_bytes_total", "Bytes of the sealed copy requests this node sent to its buddies (answers not included)."),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_buddy_refused_total",
-			Help: "Copy requests this node refused as a buddy, by reason (unsealed, malformed, store, conflict)."}, []string{"reason"}),
+			Help: "Copy requests this node refused as a buddy, by reason (unsealed, malformed, store, conflict, signature: heads signed with a key other than the sender's)."}, []string{"reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tally_buddy_seconds",
 			Help: "Time from a synced ledger batch to its copy's fsync on the buddy.", Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14)}),
 	}

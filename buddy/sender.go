@@ -1,6 +1,7 @@
 package buddy
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"iter"
@@ -17,12 +18,20 @@ import (
 // the copy.
 var ErrNoBuddy = errors.New("buddy: no other full node to hold a copy")
 
+// ErrNoKey is Copy's error from a Sender given no signing key.
+var ErrNoKey = errors.New("buddy: no signing key for the copies' heads")
+
 // SenderConfig configures a Sender.
 type SenderConfig struct {
 	// Conn is the node's NATS connection, nil until it is connected
 	// (the ledger opens before the mesh starts).
 	Conn             func() *nats.Conn
 	Cluster, Replica string // this node's replica: the records' and the sender's
+	// Key is this replica's signing key (the one it announces and signs
+	// certificates with): each request carries its signed head of every
+	// chain of its records, so the buddy keeps, with the copy, the
+	// replica's own word for it. Required: without it Copy fails.
+	Key ed25519.PrivateKey
 	// Buddies returns the replicas that may hold this node's copy now,
 	// the buddy first (Rank over the live full nodes); empty while there
 	// is none.
@@ -250,13 +259,17 @@ func (s *Sender) expectOK(buddy string, recs []ledger.Record) error {
 	return err
 }
 
-// request sends one part and decodes the buddy's answer.
+// request sends one part, with this replica's signed head of each of its
+// chains, and decodes the buddy's answer.
 func (s *Sender) request(buddy string, recs []ledger.Record) (reply, error) {
 	conn := s.cfg.Conn()
 	if conn == nil {
 		return reply{}, fmt.Errorf("buddy: to %s: %w", buddy, nats.ErrConnectionClosed)
 	}
-	sealed := s.cfg.Seal(appendRequest(nil, s.cfg.Replica, recs))
+	if len(s.cfg.Key) != ed25519.PrivateKeySize {
+		return reply{}, ErrNoKey
+	}
+	sealed := s.cfg.Seal(appendRequest(nil, request{From: s.cfg.Replica, Recs: recs, Heads: signHeads(s.cfg.Key, recs)}))
 	s.cfg.Metrics.wrote(len(sealed))
 	m, err := conn.Request(Subject(s.cfg.Cluster, buddy), sealed, s.cfg.Timeout)
 	if err != nil {
@@ -267,6 +280,29 @@ func (s *Sender) request(buddy string, recs []ledger.Record) (reply, error) {
 		return reply{}, fmt.Errorf("buddy: %s's reply does not open: %w", buddy, err)
 	}
 	return decodeReply(body)
+}
+
+// signHeads signs the head of each chain of recs (this replica's), at the
+// chain's last record there: a head covers, by the records' hash links,
+// every record of its chain up to it. One signature per chain a request.
+func signHeads(key ed25519.PrivateKey, recs []ledger.Record) []ledger.SignedHead {
+	last := map[string]int{}
+	var polls []string
+	for i := range recs {
+		j, ok := last[recs[i].Poll]
+		if !ok {
+			polls = append(polls, recs[i].Poll)
+		}
+		if !ok || recs[i].Seq > recs[j].Seq {
+			last[recs[i].Poll] = i
+		}
+	}
+	heads := make([]ledger.SignedHead, 0, len(polls))
+	for _, p := range polls {
+		r := &recs[last[p]]
+		heads = append(heads, ledger.SignHead(key, r.Poll, r.Replica, r.Seq, r.Hash()))
+	}
+	return heads
 }
 
 func (s *Sender) noteBuddy(buddy string) {

@@ -1,6 +1,8 @@
 package buddy
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,8 +23,14 @@ type ServerConfig struct {
 	Store            *Store
 	// Seal and Open authenticate the messages with the cluster's keyring,
 	// as the relay's are: a message that does not open is dropped.
-	Seal    func([]byte) []byte
-	Open    func([]byte) ([]byte, error)
+	Seal func([]byte) []byte
+	Open func([]byte) ([]byte, error)
+	// KeyOf returns the public key a replica is known by (the one it
+	// announced to the cluster): a copy whose signed heads another key
+	// signed is refused. A replica not known yet is stored as it comes;
+	// certification checks the heads against the key it knows. nil: none
+	// checked here.
+	KeyOf   func(replica string) (ed25519.PublicKey, bool)
 	Metrics *Metrics
 	Logger  *slog.Logger
 	// Stored, when set, is given each request's records once they are
@@ -67,13 +75,20 @@ func (s *Server) receive(m *nats.Msg) {
 		s.cfg.Metrics.refused("unsealed")
 		return // not from the cluster: no answer
 	}
-	from, recs, err := decodeRequest(body)
+	req, err := decodeRequest(body)
 	if err != nil {
 		s.cfg.Metrics.refused("malformed")
 		s.cfg.Logger.Warn("buddy: a copy request that does not decode", "err", err)
 		return
 	}
-	rep, err := s.cfg.Store.take(from, recs)
+	from, recs := req.From, req.Recs
+	if why := s.foreignKey(req); why != "" {
+		s.cfg.Metrics.refused("signature")
+		s.cfg.Logger.Error("buddy: a copy not signed by its replica's key is refused", "from", from, "reason", why)
+		s.respond(m, reply{Status: statusRefuse, Reason: why})
+		return
+	}
+	rep, err := s.cfg.Store.take(req)
 	if err != nil {
 		// The store could not write: no answer, the primary tries again
 		// or says its votes are not copied.
@@ -90,7 +105,30 @@ func (s *Server) receive(m *nats.Msg) {
 		s.cfg.Metrics.refused("conflict")
 		s.cfg.Logger.Error("buddy: a copy conflicts with the stored chain", "from", from, "reason", rep.Reason)
 	}
+	s.respond(m, rep)
+}
+
+func (s *Server) respond(m *nats.Msg, rep reply) {
 	if err := m.Respond(s.cfg.Seal(appendReply(nil, rep))); err != nil {
 		s.cfg.Logger.Warn("buddy: reply", "err", err)
 	}
+}
+
+// foreignKey says why a request's signed heads are not its sender's, by
+// the key the sender is known by ("" when they are, or it is not known).
+func (s *Server) foreignKey(req request) string {
+	if s.cfg.KeyOf == nil {
+		return ""
+	}
+	pub, ok := s.cfg.KeyOf(req.From)
+	if !ok {
+		return ""
+	}
+	for _, h := range req.Heads {
+		if !bytes.Equal(h.Pub, pub) {
+			return fmt.Sprintf("the signed head of %s/%s is signed by key %s, not by the key %s is known by (%s)",
+				h.Poll, h.Replica, h.KeyID(), req.From, (&ledger.SignedHead{Pub: pub}).KeyID())
+		}
+	}
+	return ""
 }

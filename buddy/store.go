@@ -13,7 +13,9 @@ import (
 
 // Store is a buddy's durable copy of other full nodes' chains: a Pebble
 // ledger that only imports, so each replica's records are checked to
-// continue the chain it holds before they are fsynced (ledger.Import).
+// continue the chain it holds before they are fsynced, with the
+// replica's signed head of each chain in the same batch
+// (ledger.ImportSigned).
 type Store struct {
 	l *ledger.Ledger
 }
@@ -31,13 +33,15 @@ func OpenStore(dir string, fs vfs.FS, log *slog.Logger) (*Store, error) {
 // Close closes the store once the imports in flight are fsynced.
 func (s *Store) Close() error { return s.l.Close() }
 
-// take stores from's records, which continue its chains: fsynced when it
-// returns statusOK. Records it holds already, byte for byte, are kept
-// once; records after a gap answer statusBehind with where each chain of
-// the request ends in the store; records that differ from the stored
-// ones answer statusRefuse.
-func (s *Store) take(from string, recs []ledger.Record) (reply, error) {
-	_, err := s.l.Import(ledger.RecordsOf(recs))
+// take stores a request's records, which continue its sender's chains,
+// and their signed heads: fsynced together when it returns statusOK.
+// Records it holds already, byte for byte, are kept once; records after a
+// gap answer statusBehind with where each chain of the request ends in
+// the store; records that differ from the stored ones, and heads that do
+// not verify, answer statusRefuse.
+func (s *Store) take(req request) (reply, error) {
+	from, recs := req.From, req.Recs
+	_, err := s.l.ImportSigned(recs, req.Heads)
 	switch {
 	case err == nil:
 		return reply{Status: statusOK}, nil
@@ -70,10 +74,38 @@ func (s *Store) Head(poll, replica string) (uint64, error) {
 }
 
 // Records yields the store's copy of replica's chain for poll above seq
-// after, in sequence order: what certification reads when the replica is
-// gone (GET /v1/polls/{poll}/ledger?copy_of=).
+// after, in sequence order, signed or not.
 func (s *Store) Records(poll, replica string, after uint64) iter.Seq2[ledger.Record, error] {
 	return s.l.ScanAfter(poll, replica, after)
+}
+
+// Copy is what certification reads when the replica is gone (GET
+// /v1/polls/{poll}/ledger?copy_of=): the store's copy of replica's chain
+// for poll above seq after, up to the replica's signed head, and that
+// head. Without one (a copy an earlier release stored) it yields every
+// record and a nil head; with after at or past the head, nothing.
+func (s *Store) Copy(poll, replica string, after uint64) (iter.Seq2[ledger.Record, error], *ledger.SignedHead, error) {
+	h, ok, err := s.l.SignedHead(poll, replica)
+	if err != nil {
+		return nil, nil, fmt.Errorf("buddy: the copy of %s/%s: %w", poll, replica, err)
+	}
+	if !ok {
+		return s.l.ScanAfter(poll, replica, after), nil, nil
+	}
+	if after >= h.Seq {
+		return ledger.RecordsOf(nil), nil, nil
+	}
+	signed := func(yield func(ledger.Record, error) bool) {
+		for r, err := range s.l.ScanAfter(poll, replica, after) {
+			if err == nil && r.Seq > h.Seq {
+				return
+			}
+			if !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
+	return signed, &h, nil
 }
 
 // Polls lists the polls the store holds copies of.

@@ -46,6 +46,9 @@ type Peer struct {
 	// CopyOf, when set, reads the copy this node keeps of that replica's
 	// chain (its buddy's copy) instead of its own records (fromcopy.go).
 	CopyOf string
+	// Holder, with CopyOf, is this node's own replica id: a copy refused
+	// is named by its holder.
+	Holder string
 }
 
 // Fetcher opens a peer's export of one poll's records (the binary stream

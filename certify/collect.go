@@ -1,7 +1,6 @@
 package certify
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -61,9 +60,10 @@ func (c *Certifier) collect(ctx context.Context, poll string, replicas []string,
 // replica that no longer holds what was copied (restored from an older
 // backup) or hands over a different chain has its copy dropped
 // (*staleCopyError), and collect reads its chain whole, as an auditor
-// would. The caller holds
-// cc.mu. Every error names the replica; a panic in the fetch or a decoder
-// ends with an error, not the process.
+// would. A copy of a lost replica's chain (p.CopyOf) must end at a head
+// the replica signed (checkSigned), or it is dropped and refused. The
+// caller holds cc.mu. Every error names the replica; a panic in the fetch
+// or a decoder ends with an error, not the process.
 func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bool, fence hlc.Timestamp) (added int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -72,6 +72,9 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 		}
 		if err != nil && !errors.Is(err, errBudget) {
 			c.copies.drop(cc)
+			if p.CopyOf != "" && !errors.Is(err, ErrUnsignedCopy) {
+				err = fmt.Errorf("the copy held by %s: %w", p.Holder, err) // ErrUnsignedCopy's name it already
+			}
 			if len(cc.recs) > 0 && (errors.Is(err, ledger.ErrChain) || errors.Is(err, ledger.ErrConflict)) {
 				err = &staleCopyError{err}
 			}
@@ -81,6 +84,7 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 	held := uint64(len(cc.recs))
 	after := max(held, 1) - 1
 	var src iter.Seq2[ledger.Record, error]
+	var head *ledger.SignedHead // the replica's signed head of the chain, where the export has one
 	if cc.replica == c.cfg.Replica {
 		if !fence.IsZero() && c.cfg.Fence != nil {
 			if err := c.cfg.Fence(cc.poll, fence.Wall); err != nil {
@@ -94,12 +98,11 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 			return 0, err
 		}
 		defer body.Close()
-		br := bufio.NewReaderSize(body, 64<<10)
-		if ledger.IsStream(br) {
-			src = ledger.ReadStream(br)
-		} else {
-			src = ledger.ReadNDJSON(br)
-		}
+		src = readExport(body, func(h *ledger.SignedHead) {
+			if h.Poll == cc.poll && h.Replica == cc.replica {
+				head = h
+			}
+		})
 	}
 	sawLast := held == 0
 	checked := func(yield func(ledger.Record, error) bool) {
@@ -115,6 +118,13 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 	added, err = c.copies.extend(cc, checked, bounded)
 	if err == nil && !sawLast {
 		err = fmt.Errorf("%w: holds fewer than the %d records copied of it while the poll ran", ledger.ErrChain, held)
+	}
+	if err == nil && p.CopyOf != "" {
+		var last ledger.Hash
+		if len(cc.recs) > 0 {
+			last = cc.recs[len(cc.recs)-1].Hash()
+		}
+		err = c.checkSigned(cc.poll, cc.replica, p.Holder, head, uint64(len(cc.recs)), last)
 	}
 	return added, err
 }

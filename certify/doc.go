@@ -16,6 +16,12 @@
 // node in the order takes over after a delay if the coordinator is gone or
 // stuck; every node computes the same result from the same records.
 //
+// A replica whose node is gone (destroyed, never back) is read from its
+// buddy's copy (fromcopy.go, ?copy_of=), and only where the copy ends at
+// a chain head the replica itself signed, verified with the key it is
+// known by: a copy no replica signed is refused, naming its holder, and
+// the result stays pending.
+//
 // An operator may certify without a lost replica, or with only the records
 // a restored replica still holds, only explicitly (POST
 // /v1/polls/{poll}/certify with "exclude" or "accept_lost"); the

@@ -21,6 +21,7 @@ type Appended struct {
 type request struct {
 	recs    []Record
 	import_ bool
+	heads   []SignedHead // an import's signed heads (ImportSigned)
 	out     []Appended
 	err     error
 	done    chan struct{}
@@ -235,7 +236,7 @@ func (l *Ledger) findIdem(k []byte) (VoteID, bool, error) {
 	if c, id := l.unsyncedWith(k); c != nil {
 		return id, true, nil
 	}
-	return l.getIdem(k)
+	return getIdem(l.db, k)
 }
 
 // unsyncedWith returns the unsynced commit that wrote key, if any.
@@ -250,8 +251,8 @@ func (l *Ledger) unsyncedWith(key []byte) (*commit, VoteID) {
 	return nil, VoteID{}
 }
 
-func (l *Ledger) getIdem(k []byte) (VoteID, bool, error) {
-	v, closer, err := l.db.Get(k)
+func getIdem(db pebble.Reader, k []byte) (VoteID, bool, error) {
+	v, closer, err := db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return VoteID{}, false, nil
 	}

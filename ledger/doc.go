@@ -18,6 +18,11 @@
 // a poll's certification wrote of such a Result (or why it is pending),
 // signed by the certifying replica; package state replicates it.
 //
+// A SignedHead is a replica's Ed25519 signature over its chain's last
+// record: it ends the replica's NDJSON exports, and a buddy's copy keeps
+// one with the records it covers (ImportSigned, in the same batch), which
+// the copy's export hands over (WriteStreamHead, WriteSignedHead).
+//
 // A Ledger is safe for concurrent use. Close stops the committer after it
 // has finished the batches in flight. The package knows nothing of HTTP,
 // gossip or WebSocket; it imports only hlc, ids and internal/wire of this

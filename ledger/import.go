@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -72,6 +73,54 @@ func (l *Ledger) Import(records iter.Seq2[Record, error]) (ImportStats, error) {
 	return st, flush()
 }
 
+// ImportSigned is Import of at most 1,024 records (one commit) with
+// signed heads of their chains, written in the same batch and fsync: a
+// buddy's copy (package buddy), so a record is never stored without the
+// head that vouches for it. Each head must verify with the key it carries
+// (whose key that is, the caller judges) and be the head of one of recs;
+// one that is not is ErrInvalid, and nothing is written. A head is kept
+// where it is the head of its chain as the import leaves it (SignedHead
+// reads it); an older one (its records held already, and more since) is
+// not kept.
+func (l *Ledger) ImportSigned(recs []Record, heads []SignedHead) (ImportStats, error) {
+	switch {
+	case len(recs) > importChunk:
+		return ImportStats{}, fmt.Errorf("%w: %d records with signed heads, at most %d", ErrInvalid, len(recs), importChunk)
+	case len(recs) == 0 && len(heads) > 0:
+		return ImportStats{}, fmt.Errorf("%w: signed heads without their records", ErrInvalid)
+	case len(recs) == 0:
+		return ImportStats{}, nil
+	}
+	for i := range recs {
+		if err := recs[i].Validate(); err != nil {
+			return ImportStats{}, err
+		}
+	}
+	for i := range heads {
+		h := &heads[i]
+		j := slices.IndexFunc(recs, func(r Record) bool { return r.Poll == h.Poll && r.Replica == h.Replica && r.Seq == h.Seq })
+		if j < 0 || recs[j].Hash() != h.Hash {
+			return ImportStats{}, fmt.Errorf("%w: the signed head of %s/%s (seq %d) is not the head of a record it comes with", ErrInvalid, h.Poll, h.Replica, h.Seq)
+		}
+		if !h.Verify() {
+			return ImportStats{}, fmt.Errorf("%w: the signed head of %s/%s (seq %d) does not verify", ErrInvalid, h.Poll, h.Replica, h.Seq)
+		}
+	}
+	req := &request{recs: recs, import_: true, heads: heads, out: make([]Appended, len(recs)), done: make(chan struct{})}
+	if err := l.submit(req); err != nil {
+		return ImportStats{}, err
+	}
+	var st ImportStats
+	for _, a := range req.out {
+		if a.Duplicate {
+			st.Present++
+		} else {
+			st.Written++
+		}
+	}
+	return st, req.err
+}
+
 // stageImport checks one import request against the chains and, only if
 // every record passes, adds its writes to the batch.
 func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, touched map[chainID]struct{}) error {
@@ -94,7 +143,7 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 				req.out[i] = Appended{ID: r.ID(), Duplicate: true}
 				continue
 			}
-			same, err := l.sameRecord(rk, enc)
+			same, err := sameRecord(l.db, rk, enc)
 			if err != nil {
 				return err
 			}
@@ -143,6 +192,9 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 		l.filter.add([]byte(k))
 		local[k] = id
 	}
+	if err := stageSignedHeads(c, req.heads, heads, l.heads); err != nil {
+		return err
+	}
 	for chain, h := range heads {
 		l.heads[chain] = h
 		touched[chain] = struct{}{}
@@ -150,8 +202,8 @@ func (l *Ledger) stageImport(c *commit, req *request, local map[string]VoteID, t
 	return nil
 }
 
-func (l *Ledger) sameRecord(key, enc []byte) (bool, error) {
-	v, closer, err := l.db.Get(key)
+func sameRecord(db pebble.Reader, key, enc []byte) (bool, error) {
+	v, closer, err := db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	}
@@ -160,4 +212,26 @@ func (l *Ledger) sameRecord(key, enc []byte) (bool, error) {
 	}
 	defer closer.Close()
 	return bytes.Equal(v, enc), nil
+}
+
+// stageSignedHeads adds to the batch each signed head of an import that is
+// the head of its chain as the import leaves it (staged, else held): the
+// latest vouches for every record before it. A head of records already
+// held, some of them since, is not kept.
+func stageSignedHeads(c *commit, signed []SignedHead, staged, held map[chainID]head) error {
+	for i := range signed {
+		s := &signed[i]
+		chain := chainID{poll: s.Poll, replica: s.Replica}
+		h, ok := staged[chain]
+		if !ok {
+			h = held[chain]
+		}
+		if s.Seq != h.seq || s.Hash != h.hash {
+			continue
+		}
+		if err := c.batch.Set(signedHeadKey(s.Poll, s.Replica), s.AppendBinary(nil), nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

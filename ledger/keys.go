@@ -12,11 +12,13 @@ import (
 //	r <poll> 0 <replica> 0 <seq:8 big-endian>  → record (canonical encoding)
 //	i <poll> 0 <idem>                          → vote id: <replica> 0 <seq:8>
 //	h <poll> 0 <replica>                       → chain head: <seq:8> <hash:32>
+//	s <poll> 0 <replica>                       → the replica's signed head of the chain (ImportSigned)
 //	m <name>                                   → metadata owned by callers
 const (
 	prefixRecord = 'r'
 	prefixIdem   = 'i'
 	prefixHead   = 'h'
+	prefixSigned = 's'
 	prefixMeta   = 'm'
 )
 
@@ -43,6 +45,12 @@ func idemKey(buf []byte, poll, idem string) []byte {
 
 func headKey(poll, replica string) []byte {
 	k := append([]byte{prefixHead}, poll...)
+	k = append(k, 0)
+	return append(k, replica...)
+}
+
+func signedHeadKey(poll, replica string) []byte {
+	k := append([]byte{prefixSigned}, poll...)
 	k = append(k, 0)
 	return append(k, replica...)
 }

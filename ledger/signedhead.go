@@ -6,10 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 
+	"github.com/cockroachdb/pebble"
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"tally/internal/wire"
 )
 
 // SignedHead is a replica's signature over the head of its chain for one
@@ -57,6 +61,14 @@ func (h *SignedHead) KeyID() string {
 	return hex.EncodeToString(s[:8])
 }
 
+// SignHead signs the head of replica's chain of poll: seq records, the
+// last one hashing to hash. key is the replica's own.
+func SignHead(key ed25519.PrivateKey, poll, replica string, seq uint64, hash Hash) SignedHead {
+	h := SignedHead{Poll: poll, Replica: replica, Seq: seq, Hash: hash, Pub: key.Public().(ed25519.PublicKey)}
+	h.Sig = ed25519.Sign(key, h.message())
+	return h
+}
+
 // ExportSigned writes one poll's records as NDJSON, like Export, then a
 // signed head of this replica's own chain (when it has records there).
 func (l *Ledger) ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) (int, error) {
@@ -68,16 +80,95 @@ func (l *Ledger) ExportSigned(w io.Writer, poll string, key ed25519.PrivateKey) 
 	if err != nil || count == 0 {
 		return n, err
 	}
-	h := SignedHead{Poll: poll, Replica: l.replica, Seq: count, Hash: head, Pub: key.Public().(ed25519.PublicKey)}
-	h.Sig = ed25519.Sign(key, h.message())
-	b, err := jsonv2.Marshal(signedHeadLine{&h})
+	h := SignHead(key, poll, l.replica, count, head)
+	return n, WriteSignedHead(w, &h)
+}
+
+// WriteSignedHead writes h as an export's signed-head line, after the
+// records of its chain (ExportSigned's last line; a buddy's copy's).
+func WriteSignedHead(w io.Writer, h *SignedHead) error {
+	b, err := jsonv2.Marshal(signedHeadLine{h})
 	if err != nil {
-		return n, err
+		return err
 	}
 	if _, err := w.Write(append(b, '\n')); err != nil {
-		return n, fmt.Errorf("ledger: cannot write export: %w", err)
+		return fmt.Errorf("ledger: cannot write export: %w", err)
 	}
-	return n, nil
+	return nil
+}
+
+// SignedHead returns the signed head of replica's chain of poll that
+// ImportSigned kept (found false: none).
+func (l *Ledger) SignedHead(poll, replica string) (h SignedHead, found bool, err error) {
+	v, closer, err := l.db.Get(signedHeadKey(poll, replica))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return SignedHead{}, false, nil
+	}
+	if err != nil {
+		return SignedHead{}, false, fmt.Errorf("ledger: cannot read a signed head: %w", err)
+	}
+	defer closer.Close()
+	h, err = DecodeSignedHead(v)
+	if err == nil && (h.Poll != poll || h.Replica != replica) {
+		err = fmt.Errorf("%w: the signed head stored for %s/%s is %s/%s's", ErrMalformed, poll, replica, h.Poll, h.Replica)
+	}
+	if err != nil {
+		return SignedHead{}, false, err
+	}
+	return h, true, nil
+}
+
+// maxSignedHead bounds a signed head's binary form.
+const maxSignedHead = 1 + 2*(1+MaxIDLen) + binary.MaxVarintLen64 + len(Hash{}) + ed25519.PublicKeySize + ed25519.SignatureSize
+
+// signedHeadVersion is the first byte of a signed head's binary form.
+const signedHeadVersion = 1
+
+// AppendBinary appends the head's binary form (a buddy's copy requests
+// and store, the record stream): a version byte, poll, replica, seq, the
+// hash, the 32-byte public key and the 64-byte signature.
+func (h *SignedHead) AppendBinary(b []byte) []byte {
+	b = append(b, signedHeadVersion)
+	b = wire.AppendString(b, h.Poll)
+	b = wire.AppendString(b, h.Replica)
+	b = binary.AppendUvarint(b, h.Seq)
+	b = append(b, h.Hash[:]...)
+	b = append(b, h.Pub...)
+	return append(b, h.Sig...)
+}
+
+// DecodeSignedHead decodes AppendBinary's form strictly (canonical
+// varints, valid ids, a seq of at least 1, keys and signatures of their
+// sizes, nothing after). It does not check the signature: Verify does,
+// and whose key it is is the caller's to know.
+func DecodeSignedHead(b []byte) (SignedHead, error) {
+	var h SignedHead
+	d := wire.NewCanonicalReader(b, ErrMalformed)
+	if v := d.Byte(); d.Err() == nil && v != signedHeadVersion {
+		d.Fail("signed head version %d", v)
+	}
+	h.Poll = d.String(MaxIDLen, "poll")
+	h.Replica = d.String(MaxIDLen, "replica")
+	h.Seq = d.Uvarint()
+	copy(h.Hash[:], d.Bytes(len(h.Hash)))
+	h.Pub = bytes.Clone(d.Bytes(ed25519.PublicKeySize))
+	h.Sig = bytes.Clone(d.Bytes(ed25519.SignatureSize))
+	if d.Err() == nil && d.Len() != 0 {
+		d.Fail("%d bytes after the signed head", d.Len())
+	}
+	if d.Err() == nil && h.Seq == 0 {
+		d.Fail("signed head of no records")
+	}
+	if d.Err() != nil {
+		return SignedHead{}, d.Err()
+	}
+	if err := ValidID(h.Poll); err != nil {
+		return SignedHead{}, fmt.Errorf("%w: signed head poll: %w", ErrMalformed, err)
+	}
+	if err := ValidID(h.Replica); err != nil {
+		return SignedHead{}, fmt.Errorf("%w: signed head replica: %w", ErrMalformed, err)
+	}
+	return h, nil
 }
 
 // decodeSignedHead decodes a signed-head line strictly and checks it

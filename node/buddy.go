@@ -79,7 +79,14 @@ func openCopies(n *Node) error {
 		return fmt.Errorf("%w: --data-dir: %w", ErrDamaged, err)
 	}
 	if c.acks == 2 {
+		// The replica's own key signs each copy's chain heads (the key it
+		// announces and signs certificates with: openState learns it).
+		key, err := signingKey(n.cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("node: signing key: %w", err)
+		}
 		c.sender = buddy.NewSender(buddy.SenderConfig{
+			Key: key,
 			// n.gossip and n.ledger are set once Open has made them; the
 			// ledger copies nothing before Run takes votes.
 			Conn: func() *nats.Conn {
@@ -123,7 +130,7 @@ func startBuddy(n *Node) (stop func(), err error) {
 	}
 	c.server, err = buddy.Serve(buddy.ServerConfig{Conn: n.gossip.Mesh().Conn(), Cluster: n.cfg.Cluster, Replica: n.replica,
 		Store: c.store, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay, Metrics: c.m, Logger: n.log,
-		Stored: heldCopies(n)})
+		KeyOf: n.state.Defs.PublicKey, Stored: heldCopies(n)})
 	if err != nil {
 		return func() {}, fmt.Errorf("node: buddy: %w", err)
 	}

@@ -81,8 +81,8 @@ func (c *contract) do(op, method, path, body string, wellFormed bool, headers ..
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if body != "" || method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json") // as every client does
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
@@ -183,7 +183,7 @@ type contractStep struct {
 // request and answer against the document. Every operation of the
 // document is exercised, and every route the node serves is in it.
 func TestOpenAPIContract(t *testing.T) {
-	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits = NoPuzzle })
+	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits, c.Origins = NoPuzzle, []string{"partner.example"} })
 	c := newContract(t, tn)
 	ws := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
 	steps := []contractStep{
@@ -216,6 +216,10 @@ func TestOpenAPIContract(t *testing.T) {
 		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"votes":[]}`, status: 400, code: "invalid_request"},
 		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/nope/votes", body: `{"option":"a","voter":"v1","idem":"k9"}`, wellFormed: true, status: 404, code: "poll_not_found"},
 		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v4","idem":"k4"}`, headers: []string{"Content-Type", "text/plain"}, status: 415, code: "invalid_request"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v4","idem":"k4"}`, headers: []string{"Content-Type", "application/json; charset=latin1"}, status: 415, code: "invalid_request"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v4","idem":"k4"}`, wellFormed: true, headers: []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, status: 403, code: "cross_site"},
+		{op: "OPTIONS /v1/polls/{poll}/votes", method: "OPTIONS", path: "/v1/polls/p1/votes", wellFormed: true, headers: []string{"Origin", "https://partner.example", "Access-Control-Request-Method", "POST"}, status: 204},
+		{op: "OPTIONS /v1/polls/{poll}/votes", method: "OPTIONS", path: "/v1/polls/p1/votes", wellFormed: true, headers: []string{"Origin", "https://evil.example", "Access-Control-Request-Method", "POST"}, status: 403, code: "cross_site"},
 		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p1/votes", body: `{"option":"a","voter":"v5","idem":"k5"}`, wellFormed: true, headers: []string{"Tally-Session", "s1.forged"}, status: 401, code: "session_invalid"},
 
 		// A quiz question: an answer timed by the node, a second one refused.
@@ -261,6 +265,9 @@ func TestOpenAPIContract(t *testing.T) {
 
 		// Sessions (no proof of work on this node: the first call issues).
 		{op: "POST /v1/session", method: "POST", path: "/v1/session", wellFormed: true, status: 200},
+		{op: "POST /v1/session", method: "POST", path: "/v1/session", headers: []string{"Origin", "https://evil.example"}, status: 403, code: "cross_site"},
+		{op: "OPTIONS /v1/session", method: "OPTIONS", path: "/v1/session", wellFormed: true, headers: []string{"Origin", "https://partner.example", "Access-Control-Request-Method", "POST"}, status: 204},
+		{op: "OPTIONS /v1/session", method: "OPTIONS", path: "/v1/session", wellFormed: true, headers: []string{"Origin", "https://evil.example", "Access-Control-Request-Method", "POST"}, status: 403, code: "cross_site"},
 		{op: "POST /v1/session", method: "POST", path: "/v1/session", body: `{"challenge":"c2.bogus","nonce":"1"}`, wellFormed: true, status: 200, also: 403},
 		{op: "POST /v1/session", method: "POST", path: "/v1/session", body: `[1,2]`, status: 400, code: "invalid_request"},
 
