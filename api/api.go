@@ -230,10 +230,11 @@ func bearerCheck(tokens []string) func(*http.Request) bool {
 		}
 	}
 	return func(r *http.Request) bool {
-		// The scheme's case is free (RFC 9110 section 11.1); the token's is not.
+		// The scheme's case is free and one or more spaces follow it (RFC
+		// 9110 section 11.1, 11.4); the token's case is not.
 		got := []byte(r.Header.Get("Authorization"))
-		if len(got) > len("Bearer ") && strings.EqualFold(string(got[:len("Bearer ")]), "Bearer ") {
-			copy(got, "Bearer ")
+		if scheme, token, found := strings.Cut(string(got), " "); found && strings.EqualFold(scheme, "Bearer") {
+			got = []byte("Bearer " + strings.TrimLeft(token, " "))
 		}
 		ok := 0
 		for _, want := range wants {

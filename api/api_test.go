@@ -81,7 +81,8 @@ func TestRequireBearer(t *testing.T) {
 	h := RequireBearer([]string{"s3cret"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	for header, want := range map[string]int{"": 401, "Bearer nope": 401, "s3cret": 401, "Bearer s3cret": 204,
 		// The scheme's case is free (RFC 9110 section 11.1), the token's is not.
-		"bearer s3cret": 204, "BEARER s3cret": 204, "bEaReR s3cret": 204, "bearer S3CRET": 401, "Bearers3cret": 401, "Basic s3cret": 401} {
+		"bearer s3cret": 204, "BEARER s3cret": 204, "bEaReR s3cret": 204, "bearer S3CRET": 401, "Bearers3cret": 401, "Basic s3cret": 401,
+		"Bearer  s3cret": 204, "Bearer s3cret ": 401, "Bearer s3 cret": 401} {
 		r := httptest.NewRequest("GET", "/", nil)
 		if header != "" {
 			r.Header.Set("Authorization", header)

@@ -2,7 +2,9 @@ package api
 
 import (
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -28,9 +30,9 @@ const CodeCrossSite = "cross_site"
 // A client that is not a browser sends no Origin and passes the first
 // rule; it sends application/json as it always has.
 
-// Origins is who may write from a browser: this site — the host the
-// request came to, or that of --public-url — and the embedders --origins
-// names (host patterns, path.Match, lower case).
+// Origins is who may write from a browser: this site — the host of
+// --public-url, or the address the request came to (sameSite) — and the
+// embedders --origins names (host patterns, path.Match, lower case).
 type Origins struct {
 	Patterns   []string // the embedders' host patterns
 	PublicHost string   // the host (and port) of --public-url; "" when none
@@ -51,11 +53,38 @@ func (o Origins) Embedder(origin string) bool {
 	return false
 }
 
-// sameSite reports whether origin is this site: the host r came to, or
-// --public-url's.
+// sameSite reports whether origin is this site: --public-url's host, or
+// the host r came to when that is an address (an IP literal) or
+// localhost. A name in the Host header is not believed: a page on a name
+// its author points at this node's address (DNS rebinding) sends its own
+// name as Host and Origin alike. An operator who opens the screens at the
+// node's address still can; a node reached under other names lists them
+// in --origins (or sets --public-url).
 func (o Origins) sameSite(r *http.Request, origin string) bool {
 	host, ok := originHost(origin)
-	return ok && (strings.EqualFold(host, r.Host) || o.PublicHost != "" && strings.EqualFold(host, o.PublicHost))
+	if !ok {
+		return false
+	}
+	if o.PublicHost != "" && host == o.PublicHost {
+		return true
+	}
+	return strings.EqualFold(host, r.Host) && addressOrLocalhost(r.Host)
+}
+
+// addressOrLocalhost reports whether a Host header names an IP address or
+// localhost (which no page of the Internet can be rebound to), with or
+// without a port.
+func addressOrLocalhost(hostport string) bool {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	h = strings.ToLower(h)
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }
 
 // CheckWrite refuses (403 cross_site) a write that a page of another site
@@ -67,14 +96,14 @@ func (o Origins) CheckWrite(r *http.Request) error {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		if strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site") {
-			return Errorf(http.StatusForbidden, CodeCrossSite, "a browser write from another site is refused: this request says Sec-Fetch-Site: cross-site and names no Origin")
+			return Errorf(http.StatusForbidden, CodeCrossSite, "a browser request from another site's page is refused: this one says Sec-Fetch-Site: cross-site and names no Origin")
 		}
 		return nil
 	}
 	if o.sameSite(r, origin) || o.Embedder(origin) {
 		return nil
 	}
-	return Errorf(http.StatusForbidden, CodeCrossSite, "a browser write from another site is refused: Origin %.100q is neither this site nor one of the sites --origins allows", origin)
+	return Errorf(http.StatusForbidden, CodeCrossSite, "a browser request from another site's page is refused: Origin %.100q is neither this site nor one of the sites --origins allows", origin)
 }
 
 // RequireJSON refuses (415) a request whose Content-Type is not

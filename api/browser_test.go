@@ -22,7 +22,9 @@ func TestBrowserWrite(t *testing.T) {
 		code, allowed string // the error code; the Access-Control-Allow-Origin wanted
 	}{
 		{"a program", "", "", "application/json", 204, "", ""},
-		{"this site by its host", "http://node.internal:8080", "same-origin", "application/json", 204, "", ""},
+		// With --public-url, the Host header is not this site: a page on a
+		// name rebound to the node's address sends Host and Origin alike.
+		{"a rebound name", "http://node.internal:8080", "same-origin", "application/json", 403, CodeCrossSite, ""},
 		{"this site by its public address", "https://vote.example.com", "same-origin", "application/json; charset=utf-8", 204, "", ""},
 		{"an embedder", "https://partner.example", "cross-site", "application/json", 204, "", "https://partner.example"},
 		{"an embedder's subdomain", "https://live.news.example", "cross-site", "application/json", 204, "", "https://live.news.example"},
@@ -63,6 +65,36 @@ func TestBrowserWrite(t *testing.T) {
 	}
 }
 
+// This site, besides --public-url's host, is the address the request
+// came to — an IP literal or localhost — never a name in the Host header,
+// which a page on a name rebound to the node's address sends as its own.
+func TestBrowserWriteThisAddress(t *testing.T) {
+	h := BrowserWrite(Origins{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	for _, c := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"203.0.113.5:8080", "http://203.0.113.5:8080", 204},
+		{"203.0.113.5:8080", "https://203.0.113.5:8080", 204},
+		{"[2001:db8::1]:8080", "http://[2001:db8::1]:8080", 204},
+		{"localhost:8080", "http://localhost:8080", 204},
+		{"studio.localhost", "http://studio.localhost", 204},
+		{"203.0.113.5:8080", "http://203.0.113.5:8081", 403},
+		{"node.internal:8080", "http://node.internal:8080", 403}, // a name: rebinding
+		{"evil.example", "http://evil.example", 403},
+	} {
+		r := httptest.NewRequest("POST", "http://"+c.host+"/v1/session", nil)
+		r.Host = c.host
+		r.Header.Set("Origin", c.origin)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("Host %s, Origin %s: %d, want %d", c.host, c.origin, w.Code, c.want)
+		}
+	}
+}
+
 // A preflight is answered yes for an embedder only.
 func TestPreflight(t *testing.T) {
 	o := Origins{Patterns: []string{"partner.example"}}
@@ -89,7 +121,7 @@ func TestPreflight(t *testing.T) {
 // A host write behind the admin token is refused from another site's
 // page, and taken from this site and from programs.
 func TestSameSiteOnly(t *testing.T) {
-	h := Origins{}.SameSiteOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	h := Origins{PublicHost: "example.com"}.SameSiteOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	for origin, want := range map[string]int{"": 204, "http://example.com": 204, "https://evil.example": 403} {
 		r := httptest.NewRequest("POST", "http://example.com/v1/polls/p/close", nil)
 		if origin != "" {

@@ -86,6 +86,7 @@ func TestHelmChartRefusesPublicAnonymousVoters(t *testing.T) {
 		"ingress.enabled=true,ingress.host=vote.example.com,node.trustedProxies=10.0.0.0/8",
 		"publicUrl=https://vote.example.com",
 		"service.type=LoadBalancer",
+		"service.type=NodePort",
 	} {
 		for _, sessionsOff := range []string{off, "node.extraArgs={--require-session=false}"} {
 			set := public + "," + sessionsOff
@@ -139,10 +140,13 @@ func TestHelmChartRefusesPublicAnonymousVoters(t *testing.T) {
 func TestHelmChartPublicSessionsWork(t *testing.T) {
 	bin := helmBin(t)
 	for set, want := range map[string]string{
-		"ingress.enabled=true,ingress.host=vote.example.com":                             "node.trustedProxies",
-		"node.origins={https://www.example.com}":                                         "node.origins",
-		"node.origins=www.example.com/embed":                                             "node.origins",
-		"node.requireSession=maybe":                                                      "node.requireSession",
+		"ingress.enabled=true,ingress.host=vote.example.com": "node.trustedProxies",
+		"node.origins={https://www.example.com}":             "node.origins",
+		"node.origins=www.example.com/embed":                 "node.origins",
+		"node.origins={*}":                                   "every site",
+		"node.origins={www.example.com,*:*}":                 "every site",
+		"node.origins=*.com":                                 "every site",
+		"node.requireSession=maybe":                          "node.requireSession",
 		"allowAnonymousVoters=yes,node.requireSession=false,publicUrl=https://v.example": "allowAnonymousVoters",
 	} {
 		out, err := exec.Command(bin, "template", "t", chart, "--set", "image.repository=r", "--set", set).CombinedOutput()

@@ -150,7 +150,7 @@ func TestLiveWithoutUpgradeIsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res2.Body.Close()
-	if err := json.NewDecoder(res2.Body).Decode(&body); err != nil || res2.StatusCode != http.StatusForbidden || body.Error.Code != "unauthorized" {
+	if err := json.NewDecoder(res2.Body).Decode(&body); err != nil || res2.StatusCode != http.StatusForbidden || body.Error.Code != "cross_site" {
 		t.Fatalf("foreign origin: %d %+v %v", res2.StatusCode, body, err)
 	}
 }

@@ -82,11 +82,14 @@ type Config struct {
 	WriteTimeout time.Duration // a viewer stuck this long on one write is dropped; default 5s
 	Writers      int           // shared writer goroutines; default 4 × GOMAXPROCS
 
-	MaxViewers      int      // default 19,000 (this machine allows ~20,000 open files)
-	MaxViewersPerIP int      // default 200
-	MaxInbound      int64    // bytes in one inbound WebSocket message; default 4096
-	InboundPerSec   float64  // inbound messages per second per connection before it is closed; default 20
-	Origins         []string // host patterns allowed besides the page's own origin
+	MaxViewers      int     // default 19,000 (this machine allows ~20,000 open files)
+	MaxViewersPerIP int     // default 200
+	MaxInbound      int64   // bytes in one inbound WebSocket message; default 4096
+	InboundPerSec   float64 // inbound messages per second per connection before it is closed; default 20
+	// Origins is who may open a stream from a browser page: this site and
+	// the --origins embedders (api.Origins, the rule of every browser write:
+	// votes may be sent on a socket).
+	Origins api.Origins
 
 	// ClientIP names a request's client for the per-IP limit; default: the peer.
 	ClientIP func(*http.Request) string

@@ -3,8 +3,6 @@ package fanout
 import (
 	"context"
 	"net/http"
-	"net/url"
-	"path"
 	"sync"
 	"time"
 
@@ -44,8 +42,8 @@ func (s *sseSender) close(string) {
 // HandleEvents serves GET /v1/polls/{poll}/events: the same stream as
 // HandleLive, as Server-Sent Events (read-only).
 func (s *Server) HandleEvents(w http.ResponseWriter, r *http.Request) {
-	if !s.originAllowed(r) {
-		api.WriteError(w, r, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "origin not allowed"))
+	if err := s.cfg.Origins.CheckWrite(r); err != nil { // the socket's rule, so that both streams answer alike
+		api.WriteError(w, r, err)
 		return
 	}
 	out := &sseSender{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
@@ -73,26 +71,4 @@ func (s *Server) HandleEvents(w http.ResponseWriter, r *http.Request) {
 	case <-v.done:
 	}
 	out.close("")
-}
-
-// originAllowed applies the WebSocket origin rule to SSE: no Origin
-// header, the page's own host, or a configured pattern.
-func (s *Server) originAllowed(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	if u.Host == r.Host {
-		return true
-	}
-	for _, p := range s.cfg.Origins {
-		if ok, _ := path.Match(p, u.Host); ok {
-			return true
-		}
-	}
-	return false
 }

@@ -69,10 +69,13 @@ func TestBrowserNoWebsiteVotesForItsVisitors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	tn := startNode(t, t.TempDir(), func(c *Config) { c.Origins = []string{"partner.test:*"} })
+	addr := freePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	node := "http://vote.test:" + port // the public address: a name, as on the Internet
+	tn := startNode(t, t.TempDir(), func(c *Config) {
+		c.HTTPAddr, c.PublicURL, c.Origins = addr, node, []string{"partner.test:*"}
+	})
 	tn.createPoll(t, "p")
-	_, port, _ := net.SplitHostPort(tn.Addr())
-	node := "http://vote.test:" + port
 	serve := func(page string) string {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -150,7 +150,10 @@ func parseSeeds(s string) ([]string, error) {
 	return out, nil
 }
 
-// parseOrigins reads --origins: comma-separated host patterns.
+// parseOrigins reads --origins: comma-separated host patterns. A pattern
+// that lets in every site, or every site under a top-level domain ("*",
+// "*:*", "*.com"), is refused: the sites it names may make their
+// visitors vote.
 func parseOrigins(s string) ([]string, error) {
 	var out []string
 	for _, o := range strings.Split(s, ",") {
@@ -158,10 +161,33 @@ func parseOrigins(s string) ([]string, error) {
 			if _, err := path.Match(o, ""); err != nil || strings.ContainsAny(o, "/ ") {
 				return nil, fmt.Errorf("%q is not a host pattern (like www.example.com or *.example.com)", o)
 			}
+			if tooWide(o) {
+				return nil, fmt.Errorf("%q lets in every site (or a whole top-level domain): the sites --origins names may make their visitors vote; name them (like www.example.com or *.example.com)", o)
+			}
 			out = append(out, strings.ToLower(o))
 		}
 	}
 	return out, nil
+}
+
+// tooWide reports whether an --origins pattern's host part, after its
+// last wildcard, names less than a registered domain (two labels).
+func tooWide(pattern string) bool {
+	host := pattern
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.Trim(host[i+1:], "0123456789*") == "" {
+		host = host[:i] // the port, or any port
+	}
+	i := strings.LastIndexAny(host, "*?[")
+	if i < 0 {
+		return false
+	}
+	labels := 0
+	for _, l := range strings.Split(host[i+1:], ".") {
+		if l != "" {
+			labels++
+		}
+	}
+	return labels < 2
 }
 
 // parsePublicURL reads --public-url: an http(s) address, no query or

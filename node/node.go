@@ -371,7 +371,7 @@ func newFanout(n *Node) (*fanout.Server, error) {
 		Voter:           voter,
 		Region:          cfg.Region,
 		Tick:            cfg.Tick,
-		Origins:         cfg.Origins,
+		Origins:         browserOrigins(&n.cfg),
 		Freshness:       n.freshness,
 		MaxTick:         cfg.MaxTick,
 		CPUBudget:       cfg.FanoutCPU,

@@ -198,11 +198,16 @@ func hostName(h string) bool {
 	return true
 }
 
-// origins is who may write from a browser and read across sites: this
-// site (the request's host, or --public-url's) and the --origins patterns.
-func (p *pages) origins() api.Origins {
-	o := api.Origins{Patterns: p.cfg.Origins}
-	if u, err := url.Parse(p.cfg.PublicURL); err == nil && p.cfg.PublicURL != "" {
+// origins is who may write from a browser and read across sites
+// (browserOrigins).
+func (p *pages) origins() api.Origins { return browserOrigins(p.cfg) }
+
+// browserOrigins is who may write from a browser, open a stream and read
+// across sites: this site (--public-url's host, else the request's) and
+// the --origins patterns.
+func browserOrigins(cfg *Config) api.Origins {
+	o := api.Origins{Patterns: cfg.Origins}
+	if u, err := url.Parse(cfg.PublicURL); err == nil && cfg.PublicURL != "" {
 		o.PublicHost = strings.ToLower(u.Host)
 	}
 	return o

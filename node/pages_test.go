@@ -103,3 +103,27 @@ func TestLogoHostsFlag(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 }
+
+// --origins names the sites whose pages may make their visitors vote: a
+// pattern that lets in every site, or a whole top-level domain, is
+// refused at start (issue 58's review: "*" switched the rule off).
+func TestOriginsFlagRefusesEverySite(t *testing.T) {
+	parse := func(v string) ([]string, error) {
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet("node", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.RegisterFlags(fs)
+		err := fs.Parse([]string{"--origins", v})
+		return cfg.Origins, err
+	}
+	for _, good := range []string{"www.example.com", "*.example.com", "partner.example:*", "127.0.0.1:*", "tv.example:8443", "*.news.example.co.uk"} {
+		if got, err := parse(good); err != nil || len(got) != 1 {
+			t.Errorf("--origins %s: %v %v", good, got, err)
+		}
+	}
+	for _, bad := range []string{"*", "*:*", "*:443", "*.*", "*.com", "*com", "?*", "[a-z]*", "www.example.com,*", "*.", "a*.example"} {
+		if _, err := parse(bad); err == nil || !strings.Contains(err.Error(), "every site") {
+			t.Errorf("--origins %s: %v, want a refusal saying it lets in every site", bad, err)
+		}
+	}
+}

@@ -25,8 +25,9 @@ const maxQuizNames = 1 << 17
 
 // nameBook is what a quiz's first question keeps of its names.
 type nameBook struct {
-	holders map[string]uint64 // a look-alike key → the participant (Hash of the voter id) who took it first
+	holders map[string]uint64 // a look-alike key → the participant (Hash of the voter id) who holds it
 	taken   map[string]uint64 // a name as taken → its participant: a name taken again costs no keys
+	held    map[uint64]string // a participant → the one name they hold
 }
 
 // Names are the display names the participants of each quiz took, as
@@ -36,8 +37,10 @@ type Names struct{ s *State }
 // Claim takes a display name (in its normal form, api.NormalName) for
 // voter in quiz quizID: refused with ErrLookAlike when it looks like a
 // name another participant took (they share a names.Keys key), else kept
-// as theirs. A participant may take their own name again, and take more
-// than one. A quiz this node does not hold has no names: nil.
+// as theirs. A participant may take their own name again; a participant
+// holds one name at a time, so taking another gives up the one before (a
+// script cannot reserve names by the hundred on one token). A quiz this
+// node does not hold has no names: nil.
 func (n Names) Claim(quizID, voter, name string) error { return n.take(quizID, voter, name, true) }
 
 // Check is Claim without keeping the name: whether voter may take it.
@@ -76,11 +79,28 @@ func (ps *pollState) takeName(holder uint64, name string, keep bool) error {
 		return nil
 	}
 	if ps.names.taken == nil {
-		ps.names = nameBook{holders: map[string]uint64{}, taken: map[string]uint64{}}
+		ps.names = nameBook{holders: map[string]uint64{}, taken: map[string]uint64{}, held: map[uint64]string{}}
+	}
+	if before, ok := ps.names.held[holder]; ok {
+		ps.names.release(holder, before)
 	}
 	ps.names.taken[name] = holder
+	ps.names.held[holder] = name
 	for _, k := range keys {
 		ps.names.holders[k] = holder
 	}
 	return nil
+}
+
+// release gives up the name holder held: its keys go where holder holds
+// them (names.Keys of a name already taken, under the book's lock: a
+// change of name is rare).
+func (b *nameBook) release(holder uint64, name string) {
+	delete(b.taken, name)
+	delete(b.held, holder)
+	for _, k := range names.Keys(name) {
+		if b.holders[k] == holder {
+			delete(b.holders, k)
+		}
+	}
 }

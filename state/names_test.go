@@ -61,3 +61,35 @@ func TestQuizNamesLookAlike(t *testing.T) {
 		t.Errorf("a name reported with no holder was kept: %v", err)
 	}
 }
+
+// One participant holds one name at a time: a script that joins under
+// name after name on one token reserves only its last, and the names it
+// gave up are free for the people they belong to (issue 58's review).
+func TestQuizNamesOnePerParticipant(t *testing.T) {
+	s, _ := New(Config{Replica: "eu-1"})
+	if _, err := s.Defs.PutPoll(question("qz", 0, 1_800_000_000_000), hlc.Timestamp{Wall: 5, Replica: "eu-1"}); err != nil {
+		t.Fatal(err)
+	}
+	squatted := []string{"Maria", "Elena", "Liam", "Noah", "Olivia"}
+	for _, name := range squatted {
+		if err := s.Names.Claim("qz", "squatter", name); err != nil {
+			t.Fatalf("the squatter's %q: %v", name, err)
+		}
+	}
+	for _, name := range squatted[:len(squatted)-1] {
+		if err := s.Names.Claim("qz", "owner-of-"+name, name); err != nil {
+			t.Errorf("%q, given up by the squatter, refused to its owner: %v", name, err)
+		}
+	}
+	if err := s.Names.Claim("qz", "someone", "Olivia"); !errors.Is(err, ErrLookAlike) {
+		t.Errorf("the name the squatter holds now: %v", err)
+	}
+	// Taking a name back that someone else took meanwhile is refused, and
+	// the participant keeps the one they hold.
+	if err := s.Names.Claim("qz", "squatter", "Maria"); !errors.Is(err, ErrLookAlike) {
+		t.Errorf("a name given up and taken since: %v", err)
+	}
+	if err := s.Names.Claim("qz", "someone", "Olivia"); !errors.Is(err, ErrLookAlike) {
+		t.Errorf("a refused change gave up the name held: %v", err)
+	}
+}

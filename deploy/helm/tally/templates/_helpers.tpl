@@ -136,7 +136,8 @@ prometheus.io/path: /metrics
 {{- end -}}
 
 {{/* How voters reach the page from outside, for the messages: an
-     Ingress, publicUrl or a LoadBalancer Service; "" without any. */}}
+     Ingress, publicUrl, a LoadBalancer or a NodePort Service; "" without
+     any. */}}
 {{- define "tally.public" -}}
 {{- if .Values.ingress.enabled -}}
 an Ingress (ingress.enabled)
@@ -144,6 +145,8 @@ an Ingress (ingress.enabled)
 publicUrl {{ .Values.publicUrl }}
 {{- else if eq (toString .Values.service.type) "LoadBalancer" -}}
 a LoadBalancer Service (service.type)
+{{- else if eq (toString .Values.service.type) "NodePort" -}}
+a NodePort Service (service.type: every node's address)
 {{- end -}}
 {{- end -}}
 
@@ -177,7 +180,8 @@ a LoadBalancer Service (service.type)
 
 {{/* --origins: node.origins, a list or a comma-separated string of host
      patterns; "" without any. Checked as the node checks them
-     (node/flags.go): a host pattern, no scheme, path or space. */}}
+     (node/flags.go): a host pattern, no scheme, path or space, and none
+     that lets in every site or a top-level domain ("*", "*.com"). */}}
 {{- define "tally.origins" -}}
 {{- $o := .Values.node.origins | default list -}}
 {{- if kindIs "string" $o -}}
@@ -189,6 +193,13 @@ a LoadBalancer Service (service.type)
 {{- if $p -}}
 {{- if not (regexMatch "^[^/[:space:],]+$" $p) -}}
 {{- fail (printf "node.origins %q: want host patterns of the sites that embed the page, like www.example.com or *.example.org (no scheme, no path)" $p) -}}
+{{- end -}}
+{{- $host := regexReplaceAll ":[0-9*]*$" $p "" -}}
+{{- if regexMatch "[*?\\[]" $host -}}
+{{- $labels := compact (splitList "." (regexFind "[^*?\\[]*$" $host)) -}}
+{{- if lt (len $labels) 2 -}}
+{{- fail (printf "node.origins %q lets in every site (or a whole top-level domain): the sites it names may make their visitors vote; name them, like www.example.com or *.example.org" $p) -}}
+{{- end -}}
 {{- end -}}
 {{- $out = append $out ($p | lower) -}}
 {{- end -}}
