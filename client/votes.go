@@ -84,19 +84,23 @@ func (c *Client) Vote(ctx context.Context, pollID, session string, votes ...api.
 }
 
 // settle posts body to p, and again (the same body) after Retry-After
-// while the answer is 504 outcome_unknown, for Options.UnknownWait.
+// while the answer is 504 outcome_unknown, for Options.UnknownWait. After
+// an unknown outcome a 503 is not definitive either — the node answering
+// it may not know yet what another did with the first request — and is
+// waited out the same way (as the JavaScript client does); an outcome
+// still not known by then is ErrOutcomeUnknown.
 func (c *Client) settle(ctx context.Context, p string, body any, header http.Header) (*http.Response, error) {
 	deadline := time.Now().Add(c.opts.UnknownWait)
-	for {
+	for sawUnknown := false; ; sawUnknown = true {
 		res, err := c.request(ctx, http.MethodPost, p, nil, body, header)
-		if err == nil || !errors.Is(err, ErrOutcomeUnknown) || c.opts.UnknownWait < 0 {
+		if err == nil || c.opts.UnknownWait < 0 || !errors.Is(err, ErrOutcomeUnknown) && !(sawUnknown && errors.Is(err, ErrUnavailable)) {
 			return res, err
 		}
 		var e *Error
 		errors.As(err, &e)
 		wait := min(max(e.RetryAfter, time.Second), 10*time.Second)
 		if time.Now().Add(wait).After(deadline) {
-			return nil, fmt.Errorf("client: no definitive answer within %v, the vote may or may not have been counted: %w", c.opts.UnknownWait, err)
+			return nil, fmt.Errorf("client: no definitive answer within %v, the vote may or may not have been counted: %w (last: %w)", c.opts.UnknownWait, ErrOutcomeUnknown, err)
 		}
 		t := time.NewTimer(wait)
 		select {

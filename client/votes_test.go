@@ -110,9 +110,10 @@ func TestVoteSendsTheNewestStamp(t *testing.T) {
 // node took a batch but did not answer in time, passes the first unknown
 // vote requests on and answers them 504 outcome_unknown (Retry-After: 1).
 type edge struct {
-	mu       sync.Mutex
-	unknown  int      // how many more to answer 504
-	requests []string // the bodies, as they came
+	mu          sync.Mutex
+	unknown     int      // how many more to answer 504
+	unavailable int      // then how many more to answer 503, relaying nothing
+	requests    []string // the bodies, as they came
 }
 
 func (e *edge) serve(t *testing.T, node string) string {
@@ -128,7 +129,16 @@ func (e *edge) serve(t *testing.T, node string) string {
 		e.requests = append(e.requests, string(b))
 		lost := e.unknown > 0
 		e.unknown--
+		down := !lost && e.unavailable > 0
+		if down {
+			e.unavailable--
+		}
 		e.mu.Unlock()
+		if down {
+			w.Header().Set("Retry-After", "1")
+			api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "no full node answered"))
+			return
+		}
 		if !lost {
 			proxy.ServeHTTP(w, r)
 			return
@@ -188,5 +198,49 @@ func TestVoteResolvesAnUnknownOutcome(t *testing.T) {
 	}
 	if len(e.requests) != 2 || e.requests[0] != e.requests[1] {
 		t.Fatalf("requests %q: want the same body twice within 1.5 s", e.requests)
+	}
+}
+
+// After an unknown outcome a 503 is not definitive either (the node that
+// answers it may not know yet what another did with the first request):
+// the Go client waits it out as the JavaScript client does, and an
+// outcome still not known at UnknownWait is ErrOutcomeUnknown, not a
+// refusal (issue 59).
+func TestVoteWaitsOutA503AfterAnUnknownOutcome(t *testing.T) {
+	base := startNode(t, nil)
+	host, _ := clients(t, base)
+	ctx := context.Background()
+	if _, err := host.CreatePoll(ctx, spec("p")); err != nil {
+		t.Fatal(err)
+	}
+	e := &edge{unknown: 1, unavailable: 1}
+	c, err := client.New(e.serve(t, base), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Vote(ctx, "p", "", api.Vote{Option: "red", Voter: "ann", Idem: "u1"})
+	if err != nil || res[0].Status != api.StatusDuplicate {
+		t.Fatalf("504, then 503, then the answer: %+v %v", res, err)
+	}
+	if len(e.requests) != 3 {
+		t.Fatalf("%d requests, want 3 (504, 503, the answer)", len(e.requests))
+	}
+	e.mu.Lock()
+	e.unknown, e.unavailable, e.requests = 1, 1000, nil
+	e.mu.Unlock()
+	short, err := client.New(c.URL(), client.Options{UnknownWait: 2500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = short.Vote(ctx, "p", "", api.Vote{Option: "blue", Voter: "bob", Idem: "u2"})
+	if !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("a 503 that lasts after an unknown outcome: %v, want ErrOutcomeUnknown", err)
+	}
+	// A 503 with no unknown outcome before it is a refusal, as always.
+	e.mu.Lock()
+	e.unknown, e.unavailable = 0, 1
+	e.mu.Unlock()
+	if _, err := c.Vote(ctx, "p", "", api.Vote{Option: "blue", Voter: "cy", Idem: "u3"}); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("a first answer 503: %v, want ErrUnavailable", err)
 	}
 }

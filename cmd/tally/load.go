@@ -188,7 +188,10 @@ func (s *settler) RoundTrip(req *http.Request) (*http.Response, error) {
 			s.stillUnknown.Add(1)
 			return nil, err
 		}
-		if res.StatusCode != http.StatusGatewayTimeout {
+		// After an unknown outcome a 503 is not definitive either (the
+		// node answering it may not know yet what another did with the
+		// first request): waited out the same way, as the clients do.
+		if res.StatusCode != http.StatusGatewayTimeout && res.StatusCode != http.StatusServiceUnavailable {
 			return res, nil
 		}
 	}

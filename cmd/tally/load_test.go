@@ -100,7 +100,7 @@ func TestLoadResolvesUnknownOutcomes(t *testing.T) {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var mu sync.Mutex
-	n, afters, lost := 0, 0, map[string]int{}
+	n, afters, lost, down := 0, 0, map[string]int{}, map[string]bool{}
 	resent := 0
 	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -114,10 +114,23 @@ func TestLoadResolvesUnknownOutcomes(t *testing.T) {
 		if lost[string(b)] > 0 {
 			resent++
 		}
+		// A lost request's first resend meets a 503 (a full node that
+		// does not know yet): not definitive after an unknown outcome.
+		unavailable := !lose && lost[string(b)] > 0 && !down[string(b)]
+		if unavailable {
+			down[string(b)] = true
+		}
 		if lose {
 			lost[string(b)]++
 		}
 		mu.Unlock()
+		if unavailable {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"no full node answered"}}`)
+			return
+		}
 		if !lose {
 			proxy.ServeHTTP(w, r)
 			return
