@@ -222,16 +222,7 @@ func TestACopyAcknowledgedIsACopyKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.fs.SetIgnoreSyncs(true)
-	p.server.Close()
-	p.store.Close()
-	p.fs.ResetToSyncedState()
-	p.fs.SetIgnoreSyncs(false)
-	s, err := OpenStore("copies", p.fs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := p.crash(t)
 	if n, err := s.Head("p", "eu-1"); err != nil || n != 300 {
 		t.Fatalf("after the crash the store holds %d of 300 acknowledged records (%v)", n, err)
 	}
@@ -354,4 +345,21 @@ func TestNoBuddyIsLogged(t *testing.T) {
 	if n := strings.Count(logged.String(), "new votes are refused"); n != 2 {
 		t.Fatalf("after LogEvery: logged %d times, want 2", n)
 	}
+}
+
+// crash drops what the buddy's store did not sync, as a power cut would,
+// and opens the store again (closed at the test's end).
+func (p *pair) crash(t *testing.T) *Store {
+	t.Helper()
+	p.fs.SetIgnoreSyncs(true)
+	p.server.Close()
+	p.store.Close()
+	p.fs.ResetToSyncedState()
+	p.fs.SetIgnoreSyncs(false)
+	s, err := OpenStore("copies", p.fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

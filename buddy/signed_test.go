@@ -100,16 +100,7 @@ func TestACopyCarriesItsReplicasSignedHead(t *testing.T) {
 		t.Fatalf("the copy after its head: %d records, head %+v", len(recs), head)
 	}
 	// The buddy's crash keeps records and head together.
-	p.fs.SetIgnoreSyncs(true)
-	p.server.Close()
-	p.store.Close()
-	p.fs.ResetToSyncedState()
-	p.fs.SetIgnoreSyncs(false)
-	s, err := OpenStore("copies", p.fs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := p.crash(t)
 	if recs, head := readCopy(t, s, 0); len(recs) != 5 || head == nil || head.Seq != 5 {
 		t.Fatalf("after the crash: %d records, head %+v", len(recs), head)
 	}
