@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"iter"
 	"time"
 
+	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
 	"tally/state"
@@ -51,6 +53,11 @@ type Config struct {
 	// nodes' chains (package buddy): a ledger export with copy_of= reads
 	// from it. nil: copy_of= is refused.
 	Copies Copies
+	// Closed, when set, makes a close written here hold everywhere it can
+	// before it is answered: this node's votes in flight answered, the
+	// new definition pushed to every full node and confirmed (package
+	// node wires ingest and gossip). It returns what to tell the host.
+	Closed func(ctx context.Context, poll string) *api.CloseReport
 }
 
 // Copies reads a full node's copies of other replicas' chains.

@@ -293,7 +293,7 @@ func TestLedgerExportOfAMissingPoll(t *testing.T) {
 		t.Fatalf("export of an empty poll: %d %q %s", w.Code, w.Header().Get("Content-Type"), body)
 	}
 	def, _ := r.state.Defs.Poll("p")
-	if want := fmt.Sprintf(`{"close":{"poll":"p","closes_at":%d}}`+"\n", def.ClosesAt); string(body) != want {
+	if want := fmt.Sprintf(`{"close":{"poll":"p","closes_at":%d,"close_rule":"node"}}`+"\n", def.ClosesAt); string(body) != want {
 		t.Fatalf("export of an empty poll: %q, want its close line %q", body, want)
 	}
 }

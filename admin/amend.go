@@ -67,18 +67,23 @@ func (h *Host) HandleExtend(w http.ResponseWriter, r *http.Request) {
 // the poll's view.
 func (h *Host) amend(w http.ResponseWriter, r *http.Request, change func(def *poll.Definition, nowMs int64) (bool, error)) {
 	id := r.PathValue("poll")
-	parked := func(def *poll.Definition, nowMs int64) (bool, error) {
-		if def.Parked() { // the quiz's host endpoints run its questions
+	if _, err := h.amendPoll(id, notParked(change)); err != nil {
+		api.WriteError(w, r, err)
+		return
+	}
+	h.writeView(w, r, http.StatusOK, id)
+}
+
+// notParked refuses to change a quiz question that has not started: the
+// quiz's host endpoints run its questions.
+func notParked(change func(def *poll.Definition, nowMs int64) (bool, error)) func(def *poll.Definition, nowMs int64) (bool, error) {
+	return func(def *poll.Definition, nowMs int64) (bool, error) {
+		if def.Parked() {
 			return false, api.Errorf(http.StatusConflict, api.CodePollNotOpen,
 				"question %d of quiz %q has not started: start it with POST /v1/quizzes/%s/start", def.Quiz.Index+1, def.Quiz.Quiz, def.Quiz.Quiz)
 		}
 		return change(def, nowMs)
 	}
-	if _, err := h.amendPoll(id, parked); err != nil {
-		api.WriteError(w, r, err)
-		return
-	}
-	h.writeView(w, r, http.StatusOK, id)
 }
 
 // amendPoll is amend without the HTTP: it reports whether the definition

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -75,7 +76,7 @@ func (h *Host) HandleLedger(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	// The close line first: an auditor's merge applies the poll's close
 	// as its certification does (docs/certification.md).
-	if ledger.WriteClose(w, ledger.PollClose{Poll: id, ClosesAt: def.ClosesAt, FirstWins: def.Quiz != nil}) != nil {
+	if ledger.WriteClose(w, h.pollClose(def)) != nil {
 		return
 	}
 	h.cfg.Ledger.ExportSigned(w, id, h.cfg.SigningKey)
@@ -105,7 +106,7 @@ func (h *Host) serveCopy(w http.ResponseWriter, r *http.Request, def poll.Defini
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	if ledger.WriteClose(w, ledger.PollClose{Poll: def.ID, ClosesAt: def.ClosesAt, FirstWins: def.Quiz != nil}) != nil {
+	if ledger.WriteClose(w, h.pollClose(def)) != nil {
 		return
 	}
 	// The replica's signed head ends its chain, as in its own export: an
@@ -147,4 +148,19 @@ func (h *Host) fence(def poll.Definition, raw string, binary bool) error {
 		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err)
 	}
 	return nil
+}
+
+// pollClose is an export's close line: how certification applies the
+// poll's close. The rule is the poll's certificate's when it has one (a
+// result certified before 2026-12 keeps the stamp rule), else the rule
+// this node certifies by.
+func (h *Host) pollClose(def poll.Definition) ledger.PollClose {
+	c := ledger.PollClose{Poll: def.ID, ClosesAt: def.ClosesAt, FirstWins: def.Quiz != nil, CloseRule: ledger.CloseByNode}
+	if cert, ok := h.cfg.State.Defs.Certificate(def.ID); ok && cert.Status == ledger.Reconciled {
+		var d api.ResultDetail
+		if json.Unmarshal(cert.Detail, &d) == nil && d.Result != nil {
+			c.CloseRule = d.Result.CloseRule
+		}
+	}
+	return c
 }

@@ -180,14 +180,36 @@ func (h *Host) HandleGetPoll(w http.ResponseWriter, r *http.Request) {
 // HandleClosePoll serves POST /v1/polls/{poll}/close (admin): the poll
 // closes now, unless it already closed earlier. The close is a newer write
 // of the poll's definition, replicated like any other.
+//
+// The close is answered once it holds everywhere it can be known: this
+// node and every full node that confirmed it have answered each vote they
+// read under the old close (Config.Closed), so no "accepted" comes after
+// this answer from them; the answer's "close" names any that did not
+// confirm.
 func (h *Host) HandleClosePoll(w http.ResponseWriter, r *http.Request) {
-	h.amend(w, r, func(def *poll.Definition, nowMs int64) (bool, error) {
+	id := r.PathValue("poll")
+	changed, err := h.amendPoll(id, notParked(func(def *poll.Definition, nowMs int64) (bool, error) {
 		if nowMs >= def.ClosesAt {
 			return false, nil
 		}
 		def.ClosesAt = max(nowMs+1, def.OpensAt+1) // after every vote stamped before the close, in its millisecond too
 		return true, nil
-	})
+	}))
+	if err != nil {
+		api.WriteError(w, r, err)
+		return
+	}
+	var report *api.CloseReport
+	if changed && h.cfg.Closed != nil {
+		report = h.cfg.Closed(r.Context(), id)
+	}
+	v, err := h.View(id, true)
+	if err != nil {
+		api.WriteError(w, r, err)
+		return
+	}
+	v.Close = report
+	api.WriteJSON(w, r, http.StatusOK, v)
 }
 
 func (h *Host) writeView(w http.ResponseWriter, r *http.Request, status int, id string) {

@@ -111,13 +111,16 @@ func (h *Host) HandleQuizClose(w http.ResponseWriter, r *http.Request) {
 	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		for _, d := range qs {
 			if d.StatusAt(now, false) == poll.Open {
-				_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+				changed, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 					if nowMs >= def.ClosesAt {
 						return false, nil
 					}
 					def.ClosesAt = max(nowMs+1, def.OpensAt+1) // after every vote stamped before the close, in its millisecond too
 					return true, nil
 				})
+				if changed {
+					h.settleClose(r, d.ID)
+				}
 				return err
 			}
 		}
@@ -160,7 +163,8 @@ func (h *Host) HandleQuizReveal(w http.ResponseWriter, r *http.Request) {
 func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 	h.quizAction(w, r, func(qs []poll.Definition, now int64) error {
 		for _, d := range qs {
-			_, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
+			wasOpen := false
+			changed, err := h.amendPoll(d.ID, func(def *poll.Definition, nowMs int64) (bool, error) {
 				switch {
 				case def.Parked():
 					def.OpensAt, def.ClosesAt = nowMs-1, nowMs      // closed already: nobody can answer it
@@ -168,6 +172,7 @@ func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 					def.Hidden = false
 				case nowMs < def.ClosesAt:
 					def.ClosesAt = max(nowMs+1, def.OpensAt+1) // after every vote stamped before the close, in its millisecond too
+					wasOpen = true
 				default:
 					return false, nil
 				}
@@ -175,6 +180,9 @@ func (h *Host) HandleQuizEnd(w http.ResponseWriter, r *http.Request) {
 			})
 			if err != nil {
 				return err
+			}
+			if changed && wasOpen {
+				h.settleClose(r, d.ID)
 			}
 		}
 		return nil
@@ -218,4 +226,12 @@ func (h *Host) QuizView(id string, host bool) (api.QuizView, error) {
 		return api.QuizView{}, api.Errorf(http.StatusNotFound, api.CodeQuizNotFound, "no quiz %q", id)
 	}
 	return v, nil
+}
+
+// settleClose makes a question's early close hold before the host is
+// answered, as a poll's close does (HandleClosePoll, Config.Closed).
+func (h *Host) settleClose(r *http.Request, id string) {
+	if h.cfg.Closed != nil {
+		h.cfg.Closed(r.Context(), id)
+	}
 }

@@ -22,6 +22,20 @@ type PollView struct {
 	Totals     map[string]int64 `json:"totals,omitempty"`
 	Total      *int64           `json:"total,omitempty"`
 	ServerTime int64            `json:"server_time"`
+	// Close is set in the answer to POST /v1/polls/{poll}/close only.
+	Close *CloseReport `json:"close,omitempty"`
+}
+
+// CloseReport says, in the answer to a close, which full nodes confirmed
+// they apply it — each had answered every vote it read under the old
+// close, so none answers "accepted" under it any more — and which live
+// full nodes did not within the wait: a region cut off goes on counting
+// until it hears of the close, and its votes count as its node decided
+// (docs/certification.md, "The close").
+type CloseReport struct {
+	Confirmed   []string `json:"confirmed"`             // replica ids, this node's included
+	Unconfirmed []string `json:"unconfirmed,omitempty"` // replica ids
+	TookMs      float64  `json:"took_ms"`
 }
 
 // ExtendRequest is the body of POST /v1/polls/{poll}/extend: exactly one

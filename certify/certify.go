@@ -367,7 +367,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	chains, err := c.collect(ctx, poll, replicas, peers, fence)
 	if err == nil {
 		var incremental bool
-		res, incremental, err = c.reconcile(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, chains)
+		res, incremental, err = c.reconcile(ledger.ReconcileConfig{Poll: poll, ClosesAt: def.ClosesAt, CloseRule: ledger.CloseByNode, TrustFloor: c.cfg.TrustFloor, FirstWins: def.Quiz != nil}, chains)
 		if err == nil {
 			c.merges.WithLabelValues(map[bool]string{true: "incremental", false: "whole"}[incremental]).Inc()
 		}

@@ -141,9 +141,13 @@ type Config struct {
 	// that fails is dropped, counted and logged, and the poll's result
 	// stays as it was here.
 	CheckCertificate func(state.Certificate) error
-	Registerer       prometheus.Registerer
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// Settle, at a full node, waits for its votes in flight, before it
+	// confirms a pushed definition (push.go; ingest's Pipeline.Settle);
+	// nil: nothing to wait for.
+	Settle     func()
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // Gossip is a node's membership and state exchange.
@@ -468,6 +472,9 @@ func (g *Gossip) subscribe(nc *nats.Conn) error {
 		return nil
 	}
 	if _, err := nc.Subscribe(g.budgetSubject(), func(m *nats.Msg) { g.receiveBudget(m.Data) }); err != nil {
+		return err
+	}
+	if _, err := nc.Subscribe(g.pushSubject(), g.servePush); err != nil {
 		return err
 	}
 	_, err := nc.Subscribe(g.catchup.subject(g.cfg.Replica), g.catchup.serve)

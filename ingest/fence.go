@@ -35,6 +35,18 @@ func (p *Pipeline) Fence(pollID string, wall int64) error {
 	return nil
 }
 
+// Settle waits for the requests already past their checks to reach the
+// ledger and be answered. A close written before Settle is called is seen
+// by every request answered after it returns: a request reads the poll's
+// definition again once it holds the lock Settle takes whole (submit,
+// VoteBatch), so no vote read under the old close is answered "accepted"
+// after the close is (docs/certification.md, "The close").
+func (p *Pipeline) Settle() {
+	p.stamping.Lock()
+	//lint:ignore SA2001 an empty critical section: waiting for the holders is the point
+	p.stamping.Unlock()
+}
+
 // fenced reports whether the poll, as defined now, is fenced here: a
 // fence taken at or after its grace's end.
 func (p *Pipeline) isFenced(def *poll.Definition) bool {

@@ -50,11 +50,11 @@ func (p *Pipeline) Fits(body []byte) error {
 // to its address and User-Agent; its voter replaces the body's) and
 // submits the votes.
 func (p *Pipeline) vote(pollID string, body []byte, s api.Sender) (VoteResponse, error) {
-	votes, client, def, err := p.decode(pollID, body, s)
+	votes, client, _, err := p.decode(pollID, body, s)
 	if err != nil {
 		return VoteResponse{}, err
 	}
-	results, err := p.submit(pollID, def, votes, client)
+	results, err := p.submit(pollID, votes, client)
 	if err != nil {
 		return VoteResponse{}, err
 	}

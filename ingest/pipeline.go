@@ -156,7 +156,7 @@ type Client struct {
 
 // SubmitFrom is Submit with everything known about the client.
 func (p *Pipeline) SubmitFrom(pollID string, votes []Vote, c Client) ([]Result, error) {
-	results, err := p.submit(pollID, readPoll(p.cfg.State, pollID), votes, c)
+	results, err := p.submit(pollID, votes, c)
 	if err != nil {
 		return nil, err
 	}
@@ -196,11 +196,14 @@ func (p *Pipeline) observe(start time.Time, votes int, results []Result, err err
 }
 
 // submit answers a request's votes, counted in the metrics (observe).
-func (p *Pipeline) submit(pollID string, read pollRead, votes []Vote, c Client) (results []Result, err error) {
+func (p *Pipeline) submit(pollID string, votes []Vote, c Client) (results []Result, err error) {
 	defer func(start time.Time) { p.observe(start, len(votes), results, err) }(time.Now())
 	p.stamping.RLock()
 	defer p.stamping.RUnlock()
-	pr, err := p.prepare(pollID, read, votes, c)
+	// The poll as defined now, under the lock, not as the token check
+	// read it: a close written since must decide this vote's window
+	// (Settle waits for the requests that read it before).
+	pr, err := p.prepare(pollID, readPoll(p.cfg.State, pollID), votes, c)
 	if err != nil {
 		return nil, err
 	}

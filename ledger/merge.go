@@ -149,7 +149,10 @@ func (m *Merge) Result(cfg ReconcileConfig) (*Result, error) {
 	if cfg.Poll != "" && cfg.Poll != m.poll {
 		return nil, fmt.Errorf("%w: a merge of poll %q asked for poll %q", ErrInvalid, m.poll, cfg.Poll)
 	}
-	res := &Result{Poll: m.poll, Totals: map[string]uint64{}, ClosesAt: cfg.ClosesAt, FirstWins: cfg.FirstWins,
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	res := &Result{Poll: m.poll, Totals: map[string]uint64{}, ClosesAt: cfg.ClosesAt, CloseRule: cfg.CloseRule, FirstWins: cfg.FirstWins,
 		Records: m.records, Duplicates: m.records - m.idems}
 	res.Replicas = append([]Chain{}, slices.SortedFunc(maps.Values(m.chains), func(a, b Chain) int { return strings.Compare(a.Replica, b.Replica) })...)
 	parts := make([]Result, mergeShards)
@@ -172,6 +175,7 @@ func (m *Merge) Result(cfg ReconcileConfig) (*Result, error) {
 		res.Late += p.Late
 		res.Shadowed += p.Shadowed
 		res.Total += p.Total
+		res.AfterClose += p.AfterClose
 		for o, n := range p.Totals {
 			res.Totals[o] += n
 		}
@@ -210,6 +214,9 @@ func (sh *mergeShard) count(cfg ReconcileConfig) Result {
 		}
 		res.Totals[counted.Option]++
 		res.Total++
+		if cfg.pastClose(counted) {
+			res.AfterClose++
+		}
 		if a := counted.Answer; a != nil {
 			res.Answers = append(res.Answers, ScoredAnswer{Voter: counted.Voter, Option: counted.Option, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 		}

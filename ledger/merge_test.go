@@ -32,7 +32,8 @@ func TestMergeMatchesReconcile(t *testing.T) {
 			}
 		}
 		cfg := ReconcileConfig{Poll: "p", ClosesAt: rapid.Int64Range(0, 11).Draw(t, "closes_at"),
-			TrustFloor: float64(rapid.IntRange(0, 10).Draw(t, "floor")) / 10, FirstWins: rapid.Bool().Draw(t, "first wins")}
+			TrustFloor: float64(rapid.IntRange(0, 10).Draw(t, "floor")) / 10, FirstWins: rapid.Bool().Draw(t, "first wins"),
+			CloseRule: rapid.SampledFrom([]string{"", CloseByNode}).Draw(t, "close rule")}
 
 		m := NewMerge("p")
 		next := map[string]int{} // replica → records added

@@ -21,6 +21,9 @@ type PollClose struct {
 	Poll      string `json:"poll"`
 	ClosesAt  int64  `json:"closes_at"`
 	FirstWins bool   `json:"first_wins,omitzero"`
+	// CloseRule is the close rule certification applies (CloseByNode;
+	// "" in exports written before 2026-12: the stamp rule).
+	CloseRule string `json:"close_rule,omitzero"`
 }
 
 type pollCloseLine struct {
@@ -52,6 +55,9 @@ func decodeClose(line []byte) (PollClose, error) {
 	}
 	if l.Close.ClosesAt <= 0 {
 		return PollClose{}, fmt.Errorf("%w: close line: closes_at %d", ErrMalformed, l.Close.ClosesAt)
+	}
+	if r := l.Close.CloseRule; r != "" && r != CloseByNode {
+		return PollClose{}, fmt.Errorf("%w: close line: close_rule %.32q (want %q)", ErrMalformed, r, CloseByNode)
 	}
 	return *l.Close, nil
 }

@@ -29,6 +29,13 @@ type Result struct {
 	Superseded uint64            `json:"superseded"`          // a voter's earlier votes, replaced by a later one
 	Replicas   []Chain           `json:"replicas"`            // every replica's record count and chain head
 	ClosesAt   int64             `json:"closes_at,omitempty"` // the close applied (ReconcileConfig.ClosesAt), Unix ms
+	// CloseRule and AfterClose say how the close was applied: "node"
+	// (ReconcileConfig.CloseRule) counts what each record's node decided,
+	// and AfterClose is how many counted votes are stamped at or after
+	// ClosesAt (their node took them before it heard of the close). Both
+	// empty: the stamp rule of results certified before 2026-12.
+	CloseRule  string `json:"close_rule,omitempty"`
+	AfterClose uint64 `json:"after_close,omitempty"`
 	// FirstWins and Answers are a quiz question's: each participant's
 	// first answer counts (ReconcileConfig.FirstWins), and Answers lists
 	// the counted ones that carry a score, by voter.
@@ -55,11 +62,16 @@ type ReconcileConfig struct {
 	// and trust score which non-late records are shadowed (an auditor
 	// re-running the filter on the recorded signals).
 	Shadow func(*Record) bool
-	// ClosesAt, when set, is the poll's final close (Unix ms): records
-	// stamped at or after it by their HLC are late, whatever their node
-	// knew when it took them (a close made in another region may arrive
-	// after a vote stamped past it).
+	// ClosesAt, when set, is the poll's final close (Unix ms). Under the
+	// stamp rule (CloseRule ""), records stamped at or after it by their
+	// HLC are late, whatever their node knew when it took them; under
+	// CloseByNode it only counts the counted votes stamped past it
+	// (Result.AfterClose).
 	ClosesAt int64
+	// CloseRule is how the close decides which records are late:
+	// CloseByNode, or "" for the stamp rule above (results certified
+	// before 2026-12, whose digests must still reproduce).
+	CloseRule string
 	// Poll, when set, is the poll reconciled: records of another poll are
 	// an error, and it names the result (and so enters its digest) even
 	// when there are no records, so two polls nobody voted in do not share
@@ -68,6 +80,20 @@ type ReconcileConfig struct {
 	// FirstWins counts each voter's earliest record instead of the latest:
 	// a quiz question, where the first answer stands (docs/quiz.md).
 	FirstWins bool
+}
+
+// CloseByNode is the close rule that counts what each record's own node
+// decided: a record is late only when its node ledgered it late (it knew
+// of the close and the vote came within the grace). A vote answered
+// "accepted" is so always counted (docs/certification.md, "The close").
+const CloseByNode = "node"
+
+// check refuses a config no certificate could have been made under.
+func (cfg ReconcileConfig) check() error {
+	if cfg.CloseRule != "" && cfg.CloseRule != CloseByNode {
+		return fmt.Errorf("%w: unknown close rule %q (want %q or none)", ErrInvalid, cfg.CloseRule, CloseByNode)
+	}
+	return nil
 }
 
 // Reconcile is ReconcileWith the zero config.
@@ -143,12 +169,15 @@ func ReconcileChains(cfg ReconcileConfig, chains ...[]*Record) (*Result, error) 
 
 // reconcile applies the rules to one poll's records, by replica.
 func reconcile(cfg ReconcileConfig, poll string, byReplica map[string][]*Record) (*Result, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	replicas := slices.Sorted(maps.Keys(byReplica))
 	chains, err := checkChains(replicas, byReplica)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains, ClosesAt: cfg.ClosesAt, FirstWins: cfg.FirstWins}
+	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains, ClosesAt: cfg.ClosesAt, CloseRule: cfg.CloseRule, FirstWins: cfg.FirstWins}
 
 	var all []*Record
 	for _, rep := range replicas {
@@ -236,9 +265,9 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	// Pass 2: per voter, the latest counted record wins. A voter with only
 	// late or shadowed records maps to nil.
 	type counts struct {
-		late, shadowed, voters uint64
-		totals                 map[string]uint64
-		answers                []ScoredAnswer
+		late, shadowed, voters, afterClose uint64
+		totals                             map[string]uint64
+		answers                            []ScoredAnswer
 	}
 	out := make([]counts, shards)
 	parallel(func(s int) {
@@ -267,6 +296,9 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		for _, r := range latest {
 			if r != nil {
 				c.totals[r.Option]++
+				if cfg.pastClose(r) {
+					c.afterClose++
+				}
 				if a := r.Answer; a != nil {
 					c.answers = append(c.answers, ScoredAnswer{Voter: r.Voter, Option: r.Option, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 				}
@@ -283,6 +315,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		res.Late += out[s].late
 		res.Shadowed += out[s].shadowed
 		res.Voters += out[s].voters
+		res.AfterClose += out[s].afterClose
 		for o, n := range out[s].totals {
 			res.Totals[o] += n
 			res.Total += n
@@ -305,12 +338,18 @@ const (
 // place applies the close and the trust filter to one standing record.
 func (cfg ReconcileConfig) place(r *Record) placement {
 	switch {
-	case r.Late || cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
+	case r.Late || cfg.CloseRule == "" && cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt:
 		return placedLate
 	case cfg.Shadow != nil && cfg.Shadow(r), cfg.Shadow == nil && (!r.Counted || r.Trust < cfg.TrustFloor):
 		return placedShadowed
 	}
 	return placedCandidate
+}
+
+// pastClose reports whether a counted record is stamped at or after the
+// close, under CloseByNode: its node took it before it heard of the close.
+func (cfg ReconcileConfig) pastClose(r *Record) bool {
+	return cfg.CloseRule == CloseByNode && cfg.ClosesAt > 0 && r.Wall >= cfg.ClosesAt
 }
 
 // prefer reports whether candidate r is its voter's counted vote rather
@@ -427,6 +466,9 @@ func (r *Result) digest() string {
 	line("total", u(r.Total))
 	if r.ClosesAt != 0 {
 		line("closes_at", strconv.FormatInt(r.ClosesAt, 10))
+	}
+	if r.CloseRule != "" {
+		line("close_rule", r.CloseRule, u(r.AfterClose))
 	}
 	for _, o := range slices.Sorted(maps.Keys(r.Totals)) {
 		line("option", strconv.Quote(o), u(r.Totals[o]))

@@ -74,15 +74,10 @@ func historyGen() *rapid.Generator[history] {
 	})
 }
 
-// modelResult computes totals the slow, obvious way, written apart from
-// Reconcile: O(n²) comparisons of (wall, logical, replica, seq) tuples.
-func modelResult(recs []Record, closesAt int64) (totals map[string]uint64, dups, late, shadowed int) {
-	totals, dups, late, shadowed, _ = modelWinners(recs, closesAt, false)
-	return totals, dups, late, shadowed
-}
-
-// modelWinners is modelResult that also returns each voter's counted
-// record: the latest, or the earliest when firstWins.
+// modelWinners computes totals the slow, obvious way, written apart from
+// Reconcile (O(n²) comparisons of (wall, logical, replica, seq) tuples),
+// and each voter's counted record: the latest, or the earliest when
+// firstWins.
 func modelWinners(recs []Record, closesAt int64, firstWins bool) (totals map[string]uint64, dups, late, shadowed int, winners map[string]Record) {
 	earlier := func(a, b Record) bool { // a before b
 		ka := fmt.Sprintf("%020d|%010d|%s|%020d", a.Wall, a.Logical, a.Replica, a.Seq)
@@ -141,14 +136,29 @@ func TestReconcileMatchesModel(t *testing.T) {
 		}
 		// A close time inside the history's wall range, or none.
 		closesAt := rapid.Int64Range(0, 11).Draw(t, "closes_at")
-		res, err := ReconcileWith(ReconcileConfig{ClosesAt: closesAt}, streams...)
+		rule := rapid.SampledFrom([]string{"", CloseByNode}).Draw(t, "close rule")
+		cfg := ReconcileConfig{ClosesAt: closesAt, CloseRule: rule}
+		res, err := ReconcileWith(cfg, streams...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.ClosesAt != closesAt {
-			t.Fatalf("result's closes_at %d, want %d", res.ClosesAt, closesAt)
+		if res.ClosesAt != closesAt || res.CloseRule != rule {
+			t.Fatalf("result's close %d %q, want %d %q", res.ClosesAt, res.CloseRule, closesAt, rule)
 		}
-		totals, dups, late, shadowed := modelResult(h.all, closesAt)
+		stampClose := closesAt // the stamp rule judges by the close; the node rule by each record's flag
+		if rule == CloseByNode {
+			stampClose = 0
+		}
+		totals, dups, late, shadowed, winners := modelWinners(h.all, stampClose, false)
+		var after uint64
+		for _, w := range winners {
+			if rule == CloseByNode && closesAt > 0 && w.Wall >= closesAt {
+				after++
+			}
+		}
+		if res.AfterClose != after {
+			t.Fatalf("after_close %d, model %d", res.AfterClose, after)
+		}
 		var total uint64
 		for o, n := range totals {
 			total += n
@@ -181,7 +191,7 @@ func TestReconcileMatchesModel(t *testing.T) {
 		for _, p := range parts {
 			again = append(again, RecordsOf(p))
 		}
-		res2, err := ReconcileWith(ReconcileConfig{ClosesAt: closesAt}, again...)
+		res2, err := ReconcileWith(cfg, again...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +210,7 @@ func TestReconcileMatchesModel(t *testing.T) {
 			chains = append(chains, ptrs)
 		}
 		before := slices.Clone(chains[0])
-		res3, err := ReconcileChains(ReconcileConfig{ClosesAt: closesAt}, chains...)
+		res3, err := ReconcileChains(cfg, chains...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,5 +278,37 @@ func TestReconcileEmptyPollIsNamed(t *testing.T) {
 	}
 	if _, err := ReconcileWith(ReconcileConfig{Poll: "other"}, ReadNDJSON(bytes.NewReader(exportOf(t, "eu-1", "p", 2)))); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("records of another poll than the one named: %v", err)
+	}
+}
+
+// The two close rules part on one record: counted by its node, stamped
+// after the close it had not heard of. The stamp rule makes it late; the
+// node rule counts it and says so in after_close, which the digest covers.
+func TestCloseRuleCountsWhatTheNodeDecided(t *testing.T) {
+	ch := chainer{}
+	recs := []Record{
+		ch.add(Record{Poll: "p", Replica: "a", Wall: 5, Voter: "v1", Option: "yes", Idem: "k1", Counted: true}),
+		ch.add(Record{Poll: "p", Replica: "a", Wall: 12, Voter: "v2", Option: "no", Idem: "k2", Counted: true}),
+		ch.add(Record{Poll: "p", Replica: "a", Wall: 13, Voter: "v3", Option: "no", Idem: "k3", Late: true}),
+	}
+	byStamp, err := ReconcileWith(ReconcileConfig{Poll: "p", ClosesAt: 10}, RecordsOf(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byNode, err := ReconcileWith(ReconcileConfig{Poll: "p", ClosesAt: 10, CloseRule: CloseByNode}, RecordsOf(recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byStamp.Total != 1 || byStamp.Late != 2 || byStamp.AfterClose != 0 {
+		t.Fatalf("stamp rule: total %d late %d after_close %d, want 1 2 0", byStamp.Total, byStamp.Late, byStamp.AfterClose)
+	}
+	if byNode.Total != 2 || byNode.Late != 1 || byNode.AfterClose != 1 || byNode.Totals["no"] != 1 {
+		t.Fatalf("node rule: total %d late %d after_close %d totals %v, want 2 1 1", byNode.Total, byNode.Late, byNode.AfterClose, byNode.Totals)
+	}
+	if byNode.Digest == byStamp.Digest {
+		t.Fatal("the two rules share a digest")
+	}
+	if _, err := ReconcileWith(ReconcileConfig{Poll: "p", CloseRule: "stamp"}, RecordsOf(recs)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an unknown rule: %v, want ErrInvalid", err)
 	}
 }

@@ -170,7 +170,7 @@ func TestCertifiedResultMatchesModel(t *testing.T) {
 		streams = append(streams, ledger.ReadNDJSON(bytes.NewReader(e)))
 	}
 	def, _ := nodes[0].state.Defs.Poll("p")
-	offline, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt}, streams...)
+	offline, err := ledger.ReconcileWith(ledger.ReconcileConfig{ClosesAt: def.ClosesAt, CloseRule: ledger.CloseByNode}, streams...)
 	if err != nil {
 		t.Fatal(err)
 	}

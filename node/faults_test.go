@@ -387,7 +387,7 @@ func auditExports(t *testing.T, et *edgeTier, exports [][2]string) {
 	if d, _ := r.body["detail"].(map[string]any); d != nil && d["coordinator"] == et.us.cfg.NodeName {
 		floor = et.us.cfg.TrustFloor
 	}
-	offline, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: "p", ClosesAt: def.ClosesAt, TrustFloor: floor}, streams...)
+	offline, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: "p", ClosesAt: def.ClosesAt, CloseRule: ledger.CloseByNode, TrustFloor: floor}, streams...)
 	if err != nil {
 		t.Fatal(err)
 	}

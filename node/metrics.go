@@ -28,6 +28,8 @@ type nodeMetrics struct {
 	checkpointFails   prometheus.Counter
 	catchUpTimeouts   prometheus.Counter
 	pollsForgotten    prometheus.Counter
+	closeWait         prometheus.Histogram
+	closeUnconfirmed  prometheus.Counter
 	edgeVotes         *prometheus.CounterVec // at an edge, every answer its clients got (refusals.go)
 	http              *httpMetrics
 }
@@ -61,6 +63,14 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 		checkpointFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_checkpoint_failures_total", Help: "Background checkpoints that failed (retried at the next tick).",
 		}),
+		closeWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tally_close_seconds",
+			Help:    "Time from a close written at this node to its answer: its votes in flight answered and every live full node's confirmation (or the 1 s wait).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12),
+		}),
+		closeUnconfirmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_close_unconfirmed_total", Help: "Full nodes that did not confirm a close written at this node within the 1 s wait (they count until they hear of it).",
+		}),
 		catchUpTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_catch_up_timeouts_total", Help: "Starts after which the node took votes without having caught up with the other replicas' ballots (--catch-up-wait passed).",
 		}),
@@ -83,7 +93,7 @@ func (n *Node) registerMetrics(reg *prometheus.Registry) error {
 	buildInfo.Set(1)
 	cs := []prometheus.Collector{
 		buildInfo, n.m.edgeVotes,
-		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.catchUpTimeouts, n.m.pollsForgotten,
+		n.m.commitSeconds, n.m.batchRecords, n.m.replaySeconds, n.m.replayRecords, n.m.checkpointSeconds, n.m.checkpointFails, n.m.catchUpTimeouts, n.m.pollsForgotten, n.m.closeWait, n.m.closeUnconfirmed,
 		certify.NewExactnessCollector(n.state, n.cfg.Now, n.cfg.AdminAddr == ""),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

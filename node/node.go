@@ -137,7 +137,7 @@ func Open(cfg Config) (n *Node, err error) {
 		kept = n.copies.store
 	}
 	n.admin, err = admin.New(admin.Config{State: n.state, Clock: n.clock, Ledger: n.ledger, SigningKey: key, MaxBody: cfg.Limits.MaxBody, Now: cfg.Now,
-		Fence: n.ingest.Fence, Copies: kept})
+		Fence: n.ingest.Fence, Copies: kept, Closed: n.closePoll})
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +308,7 @@ func newGossip(n *Node, keys [][]byte, key ed25519.PrivateKey, tlsID *tlsconf.Id
 		Logger:           cfg.Logger,
 		Now:              cfg.Now,
 		Store:            n.ledger,
+		Settle:           n.ingest.Settle,
 		CheckCertificate: func(c state.Certificate) error { return n.certify.Check(c) },
 	})
 }

@@ -162,7 +162,7 @@ func TestRestoreNeverLowersTheLiveTally(t *testing.T) {
 		streams = append(streams, ledger.ReadNDJSON(bytes.NewReader(e)))
 	}
 	def, _ := eu.state.Defs.Poll("lost2")
-	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: "lost2", ClosesAt: def.ClosesAt}, streams...)
+	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: "lost2", ClosesAt: def.ClosesAt, CloseRule: ledger.CloseByNode}, streams...)
 	if err != nil || mine.Digest != v.Digest {
 		t.Fatalf("the exports give %v (err %v), the certificate %s", mine, err, v.Digest)
 	}

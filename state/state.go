@@ -152,8 +152,10 @@ func New(cfg Config) (*State, error) {
 func (s *State) Replica() string { return s.replica }
 
 // define readies a poll's counts for a definition about to be set: new
-// cells, tally and ballots for a new poll; the ballots' close moved for
-// an amended one.
+// cells, tally and ballots for a new poll. The ballots take no close:
+// the live tally counts what each ballot's node decided (a vote its node
+// took before it heard of the close counts, as the certificate counts it:
+// ledger.CloseByNode), never by comparing stamps with closes_at.
 func (s *State) define(reg crdt.Register[poll.Definition]) {
 	options := make([]string, len(reg.Value.Options))
 	for i, o := range reg.Value.Options {
@@ -162,18 +164,15 @@ func (s *State) define(reg crdt.Register[poll.Definition]) {
 	s.pmu.Lock()
 	ps, ok := s.polls[reg.Value.ID]
 	if !ok {
-		ballots := crdt.NewBallots(reg.Value.ClosesAt)
+		ballots := crdt.NewBallots(0)
 		if reg.Value.Quiz != nil {
-			ballots = crdt.NewFirstBallots(reg.Value.ClosesAt) // a participant's first answer counts
+			ballots = crdt.NewFirstBallots(0) // a participant's first answer counts
 		}
 		s.polls[reg.Value.ID] = &pollState{local: newCells(options, s.stripes), tally: crdt.NewTally(), ballots: ballots, seenMs: s.now().UnixMilli()}
 		s.pmu.Unlock()
 		return
 	}
 	s.pmu.Unlock()
-	ps.bmu.Lock()
-	ps.ballots.SetClosesAt(reg.Value.ClosesAt, s.mover(ps))
-	ps.bmu.Unlock()
 	if !sameOptions(ps.local, options) {
 		// Options are fixed at creation; a definition changing them is
 		// kept, but counting continues in the cells that exist.

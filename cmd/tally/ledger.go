@@ -29,8 +29,8 @@ const ledgerHelp = `usage: tally ledger <subcommand> [flags]
 subcommands:
   verify [--json] FILE…     check the hash chains of exported ledgers (NDJSON)
   merge [--json] FILE…      reconcile exports into the exact result and its
-                            digest (--closes-at and --poll as in the
-                            certified result, to reproduce its digest)
+                            digest (--closes-at, --close-rule and --poll as
+                            in the certified result, to reproduce its digest)
   export --poll ID [--url URL…] [-o DIR]
                             fetch each running node's records of a poll
                             (--url, else $TALLY_URL; admin)
@@ -107,7 +107,21 @@ func (in *inputs) closes() []*ledger.PollClose {
 // mergeClose decides the close a merge applies: the flags when given,
 // else the exports' close lines, which must agree. It returns a warning
 // for the auditor when no export says how the poll closed.
-func mergeClose(files []string, closes []*ledger.PollClose, closesAt *int64, firstWins *bool, flagsSet map[string]bool) (warning string, err error) {
+// mergeFlags are the merge's flags a close line sets when they are not given.
+type mergeFlags struct {
+	closesAt  *int64
+	firstWins *bool
+	closeRule *string
+}
+
+func mergeClose(files []string, closes []*ledger.PollClose, f mergeFlags, flagsSet map[string]bool) (warning string, err error) {
+	switch *f.closeRule {
+	case "stamp":
+		*f.closeRule = ""
+	case "", ledger.CloseByNode:
+	default:
+		return "", fmt.Errorf("--close-rule %q: want node or stamp", *f.closeRule)
+	}
 	var from *ledger.PollClose
 	for i, c := range closes {
 		switch {
@@ -115,8 +129,8 @@ func mergeClose(files []string, closes []*ledger.PollClose, closesAt *int64, fir
 		case from == nil:
 			from = c
 		case *c != *from:
-			return "", fmt.Errorf("%s and %s disagree on how poll %q closed (closes_at %d, first_wins %t against %d, %t): export them again after the close, or give --closes-at and --first-wins as the certified result says",
-				files[0], files[i], c.Poll, from.ClosesAt, from.FirstWins, c.ClosesAt, c.FirstWins)
+			return "", fmt.Errorf("%s and %s disagree on how poll %q closed (closes_at %d, first_wins %t, close_rule %q against %d, %t, %q): export them again after the close, or give --closes-at, --first-wins and --close-rule as the certified result says",
+				files[0], files[i], c.Poll, from.ClosesAt, from.FirstWins, from.CloseRule, c.ClosesAt, c.FirstWins, c.CloseRule)
 		}
 	}
 	if from == nil {
@@ -126,10 +140,13 @@ func mergeClose(files []string, closes []*ledger.PollClose, closesAt *int64, fir
 		return "", nil
 	}
 	if !flagsSet["closes-at"] {
-		*closesAt = from.ClosesAt
+		*f.closesAt = from.ClosesAt
 	}
 	if !flagsSet["first-wins"] {
-		*firstWins = from.FirstWins
+		*f.firstWins = from.FirstWins
+	}
+	if !flagsSet["close-rule"] {
+		*f.closeRule = from.CloseRule
 	}
 	return "", nil
 }
@@ -229,11 +246,12 @@ func ledgerVerify(args []string, stdout, stderr io.Writer) int {
 }
 
 func ledgerMerge(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally ledger merge", "tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--poll ID] FILE...")
+	fs := newFlags("tally ledger merge", "tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--close-rule node|stamp] [--poll ID] FILE...")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
 	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's trust.Score and shadow those under --trust-floor (default 0.15)")
-	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms): votes stamped at or after it are late (default: the exports' close line, as the node certified it)")
+	closesAt := fs.Int64("closes-at", 0, "the poll's final close (Unix ms) (default: the exports' close line, as the node certified it)")
+	closeRule := fs.String("close-rule", "", `how the close applies: "node", a vote is late when its node ledgered it late (certificates since 2026-12), or "stamp", votes stamped at or after --closes-at are late (default: the exports' close line)`)
 	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (default: the exports' close line)")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -257,7 +275,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 			*pollID = c.Poll // the digest of a poll nobody voted in needs it
 		}
 	}
-	warning, err := mergeClose(fs.Args(), closes, closesAt, firstWins, set)
+	warning, err := mergeClose(fs.Args(), closes, mergeFlags{closesAt, firstWins, closeRule}, set)
 	if err != nil {
 		in.close()
 		fmt.Fprintf(stderr, "tally: %v\n", err)
@@ -270,7 +288,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	for i := range in.files {
 		streams[i] = in.stream(i)
 	}
-	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt, Poll: *pollID, FirstWins: *firstWins}
+	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt, CloseRule: *closeRule, Poll: *pollID, FirstWins: *firstWins}
 	if *rescore {
 		f := *floor
 		if f == 0 {
@@ -435,7 +453,9 @@ func storedClose(l *ledger.Ledger, id string) (*ledger.PollClose, error) {
 	if err := json.Unmarshal(b, &reg); err != nil {
 		return nil, fmt.Errorf("poll %q: its stored definition does not decode: %w", id, err)
 	}
-	return &ledger.PollClose{Poll: id, ClosesAt: reg.Value.ClosesAt, FirstWins: reg.Value.Quiz != nil}, nil
+	// The rule this version certifies by: a poll certified by an older
+	// node reproduces with --close-rule stamp.
+	return &ledger.PollClose{Poll: id, ClosesAt: reg.Value.ClosesAt, FirstWins: reg.Value.Quiz != nil, CloseRule: ledger.CloseByNode}, nil
 }
 
 // ledgerDir is where a node keeps its Pebble ledger inside its data dir.

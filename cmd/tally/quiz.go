@@ -124,11 +124,14 @@ func quizResult(args []string, stdout, stderr io.Writer) int {
 		if code != 0 {
 			return code
 		}
-		var closesAt int64
+		rc := ledger.ReconcileConfig{Poll: q.Poll, FirstWins: true}
 		if cert.Detail != nil {
-			closesAt = cert.Detail.ClosesAt
+			rc.ClosesAt = cert.Detail.ClosesAt
+			if r := cert.Detail.Result; r != nil {
+				rc.CloseRule = r.CloseRule
+			}
 		}
-		res, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: q.Poll, ClosesAt: closesAt, FirstWins: true}, sliceRecords(byPoll[q.Poll]))
+		res, err := ledger.ReconcileWith(rc, sliceRecords(byPoll[q.Poll]))
 		if err != nil {
 			fmt.Fprintf(stderr, "tally: question %d: the exports do not reconcile: %v\n", qi+1, err)
 			return 1

@@ -117,13 +117,14 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 	for i := range in.files {
 		streams[i] = in.named(i, ledger.ReadNDJSONHeads(in.reader(i), func(h *ledger.SignedHead) { heads[h.Replica] = h.KeyID() }))
 	}
-	var closesAt int64
-	firstWins := false
+	rc := ledger.ReconcileConfig{Poll: v.Poll}
 	if v.Detail != nil {
-		closesAt = v.Detail.ClosesAt
-		firstWins = v.Detail.Result != nil && v.Detail.Result.FirstWins
+		rc.ClosesAt = v.Detail.ClosesAt
+		if r := v.Detail.Result; r != nil {
+			rc.FirstWins, rc.CloseRule = r.FirstWins, r.CloseRule
+		}
 	}
-	mine, err := ledger.ReconcileWith(ledger.ReconcileConfig{Poll: v.Poll, ClosesAt: closesAt, FirstWins: firstWins}, streams...)
+	mine, err := ledger.ReconcileWith(rc, streams...)
 	in.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally: the files do not reconcile: %v\n", err)

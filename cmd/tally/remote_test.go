@@ -142,9 +142,10 @@ func TestMergeTakesTheCloseFromTheExports(t *testing.T) {
 		{"they disagree", []*ledger.PollClose{c(9, false), c(8, false)}, nil, 0, 0, false, false, true},
 		{"none at all", []*ledger.PollClose{nil, nil}, nil, 0, 0, false, true, false},
 		{"none, but the flag", []*ledger.PollClose{nil, nil}, map[string]bool{"closes-at": true}, 7, 7, false, false, false},
+		{"rules disagree", []*ledger.PollClose{c(9, false), {Poll: "p", ClosesAt: 9, CloseRule: ledger.CloseByNode}}, nil, 0, 0, false, false, true},
 	} {
-		ms, first := tc.flagMs, false
-		warn, err := mergeClose(files, tc.closes, &ms, &first, tc.set)
+		ms, first, rule := tc.flagMs, false, ""
+		warn, err := mergeClose(files, tc.closes, mergeFlags{&ms, &first, &rule}, tc.set)
 		if (err != nil) != tc.err || (warn != "") != tc.warn || !tc.err && (ms != tc.wantMs || first != tc.wantFirst) {
 			t.Errorf("%s: closes_at %d first_wins %t, warning %q, err %v", tc.name, ms, first, warn, err)
 		}
