@@ -24,10 +24,10 @@ func (n *Node) catchingUp() bool {
 	if n.caughtUp.Load() || n.edge != nil { // an edge holds no ballots: the full nodes it relays to hold back
 		return false
 	}
-	if !n.ready.Load() {
+	if n.startAt.Load() == 0 { // still replaying
 		return true
 	}
-	waited := time.Since(time.Unix(0, n.readyAt.Load()))
+	waited := n.sinceStart()
 	switch {
 	case n.gossip.CaughtUp():
 		if n.caughtUp.CompareAndSwap(false, true) {
@@ -43,6 +43,74 @@ func (n *Node) catchingUp() bool {
 		return true
 	}
 	return false
+}
+
+// startingWhy says why a node that is not ready yet answers nothing.
+func (n *Node) startingWhy() string {
+	if n.startAt.Load() == 0 {
+		return "replaying the ledger"
+	}
+	return "back from an unclean stop, regaining the other replicas' state so that it never shows less than it showed before"
+}
+
+// sinceStart is how long ago the start order was done (0 before).
+func (n *Node) sinceStart() time.Duration {
+	at := n.startAt.Load()
+	if at == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, at))
+}
+
+// After an unclean stop (the run mark, checkpoint.go) the tallies kept
+// may lack what the node showed in its last moments: they are synced
+// every talliesEvery, and what gossip brought since was on air and in no
+// file. A node does not answer before it knows what it answered: it
+// stays unready — the public reads and the live streams answer 503 with
+// Retry-After like the rest of the API — until it holds the other
+// replicas' state again (caught up, as for votes; an edge: a member's
+// full state merged), whose own counts are at least what it showed of
+// them. Past --catch-up-wait, with no replica answering, it answers from
+// the tallies it kept, which may lack that last moment, and says so.
+
+// readyOnceRegained turns the node ready once it holds the other
+// replicas' state again, or the wait is over.
+func (n *Node) readyOnceRegained(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if done, caught := n.regained(); done {
+			if caught {
+				n.log.Info("back from an unclean stop holding the other replicas' state: answering", "after", n.sinceStart().Round(time.Millisecond))
+			} else {
+				n.log.Warn("back from an unclean stop without the other replicas' state: answering from the tallies kept, which may lack what gossip brought in the last moments before the stop",
+					"waited", n.sinceStart().Round(time.Millisecond), "flag", "--catch-up-wait", "unheard", n.gossip.Unheard())
+			}
+			n.ready.Store(true)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// regained reports whether the node holds the other replicas' state (a
+// full node caught up, an edge synced) or --catch-up-wait has passed
+// (done), and whether it was the state (caught).
+func (n *Node) regained() (done, caught bool) {
+	if n.edge == nil {
+		if n.catchingUp() {
+			return false, false
+		}
+		return true, n.gossip.CaughtUp()
+	}
+	if n.gossip.Synced() {
+		return true, true
+	}
+	return n.sinceStart() >= n.cfg.CatchUpWait, false
 }
 
 // watchCatchUp opens the gate as soon as it may, whether or not anyone

@@ -32,6 +32,13 @@ type checkpoints struct {
 	ingest  *ingest.Pipeline
 	log     *slog.Logger
 	m       *nodeMetrics
+
+	// whole: the tallies kept hold all the last run showed (it stopped
+	// cleanly, or there was none); set by loadTallies.
+	whole bool
+	// unsynced: tallies were written since the last synced write
+	// (keepTallies; its loop alone).
+	unsynced bool
 }
 
 // heads is this replica's chain length per poll.
@@ -115,13 +122,30 @@ func (c *checkpoints) safeWrite() (err error) {
 
 // talliesEvery is how often the polls' merged tallies (every replica's
 // counts and record counts) are kept in the ledger's metadata, when they
-// changed (state.SaveTallies): what a restart knows of the other replicas
-// before anyone answers it, and the lowest number it puts on air.
+// changed (state.SaveTallies), and synced: what a restart knows of the
+// other replicas before anyone answers it, and the lowest number it puts
+// on air.
 const talliesEvery = 100 * time.Millisecond
 
+// runMark is the ledger metadata entry that says how the last run ended:
+// markRunning from the start until a clean stop has kept the tallies a
+// last time, after it stopped showing them; then markStopped. A start
+// that finds markRunning knows the last run ended without that last keep
+// (kill -9, an OOM, a power cut): what gossip brought in its last
+// talliesEvery was on air and may be in no kept tally, so it answers no
+// one until the other replicas gave that back (catchup.go).
+const runMark = "node/run"
+
+const (
+	markRunning = "running"
+	markStopped = "stopped"
+)
+
 // loadTallies merges the tallies kept by the last run into the state,
-// after the replay: the other replicas' counts and record counts.
-func (c *checkpoints) loadTallies() {
+// after the replay: the other replicas' counts and record counts. Then it
+// reads how the last run ended (whole) and marks this one running, synced,
+// before anything is shown.
+func (c *checkpoints) loadTallies() error {
 	loaded, err := c.state.LoadTallies()
 	if err != nil {
 		c.log.Error("some kept tallies could not be read; those polls know the other replicas only once gossip brings them", "err", err)
@@ -129,6 +153,53 @@ func (c *checkpoints) loadTallies() {
 	if loaded > 0 {
 		c.log.Info("kept tallies loaded: the other replicas' counts as last known", "polls", loaded)
 	}
+	mark, found, merr := c.ledger.Meta(runMark)
+	if merr != nil {
+		return fmt.Errorf("node: cannot read the run mark: %w", merr)
+	}
+	// Whole: the last run stopped cleanly, or kept nothing (a new data
+	// dir). A data dir of a version without the mark that kept tallies, and
+	// one restored from a backup (taken from a running node), are not.
+	c.whole = err == nil && (found && string(mark) == markStopped || !found && loaded == 0)
+	if err := c.ledger.PutMeta(runMark, []byte(markRunning)); err != nil {
+		return fmt.Errorf("node: cannot mark the run started: %w", err)
+	}
+	return nil
+}
+
+// keepTallies writes the tallies that changed (state.SaveTallies) and
+// makes them durable. SaveTallies writes most of them unsynced, into
+// Pebble's write-ahead log buffer, which a killed process loses; a synced
+// write of the run mark follows, and as the log is written in order, it
+// makes every write before it durable. One fsync a talliesEvery in which
+// a tally changed.
+func (c *checkpoints) keepTallies() error {
+	n, err := c.state.SaveTallies()
+	c.unsynced = c.unsynced || n > 0
+	if err != nil {
+		return fmt.Errorf("node: cannot keep the tallies: %w", err)
+	}
+	if !c.unsynced {
+		return nil
+	}
+	if err := c.ledger.PutMeta(runMark, []byte(markRunning)); err != nil {
+		return fmt.Errorf("node: cannot sync the kept tallies: %w", err)
+	}
+	c.unsynced = false
+	return nil
+}
+
+// keepLast keeps the tallies a last time at a clean stop, once nothing
+// shows them any more, and marks the run stopped: the next start shows
+// them at once.
+func (c *checkpoints) keepLast() error {
+	if _, err := c.state.SaveTallies(); err != nil {
+		return fmt.Errorf("node: cannot keep the tallies: %w", err)
+	}
+	if err := c.ledger.PutMeta(runMark, []byte(markStopped)); err != nil {
+		return fmt.Errorf("node: cannot mark the run stopped: %w", err)
+	}
+	return nil
 }
 
 // saveTalliesLoop keeps the tallies every talliesEvery until ctx ends.
@@ -142,7 +213,7 @@ func (c *checkpoints) saveTalliesLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		_, err := c.state.SaveTallies()
+		err := c.keepTallies()
 		switch {
 		case err != nil && !failing:
 			c.log.Error("cannot keep the tallies; will retry", "err", err)

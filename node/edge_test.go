@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -24,16 +25,43 @@ import (
 	"tally/relay"
 )
 
-// freePort returns a loopback address nothing listens on now.
+// freePort returns a loopback address nothing listens on now, TCP or UDP
+// (memberlist takes both), for a node that must keep its port across
+// restarts. It is drawn below the kernel's ephemeral range (32768 and up
+// on Linux), where every ":0" listener of the suite's processes lands, so
+// none of those can take it between this call and the node's start; and
+// never twice in one test binary.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if portsGiven[port] {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		portsGiven[port] = true
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port in 20000-31999")
+	return ""
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // edgeTier is a region of two full nodes and two edges, all processes,
 // beside a full node of another region in the test process.

@@ -64,7 +64,7 @@ type Node struct {
 	debugLn  net.Listener // --debug-addr; nil: no profiles served
 	debugSrv *http.Server
 	ready    atomic.Bool    // replayed and serving: the API answers
-	readyAt  atomic.Int64   // when ready was set (Unix ns, the process clock)
+	startAt  atomic.Int64   // when the start order was done, ready or not (Unix ns, the process clock): the catch-up wait runs from it
 	caughtUp atomic.Bool    // the catch-up gate is open (catchup.go)
 	draining atomic.Bool    // stopping: /readyz answers 503, the API still answers
 	backup   *backup.Server // GET /v1/backup

@@ -171,7 +171,7 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !n.ready.Load() {
-		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "replaying the ledger"))
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", n.startingWhy()))
 		return
 	}
 	if n.catchingUp() {

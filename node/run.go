@@ -133,9 +133,9 @@ func serveSide(n *Node, serveErr chan<- error) (stop func()) {
 }
 
 // replayLedger restores the vote state from the checkpoint and the ledger,
-// then the kept tallies, and waits out the clock's mark after an unclean
-// stop. It reports whether the state is whole (a final checkpoint may be
-// written at the stop).
+// then the kept tallies (and marks the run started), and waits out the
+// clock's mark after an unclean stop. It reports whether the state is
+// whole (a final checkpoint may be written at the stop).
 func replayLedger(ctx context.Context, n *Node) (bool, error) {
 	start := time.Now()
 	applied, err := n.ckpt.restore()
@@ -146,7 +146,9 @@ func replayLedger(ctx context.Context, n *Node) (bool, error) {
 	n.m.replaySeconds.Set(time.Since(start).Seconds())
 	n.m.replayRecords.Set(float64(applied))
 	n.log.Info("ledger replayed", "records", applied, "took", time.Since(start).Round(time.Millisecond))
-	n.ckpt.loadTallies()
+	if err := n.ckpt.loadTallies(); err != nil {
+		return false, err
+	}
 	if err := reapplyCopies(n); err != nil {
 		return false, err
 	}
@@ -161,7 +163,8 @@ func replayLedger(ctx context.Context, n *Node) (bool, error) {
 }
 
 // runUntilDone joins the cluster, starts the relay and the background
-// loops, turns ready, and waits for ctx (then drains) or a server's
+// loops, turns ready (after an unclean stop, once it holds again what it
+// showed: catchup.go), and waits for ctx (then drains) or a server's
 // failure. The loops have stopped when it returns; the relay is stopped by
 // the function it returns, after HTTP.
 func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRelay func(), err error) {
@@ -190,8 +193,12 @@ func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRela
 	loops.Go(func() { n.ckpt.loop(loopCtx) })
 	loops.Go(func() { n.ckpt.saveTalliesLoop(loopCtx) })
 	loops.Go(func() { n.forgetLoop(loopCtx) })
-	n.readyAt.Store(time.Now().UnixNano())
-	n.ready.Store(true)
+	n.startAt.Store(time.Now().UnixNano())
+	if n.ckpt.whole {
+		n.ready.Store(true)
+	} else {
+		loops.Go(func() { n.readyOnceRegained(loopCtx) })
+	}
 	loops.Go(func() { n.watchCatchUp(loopCtx) })
 	select {
 	case <-ctx.Done():
@@ -229,8 +236,8 @@ func shutdown(n *Node, err error, replayed bool, stopRelay func()) error {
 		if cerr := n.ckpt.write(); cerr != nil {
 			n.log.Error("final checkpoint", "err", cerr)
 		}
-		if _, serr := n.state.SaveTallies(); serr != nil {
-			n.log.Error("final save of the tallies", "err", serr)
+		if serr := n.ckpt.keepLast(); serr != nil {
+			n.log.Error("final save of the tallies; the next start answers once it holds the other replicas' state", "err", serr)
 		}
 	}
 	err = errors.Join(err, n.closeStorage())
