@@ -183,6 +183,22 @@ func (t *Tally) DeltaOf(replica string, v uint64) *Tally {
 	return t.delta(v, func(r string) bool { return r == replica })
 }
 
+// Touch marks every entry of replica as changed now, so the next
+// DeltaSince carries them whether or not they changed (a node sending on
+// another replica's entries with its own that depend on them).
+func (t *Tally) Touch(replica string) {
+	for k := range t.changed {
+		if k.replica == replica {
+			t.touch(k)
+		}
+	}
+}
+
+// DeltaWhere is DeltaOf for every replica keep accepts.
+func (t *Tally) DeltaWhere(keep func(replica string) bool, v uint64) *Tally {
+	return t.delta(v, keep)
+}
+
 func (t *Tally) delta(v uint64, keep func(string) bool) *Tally {
 	d := NewTally()
 	for k, at := range t.changed {

@@ -87,16 +87,18 @@ func reasonOf(err error) string {
 // ballots over NATS.
 func (c *catchUp) serve(m *nats.Msg) {
 	g := c.g
-	if _, b, ok := g.catchup.answer(m.Data); ok {
+	if _, b, ok := g.catchup.answerFor(m.Data, g.cfg.Replica); ok {
 		if err := m.Respond(b); err == nil {
 			g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(b)))
 		}
 	}
 }
 
-// answer opens a sealed request and builds the sealed reply: this
-// replica's ballots of the poll after the Seq asked for, from memory.
-func (c *catchUp) answer(sealed []byte) (ballotRequest, []byte, bool) {
+// answerFor opens a sealed request and builds the sealed reply: replica's
+// ballots of the poll after the Seq asked for, from memory (this node's
+// own, or a gone replica's it holds: steward.go, which answers only when
+// it holds some).
+func (c *catchUp) answerFor(sealed []byte, replica string) (ballotRequest, []byte, bool) {
 	g := c.g
 	var req ballotRequest
 	if g.refuseKeyless(pathCatchUp, len(sealed)) {
@@ -111,9 +113,12 @@ func (c *catchUp) answer(sealed []byte) (ballotRequest, []byte, bool) {
 		g.m.dropped.WithLabelValues(pathCatchUp, "malformed").Inc()
 		return req, nil, false
 	}
-	bs, err := g.cfg.State.BallotsSince(req.Poll, g.cfg.Replica, req.After, catchUpBatch)
+	bs, err := g.cfg.State.BallotsSince(req.Poll, replica, req.After, catchUpBatch)
 	if err != nil {
 		bs = nil // an unknown poll: an empty answer
+	}
+	if len(bs) == 0 && replica != g.cfg.Replica {
+		return req, nil, false // another holder may have them
 	}
 	ts, err := g.cfg.Clock.Now()
 	if err != nil {
@@ -165,6 +170,7 @@ func (c *catchUp) look(ctx context.Context, last map[[2]string]uint64) {
 	// A node not yet caught up (just started) fetches at once: nothing in
 	// flight will bring it ballots older than its start.
 	starting := !g.caughtUp.Load()
+	live, _, trusted := g.liveFull()
 	defer func() { g.caughtUp.Store(!behind && g.Synced() && len(g.Unheard()) == 0) }()
 	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, now) {
@@ -192,7 +198,9 @@ func (c *catchUp) look(ctx context.Context, last map[[2]string]uint64) {
 				continue // still arriving: give the fast path a second
 			}
 			if err := g.catchup.fetch(ctx, nc, d.ID, replica, h, records); err != nil {
-				behind = true
+				// A gone replica's ballots come from whoever holds them
+				// (steward.go), or never: it holds nobody back.
+				behind = behind || !trusted || live[replica]
 				g.m.catchUp.WithLabelValues("failed").Inc()
 				g.log.Debug("ballot catch-up", "poll", d.ID, "replica", replica, "err", err)
 			}

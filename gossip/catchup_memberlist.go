@@ -113,7 +113,7 @@ func (c *catchUp) userMsg(b []byte) {
 		g.userMu.Unlock()
 		go func() {
 			defer func() { <-c.answering; g.wg.Done() }()
-			req, answer, ok := g.catchup.answer(b[1:])
+			req, answer, ok := g.catchup.answerFor(b[1:], g.cfg.Replica)
 			if !ok {
 				return
 			}

@@ -394,8 +394,9 @@ func (g *Gossip) Start() error {
 	go g.publishLoop(ctx)
 	go g.reconnectLoop(ctx)
 	if cfg.Role == RoleFull {
-		g.wg.Add(1)
+		g.wg.Add(2)
 		go g.catchup.loop(ctx)
+		go g.stewardLoop(ctx)
 	}
 	if cfg.NATSURL == "" {
 		g.wg.Go(func() { g.mesh.repairLoop(ctx) })
@@ -477,7 +478,11 @@ func (g *Gossip) subscribe(nc *nats.Conn) error {
 	if _, err := nc.Subscribe(g.pushSubject(), g.servePush); err != nil {
 		return err
 	}
-	_, err := nc.Subscribe(g.catchup.subject(g.cfg.Replica), g.catchup.serve)
+	if _, err := nc.Subscribe(g.catchup.subject(g.cfg.Replica), g.catchup.serve); err != nil {
+		return err
+	}
+	// Any replica's subject: answered here only for a gone one (steward.go).
+	_, err := nc.Subscribe(g.catchup.subject(">"), g.catchup.serveGone)
 	return err
 }
 

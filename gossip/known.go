@@ -130,8 +130,14 @@ func (k *known) heardFrom(replica string) {
 
 // Unheard returns the replicas known to hold records of a poll that is
 // gossiped and not yet certified, from which nothing arrived since this
-// node started: whom it is still missing. Sorted.
+// node started: whom it is still missing. Sorted. Once this node has
+// merged a member's full state (and with it the membership), a replica
+// that is not a live member is not waited for: it is gone (killed,
+// drained, replaced), and what it took is held by the others
+// (steward.go); a replacement, or any later restart, does not wait out
+// --catch-up-wait for it.
 func (g *Gossip) Unheard() []string {
+	live, _, trusted := g.liveFull()
 	now := g.cfg.Now().UnixMilli()
 	want := map[string]bool{}
 	for _, d := range g.cfg.State.Defs.Polls() {
@@ -155,7 +161,7 @@ func (g *Gossip) Unheard() []string {
 	defer g.known.mu.Unlock()
 	var out []string
 	for r := range want {
-		if !g.known.heard[r] {
+		if !g.known.heard[r] && (!trusted || live[r]) {
 			out = append(out, r)
 		}
 	}

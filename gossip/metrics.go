@@ -20,6 +20,9 @@ type metrics struct {
 	refused   *prometheus.CounterVec // port, reason: connections the embedded NATS refused
 	ballots   *prometheus.CounterVec // path: other replicas' ballots merged
 	catchUp   *prometheus.CounterVec // outcome: catch-up requests for missing ballots
+	// republished counts ballots of gone replicas sent on from their
+	// buddy's copies (steward.go).
+	republished prometheus.Counter
 	// keyMismatch counts memberlist messages another gossip key sealed
 	// (received) and joins a seed could not read (sent): keycheck.go.
 	keyMismatch *prometheus.CounterVec
@@ -51,6 +54,9 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 		catchUp: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_gossip_catchup_total", Help: "Catch-up requests for ballots this node lacked, by outcome (fetched: a batch arrived; failed: no answer or no progress).",
 		}, []string{"outcome"}),
+		republished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_gossip_republished_ballots_total", Help: "Ballots of a gone full node (not a live member) this node sent on from the copies it holds as its buddy: the votes that node acknowledged whose own gossip never went out.",
+		}),
 		keyMismatch: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_gossip_key_mismatch_total", Help: "Gossip messages between this node and another that the other's key sealed (direction received: this node could not read them) or that a seed could not read (sent: a join refused): the two nodes' --gossip-key differ, and neither is a member of the other's cluster.",
 		}, []string{"direction"}),
@@ -66,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 	}, func() float64 { return float64(g.cfg.ExpectMembers) })
 	staleness := &stalenessCollector{g: g, desc: prometheus.NewDesc("tally_gossip_staleness_seconds",
 		"Age of the newest state heard from each replica.", []string{"replica", "region"}, nil)}
-	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, m.keyMismatch, members, expected, staleness} {
+	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, m.republished, m.keyMismatch, members, expected, staleness} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -39,7 +39,11 @@ func (s *State) OwnDelta(pollID string, since uint64) (*crdt.Tally, uint64, erro
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	s.fold(ps)
-	return ps.tally.DeltaOf(s.replica, since), ps.tally.Version(), nil
+	// This replica's own entries, and its corrections of gone replicas'
+	// counters (steward.go): it alone writes both.
+	// With them go the entries of gone replicas it sends on (steward.go).
+	own := func(r string) bool { return r == s.replica || stewardedBy(r, s.replica) || ps.echo[r] }
+	return ps.tally.DeltaWhere(own, since), ps.tally.Version(), nil
 }
 
 // Heard is when state from a replica last arrived, and from which region.

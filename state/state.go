@@ -99,9 +99,10 @@ type pollState struct {
 	mu    sync.Mutex // guards tally
 	tally *crdt.Tally
 
-	bmu     sync.Mutex    // guards ballots and outbox
-	ballots *crdt.Ballots // every replica's ballots: the cluster-wide voter state
-	outbox  []crdt.Ballot // this replica's ballots not yet taken for publishing
+	bmu     sync.Mutex      // guards ballots and outbox
+	ballots *crdt.Ballots   // every replica's ballots: the cluster-wide voter state
+	outbox  []crdt.Ballot   // this replica's ballots not yet taken for publishing
+	echo    map[string]bool // gone replicas whose entries this one sends on (steward.go); guarded by mu
 
 	vmu     sync.Mutex              // guards viewers
 	viewers map[string]viewerCount  // replica → the viewers it serves (see viewers.go)
