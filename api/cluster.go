@@ -46,3 +46,16 @@ type ClusterNATS struct {
 	// edge's (0 or 1) to a full node.
 	LeafNodes int `json:"leaf_nodes"`
 }
+
+// ClusterKeys is the body of GET /v1/cluster/keys: the Ed25519 public key
+// of every replica this node knows, by which its certificates, signed
+// chain heads and copies are verified.
+type ClusterKeys struct {
+	Keys []ReplicaKey `json:"keys"`
+}
+
+// ReplicaKey is one replica's public key, standard base64.
+type ReplicaKey struct {
+	Replica   string `json:"replica"`
+	PublicKey []byte `json:"public_key"`
+}

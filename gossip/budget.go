@@ -107,7 +107,7 @@ func DecodeBudget(b []byte) (*BudgetMessage, error) {
 	return m, nil
 }
 
-func (g *Gossip) budgetSubject() string { return "tally." + g.cfg.Cluster + ".budget" }
+func budgetSubject(g *Gossip) string { return "tally." + g.cfg.Cluster + ".budget" }
 
 // publishBudget sends this node's changed token counts, if any, its whole
 // view when a refresh is due or a peer asked for it, and its own ask while
@@ -127,7 +127,7 @@ func (g *Gossip) publishBudget(nc *nats.Conn, mono time.Time) {
 	if mono.Before(bp.askUntil) && mono.Sub(bp.asked) >= g.cfg.HeartbeatEvery {
 		bp.asked = mono
 		b := g.keys.seal(EncodeBudget(&BudgetMessage{Replica: g.cfg.Replica, Sent: ts}))
-		if err := nc.Publish(g.budgetSubject(), b); err != nil {
+		if err := nc.Publish(budgetSubject(g), b); err != nil {
 			return
 		}
 	}
@@ -153,7 +153,7 @@ func (g *Gossip) sendBudget(nc *nats.Conn, replica string, ts hlc.Timestamp, ent
 		n := min(len(entries), maxBudgetItems)
 		b := g.keys.seal(EncodeBudget(&BudgetMessage{Replica: replica, Sent: ts, Entries: entries[:n]}))
 		entries = entries[n:]
-		if err := nc.Publish(g.budgetSubject(), b); err != nil {
+		if err := nc.Publish(budgetSubject(g), b); err != nil {
 			g.log.Warn("nats publish of the token budget", "err", err)
 			return false
 		}

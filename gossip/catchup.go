@@ -170,7 +170,7 @@ func (c *catchUp) look(ctx context.Context, last map[[2]string]uint64) {
 	// A node not yet caught up (just started) fetches at once: nothing in
 	// flight will bring it ballots older than its start.
 	starting := !g.caughtUp.Load()
-	live, _, trusted := g.liveFull()
+	live, _, trusted := liveFull(g)
 	defer func() { g.caughtUp.Store(!behind && g.Synced() && len(g.Unheard()) == 0) }()
 	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, now) {

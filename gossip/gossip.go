@@ -141,6 +141,11 @@ type Config struct {
 	// that fails is dropped, counted and logged, and the poll's result
 	// stays as it was here.
 	CheckCertificate func(state.Certificate) error
+	// UnknownKey, when set, is told of a certificate dropped because its
+	// certifier's key is not known here (a replica gone before this node
+	// joined: a replacement); it may learn the key and apply the
+	// certificate itself. It must not block.
+	UnknownKey func(state.Certificate)
 	// Settle, at a full node, waits for its votes in flight, before it
 	// confirms a pushed definition (push.go; ingest's Pipeline.Settle);
 	// nil: nothing to wait for.
@@ -396,7 +401,7 @@ func (g *Gossip) Start() error {
 	if cfg.Role == RoleFull {
 		g.wg.Add(2)
 		go g.catchup.loop(ctx)
-		go g.stewardLoop(ctx)
+		go stewardLoop(ctx, g)
 	}
 	if cfg.NATSURL == "" {
 		g.wg.Go(func() { g.mesh.repairLoop(ctx) })
@@ -472,10 +477,10 @@ func (g *Gossip) subscribe(nc *nats.Conn) error {
 	if g.cfg.Role != RoleFull {
 		return nil
 	}
-	if _, err := nc.Subscribe(g.budgetSubject(), func(m *nats.Msg) { g.receiveBudget(m.Data) }); err != nil {
+	if _, err := nc.Subscribe(budgetSubject(g), func(m *nats.Msg) { g.receiveBudget(m.Data) }); err != nil {
 		return err
 	}
-	if _, err := nc.Subscribe(g.pushSubject(), g.servePush); err != nil {
+	if _, err := nc.Subscribe(pushSubject(g), func(m *nats.Msg) { servePush(g, m) }); err != nil {
 		return err
 	}
 	if _, err := nc.Subscribe(g.catchup.subject(g.cfg.Replica), g.catchup.serve); err != nil {

@@ -137,7 +137,7 @@ func (k *known) heardFrom(replica string) {
 // (steward.go); a replacement, or any later restart, does not wait out
 // --catch-up-wait for it.
 func (g *Gossip) Unheard() []string {
-	live, _, trusted := g.liveFull()
+	live, _, trusted := liveFull(g)
 	now := g.cfg.Now().UnixMilli()
 	want := map[string]bool{}
 	for _, d := range g.cfg.State.Defs.Polls() {

@@ -26,7 +26,7 @@ import (
 //     it answers instead.
 //   - Its counters stop moving: the live tally would keep a voter it
 //     counted who voted again elsewhere. One live full node, its steward,
-//     corrects them (state.Steward) until the replica is back.
+//     corrects them (state.Stewards) until the replica is back.
 //
 // "Gone" is "not a live member, as seen by a node that has merged a
 // member's full state": a frozen node is gone once memberlist declares it
@@ -47,7 +47,7 @@ const stewardEvery = 500 * time.Millisecond
 const stewardAfter = 1200 * time.Millisecond
 
 // stewardLoop runs stewardOnce every stewardEvery until ctx ends.
-func (g *Gossip) stewardLoop(ctx context.Context) {
+func stewardLoop(ctx context.Context, g *Gossip) {
 	defer g.wg.Done()
 	t := time.NewTicker(stewardEvery)
 	defer t.Stop()
@@ -57,7 +57,7 @@ func (g *Gossip) stewardLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			g.stewardOnce(&s, time.Now())
+			stewardOnce(g, &s, time.Now())
 			s.hist.forget(time.Now())
 		}
 	}
@@ -132,7 +132,7 @@ func (h targets) forget(now time.Time) {
 // liveFull returns the replicas of the live full members, this node's
 // included, and whether this node's view of the membership can be
 // trusted (it merged a member's full state).
-func (g *Gossip) liveFull() (map[string]bool, []string, bool) {
+func liveFull(g *Gossip) (map[string]bool, []string, bool) {
 	live := map[string]bool{}
 	var order []string
 	for _, m := range g.Members() {
@@ -146,8 +146,8 @@ func (g *Gossip) liveFull() (map[string]bool, []string, bool) {
 
 // stewardOnce sends on the held ballots of gone replicas and sets this
 // node's corrections of their counters, poll by poll.
-func (g *Gossip) stewardOnce(s *stewarding, now time.Time) {
-	live, full, trusted := g.liveFull()
+func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
+	live, full, trusted := liveFull(g)
 	if !trusted {
 		return
 	}
@@ -184,7 +184,7 @@ func (g *Gossip) stewardOnce(s *stewarding, now time.Time) {
 				// Ballots of it beyond what it announced: its buddy's
 				// copies. Sent on once.
 				from := max(n, sent[key])
-				if last, err := g.cfg.State.Republish(d.ID, replica, from, MaxBallots); err == nil && last > from {
+				if last, err := g.cfg.State.Stewards().Republish(d.ID, replica, from, MaxBallots); err == nil && last > from {
 					sent[key] = last
 					g.m.republished.Add(float64(last - from))
 					g.log.Info("sending on the ballots of a gone replica held as its buddy", "poll", d.ID, "replica", replica, "through_seq", last)
@@ -205,19 +205,19 @@ func (g *Gossip) stewardOnce(s *stewarding, now time.Time) {
 			}
 			var target map[string]int64
 			if mine {
-				if target, err = g.cfg.State.Contribution(d.ID, replica); err != nil {
+				if target, err = g.cfg.State.Stewards().Contribution(d.ID, replica); err != nil {
 					continue
 				}
 				target = hist.hold(key, target, now)
 			}
-			if changed, err := g.cfg.State.Steward(d.ID, replica, target); err == nil && changed && mine {
+			if changed, err := g.cfg.State.Stewards().Correct(d.ID, replica, target); err == nil && changed && mine {
 				g.log.Debug("correcting the counters of a gone replica", "poll", d.ID, "replica", replica)
 			}
 		}
 		// Corrections of replicas back in the membership, or no longer ours.
-		for _, replica := range g.cfg.State.Stewarded(d.ID) {
+		for _, replica := range g.cfg.State.Stewards().Corrected(d.ID) {
 			if live[replica] || stewardOf(d.ID, replica, full) != g.cfg.Replica {
-				if changed, _ := g.cfg.State.Steward(d.ID, replica, nil); changed {
+				if changed, _ := g.cfg.State.Stewards().Correct(d.ID, replica, nil); changed {
 					g.log.Info("no longer correcting the counters of a replica", "poll", d.ID, "replica", replica, "back", live[replica])
 				}
 			}
@@ -250,7 +250,7 @@ func (c *catchUp) serveGone(m *nats.Msg) {
 	if replica == "" || replica == g.cfg.Replica || m.Reply == "" {
 		return
 	}
-	if live, _, trusted := g.liveFull(); !trusted || live[replica] {
+	if live, _, trusted := liveFull(g); !trusted || live[replica] {
 		return // it answers for itself
 	}
 	if _, b, ok := c.answerFor(m.Data, replica); ok {

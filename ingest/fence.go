@@ -47,9 +47,9 @@ func (p *Pipeline) Settle() {
 	p.stamping.Unlock()
 }
 
-// fenced reports whether the poll, as defined now, is fenced here: a
+// isFenced reports whether the poll, as defined now, is fenced at p: a
 // fence taken at or after its grace's end.
-func (p *Pipeline) isFenced(def *poll.Definition) bool {
+func isFenced(p *Pipeline, def *poll.Definition) bool {
 	wall := p.fenceOf(def.ID)
 	return wall > 0 && wall >= def.GraceEnd()
 }

@@ -28,7 +28,7 @@ func (p *Pipeline) stamp(def *poll.Definition, votes []Vote, fresh []int, looks 
 		}
 		late := false
 		window := def.WindowAt(ts.Wall)
-		if window != poll.BeforeOpen && p.isFenced(def) {
+		if window != poll.BeforeOpen && isFenced(p, def) {
 			window = poll.AfterGrace // certification read this node's records of it
 		}
 		switch window {

@@ -228,8 +228,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	parallel := func(f func(shard int)) {
 		var wg sync.WaitGroup
 		for s := range shards {
-			wg.Add(1)
-			go func() { defer wg.Done(); f(s) }()
+			wg.Go(func() { f(s) })
 		}
 		wg.Wait()
 	}
@@ -296,9 +295,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		for _, r := range latest {
 			if r != nil {
 				c.totals[r.Option]++
-				if cfg.pastClose(r) {
-					c.afterClose++
-				}
+				c.afterClose += b2u(cfg.pastClose(r))
 				if a := r.Answer; a != nil {
 					c.answers = append(c.answers, ScoredAnswer{Voter: r.Voter, Option: r.Option, ElapsedMs: a.ElapsedMs, Score: a.Score, Name: a.Name})
 				}
@@ -344,6 +341,14 @@ func (cfg ReconcileConfig) place(r *Record) placement {
 		return placedShadowed
 	}
 	return placedCandidate
+}
+
+// b2u is 1 for true.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // pastClose reports whether a counted record is stamped at or after the

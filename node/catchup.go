@@ -27,7 +27,7 @@ func (n *Node) catchingUp() bool {
 	if n.startAt.Load() == 0 { // still replaying
 		return true
 	}
-	waited := n.sinceStart()
+	waited := sinceStart(n)
 	switch {
 	case n.gossip.CaughtUp():
 		if n.caughtUp.CompareAndSwap(false, true) {
@@ -46,15 +46,18 @@ func (n *Node) catchingUp() bool {
 }
 
 // startingWhy says why a node that is not ready yet answers nothing.
-func (n *Node) startingWhy() string {
+func startingWhy(n *Node) string {
 	if n.startAt.Load() == 0 {
 		return "replaying the ledger"
+	}
+	if why := n.restore.reason(); why != "" {
+		return why
 	}
 	return "back from an unclean stop, regaining the other replicas' state so that it never shows less than it showed before"
 }
 
-// sinceStart is how long ago the start order was done (0 before).
-func (n *Node) sinceStart() time.Duration {
+// sinceStart is how long ago n's start order was done (0 before).
+func sinceStart(n *Node) time.Duration {
 	at := n.startAt.Load()
 	if at == 0 {
 		return 0
@@ -75,16 +78,16 @@ func (n *Node) sinceStart() time.Duration {
 
 // readyOnceRegained turns the node ready once it holds the other
 // replicas' state again, or the wait is over.
-func (n *Node) readyOnceRegained(ctx context.Context) {
+func readyOnceRegained(ctx context.Context, n *Node) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if done, caught := n.regained(); done {
+		if done, caught := regained(n); done && n.restore.whole(ctx) {
 			if caught {
-				n.log.Info("back from an unclean stop holding the other replicas' state: answering", "after", n.sinceStart().Round(time.Millisecond))
+				n.log.Info("back from an unclean stop holding the other replicas' state: answering", "after", sinceStart(n).Round(time.Millisecond))
 			} else {
 				n.log.Warn("back from an unclean stop without the other replicas' state: answering from the tallies kept, which may lack what gossip brought in the last moments before the stop",
-					"waited", n.sinceStart().Round(time.Millisecond), "flag", "--catch-up-wait", "unheard", n.gossip.Unheard())
+					"waited", sinceStart(n).Round(time.Millisecond), "flag", "--catch-up-wait", "unheard", n.gossip.Unheard())
 			}
 			n.ready.Store(true)
 			return
@@ -100,7 +103,7 @@ func (n *Node) readyOnceRegained(ctx context.Context) {
 // regained reports whether the node holds the other replicas' state (a
 // full node caught up, an edge synced) or --catch-up-wait has passed
 // (done), and whether it was the state (caught).
-func (n *Node) regained() (done, caught bool) {
+func regained(n *Node) (done, caught bool) {
 	if n.edge == nil {
 		if n.catchingUp() {
 			return false, false
@@ -110,7 +113,7 @@ func (n *Node) regained() (done, caught bool) {
 	if n.gossip.Synced() {
 		return true, true
 	}
-	return n.sinceStart() >= n.cfg.CatchUpWait, false
+	return sinceStart(n) >= n.cfg.CatchUpWait, false
 }
 
 // watchCatchUp opens the gate as soon as it may, whether or not anyone
@@ -130,16 +133,21 @@ func (n *Node) watchCatchUp(ctx context.Context) {
 }
 
 // warnLostRecords tells the operator, once caught up, of every poll whose
-// records this replica acknowledged and no longer holds (a restore from an
-// older backup): the node takes no new votes on them, and their
-// certification waits for a decision.
+// records this replica acknowledged and its ledger does not hold, which
+// gossip showed only after the node turned ready (a backup put in place
+// by hand, whose start heard no member in time): the node takes no new
+// votes on them; its next start completes them from their copy
+// (restore.go), which does that at once for a node still completing.
 func (n *Node) warnLostRecords() {
+	if n.restore.open.Load() {
+		return // restoring.whole says what is missing, and fills it
+	}
 	for _, d := range n.state.Defs.Polls() {
 		held, acked, err := n.state.OwnRecords(d.ID)
 		if err != nil || acked <= held {
 			continue
 		}
-		n.log.Warn("this replica acknowledged records of the poll that its ledger no longer holds (restored from an older backup?): it takes no new votes on it, and the poll certifies once you decide (tally poll certify --accept-lost REPLICA --reason …; docs/operations.md, \"Backups and restore\")",
+		n.log.Warn("this replica acknowledged records of the poll that its ledger does not hold (restored from an older backup?): it takes no new votes on it; restart the node to have them completed from their copy before it turns ready (docs/operations.md, \"Backups and restore\")",
 			"poll", d.ID, "replica", n.replica, "held", held, "acknowledged", acked, "lost_from_seq", held+1, "lost_to_seq", acked)
 	}
 }
@@ -149,5 +157,8 @@ func (n *Node) warnLostRecords() {
 // catch-up gate is open, so the record counts it certifies against are the
 // cluster's, not those of a node back from a restart that has heard from
 // nobody yet. Past --catch-up-wait it certifies anyway: a replica it knows
-// of and cannot read leaves the poll pending, named.
-func (n *Node) mayCertify() bool { return n.gossip.Synced() && !n.catchingUp() }
+// of and cannot read leaves the poll pending, named. A node restored from
+// a backup certifies nothing until its own chains are whole again.
+func (n *Node) mayCertify() bool {
+	return n.gossip.Synced() && !n.catchingUp() && !n.restore.open.Load()
+}

@@ -42,6 +42,7 @@ type Node struct {
 	adminToken  string   // the first admin token
 	adminTokens []string // every admin token accepted (a rotation adds one before removing the old)
 	peerTokens  []string // node-to-node credentials derived from the gossip keys; the first is sent
+	keys        *keyBook // the keys of replicas it never met (peers.go)
 
 	ledger   *ledger.Ledger
 	clock    *hlc.Clock
@@ -70,6 +71,7 @@ type Node struct {
 	backup   *backup.Server // GET /v1/backup
 	ckpt     *checkpoints   // the checkpoint file and the kept tallies
 	copies   copies         // the two-copy rule: this node's buddy, and the copies it keeps (buddy.go)
+	restore  restoring      // a replica restored from a backup, made whole from its copies before it turns ready (restore.go)
 	life     runState       // Run and Close (run.go)
 }
 
@@ -137,12 +139,13 @@ func Open(cfg Config) (n *Node, err error) {
 		kept = n.copies.store
 	}
 	n.admin, err = admin.New(admin.Config{State: n.state, Clock: n.clock, Ledger: n.ledger, SigningKey: key, MaxBody: cfg.Limits.MaxBody, Now: cfg.Now,
-		Fence: n.ingest.Fence, Copies: kept, Closed: n.closePoll})
+		Fence: n.ingest.Fence, Copies: kept, Closed: closer(n)})
 	if err != nil {
 		return nil, err
 	}
 	keys, _ := cfg.gossipKeys() // checked above
 	n.peerTokens = peerTokens(keys)
+	n.keys = newKeyBook(n)
 	peerToken := ""
 	if len(n.peerTokens) > 0 {
 		peerToken = n.peerTokens[0]
@@ -309,6 +312,7 @@ func newGossip(n *Node, keys [][]byte, key ed25519.PrivateKey, tlsID *tlsconf.Id
 		Now:              cfg.Now,
 		Store:            n.ledger,
 		Settle:           n.ingest.Settle,
+		UnknownKey:       n.keys.unknown,
 		CheckCertificate: func(c state.Certificate) error { return n.certify.Check(c) },
 	})
 }

@@ -323,6 +323,7 @@ func TestOpenAPIContract(t *testing.T) {
 
 		// Operations.
 		{op: "GET /v1/cluster", method: "GET", path: "/v1/cluster", wellFormed: true, status: 200},
+		{op: "GET /v1/cluster/keys", method: "GET", path: "/v1/cluster/keys", wellFormed: true, status: 200},
 		{op: "GET /metrics", method: "GET", path: "/metrics", wellFormed: true, status: 200},
 		{op: "GET /healthz", method: "GET", path: "/healthz", wellFormed: true, status: 200},
 		{op: "GET /readyz", method: "GET", path: "/readyz", wellFormed: true, status: 200},

@@ -1,21 +1,30 @@
 package node
 
-// How the nodes trust each other: TLS between them (--tls-cert) and the
-// cluster credential on their HTTP calls (PeerHeader).
+// How the nodes trust each other — TLS between them (--tls-cert), the
+// cluster credential on their HTTP calls (PeerHeader) — and what a node
+// asks of the others: to confirm a close before it is answered, and the
+// keys of replicas it never met.
 
 import (
+	"context"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"tally/api"
+	"tally/certify"
 	"tally/internal/tlsconf"
+	"tally/state"
 )
 
 // loadTLS reads the node's TLS files (nil, nil without --tls-cert) and
@@ -115,4 +124,178 @@ func (n *Node) adminOrPeer(h http.HandlerFunc) http.Handler {
 		}
 		admin.ServeHTTP(w, r)
 	})
+}
+
+// closeWait bounds how long a close waits for the other full nodes to
+// confirm it: far above a push's round trip (milliseconds within a
+// continent, ~300 ms around the world), short enough for a producer on
+// air. A node that has not confirmed by then is named in the answer.
+const closeWait = time.Second
+
+// closer returns what makes a close written at n hold before the host is
+// answered (admin.Config.Closed): n's votes in flight are answered first,
+// then the new definition is pushed to every full node, which applies it,
+// answers its own votes in flight and confirms. So the last "accepted" of
+// any node that confirmed comes before the close's answer
+// (docs/certification.md, "The close").
+func closer(n *Node) func(ctx context.Context, pollID string) *api.CloseReport {
+	return func(ctx context.Context, pollID string) *api.CloseReport {
+		start := time.Now()
+		n.ingest.Settle()
+		ctx, cancel := context.WithTimeout(ctx, closeWait)
+		defer cancel()
+		p, err := n.gossip.PushDefinition(ctx, pollID)
+		rep := &api.CloseReport{Confirmed: append([]string{n.replica}, p.Confirmed...), Unconfirmed: p.Unconfirmed,
+			TookMs: float64(time.Since(start).Microseconds()) / 1000}
+		n.m.closeWait.Observe(time.Since(start).Seconds())
+		n.m.closeUnconfirmed.Add(float64(len(p.Unconfirmed)))
+		if err != nil || len(p.Unconfirmed) > 0 {
+			n.log.Warn("close not confirmed by every full node: those go on counting until they hear of it, and their votes count",
+				"poll", pollID, "unconfirmed", p.Unconfirmed, "err", err)
+		} else {
+			n.log.Info("close confirmed by every full node", "poll", pollID, "confirmed", rep.Confirmed, "took_ms", rep.TookMs)
+		}
+		return rep
+	}
+}
+
+// Every replica signs its certificates, chain heads and copies with its
+// own Ed25519 key, which it announces in its member metadata; a node
+// learns the keys of the members it meets and keeps them. A node that
+// never met a replica — a replacement started after the node it replaces
+// was lost — would drop that replica's certificates as unverifiable and
+// show the poll pending. So it asks the live full members for the keys
+// they know (GET /v1/cluster/keys, sent with the cluster credential),
+// learns the one it lacks, and applies the certificate. A key learned is
+// kept, and a replica's key never changes (state.Definitions.LearnKey).
+
+// keyBook learns the keys certificates need from the live full members
+// (gossip.Config.UnknownKey), and serves the keys this node knows.
+type keyBook struct {
+	n      *Node
+	wanted chan state.Certificate // certificates whose certifier's key is not known here
+	client *http.Client
+}
+
+func newKeyBook(n *Node) *keyBook {
+	return &keyBook{n: n, wanted: make(chan state.Certificate, 64), client: n.peerClient()}
+}
+
+// handle serves GET /v1/cluster/keys: every replica's public key this
+// node knows. Public: anyone verifying a certificate needs them.
+func (k *keyBook) handle(w http.ResponseWriter, r *http.Request) {
+	keys := k.n.state.Defs.Keys()
+	out := api.ClusterKeys{Keys: []api.ReplicaKey{}}
+	for _, replica := range slices.Sorted(maps.Keys(keys)) {
+		out.Keys = append(out.Keys, api.ReplicaKey{Replica: replica, PublicKey: keys[replica]})
+	}
+	api.WriteJSON(w, r, http.StatusOK, out)
+}
+
+// unknown hands a certificate whose certifier's key is not known to the
+// loop: never blocking gossip; one dropped when the loop is busy comes
+// again with the next exchange.
+func (k *keyBook) unknown(c state.Certificate) {
+	select {
+	case k.wanted <- c:
+	default:
+	}
+}
+
+// keyAskEvery bounds how often the members are asked for one replica's key.
+const keyAskEvery = 5 * time.Second
+
+// loop learns the keys certificates need and applies the certificates,
+// each checked as gossip checks one (its signature, then the records it
+// counts against those this node knows of), until ctx ends.
+func (k *keyBook) loop(ctx context.Context) {
+	n := k.n
+	asked := map[string]time.Time{}
+	for {
+		var c state.Certificate
+		select {
+		case <-ctx.Done():
+			return
+		case c = <-k.wanted:
+		}
+		if _, ok := n.state.Defs.PublicKey(c.By); !ok {
+			if time.Since(asked[c.By]) < keyAskEvery {
+				continue
+			}
+			asked[c.By] = time.Now()
+			if err := k.learn(ctx, c.By); err != nil {
+				n.log.Warn("a certificate's key is not known here nor to any member that answered: it stays unapplied", "poll", c.Poll, "by", c.By, "err", err)
+				continue
+			}
+		}
+		pub, _ := n.state.Defs.PublicKey(c.By)
+		if !c.VerifySignature(pub) {
+			n.log.Warn("dropping a certificate whose signature does not verify", "poll", c.Poll, "by", c.By)
+			continue
+		}
+		if err := n.certify.Check(c); err != nil {
+			n.log.Warn("refusing a certificate that leaves out records this node knows of", "poll", c.Poll, "certified_by", c.By, "err", err)
+			continue
+		}
+		if changed, err := n.state.Defs.PutCertificate(c); err != nil {
+			n.log.Warn("cannot apply a certificate", "poll", c.Poll, "by", c.By, "err", err)
+		} else if changed {
+			n.log.Info("certificate applied with its certifier's key learned from the members", "poll", c.Poll, "by", c.By)
+		}
+	}
+}
+
+// learn asks the live full members for replica's key and learns the
+// first one given.
+func (k *keyBook) learn(ctx context.Context, replica string) error {
+	n := k.n
+	var last error = fmt.Errorf("no live full member to ask")
+	for _, p := range n.peers() {
+		if !p.Full || p.Replica == n.replica || p.HTTPAddr == "" {
+			continue
+		}
+		key, err := k.ask(ctx, p, replica)
+		if err != nil {
+			last = err
+			continue
+		}
+		if err := n.state.Defs.LearnKey(replica, key); err != nil {
+			return err
+		}
+		n.log.Info("learned a replica's key from a member", "replica", replica, "from", p.Replica)
+		return nil
+	}
+	return last
+}
+
+// ask fetches one member's keys and returns replica's.
+func (k *keyBook) ask(ctx context.Context, p certify.Peer, replica string) (ed25519.PublicKey, error) {
+	scheme := "http"
+	if p.HTTPS {
+		scheme = "https"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.HTTPAddr+"/v1/cluster/keys", nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(k.n.peerTokens) > 0 {
+		req.Header.Set(PeerHeader, k.n.peerTokens[0])
+	}
+	res, err := k.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Replica, err)
+	}
+	defer res.Body.Close()
+	var body api.ClusterKeys
+	if res.StatusCode != http.StatusOK || json.NewDecoder(http.MaxBytesReader(nil, res.Body, 1<<20)).Decode(&body) != nil {
+		return nil, fmt.Errorf("%s: answered %d", p.Replica, res.StatusCode)
+	}
+	for _, key := range body.Keys {
+		if key.Replica == replica && len(key.PublicKey) == ed25519.PublicKeySize {
+			return key.PublicKey, nil
+		}
+	}
+	return nil, fmt.Errorf("%s does not know %s's key", p.Replica, replica)
 }

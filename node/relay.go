@@ -143,7 +143,7 @@ func (n *Node) readyErr() *api.Error {
 	if n.ready.Load() {
 		return nil
 	}
-	e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting: %s", n.startingWhy())
+	e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "node is starting: %s", startingWhy(n))
 	e.RetryAfter = time.Second
 	return e
 }

@@ -79,6 +79,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
 	mux.Handle("GET /v1/polls/{poll}/events", ready(n.pages.cors(http.HandlerFunc(n.fanout.HandleEvents))))
 	n.pages.routes(mux, ready)
+	mux.Handle("GET /v1/cluster/keys", n.pages.cors(http.HandlerFunc(n.keys.handle)))
 	if n.adminSrv == nil {
 		mux.Handle("GET /v1/cluster", http.HandlerFunc(n.handleCluster))
 		mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{Registry: n.reg}))
@@ -171,7 +172,7 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !n.ready.Load() {
-		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", n.startingWhy()))
+		api.WriteError(w, r, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%s", startingWhy(n)))
 		return
 	}
 	if n.catchingUp() {

@@ -193,11 +193,13 @@ func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRela
 	loops.Go(func() { n.ckpt.loop(loopCtx) })
 	loops.Go(func() { n.ckpt.saveTalliesLoop(loopCtx) })
 	loops.Go(func() { n.forgetLoop(loopCtx) })
+	loops.Go(func() { n.keys.loop(loopCtx) })
+	restoring := n.restore.start(n) // before the start is done: nothing certifies from a chain a restore left short
 	n.startAt.Store(time.Now().UnixNano())
-	if n.ckpt.whole {
+	if n.ckpt.whole && !restoring {
 		n.ready.Store(true)
 	} else {
-		loops.Go(func() { n.readyOnceRegained(loopCtx) })
+		loops.Go(func() { readyOnceRegained(loopCtx, n) })
 	}
 	loops.Go(func() { n.watchCatchUp(loopCtx) })
 	select {

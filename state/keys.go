@@ -60,3 +60,14 @@ func (d *Definitions) loadKeys() {
 		d.keys[name[len(keyPrefix):]] = bytes.Clone(value)
 	}
 }
+
+// Keys returns every replica's public key this node knows.
+func (d *Definitions) Keys() map[string]ed25519.PublicKey {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make(map[string]ed25519.PublicKey, len(d.keys))
+	for r, k := range d.keys {
+		out[r] = bytes.Clone(k)
+	}
+	return out
+}

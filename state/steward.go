@@ -32,10 +32,18 @@ func stewardedBy(id, steward string) bool {
 	return strings.HasSuffix(id, stewardSep+steward) && len(id) > len(stewardSep+steward)
 }
 
+// Stewards is what a steward of gone replicas reads and writes of the
+// state (gossip's steward loop).
+type Stewards struct{ s *State }
+
+// Stewards returns the state's stewarding side.
+func (s *State) Stewards() Stewards { return Stewards{s} }
+
 // Contribution returns, per option, how many voters' counted ballot is
 // one replica took (certification's rule, over the ballots held): what
 // that replica's counters must show. One pass over the poll's voters.
-func (s *State) Contribution(pollID, replica string) (map[string]int64, error) {
+func (w Stewards) Contribution(pollID, replica string) (map[string]int64, error) {
+	s := w.s
 	ps, err := s.poll(pollID)
 	if err != nil {
 		return nil, err
@@ -45,11 +53,12 @@ func (s *State) Contribution(pollID, replica string) (map[string]int64, error) {
 	return ps.ballots.Contribution(replica), nil
 }
 
-// Steward sets this replica's correction of lost's counters for the poll:
+// Correct sets this replica's correction of lost's counters for the poll:
 // with a target (Contribution), per option, the target minus what lost's
 // own counters say; with none, zero. It reports whether the correction
 // changed (the next delta carries it).
-func (s *State) Steward(pollID, lost string, target map[string]int64) (bool, error) {
+func (w Stewards) Correct(pollID, lost string, target map[string]int64) (bool, error) {
+	s := w.s
 	ps, err := s.poll(pollID)
 	if err != nil {
 		return false, err
@@ -89,9 +98,10 @@ func (s *State) Steward(pollID, lost string, target map[string]int64) (bool, err
 	return changed, nil
 }
 
-// Stewarded returns the gone replicas whose counters this replica
+// Corrected returns the gone replicas whose counters this replica
 // corrects now (a correction not zero) in the poll.
-func (s *State) Stewarded(pollID string) []string {
+func (w Stewards) Corrected(pollID string) []string {
+	s := w.s
 	ps, err := s.poll(pollID)
 	if err != nil {
 		return nil
@@ -120,7 +130,8 @@ func (s *State) Stewarded(pollID string) []string {
 // gone replica took that reached this node only as its buddy's copies
 // (its own delta never went out). It returns the last Seq queued (after
 // when none).
-func (s *State) Republish(pollID, replica string, after uint64, max int) (uint64, error) {
+func (w Stewards) Republish(pollID, replica string, after uint64, max int) (uint64, error) {
+	s := w.s
 	ps, err := s.poll(pollID)
 	if err != nil {
 		return after, err

@@ -45,11 +45,11 @@ func TestStewardCorrectsAGoneReplica(t *testing.T) {
 	if got := value("a"); got != 10 {
 		t.Fatalf("before: a %d, want the gone replica's 10", got)
 	}
-	target, err := s.Contribution("p", "g")
+	target, err := s.Stewards().Contribution("p", "g")
 	if err != nil || target["a"] != 6 {
 		t.Fatalf("contribution %v %v, want a:6", target, err)
 	}
-	if changed, err := s.Steward("p", "g", target); !changed || err != nil {
+	if changed, err := s.Stewards().Correct("p", "g", target); !changed || err != nil {
 		t.Fatalf("steward: %v %v", changed, err)
 	}
 	if got := value("a"); got != 6 {
@@ -63,29 +63,29 @@ func TestStewardCorrectsAGoneReplica(t *testing.T) {
 	if c := delta.Counter("a"); c.N.Get(id) != 4 || c.P.Get("g") != 10 {
 		t.Fatalf("delta: correction N %d (want 4), gone replica's P %d (want 10, sent on with it)", c.N.Get(id), c.P.Get("g"))
 	}
-	if changed, _ := s.Steward("p", "g", target); changed {
+	if changed, _ := s.Stewards().Correct("p", "g", target); changed {
 		t.Fatal("the same target changed the correction again")
 	}
-	if got := s.Stewarded("p"); len(got) != 1 || got[0] != "g" {
+	if got := s.Stewards().Corrected("p"); len(got) != 1 || got[0] != "g" {
 		t.Fatalf("stewarded %v, want [g]", got)
 	}
 	// Stewardship ends: back to zero, upwards.
-	if changed, _ := s.Steward("p", "g", nil); !changed {
+	if changed, _ := s.Stewards().Correct("p", "g", nil); !changed {
 		t.Fatal("ending stewardship changed nothing")
 	}
 	if got := value("a"); got != 10 {
 		t.Fatalf("ended: a %d, want 10", got)
 	}
-	c := s.mustCounter(t, "p", "a")
+	c := mustCounter(t, s, "p", "a")
 	if c.P.Get(id) != 4 || c.N.Get(id) != 4 {
 		t.Fatalf("ended: correction P %d N %d, want 4 4 (never lowered)", c.P.Get(id), c.N.Get(id))
 	}
-	if got := s.Stewarded("p"); len(got) != 0 {
+	if got := s.Stewards().Corrected("p"); len(got) != 0 {
 		t.Fatalf("stewarded %v after the end, want none", got)
 	}
 }
 
-func (s *State) mustCounter(t *testing.T, pollID, option string) crdt.PNCounter {
+func mustCounter(t *testing.T, s *State, pollID, option string) crdt.PNCounter {
 	t.Helper()
 	tally, err := s.Tally(pollID)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -109,9 +110,41 @@ func verifyBackup(dir string) (polls int, records uint64, err error) {
 	return len(ids), records, nil
 }
 
-// ledgerRestore puts a backup into a new data dir. The node started on it
-// is the backed-up replica again, so the command insists the original is
-// gone for good: two live nodes with one replica id would fork its chains.
+// restoreMark is the ledger metadata entry that tells the node started on
+// a restored data dir that its chains may be short of what its replica
+// acknowledged after the backup: before it turns ready it completes them
+// from their copies on the other full nodes, or stays unready saying what
+// is missing. node/restore.go reads it (and sets "whole"); this package
+// may not import the node's, so the name and fields are spelt twice.
+const restoreMark = "node/restored"
+
+// markRestored writes the restore mark into the restored ledger.
+func markRestored(dataDir string, m backup.Manifest, now time.Time) error {
+	l, err := ledger.Open(ledger.Config{Dir: filepath.Join(dataDir, "ledger")})
+	if err != nil {
+		return fmt.Errorf("cannot mark the restored ledger: %w", err)
+	}
+	b, err := json.Marshal(struct {
+		BackupTakenAt int64 `json:"backup_taken_at"`
+		RestoredAt    int64 `json:"restored_at"`
+		Whole         bool  `json:"whole"`
+	}{m.CreatedAt, now.UnixMilli(), false})
+	if err == nil {
+		err = l.PutMeta(restoreMark, b)
+	}
+	if cerr := l.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot mark the restored ledger: %w", err)
+	}
+	return nil
+}
+
+// ledgerRestore puts a backup into a new data dir and marks its ledger
+// restored (markRestored). The node started on it is the backed-up
+// replica again, so the command insists the original is gone for good:
+// two live nodes with one replica id would fork its chains.
 func ledgerRestore(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally ledger restore", "tally ledger restore --from BACKUP --data-dir DIR --original-is-gone")
 	from := fs.String("from", "", "a backup directory written by tally ledger backup")
@@ -131,11 +164,14 @@ func ledgerRestore(args []string, stdout, stderr io.Writer) int {
 	if !*gone {
 		fmt.Fprintf(stderr, `tally ledger restore: the restored node will be replica %s again. Do this only when
 the original node is stopped for good and its data dir will never serve again:
-two nodes with one replica id would fork its hash chains. Votes it took after
-the backup (%s) are lost. If the original may come back, start a new node on
-an empty data dir instead, and read the backup offline with
-"tally ledger export --data-dir %s --poll ID". To go on, add --original-is-gone
-(see "Backups and restore" in docs/operations.md).
+two nodes with one replica id would fork its hash chains. The votes it
+acknowledged after the backup (%s) are not in it: before it turns ready, the
+restored node completes its chains from their copies on its buddy, and stays
+unready, saying which records are missing, while no copy of them answers.
+If the original may come back, start a new node on an empty data dir instead,
+and read the backup offline with "tally ledger export --data-dir %s --poll ID".
+To go on, add --original-is-gone (see "Backups and restore" in
+docs/operations.md).
 `, m.Replica, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), *from)
 		return 2
 	}
@@ -151,7 +187,13 @@ an empty data dir instead, and read the backup offline with
 		fmt.Fprintf(stderr, "tally: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "restored replica %s (region %s) into %s; start the node with --data-dir %s --region %s\n", m.Replica, m.Region, *dataDir, *dataDir, m.Region)
+	if err := markRestored(*dataDir, m, time.Now()); err != nil {
+		fmt.Fprintf(stderr, "tally: %v (remove %s before trying again)\n", err, *dataDir)
+		return 1
+	}
+	fmt.Fprintf(stdout, "restored replica %s (region %s) into %s; start the node with --data-dir %s --region %s:\n"+
+		"before it turns ready it completes its chains from their copies (the votes it acknowledged after the backup)\n",
+		m.Replica, m.Region, *dataDir, *dataDir, m.Region)
 	if note := sessionSecretNote(m, *from); note != "" {
 		fmt.Fprint(stderr, "note: "+note)
 	}
