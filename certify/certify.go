@@ -71,6 +71,15 @@ type Config struct {
 	// enough to certify (it merged a peer's full state); nil: always.
 	Synced func() bool
 	Fetch  Fetcher // nil: HTTP with the cluster credential
+	// Probe looks at a member's HTTP port (gone.go): nil, an answer; an
+	// error wrapping syscall.ECONNREFUSED, nothing listens there. nil:
+	// GET /readyz over HTTP.
+	Probe func(ctx context.Context, p Peer) error
+	// Ballots applies the ballots of another replica's records (as a
+	// buddy applies those of the copies it takes): certification gives it
+	// the records of each replica it read from a copy, which this node may
+	// not hold the ballots of (ballots.go). nil: none applied.
+	Ballots func(recs []ledger.Record)
 	// Fence makes this node's own ledger final for a poll before its
 	// records are read at close (ingest's Pipeline.Fence); nil: none.
 	Fence func(poll string, wall int64) error
@@ -118,6 +127,9 @@ type Certifier struct {
 
 	pendingLog pendingLog // when a pending reason is logged
 
+	members *members    // the live members less those gone by their refusals (gone.go)
+	keys    *copiedKeys // the ballots of replicas certified from copies (ballots.go)
+
 	copies         *copies                // the replicas' chains of the polls that run (copies.go)
 	merges         *prometheus.CounterVec // by how: incremental, whole
 	prefetchErrors prometheus.Counter
@@ -155,7 +167,9 @@ func New(cfg Config) (*Certifier, error) {
 		cfg.Now = time.Now
 	}
 	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), lastTry: map[string]time.Time{}, dueSince: map[string]time.Time{},
-		copies: newCopies(cfg.Prefetch)}
+		copies:  newCopies(cfg.Prefetch),
+		members: &members{self: cfg.Replica, mono: time.Now},
+		keys:    &copiedKeys{st: cfg.State, apply: cfg.Ballots, retry: cfg.Retry, done: map[string]hlc.Timestamp{}, try: map[string]time.Time{}}}
 	c.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_certify_attempts_total",
 		Help: "Certification attempts by outcome: reconciled, pending, error, panic; withdrawn: a reconciled certificate held here that leaves out records this node knows of, dropped to certify again.",
@@ -187,6 +201,10 @@ func New(cfg Config) (*Certifier, error) {
 	if c.cfg.Fetch == nil {
 		c.cfg.Fetch = c.fetchHTTP
 	}
+	c.members.list = func() []Peer { return c.cfg.Peers() }
+	if c.cfg.Probe == nil {
+		c.cfg.Probe = func(ctx context.Context, p Peer) error { return probeHTTP(ctx, c.client(), p) }
+	}
 	return c, nil
 }
 
@@ -203,6 +221,9 @@ func (c *Certifier) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.prefetch(ctx) })
+	if c.cfg.Full {
+		wg.Go(func() { c.members.watch(ctx, c.cfg.Probe, c.awaiting) })
+	}
 	t := time.NewTicker(c.cfg.Every)
 	defer t.Stop()
 	re := time.NewTicker(recheckEvery)
@@ -214,11 +235,16 @@ func (c *Certifier) Run(ctx context.Context) {
 			return
 		case <-re.C:
 			c.recheck(passed)
+			c.keys.forget(func(poll string) bool { _, ok := c.cfg.State.Defs.Poll(poll); return ok })
 			continue
 		case <-t.C:
 		}
-		for _, poll := range c.due() {
+		polls, copied := c.due()
+		for _, poll := range polls {
 			c.attempt(ctx, poll)
+		}
+		for _, poll := range copied {
+			c.copiedBallots(ctx, poll)
 		}
 	}
 }
@@ -257,16 +283,20 @@ func (c *Certifier) attempt(ctx context.Context, poll string) {
 // due returns the polls this node should try to certify now: closed past
 // grace and settle by the poll's clock, not yet reconciled, and either
 // this node coordinates or it has waited its rank's takeover delay since
-// it saw the poll due. Delays and retries run on this process's monotonic
-// clock, not on wall time.
-func (c *Certifier) due() []string {
+// it saw the poll due. The order passes over members gone by their
+// refusals (gone.go) as over those no longer members: a node after a
+// destroyed coordinator does not wait its slot. Delays and retries run
+// on this process's monotonic clock, not on wall time. It also returns
+// the reconciled polls whose copied replicas' ballots this node may lack
+// (copiedBallots).
+func (c *Certifier) due() (attempt, copied []string) {
 	if !c.cfg.Full || c.cfg.Synced != nil && !c.cfg.Synced() {
-		return nil
+		return nil, nil
 	}
 	now := c.cfg.Now()
 	mono := time.Now()
 	var replicas []string
-	for _, p := range c.cfg.Peers() {
+	for _, p := range c.members.live() {
 		if p.Full {
 			replicas = append(replicas, p.Replica)
 		}
@@ -279,6 +309,9 @@ func (c *Certifier) due() []string {
 			continue
 		}
 		if cert, ok := c.cfg.State.Defs.Certificate(d.ID); ok && cert.Status == state.Reconciled {
+			if c.keys.due(d.ID, cert, mono) {
+				copied = append(copied, d.ID)
+			}
 			continue
 		}
 		rank := slices.Index(Order(d.ID, replicas), c.cfg.Replica)
@@ -302,7 +335,7 @@ func (c *Certifier) due() []string {
 		c.lastTry[d.ID] = mono
 		out = append(out, d.ID)
 	}
-	return out
+	return out, copied
 }
 
 // Decisions are what an operator decided for one certification: replicas
@@ -338,12 +371,17 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		expected[c.cfg.Replica] = n
 	}
 	peers := map[string]Peer{}
-	for _, p := range c.cfg.Peers() {
+	for _, p := range c.members.live() {
 		peers[p.Replica] = p
 	}
 	replicas, missing, err := plan(poll, expected, peers, c.cfg.Replica, d)
 	if err != nil {
 		return state.Certificate{}, err
+	}
+	for i, m := range missing {
+		if c.members.gone(m.Replica) {
+			missing[i].Error += ": its node refuses connections"
+		}
 	}
 	var fromCopy []api.CopySource
 	if len(missing) > 0 {
@@ -387,6 +425,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 	c.pendingLog.forget(poll)
 	cert, err := c.write(poll, state.Reconciled, "", detail)
 	if err == nil {
+		c.keys.hold(replicas, chains, fromCopy)
 		c.copies.forget(poll)
 		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude), "lost", len(detail.Lost))
 	}

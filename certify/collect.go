@@ -93,7 +93,7 @@ func (c *Certifier) topUp(ctx context.Context, cc *chainCopy, p Peer, bounded bo
 		}
 		src = c.cfg.Ledger.ScanAfter(cc.poll, cc.replica, after)
 	} else {
-		body, err := c.cfg.Fetch(ctx, p, cc.poll, after, fence)
+		body, err := c.fetch(ctx, p, cc.poll, after, fence)
 		if err != nil {
 			return 0, err
 		}
@@ -149,6 +149,28 @@ func replicaOf(err error) string {
 	return "(chain check)"
 }
 
+// fetch opens a peer's export (cfg.Fetch) and notes how its node
+// answered (gone.go): the holder's, for a copy.
+func (c *Certifier) fetch(ctx context.Context, p Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
+	body, err := c.cfg.Fetch(ctx, p, poll, after, fence)
+	host := p.Replica
+	if p.CopyOf != "" {
+		host = p.Holder
+	}
+	if ctx.Err() == nil {
+		c.members.note(host, err)
+	}
+	return body, err
+}
+
+// client is the HTTP client peers are asked with.
+func (c *Certifier) client() *http.Client {
+	if c.cfg.Client != nil {
+		return c.cfg.Client
+	}
+	return http.DefaultClient
+}
+
 // fetchHTTP asks a peer for its records over HTTP(S) with the cluster credential, in
 // the binary stream format (NDJSON is the auditor's; both are accepted).
 func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after uint64, fence hlc.Timestamp) (io.ReadCloser, error) {
@@ -170,11 +192,7 @@ func (c *Certifier) fetchHTTP(ctx context.Context, p Peer, poll string, after ui
 		return nil, err
 	}
 	req.Header.Set(c.cfg.PeerHeader, c.cfg.PeerToken)
-	client := c.cfg.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	res, err := client.Do(req)
+	res, err := c.client().Do(req)
 	if err != nil {
 		return nil, err
 	}

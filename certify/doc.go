@@ -20,7 +20,11 @@
 // buddy's copy (fromcopy.go, ?copy_of=), and only where the copy ends at
 // a chain head the replica itself signed, verified with the key it is
 // known by: a copy no replica signed is refused, naming its holder, and
-// the result stays pending.
+// the result stays pending. Gone is no longer a member, or refusing
+// every connection to its HTTP port for a second (gone.go), never merely
+// slow to answer: a frozen node may still answer votes "accepted". Once
+// certified, every full node holds the ballots of the replicas read from
+// copies (ballots.go), so a retry of their keys is a duplicate anywhere.
 //
 // An operator may certify without a lost replica, or with only the records
 // a restored replica still holds, only explicitly (POST

@@ -24,9 +24,10 @@ import (
 var ErrUnsignedCopy = errors.New("certify: a copy its replica did not sign")
 
 // fromCopies finds, for each replica the plan found missing because its
-// node is not a live member, the live full node holding the longest copy
-// of its chain (package buddy: each full node copies its batches to a
-// buddy before it acknowledges them) that the replica itself signed: its
+// node is not a live member (or refuses connections: gone.go), the live
+// full node holding the longest copy of its chain (package buddy: each
+// full node copies its batches to a buddy before it acknowledges them)
+// that the replica itself signed: its
 // records end at a chain head signed with the key the replica is known by
 // (checkSigned). A replica whose copy holds every record it was known to
 // hold (its gossiped count) is read from that copy instead: it joins
@@ -56,7 +57,8 @@ func (c *Certifier) fromCopies(ctx context.Context, poll string, replicas []stri
 		peers[m.Replica] = p
 		replicas = append(replicas, m.Replica)
 		sources = append(sources, api.CopySource{Replica: m.Replica, Holder: holder, Records: n})
-		c.log.Info("certifying a replica from its copy: its node is not a live member", "poll", poll, "replica", m.Replica, "holder", holder, "records", n, "expected", m.Expected)
+		c.log.Info("certifying a replica from its copy: its node is not a live member", "poll", poll, "replica", m.Replica, "holder", holder, "records", n, "expected", m.Expected,
+			"why", m.Error)
 	}
 	slices.Sort(replicas)
 	return replicas, still, sources
@@ -97,7 +99,7 @@ func (c *Certifier) longestCopy(ctx context.Context, poll, replica string, peers
 // wrapping ErrUnsignedCopy otherwise). A holder that holds no record of
 // the chain, or does not answer, has none: 0 and no error.
 func (c *Certifier) copyLength(ctx context.Context, p Peer, poll, replica string) (uint64, error) {
-	body, err := c.cfg.Fetch(ctx, p, poll, 0, hlc.Timestamp{})
+	body, err := c.fetch(ctx, p, poll, 0, hlc.Timestamp{})
 	if err != nil {
 		return 0, nil
 	}

@@ -53,11 +53,12 @@ func (c *Certifier) ViewOf(poll string) (api.ResultView, error) {
 	return v, nil
 }
 
-// coordinator names the node first in the poll's order, if it is a member.
+// coordinator names the node first in the poll's order, if it is a member
+// (and not gone by its refusals: gone.go).
 func (c *Certifier) coordinator(poll string) string {
 	byReplica := map[string]string{}
 	var replicas []string
-	for _, p := range c.cfg.Peers() {
+	for _, p := range c.members.live() {
 		if p.Full {
 			byReplica[p.Replica] = p.Name
 			replicas = append(replicas, p.Replica)

@@ -342,6 +342,7 @@ func newCertify(n *Node, key ed25519.PrivateKey, peerToken string) (*certify.Cer
 		Now:           cfg.Now,
 		Registerer:    n.reg,
 		Fence:         n.ingest.Fence,
+		Ballots:       heldCopies(n),
 	})
 }
 
