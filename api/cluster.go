@@ -13,6 +13,18 @@ type ClusterView struct {
 	// Regions: per region, the staleness of its freshest replica (ms).
 	Regions map[string]int64 `json:"regions"`
 	NATS    *ClusterNATS     `json:"nats,omitempty"`
+	// RelaysTo: at an edge, the full nodes it relays votes to now — those
+	// of its region it heard ready within the last second, else the
+	// other regions' (a request goes to the one its key ranks first).
+	RelaysTo []ClusterTarget `json:"relays_to,omitempty"`
+}
+
+// ClusterTarget is a full node an edge relays to, or its NATS leaf
+// connection is on.
+type ClusterTarget struct {
+	Node    string `json:"node,omitempty"`
+	Replica string `json:"replica,omitempty"`
+	Region  string `json:"region"`
 }
 
 // ClusterMember is a member of the cluster as memberlist sees it.
@@ -45,6 +57,9 @@ type ClusterNATS struct {
 	// LeafNodes counts leaf connections: a full node's from its edges, an
 	// edge's (0 or 1) to a full node.
 	LeafNodes int `json:"leaf_nodes"`
+	// LeafHub: at an edge, the full node its leaf connection is on (all
+	// it relays and hears goes through it); absent while it has none.
+	LeafHub *ClusterTarget `json:"leaf_hub,omitempty"`
 }
 
 // ClusterKeys is the body of GET /v1/cluster/keys: the Ed25519 public key

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -41,6 +42,8 @@ type Mesh struct {
 	want        [4]string     // the client, route, gateway and leaf addresses as configured (port 0: any)
 	poke        chan struct{} // membership changed: check the links
 	lastRefusal atomic.Int64  // unix ms of the last refused connection logged
+	// leafAvoid is the node an edge's leaf tries last (MoveLeaf), "" none.
+	leafAvoid atomic.Pointer[string]
 }
 
 // close closes the connection and stops the embedded server.
@@ -87,7 +90,11 @@ func (e *embedded) shutdown() {
 // edge, the full nodes' leaf URLs.
 func (ms *Mesh) wanted() links {
 	l := links{routes: map[string]string{}, gateways: map[string]string{}}
-	var region, others []string
+	var region, others, last []string
+	avoid := ""
+	if a := ms.leafAvoid.Load(); a != nil {
+		avoid = *a
+	}
 	for _, p := range ms.members() { // sorted: the first node of a region is its gateway
 		m := p.meta
 		if p.name == ms.cfg.NodeName {
@@ -101,15 +108,99 @@ func (ms *Mesh) wanted() links {
 		}
 		if ms.cfg.Role == RoleEdge && m.NATSLeaf != "" {
 			u := "nats-leaf://" + resolve(m.NATSLeaf, p.addr)
-			if m.Region == ms.cfg.Region {
+			switch {
+			case p.name == avoid:
+				last = append(last, u)
+			case m.Region == ms.cfg.Region:
 				region = append(region, u)
-			} else {
+			default:
 				others = append(others, u)
 			}
 		}
 	}
-	l.hubs = append(rotate(region, ms.cfg.NodeName), rotate(others, ms.cfg.NodeName)...)
+	l.hubs = append(append(rotate(region, ms.cfg.NodeName), rotate(others, ms.cfg.NodeName)...), last...)
 	return l
+}
+
+// LeafHub names the full node (its node name) an edge's leaf connection
+// is on: "" while it has none, and at a node that is no edge or uses an
+// external NATS server.
+func (ms *Mesh) LeafHub() string {
+	ms.mu.Lock()
+	emb := ms.emb
+	ms.mu.Unlock()
+	if emb == nil || len(emb.hubs) == 0 {
+		return ""
+	}
+	lz, err := emb.srv.Leafz(nil)
+	if err != nil || len(lz.Leafs) == 0 {
+		return ""
+	}
+	return lz.Leafs[0].Name
+}
+
+// MoveLeaf starts an edge's embedded NATS server again, so that its leaf
+// connects afresh: to its region's full nodes first, then the others',
+// avoid (a node name, or "") last, until the next MoveLeaf. The node's
+// connection reconnects to it at once. It returns the full node the new
+// leaf connection is on (LeafHub), or "" when there is none within
+// leafSettle (NATS goes on trying). It does nothing at a node that is no
+// edge or uses an external NATS server.
+//
+// A fresh server, not the leaf's own reconnect: an edge whose full node
+// froze or died reconnected to another full node that still held, from
+// the gateways, the interest the frozen one had announced for the leaf's
+// loop-detection subject ($LDS.…, per server). That full node echoed it,
+// and the edge's server took it for a loop: "Loop detected for leafnode
+// account … Delaying attempt to reconnect for 30s", 30 s without a link
+// (nats-server's leafNodeReconnectDelayAfterLoopDetected; only its tests
+// can shorten it). A new server has a new loop-detection subject.
+func (ms *Mesh) MoveLeaf(ctx context.Context, avoid string) (hub string) {
+	if ms.cfg.Role != RoleEdge || ms.cfg.NATSURL != "" || ms.closed.Load() {
+		return ""
+	}
+	ms.leafAvoid.Store(&avoid)
+	if !ms.restartForLeaf(avoid) {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, leafSettle)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if hub = ms.LeafHub(); hub != "" || ms.closed.Load() {
+			return hub
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-t.C:
+		}
+	}
+}
+
+// leafSettle is how long MoveLeaf waits for the new leaf connection.
+const leafSettle = 2 * time.Second
+
+// restartForLeaf is MoveLeaf's restart; false when there was nothing to
+// restart (not started, closing, or the restart failed).
+func (ms *Mesh) restartForLeaf(avoid string) bool {
+	l := ms.wanted()
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.emb == nil || ms.closed.Load() { // not started, or closing: close shuts down what is here
+		return false
+	}
+	ms.log.Info("restarting embedded nats to move the leaf connection", "avoid", avoid, "leaf_hubs", len(l.hubs))
+	ms.emb.shutdown()
+	emb, err := ms.startEmbedded(l)
+	if err != nil {
+		ms.log.Error("embedded nats restart failed; retrying at the next check", "err", err)
+		ms.emb = &embedded{srv: ms.emb.srv, links: links{routes: map[string]string{}, gateways: map[string]string{}}}
+		return false
+	}
+	ms.emb = emb
+	return true
 }
 
 // rotate starts urls at a place picked by name, so a region's edges

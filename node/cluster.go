@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"net/http"
 
 	"tally/api"
@@ -13,11 +14,36 @@ func (n *Node) handleCluster(w http.ResponseWriter, r *http.Request) {
 	if gateways == nil {
 		gateways = []string{}
 	}
-	api.WriteJSON(w, r, http.StatusOK, api.ClusterView{
+	members := n.gossip.Members()
+	view := api.ClusterView{
 		Self: n.cfg.NodeName, Region: n.cfg.Region, Replica: n.replica, Role: n.cfg.Role,
-		Members: n.gossip.Members(), Replicas: n.gossip.Staleness(), Regions: n.freshness(),
+		Members: members, Replicas: n.gossip.Staleness(), Regions: n.freshness(),
 		NATS: &api.ClusterNATS{Connected: n.gossip.Mesh().Connected(), Embedded: n.cfg.NATSURL == "", Routes: routes, Gateways: gateways, LeafNodes: n.gossip.Mesh().LeafNodes()},
-	})
+	}
+	if n.edge != nil {
+		view.RelaysTo, view.NATS.LeafHub = relayTargets(n, members)
+	}
+	api.WriteJSON(w, r, http.StatusOK, view)
+}
+
+// relayTargets is an edge's relays_to and leaf_hub, named as the
+// membership names them.
+func relayTargets(n *Node, members []api.ClusterMember) ([]api.ClusterTarget, *api.ClusterTarget) {
+	byReplica, byName := map[string]api.ClusterMember{}, map[string]api.ClusterMember{}
+	for _, m := range members {
+		byReplica[m.Replica], byName[m.Name] = m, m
+	}
+	var to []api.ClusterTarget
+	for _, t := range n.edge.Targets() {
+		m := byReplica[t.Replica]
+		to = append(to, api.ClusterTarget{Node: m.Name, Replica: t.Replica, Region: cmp.Or(t.Region, m.Region)})
+	}
+	name := n.gossip.Mesh().LeafHub()
+	if name == "" {
+		return to, nil
+	}
+	m := byName[name]
+	return to, &api.ClusterTarget{Node: name, Replica: m.Replica, Region: m.Region}
 }
 
 // handlePublicCluster serves GET /v1/cluster on the public port when

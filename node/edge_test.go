@@ -81,7 +81,9 @@ func startEdgeTier(t *testing.T) *edgeTier { t.Helper(); return startEdgeTierCop
 func startEdgeTierCopies(t *testing.T, copies int) *edgeTier {
 	t.Helper()
 	et := &edgeTier{bin: buildNodeBinary(t)}
-	et.us = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now, c.AckCopies = "us-east", time.Now, copies })
+	// The trust floor of the processes (--trust-floor 0): a certificate
+	// made by us-east must apply the same floor as one made by them.
+	et.us = startNode(t, t.TempDir(), func(c *Config) { c.Region, c.Now, c.AckCopies, c.TrustFloor = "us-east", time.Now, copies, 0 })
 	common := func(name, gossipAddr string) []string {
 		return []string{"--region", "eu-west", "--node-name", name, "--join", et.us.GossipAddr(), "--gossip-addr", gossipAddr,
 			"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}

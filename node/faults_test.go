@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -170,6 +171,7 @@ func TestFaultsThroughEdges(t *testing.T) {
 	for _, option := range []string{"a", "b", "c"} {
 		if cert.Totals[option] != want[option] && run.unknownLast == 0 {
 			t.Errorf("certified %v, want each voter's last acknowledged vote: %v", cert.Totals, want)
+			explainVoters(t, run, exports)
 			break
 		}
 	}
@@ -393,5 +395,52 @@ func auditExports(t *testing.T, et *edgeTier, exports [][2]string) {
 	}
 	if digest, _ := r.body["digest"].(string); offline.Digest != digest || digest == "" {
 		t.Fatalf("the exports and the copies reconcile to digest %s, the certificate says %q", offline.Digest, digest)
+	}
+}
+
+// explainVoters logs, for each voter whose latest standing record is not
+// the option of their last acknowledged vote, every record of theirs and
+// what each of their keys was answered: what a failure needs to be read.
+func explainVoters(t *testing.T, run *faultRun, exports [][2]string) {
+	t.Helper()
+	byVoter := map[string][]ledger.Record{}
+	for _, at := range exports {
+		for _, r := range ledgerAt(t, at[0], at[1]) {
+			byVoter[r.Voter] = append(byVoter[r.Voter], r)
+		}
+	}
+	for voter, last := range run.lastAcked {
+		recs := byVoter[voter]
+		slices.SortFunc(recs, func(a, b ledger.Record) int {
+			if a.After(&b) {
+				return 1
+			}
+			if b.After(&a) {
+				return -1
+			}
+			return 0
+		})
+		first := map[string]bool{}
+		latest := ""
+		for _, r := range recs {
+			if !first[r.Idem] {
+				first[r.Idem] = true
+				if r.Counted && !r.Late {
+					latest = r.Option
+				}
+			}
+		}
+		if latest == last {
+			continue
+		}
+		t.Logf("voter %s: last acknowledged %s, latest standing record %s", voter, last, latest)
+		for _, r := range recs {
+			f := run.keys[r.Idem]
+			answer := ""
+			if f != nil {
+				answer = f.final + " " + f.answer
+			}
+			t.Logf("  %s %s/%d %d.%d %s counted=%t late=%t  answered: %s", r.Idem, r.Replica, r.Seq, r.Wall, r.Logical, r.Option, r.Counted, r.Late, answer)
+		}
 	}
 }

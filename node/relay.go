@@ -1,10 +1,12 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"tally/api"
@@ -22,19 +24,19 @@ import (
 func (n *Node) startRelay() (stop func(), err error) {
 	if n.edge != nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			n.edge.Run(ctx)
-		}()
-		return func() { cancel(); <-done }, nil
+		var wg sync.WaitGroup
+		wg.Go(func() { n.edge.Run(ctx) })
+		if n.gossip.Mesh().EmbeddedURL() != "" {
+			wg.Go(func() { watchLeaf(ctx, n) })
+		}
+		return func() { cancel(); wg.Wait() }, nil
 	}
 	if len(n.peerTokens) == 0 && !n.cfg.InsecureGossip {
 		return func() {}, nil
 	}
 	srv, err := relay.StartServer(relay.ServerConfig{
-		Conn: n.gossip.Mesh().Conn(), Cluster: n.cfg.Cluster, Replica: n.replica, Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay,
-		Handler: relayHandler{n}, Metrics: n.relayM, Logger: n.log,
+		Conn: n.gossip.Mesh().Conn(), Cluster: n.cfg.Cluster, Replica: n.replica, Region: n.cfg.Region, Ready: func() bool { return relayReady(n) },
+		Seal: n.gossip.SealRelay, Open: n.gossip.OpenRelay, Handler: relayHandler{n}, Metrics: n.relayM, Logger: n.log,
 	})
 	if err != nil {
 		return func() {}, fmt.Errorf("node: relay: %w", err)
@@ -161,4 +163,115 @@ func (n *Node) fullNodes() (region, others []string) {
 		}
 	}
 	return region, others
+}
+
+// relayReady is what a full node announces to the edges (relay.Server's
+// Ready): it takes new votes — replayed, caught up with the other
+// replicas' ballots — and is not draining. Edges relay to it only then.
+func relayReady(n *Node) bool {
+	return n.ready.Load() && !n.draining.Load() && !n.catchingUp()
+}
+
+// How an edge keeps its NATS leaf connection on a full node that works.
+const (
+	// leafSilence: no full node heard for this long means the full node
+	// the leaf is on froze or died (every other one is heard through it).
+	leafSilence = 4 * relay.PresenceEvery
+	// leafRetry is the least time after a move that found no one before
+	// the next (it doubles, up to leafRetryMax): with no full node
+	// reachable at all, the edge does not restart its server every beat.
+	leafRetry, leafRetryMax = 2 * time.Second, 30 * time.Second
+	// leafHome is how long a full node of the edge's region must have
+	// been ready before the leaf moves back to it from another region's
+	// (doubling, up to a minute, while a move home lands elsewhere).
+	leafHome = 2 * time.Second
+)
+
+// watchLeaf keeps an edge's NATS leaf connection — everything it relays
+// and hears goes over it — on a full node that answers: when the edge
+// has heard no full node for leafSilence, the one the leaf is on froze
+// or died, and the leaf moves (gossip.Mesh.MoveLeaf: a fresh embedded
+// server, that node tried last), long before NATS's pings would notice
+// and without its 30 s loop-detection delay. While the leaf is on
+// another region's full node and one of the edge's own is ready (it
+// started before its region's, or failed over), it moves home. Every move
+// is in the log and in tally_relay_leaf_moves_total.
+func watchLeaf(ctx context.Context, n *Node) {
+	mesh := n.gossip.Mesh()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	var (
+		lastHub   string        // the full node the leaf was on last
+		seenHub   string        // the one it was on at the last look ("": none)
+		moved     time.Time     // the last move
+		gap       time.Duration // the least time from the last move to a move for silence
+		homeSince time.Time     // since when a full node of the region is ready
+		homeGap   = leafHome
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		hub := mesh.LeafHub()
+		if hub != seenHub {
+			seenHub = hub
+			n.edge.LinkMoved() // the batches sent over the old link are lost
+		}
+		if hub != "" {
+			lastHub = hub
+		}
+		silent := n.edge.Silent()
+		if silent < now.Sub(moved) {
+			gap = 0 // heard from someone since the last move
+		}
+		if silent >= leafSilence && now.Sub(moved) >= gap {
+			n.log.Warn("edge: no full node heard for "+silent.Round(time.Millisecond).String()+"; moving the NATS leaf connection off "+cmp.Or(lastHub, "(none)"),
+				"hub", lastHub, "silent", silent.Round(time.Millisecond))
+			to := mesh.MoveLeaf(ctx, lastHub)
+			n.relayM.LeafMoved("silent")
+			n.log.Info("edge: the NATS leaf connection is on "+cmp.Or(to, "no full node yet"), "hub", to, "hub_region", regionOf(n, to))
+			moved, homeSince = time.Now(), time.Time{}
+			gap = min(max(2*gap, leafRetry), leafRetryMax)
+			continue
+		}
+		hubRegion := regionOf(n, hub)
+		targets := n.edge.Targets()
+		if hub == "" || hubRegion == "" || hubRegion == n.cfg.Region || len(targets) == 0 || targets[0].Region != n.cfg.Region {
+			homeSince = time.Time{}
+			continue
+		}
+		if homeSince.IsZero() {
+			homeSince = now
+		}
+		if now.Sub(homeSince) < homeGap || now.Sub(moved) < leafHome {
+			continue
+		}
+		n.log.Info("edge: a full node of region "+n.cfg.Region+" is ready; moving the NATS leaf connection home from "+hub+" (region "+hubRegion+")",
+			"hub", hub, "hub_region", hubRegion, "ready", targets[0].Replica)
+		to := mesh.MoveLeaf(ctx, "")
+		n.relayM.LeafMoved("home")
+		moved, homeSince, gap = time.Now(), time.Time{}, 0
+		if regionOf(n, to) == n.cfg.Region {
+			homeGap = leafHome
+			continue
+		}
+		homeGap = min(2*homeGap, time.Minute)
+		n.log.Warn("edge: the NATS leaf connection did not land home; trying again in "+homeGap.String(), "hub", to, "hub_region", regionOf(n, to))
+	}
+}
+
+// regionOf is the region of the member named name, "" when unknown.
+func regionOf(n *Node, name string) string {
+	if name == "" {
+		return ""
+	}
+	for _, m := range n.gossip.Members() {
+		if m.Name == name {
+			return m.Region
+		}
+	}
+	return ""
 }

@@ -2,10 +2,17 @@
 // viewers' sockets and takes their votes, quiz answers and session
 // requests; it does not ledger them. It gathers them into batches (a few
 // milliseconds, up to a few hundred requests: Edge.Run) and sends each
-// batch as one NATS request on the cluster's relay subject. Every full
-// node subscribes to that subject in one queue group, so NATS hands the
-// batch to one full node of the edge's region, or of another region when
-// this one has none. The full node (Server) answers every request as if
+// batch as one NATS request: to the full node its first request's key
+// ranks first (NodeSubject), then the next, then the cluster's relay
+// subject, where every ready full node is in one queue group, so NATS
+// hands the batch to one full node of the edge's region, or of another
+// region when this one has none. Every full node says every
+// PresenceEvery whether it is ready (presence.go); an edge relays only
+// to those it heard ready within a second, its region's first, so one
+// that froze, died or is catching up is left within a second, and one
+// that is back is relayed to again (Edge.Targets says which; the node
+// moves the edge's NATS link when every full node falls silent at once).
+// The full node (Server) answers every request as if
 // its client had asked it directly — the same pipeline, the same statuses
 // and error codes, the vote ids of its own replica — once the ledger
 // batch holding the votes is synced, and the edge gives each client its

@@ -26,11 +26,16 @@ type EdgeConfig struct {
 	// Cluster names the relay's subjects (Subject, NodeSubject).
 	Cluster string
 	// FullNodes returns the replica ids of the cluster's live full nodes:
-	// those of the edge's own region, then the others. A request goes to
-	// the one its idempotency key ranks first (rendezvous hashing), so a
-	// retry through any edge reaches the node that answered it first;
-	// the rest are its failover order. nil: only the shared queue group.
+	// those of the edge's own region, then the others. Of them, a request
+	// goes to those the edge heard ready within Stale (presence.go), its
+	// region's first: to the one its idempotency key ranks first
+	// (rendezvous hashing), so a retry through any edge reaches the node
+	// that answered it first; the rest are its failover order. nil: only
+	// the shared queue group.
 	FullNodes func() (region, others []string)
+	// Stale is how long after a full node's last word (presence.go) the
+	// edge stops relaying to it; default 4 × PresenceEvery (1 s).
+	Stale time.Duration
 	// Seal and Open authenticate relay messages with the cluster's
 	// keyring (package gossip's); nil: passed as they are (tests).
 	Seal func([]byte) []byte
@@ -81,6 +86,16 @@ type Edge struct {
 	// window; inFlight counts the batches sent and not yet answered.
 	pace     pace
 	inFlight atomic.Int64
+	// roster is what the full nodes said of themselves (presence.go);
+	// targets are the ones the edge relays to now (Targets).
+	roster   roster
+	targetMu sync.Mutex
+	targets  []Target
+	changed  chan struct{} // closed when the targets change (retargeted)
+	heardNew chan struct{} // a full node's word changed its standing: retarget now
+	// link counts the moves of the edge's NATS link (LinkMoved): an
+	// attempt sent before the last one is lost.
+	link atomic.Uint64
 }
 
 type pending struct {
@@ -118,14 +133,19 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	if cfg.MaxBody <= 0 || cfg.MaxBody > MaxBody {
 		cfg.MaxBody = MaxBody
 	}
-	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch), lostLog: throttle{every: 5 * time.Second}, badLog: throttle{every: 10 * time.Second}}
+	if cfg.Stale <= 0 {
+		cfg.Stale = 4 * PresenceEvery
+	}
+	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch), changed: make(chan struct{}), heardNew: make(chan struct{}, 1), lostLog: throttle{every: 5 * time.Second}, badLog: throttle{every: 10 * time.Second}}
 }
 
-// Run gathers requests into batches and sends each on its own goroutine
-// until ctx ends; then it waits for the batches in flight.
+// Run gathers requests into batches and sends each on its own goroutine,
+// and listens to the full nodes' presence, until ctx ends; then it waits
+// for the batches in flight.
 func (e *Edge) Run(ctx context.Context) {
 	var flight sync.WaitGroup
 	defer flight.Wait()
+	flight.Go(func() { e.watch(ctx) })
 	var carry *pending // the request that did not fit the last batch
 	for {
 		first := carry
@@ -159,7 +179,7 @@ func (e *Edge) Run(ctx context.Context) {
 			e.inFlight.Add(1)
 			flight.Go(func() { // a batch sent is answered, even as the edge stops
 				defer e.inFlight.Add(-1)
-				e.send(context.WithoutCancel(ctx), b.route, b.pending)
+				e.send(context.WithoutCancel(ctx), b, b.pending)
 			})
 		}
 	}
@@ -216,12 +236,12 @@ func (e *Edge) Relay(ctx context.Context, req Request) Answer {
 // clients: the full node's answers, or the edge's own when none came —
 // 503 unavailable if no full node can have taken the batch, 504
 // outcome_unknown if one may have.
-func (e *Edge) send(ctx context.Context, route []string, batch []*pending) {
+func (e *Edge) send(ctx context.Context, r routed, batch []*pending) {
 	reqs := make([]Request, len(batch))
 	for i, p := range batch {
 		reqs[i] = p.req
 	}
-	answers, err := e.exchange(ctx, route, reqs)
+	answers, err := e.exchange(ctx, r, reqs)
 	if err != nil {
 		if ok, n := e.lostLog.allow(time.Now()); ok {
 			e.cfg.Logger.Warn("relay: batch not answered", "requests", len(batch), "err", err, "suppressed", n)
@@ -264,7 +284,12 @@ var (
 // answers "no responders" reached no one; any other attempt without an
 // answer may have been taken, and then the batch's outcome is unknown
 // (errOutcomeUnknown) rather than a refusal.
-func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]Answer, error) {
+//
+// When the full nodes to relay to change while an attempt waits (the one
+// it went to fell silent: presence.go), the batch goes on at once along
+// its route as it is now, not after the attempt's time.
+func (e *Edge) exchange(ctx context.Context, r routed, reqs []Request) ([]Answer, error) {
+	route := r.route
 	deadline := time.Now().Add(e.cfg.Deadline)
 	// A full node starts it by then or not at all, so that what it
 	// ledgers it answers before the edge gives up (startMargin for the
@@ -281,6 +306,7 @@ func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]
 	// that reached no full node would be answered 504 outcome_unknown
 	// instead of 503. The attempts in flight are heard out instead.
 	quiet := min(100*time.Millisecond, e.cfg.Deadline/5)
+	next, rounds := 0, 0 // the next subject of route; rounds of it done
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && time.Until(deadline) < quiet {
 			for len(x.sent) > 0 && ctx.Err() == nil {
@@ -293,22 +319,27 @@ func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]
 		if attempt > 0 {
 			e.cfg.Metrics.resend()
 		}
-		if err := x.send(route[attempt%len(route)], attempt); err != nil {
+		subject := route[next]
+		if err := x.send(subject, attempt); err != nil {
 			last = err
-		} else if answers, err := x.wait(ctx, attempt); answers != nil {
+		} else if answers, moved, err := x.wait(ctx, attempt, subject, r.key); answers != nil {
 			return answers, nil
+		} else if moved != nil {
+			route, next = moved, 0 // its subject fell out of the route
+			continue
 		} else if err != nil {
 			last = err
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		if (attempt+1)%len(route) != 0 {
+		if next++; next < len(route) {
 			continue // the next full node of the route at once
 		}
 		// Round the route again after a pause (a full node may be
 		// reconnecting), never past the deadline, still listening.
-		pause := time.NewTimer(time.Duration(min(attempt/len(route)+1, 5)) * 20 * time.Millisecond)
+		next, rounds = 0, rounds+1
+		pause := time.NewTimer(time.Duration(min(rounds, 5)) * 20 * time.Millisecond)
 		answers, _ := x.listen(ctx, pause.C)
 		pause.Stop()
 		if answers != nil {
@@ -318,10 +349,12 @@ func (e *Edge) exchange(ctx context.Context, route []string, reqs []Request) ([]
 			break
 		}
 	}
+	// The loop may end in the deadline's quiet moments, before ctx does.
+	last = cmp.Or(last, ctx.Err(), context.DeadlineExceeded)
 	if x.mayBeTaken() {
-		return nil, fmt.Errorf("%w (last: %w)", errOutcomeUnknown, cmp.Or(last, ctx.Err()))
+		return nil, fmt.Errorf("%w (last: %w)", errOutcomeUnknown, last)
 	}
-	return nil, fmt.Errorf("%w: %w (last: %w)", errNoFullNode, ctx.Err(), cmp.Or(last, ctx.Err()))
+	return nil, fmt.Errorf("%w (last: %w)", errNoFullNode, last)
 }
 
 // exchange is one batch's attempts: each is published with its own reply
@@ -336,6 +369,7 @@ type exchange struct {
 	replies chan *nats.Msg
 	sent    map[int]bool // attempts published and not answered "no responders"
 	sentAt  map[int]time.Time
+	links   map[int]uint64 // the edge's link when each attempt went out (Edge.link)
 }
 
 // send publishes attempt n to subject, subscribing to the inbox first.
@@ -360,32 +394,46 @@ func (x *exchange) send(subject string, n int) error {
 		return err
 	}
 	if x.sent == nil {
-		x.sent, x.sentAt = map[int]bool{}, map[int]time.Time{}
+		x.sent, x.sentAt, x.links = map[int]bool{}, map[int]time.Time{}, map[int]uint64{}
 	}
-	x.sent[n], x.sentAt[n] = true, time.Now()
+	x.sent[n], x.sentAt[n], x.links[n] = true, time.Now(), x.edge.link.Load()
 	return nil
 }
 
 // wait listens for an answer until attempt n's time is up, or until NATS
-// says that attempt reached no one.
-func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
+// says that attempt reached no one. When the edge's targets change and
+// the route of key no longer starts with the attempt's subject, or the
+// edge's NATS link moved since the attempt went out on it (the attempt
+// is lost: LinkMoved), it stops waiting and returns the route as it is
+// now (moved).
+func (x *exchange) wait(ctx context.Context, n int, subject, key string) (answers []Answer, moved []string, err error) {
 	t := time.NewTimer(x.edge.cfg.Attempt)
 	defer t.Stop()
+	changed := x.edge.retargeted()
 	for {
-		answers, err := x.listen(ctx, t.C)
+		answers, err := x.listenUntil(ctx, t.C, changed)
 		switch {
+		case errors.Is(err, errRetargeted):
+			changed = x.edge.retargeted()
+			if route := x.edge.reroute(key); route[0] != subject || x.edge.link.Load() != x.links[n] {
+				return nil, route, nil
+			}
+			// still first, on the same link: listen on
 		case errors.Is(err, nats.ErrNoResponders):
 			if !x.sent[n] {
-				return nil, err // this attempt reached no one: the next at once
+				return nil, nil, err // this attempt reached no one: the next at once
 			}
 			// an earlier attempt's: listen on
 		case answers != nil:
-			return answers, nil
+			return answers, nil, nil
 		default:
-			return nil, nil // time is up
+			return nil, nil, nil // time is up
 		}
 	}
 }
+
+// errRetargeted is listenUntil's word that the edge's targets changed.
+var errRetargeted = errors.New("relay: the full nodes to relay to changed")
 
 // listen returns the first answer that arrives before stop or the
 // deadline, or nats.ErrNoResponders when an attempt reached no one (that
@@ -393,12 +441,20 @@ func (x *exchange) wait(ctx context.Context, n int) ([]Answer, error) {
 // answer that does not open or decode is not believed: it is logged and
 // listening goes on (the batch may have been taken all the same).
 func (x *exchange) listen(ctx context.Context, stop <-chan time.Time) ([]Answer, error) {
+	return x.listenUntil(ctx, stop, nil)
+}
+
+// listenUntil is listen that also returns errRetargeted when changed is
+// closed.
+func (x *exchange) listenUntil(ctx context.Context, stop <-chan time.Time, changed <-chan struct{}) ([]Answer, error) {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, nil
 		case <-stop:
 			return nil, nil
+		case <-changed:
+			return nil, errRetargeted
 		case m := <-x.replies:
 			n, nerr := strconv.Atoi(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:])
 			if len(m.Data) == 0 && m.Header.Get("Status") == "503" {

@@ -43,35 +43,46 @@ func affinityKey(r Request) string {
 // routed is a part of a gathered batch that goes the same way.
 type routed struct {
 	route   []string // subjects, in the order they are tried
+	key     string   // the first request's, which routes the part again (reroute)
 	pending []*pending
 }
 
 // split cuts a gathered batch by the full node each request ranks first:
-// the region's nodes by rank, then the other regions', then the shared
-// queue group.
+// the region's ready nodes by rank, then the other regions', then the
+// shared queue group (candidates).
 func (e *Edge) split(batch []*pending) []routed {
-	var region, others []string
-	if e.cfg.FullNodes != nil {
-		region, others = e.cfg.FullNodes()
-	}
-	shared := Subject(e.cfg.Cluster)
+	region, others, _ := e.candidates()
 	if len(region)+len(others) == 0 {
-		return []routed{{route: []string{shared}, pending: batch}}
+		return []routed{{route: []string{Subject(e.cfg.Cluster)}, key: batch[0].key, pending: batch}}
 	}
 	var out []routed
-	index := map[string]int{} // first node → its part
+	index := map[string]int{} // first subject → its part
 	for _, p := range batch {
-		order := append(rendezvous.Rank(p.key, region), rendezvous.Rank(p.key, others)...)
-		i, ok := index[order[0]]
+		route := e.routeOf(p.key, region, others)
+		i, ok := index[route[0]]
 		if !ok {
-			route := make([]string, 0, len(order)+1)
-			for _, n := range order {
-				route = append(route, NodeSubject(e.cfg.Cluster, n))
-			}
-			i, index[order[0]] = len(out), len(out)
-			out = append(out, routed{route: append(route, shared)})
+			i, index[route[0]] = len(out), len(out)
+			out = append(out, routed{route: route, key: p.key})
 		}
 		out[i].pending = append(out[i].pending, p)
 	}
 	return out
+}
+
+// routeOf is the subjects a request with key is sent to, in order: the
+// full nodes of region by the key's rank, then those of others, then the
+// shared queue group.
+func (e *Edge) routeOf(key string, region, others []string) []string {
+	order := append(rendezvous.Rank(key, region), rendezvous.Rank(key, others)...)
+	route := make([]string, 0, len(order)+1)
+	for _, n := range order {
+		route = append(route, NodeSubject(e.cfg.Cluster, n))
+	}
+	return append(route, Subject(e.cfg.Cluster))
+}
+
+// reroute is the route of key as the full nodes to relay to are now.
+func (e *Edge) reroute(key string) []string {
+	region, others, _ := e.candidates()
+	return e.routeOf(key, region, others)
 }

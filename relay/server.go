@@ -12,10 +12,10 @@ import (
 	"tally/api"
 )
 
-// Subject is the relay subject of a cluster. Every full node of every
-// region subscribes to it in one queue group; NATS hands each batch to one
-// member, preferring the publisher's own cluster (region) and crossing a
-// gateway only when the region has none.
+// Subject is the relay subject of a cluster. Every ready full node of
+// every region subscribes to it in one queue group; NATS hands each batch
+// to one member, preferring the publisher's own cluster (region) and
+// crossing a gateway only when the region has none.
 func Subject(cluster string) string { return "tally." + cluster + ".relay" }
 
 // queueGroup is the full nodes' queue group on the relay subject.
@@ -42,9 +42,19 @@ type ServerConfig struct {
 	// (NodeSubject), where edges send the requests that rank it first,
 	// and the shared one in the full nodes' queue group.
 	Cluster, Replica string
-	Seal             func([]byte) []byte
-	Open             func([]byte) ([]byte, error)
-	Handler          Handler
+	// Region is the node's, announced with its presence
+	// (PresenceSubject) so that edges show where they relay.
+	Region string
+	// Ready says whether the node takes votes now (replayed, caught up,
+	// not draining): announced every Every, and the node is in the shared
+	// queue group only while it is. nil: always.
+	Ready func() bool
+	// Every is how often the node announces itself; default
+	// PresenceEvery.
+	Every   time.Duration
+	Seal    func([]byte) []byte
+	Open    func([]byte) ([]byte, error)
+	Handler Handler
 	// InFlight bounds the batches handled at once; default 64. Past it
 	// NATS holds the next ones (and drops them as a slow consumer when
 	// its limits are reached: their edges resend).
@@ -60,8 +70,15 @@ type ServerConfig struct {
 // Server is a full node's side of the relay: it answers the edges'
 // batches, each request as if its client had asked this node.
 type Server struct {
-	cfg     ServerConfig
-	subs    []*nats.Subscription
+	cfg ServerConfig
+	own *nats.Subscription // NodeSubject
+	// shared is the subscription in the full nodes' queue group, held
+	// while the node is ready (share); closing says Close began.
+	subMu   sync.Mutex
+	shared  *nats.Subscription
+	closing bool
+	stop    chan struct{} // closed by Close: the announcing ends
+	beat    sync.WaitGroup
 	sem     chan struct{}
 	jobs    chan job
 	mu      sync.RWMutex // held to send on jobs; stopped says jobs is closed
@@ -80,8 +97,9 @@ type job struct {
 	done *sync.WaitGroup
 }
 
-// StartServer subscribes to the node's own relay subject and to the
-// shared one in the full nodes' queue group. Close stops it.
+// StartServer subscribes to the node's own relay subject and, while the
+// node is ready, to the shared one in the full nodes' queue group, and
+// announces the node's presence. Close stops it.
 func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.InFlight <= 0 {
 		cfg.InFlight = 64
@@ -89,8 +107,15 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 512
 	}
+	if cfg.Ready == nil {
+		cfg.Ready = func() bool { return true }
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = PresenceEvery
+	}
 	cfg.Seal, cfg.Open, cfg.Logger = defaults(cfg.Seal, cfg.Open, cfg.Logger)
-	s := &Server{cfg: cfg, sem: make(chan struct{}, cfg.InFlight), jobs: make(chan job), malformedLog: throttle{every: 10 * time.Second}}
+	s := &Server{cfg: cfg, sem: make(chan struct{}, cfg.InFlight), jobs: make(chan job), malformedLog: throttle{every: 10 * time.Second},
+		stop: make(chan struct{})}
 	for range cfg.Workers {
 		s.workers.Go(func() {
 			for j := range s.jobs {
@@ -104,28 +129,43 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		s.stopWorkers()
 		return nil, err
 	}
-	shared, err := cfg.Conn.QueueSubscribe(Subject(cfg.Cluster), queueGroup, s.receive)
-	if err != nil {
-		own.Unsubscribe()
-		s.stopWorkers()
-		return nil, err
+	s.own = own
+	ready := cfg.Ready()
+	if ready {
+		shared, err := cfg.Conn.QueueSubscribe(Subject(cfg.Cluster), queueGroup, s.receive)
+		if err != nil {
+			own.Unsubscribe()
+			s.stopWorkers()
+			return nil, err
+		}
+		s.shared = shared
 	}
-	s.subs = []*nats.Subscription{own, shared}
 	// The subscriptions are at the server when this returns, so an edge
 	// that sees the node listed finds its subject. Disconnected, the client
 	// replays them on reconnect; the error is not the caller's to handle.
 	_ = cfg.Conn.FlushTimeout(time.Second)
+	s.say(ready)
+	s.beat.Go(func() { s.announce(s.stop) })
 	return s, nil
 }
 
-// Close unsubscribes (NATS hands the next batches to the other full
+// Close says the node is no longer ready (its edges relay elsewhere at
+// once), unsubscribes (NATS hands the next batches to the other full
 // nodes) and waits for the batches in hand to be answered.
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
-		for _, sub := range s.subs {
-			err = errors.Join(err, sub.Unsubscribe())
+		close(s.stop)
+		s.beat.Wait()
+		s.say(false)
+		s.subMu.Lock()
+		s.closing = true
+		if s.shared != nil {
+			err = s.shared.Unsubscribe()
+			s.shared = nil
 		}
+		s.subMu.Unlock()
+		err = errors.Join(err, s.own.Unsubscribe())
 		s.wg.Wait()
 		s.stopWorkers()
 	})
