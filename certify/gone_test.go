@@ -60,8 +60,8 @@ func newGoneRig(t *testing.T) *goneRig {
 // connRefused is how a dial to a port nothing listens on fails.
 var connRefused = &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}
 
-// timedOut is how a read from a frozen process fails.
-var timedOut = fmt.Errorf("Get \"http://us-1/v1/polls/p/ledger\": %w", context.DeadlineExceeded)
+// errTimedOut is how a read from a frozen process fails.
+var errTimedOut = fmt.Errorf("get \"http://us-1/v1/polls/p/ledger\": %w", context.DeadlineExceeded)
 
 // A member whose node refuses every connection for a second is gone: its
 // chain is read from its copy, with no operator decision. Before the
@@ -98,7 +98,7 @@ func TestAMemberThatRefusesConnectionsIsReadFromItsCopy(t *testing.T) {
 // run of refusals, which then starts again.
 func TestAFrozenMemberIsNeverReadFromItsCopy(t *testing.T) {
 	r := newGoneRig(t)
-	r.ans = func() error { return timedOut }
+	r.ans = func() error { return errTimedOut }
 	for range 10 {
 		cert, err := r.c.Certify(context.Background(), "p", Decisions{})
 		if !errors.Is(err, ErrIncomplete) || len(fromCopy(t, cert)) > 0 {
@@ -108,7 +108,7 @@ func TestAFrozenMemberIsNeverReadFromItsCopy(t *testing.T) {
 	}
 	// Refused, then timed out, then refused again: 1.2 s since the first
 	// refusal, but the run started again 0.3 s ago.
-	for i, ans := range []error{connRefused, connRefused, timedOut, connRefused} {
+	for i, ans := range []error{connRefused, connRefused, errTimedOut, connRefused} {
 		r.ans = func() error { return ans }
 		cert, err := r.c.Certify(context.Background(), "p", Decisions{})
 		if !errors.Is(err, ErrIncomplete) {
