@@ -174,13 +174,13 @@ func (t *Tally) Version() uint64 { return t.version }
 // changed after version v. DeltaSince(0) is a full copy. Merging the delta
 // into a replica that has seen everything up to v yields t's state.
 func (t *Tally) DeltaSince(v uint64) *Tally {
-	return t.delta(v, func(string) bool { return true })
+	return t.delta(v, func(string, bool) bool { return true })
 }
 
 // DeltaOf is DeltaSince restricted to the entries of one replica: what a
 // node gossips about itself on the fast path.
 func (t *Tally) DeltaOf(replica string, v uint64) *Tally {
-	return t.delta(v, func(r string) bool { return r == replica })
+	return t.delta(v, func(r string, _ bool) bool { return r == replica })
 }
 
 // Touch marks every entry of replica as changed now, so the next
@@ -194,15 +194,16 @@ func (t *Tally) Touch(replica string) {
 	}
 }
 
-// DeltaWhere is DeltaOf for every replica keep accepts.
-func (t *Tally) DeltaWhere(keep func(replica string) bool, v uint64) *Tally {
+// DeltaWhere is DeltaSince for the entries keep accepts: a replica's
+// counter entries (records false) or its record count (records true).
+func (t *Tally) DeltaWhere(keep func(replica string, records bool) bool, v uint64) *Tally {
 	return t.delta(v, keep)
 }
 
-func (t *Tally) delta(v uint64, keep func(string) bool) *Tally {
+func (t *Tally) delta(v uint64, keep func(string, bool) bool) *Tally {
 	d := NewTally()
 	for k, at := range t.changed {
-		if at <= v || !keep(k.replica) {
+		if at <= v || !keep(k.replica, k.records) {
 			continue
 		}
 		if k.records {

@@ -156,7 +156,6 @@ func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
 			delete(s.goneSince, r) // back
 		}
 	}
-	sent, hist := s.sent, s.hist
 	nowMs := g.cfg.Now().UnixMilli()
 	for _, d := range g.cfg.State.Defs.Polls() {
 		if !g.gossiped(d, nowMs) {
@@ -175,21 +174,17 @@ func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
 		if c, ok := g.cfg.State.Defs.Certificate(d.ID); ok && c.Status == state.Reconciled {
 			certified = true // the number shown is the certificate's: corrections stay as they are
 		}
+		for replica := range have {
+			if _, ok := records[replica]; !ok {
+				records[replica] = 0 // held of it, never announced (its buddy's copies)
+			}
+		}
 		for replica, n := range records {
 			if replica == g.cfg.Replica || live[replica] {
 				continue
 			}
 			key := [2]string{d.ID, replica}
-			if h := have[replica]; h > max(n, sent[key]) {
-				// Ballots of it beyond what it announced: its buddy's
-				// copies. Sent on once.
-				from := max(n, sent[key])
-				if last, err := g.cfg.State.Stewards().Republish(d.ID, replica, from, MaxBallots); err == nil && last > from {
-					sent[key] = last
-					g.m.republished.Add(float64(last - from))
-					g.log.Info("sending on the ballots of a gone replica held as its buddy", "poll", d.ID, "replica", replica, "through_seq", last)
-				}
-			}
+			sendOnHeld(g, s.sent, key, n, have[replica])
 			if certified {
 				continue
 			}
@@ -208,7 +203,7 @@ func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
 				if target, err = g.cfg.State.Stewards().Contribution(d.ID, replica); err != nil {
 					continue
 				}
-				target = hist.hold(key, target, now)
+				target = s.hist.hold(key, target, now)
 			}
 			if changed, err := g.cfg.State.Stewards().Correct(d.ID, replica, target); err == nil && changed && mine {
 				g.log.Debug("correcting the counters of a gone replica", "poll", d.ID, "replica", replica)
@@ -222,6 +217,20 @@ func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
 				}
 			}
 		}
+	}
+}
+
+// sendOnHeld sends on, once, the ballots this node holds of gone replica
+// key[1] beyond the n it announced (h held): its buddy's copies.
+func sendOnHeld(g *Gossip, sent map[[2]string]uint64, key [2]string, n, h uint64) {
+	from := max(n, sent[key])
+	if h <= from {
+		return
+	}
+	if last, err := g.cfg.State.Stewards().Republish(key[0], key[1], from, MaxBallots); err == nil && last > from {
+		sent[key] = last
+		g.m.republished.Add(float64(last - from))
+		g.log.Info("sending on the ballots of a gone replica held as its buddy", "poll", key[0], "replica", key[1], "through_seq", last)
 	}
 }
 

@@ -158,6 +158,21 @@ func heldCopies(n *Node) func(recs []ledger.Record) {
 			}
 			if _, _, err := n.state.MergeBallots(poll, bs); err != nil {
 				n.log.Debug("buddy: a copy's ballots wait for gossip", "poll", poll, "err", err)
+				continue
+			}
+			// Their record counts, stated by this node too: a primary lost
+			// before its own delta went out took these votes all the same.
+			last := map[string]uint64{}
+			for _, b := range bs {
+				last[b.Replica] = max(last[b.Replica], b.Seq)
+			}
+			for replica, seq := range last {
+				if replica == n.replica {
+					continue
+				}
+				if err := n.state.Stewards().Held(poll, replica, seq); err != nil {
+					n.log.Debug("buddy: a copy's record count waits for gossip", "poll", poll, "replica", replica, "err", err)
+				}
 			}
 		}
 	}

@@ -42,7 +42,12 @@ func (s *State) OwnDelta(pollID string, since uint64) (*crdt.Tally, uint64, erro
 	// This replica's own entries, and its corrections of gone replicas'
 	// counters (steward.go): it alone writes both.
 	// With them go the entries of gone replicas it sends on (steward.go).
-	own := func(r string) bool { return r == s.replica || stewardedBy(r, s.replica) || ps.echo[r] }
+	// And the record counts of the replicas it holds copies of as their
+	// buddy: a replica lost before its own delta went out is known to
+	// have taken votes all the same (certification reads it from the copy).
+	own := func(r string, records bool) bool {
+		return r == s.replica || stewardedBy(r, s.replica) || ps.echo[r] || records && ps.held[r]
+	}
 	return ps.tally.DeltaWhere(own, since), ps.tally.Version(), nil
 }
 

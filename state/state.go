@@ -103,6 +103,7 @@ type pollState struct {
 	ballots *crdt.Ballots   // every replica's ballots: the cluster-wide voter state
 	outbox  []crdt.Ballot   // this replica's ballots not yet taken for publishing
 	echo    map[string]bool // gone replicas whose entries this one sends on (steward.go); guarded by mu
+	held    map[string]bool // replicas whose record count this one states, holding their copies (steward.go); guarded by mu
 
 	vmu     sync.Mutex              // guards viewers
 	viewers map[string]viewerCount  // replica → the viewers it serves (see viewers.go)

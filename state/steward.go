@@ -154,6 +154,30 @@ func (w Stewards) Republish(pollID, replica string, after uint64, max int) (uint
 	return last, nil
 }
 
+// Held records that this node, as replica's buddy, holds its records of
+// the poll through Seq seq (their copies, fsynced before replica
+// acknowledged them): replica's record count is at least seq, and this
+// node's deltas say so from now on. So a replica lost before its own
+// delta went out is known to have taken votes, and certification reads
+// them from the copy instead of leaving them out.
+func (w Stewards) Held(pollID, replica string, seq uint64) error {
+	ps, err := w.s.poll(pollID)
+	if err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.held == nil {
+		ps.held = map[string]bool{}
+	}
+	if !ps.held[replica] {
+		ps.held[replica] = true
+		ps.tally.Touch(replica) // its count so far goes out too
+	}
+	ps.tally.MergeRecords(replica, seq)
+	return nil
+}
+
 // sendOn makes the next delta carry replica's entries, and every delta
 // after it those that change; with ps.mu held.
 func (ps *pollState) sendOn(replica string) {
