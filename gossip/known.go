@@ -72,6 +72,13 @@ func (k *known) remember(p peer) {
 	if k.members[p.name] == m {
 		return
 	}
+	if was, ok := k.members[p.name]; ok && was.Replica != m.Replica {
+		// The same node name with another replica id: its data dir is new
+		// (a replacement, or a disk lost). Said loudly, once, at every
+		// member that knew the old one.
+		g.log.Warn("a member is back under a known name as a new replica: it replaces the old one, whose acknowledged votes are read from its buddy's copies; nobody waits for the old one (docs/operations.md, \"A lost node\")",
+			"name", p.name, "replaces", was.Replica, "replica", m.Replica, "region", m.Region)
+	}
 	b, _ := json.Marshal(m)
 	if err := g.cfg.Store.PutMeta(memberPrefix+p.name, b); err != nil {
 		g.log.Warn("cannot keep a member for the next start", "name", p.name, "err", err)

@@ -106,7 +106,7 @@ func Open(cfg Config) (n *Node, err error) {
 		}
 	}()
 	known := fileExists(cfg.DataDir, replicaIDFile) // the data dir of a replica that ran (or was restored), not a new one
-	if n.replica, err = replicaID(cfg.DataDir, cfg.Region); err != nil {
+	if n.replica, err = openReplica(n, known); err != nil {
 		return nil, err
 	}
 	if n.adminTokens, err = loadAdminTokens(cfg); err != nil {
@@ -508,4 +508,17 @@ func nameAllowed(f ingest.NameFilter) func(string) bool {
 		return nil
 	}
 	return f.Allow
+}
+
+// openReplica reads (or, in a new data dir, makes) n's replica id. A full
+// node of a cluster that starts on an empty data dir says so loudly: it
+// may be the replacement of a lost node (known: the data dir had one).
+func openReplica(n *Node, known bool) (string, error) {
+	cfg := n.cfg
+	id, err := replicaID(cfg.DataDir, cfg.Region)
+	if err == nil && !known && len(cfg.Join) > 0 && cfg.Role == gossip.RoleFull {
+		n.log.Warn("this node starts on an empty data dir, as a new replica: if it replaces a lost node of the same name, the members it joins log which replica it replaces; that one's votes are read from its buddy's copies and nobody waits for it (docs/operations.md, \"A lost node\")",
+			"replica", id, "name", cfg.NodeName, "data_dir", cfg.DataDir)
+	}
+	return id, err
 }

@@ -78,6 +78,14 @@ func TestReplacementOnAnEmptyDisk(t *testing.T) {
 		return getJSON(et.full[0].url+"/readyz", &struct{}{}) == 200
 	})
 	t.Logf("the replacement was ready %v after its start", time.Since(start).Round(time.Millisecond))
+	// Said loudly, at the replacement and at the member that knew the old one.
+	if !strings.Contains(et.full[0].log.String(), "starts on an empty data dir") {
+		t.Errorf("the replacement did not say it starts on an empty data dir:\n%s", et.full[0].log.String())
+	}
+	testwait.For(t, 30*time.Second, "the buddy's log naming the replaced replica", func() bool {
+		l := et.full[1].log.String()
+		return strings.Contains(l, "is back under a known name as a new replica") && strings.Contains(l, victim)
+	})
 	testwait.For(t, 30*time.Second, "the certificate at the replacement", func() bool {
 		var r api.ResultView
 		return getJSON(et.full[0].url+"/v1/polls/"+certified+"/result", &r) == 200 && r.Status == "reconciled" && r.Digest == res.Digest
