@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The per-process figures the fleet model reads (tally fleet plan,
 # docs/capacity.md), measured on this machine and written to
-# bench/fleet/figures.json (or $OUT). One full node and one edge of it on
+# bench/fleet/figures.json and its copy fleet/figures.json, the one built
+# into tally (or to $OUT alone). One full node and one edge of it on
 # loopback, about three minutes:
 #   - idle CPU and RSS of each;
 #   - socket votes through the edge at two rates: the full node's CPU per
@@ -202,3 +203,6 @@ except (OSError, ValueError):
 json.dump(fig, open(sys.argv[1], "w"), indent=2)
 print(json.dumps(fig, indent=2))
 PY
+# The copy go:embed builds into tally (fleet.Default): it cannot reach
+# bench/ from package fleet.
+[[ -n ${OUT:-} ]] || cp bench/fleet/figures.json fleet/figures.json

@@ -136,8 +136,8 @@ plan = json.loads(subprocess.run([tmp + "/tally", "fleet", "plan", "--json", "--
     "--votes", str(max(int(acked), 1)), "--window", "%.0fs" % max(elapsed, 1), "--burst", "%.1f" % (max(votes_edge * 18, int(acked) / elapsed) + 0.1),
     "--viewers", str(max(connected, 1)), "--tick", "%dms" % tick_ms, "--cores", "2", "--memory", "24", "--busy", "1", "--files", "20000"],
     capture_output=True, text=True).stdout)
-edge_cpu, edge_rss = plan["Edge"]["Cores"], plan["Edge"]["RSS"]
-full_cpu, full_rss = plan["Full"]["Cores"], plan["Full"]["RSS"]
+edge_cpu, edge_rss = plan["edge"]["cores"], plan["edge"]["rss_bytes"]
+full_cpu, full_rss = plan["full"]["cores"], plan["full"]["rss_bytes"]
 def row(name, measured, predicted, unit, fmt="%.3f"):
     dev = (measured - predicted) / predicted * 100 if predicted else float("nan")
     print("| %s | %s %s | %s %s | %+.0f%% |" % (name, fmt % measured, unit, fmt % predicted, unit, dev))
@@ -156,8 +156,8 @@ row("edge CPU", m_edge_cpu, edge_cpu, "cores")
 row("edge RSS", m_edge_rss / 1e6, edge_rss / 1e6, "MB", "%.0f")
 row("full node CPU", m_full_cpu, full_cpu, "cores")
 row("full node RSS", m_full_rss / 1e6, full_rss / 1e6, "MB", "%.0f")
-row("relay bytes per edge", float(relaybytes) / 18 / elapsed / 1e3, plan["RelayLinkBytes"] / 1e3, "KB/s", "%.1f")
-row("gossip bytes out per full node", float(gossip) / 3 / elapsed / 1e3, plan["GossipBytes"] / 1e3, "KB/s", "%.1f")
+row("relay bytes per edge", float(relaybytes) / 18 / elapsed / 1e3, plan["relay_link_bytes_per_s"] / 1e3, "KB/s", "%.1f")
+row("gossip bytes out per full node", float(gossip) / 3 / elapsed / 1e3, plan["gossip_bytes_per_s"] / 1e3, "KB/s", "%.1f")
 print()
 print("converged (every region's live total the same) within %s s of the load's end; %s votes acknowledged (a floor: answers that came after a client gave up count too); certified at every region %s s after close + grace" % (conv, acked, cert))
 codes = {}

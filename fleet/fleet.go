@@ -184,27 +184,54 @@ const (
 
 // Process is one kind of process of the plan at the peak.
 type Process struct {
-	Count int     // per region
-	Cores float64 // each
-	RSS   float64 // bytes each
+	Count int     `json:"count"`     // per region
+	Cores float64 `json:"cores"`     // each
+	RSS   float64 `json:"rss_bytes"` // bytes each
 }
 
-// Plan is the model's fleet for a night.
+// Plan is the model's fleet for a night. Its JSON (tally fleet plan
+// --json) is snake_case, each unit in its key's name.
 type Plan struct {
-	Night           Night
-	Full, Edge      Process
-	VotesPerEdge    float64 // a second, at the peak
-	ViewersPerEdge  float64
-	MessagesPerS    float64 // relay messages a full node answers a second
-	VotesPerMessage float64
-	CopyLinkBytes   float64 // bytes a second on one full node → buddy link (--ack-copies 2)
-	RelayLinkBytes  float64 // bytes a second on one edge → full node link (both ways)
-	GossipBytes     float64 // bytes a second a full node sends to the others (counts and ballots)
-	AckP50, AckP99  float64 // ms
-	FreshP99        float64 // ms: a vote's effect on every viewer's screen
-	Certify         float64 // seconds after close + grace
-	Headroom        float64 // share of the busiest resource left at the peak
-	Limit           string  // what sets the counts
+	Night           Night   `json:"night"`
+	Full            Process `json:"full"`
+	Edge            Process `json:"edge"`
+	VotesPerEdge    float64 `json:"votes_per_s_per_edge"` // a second, at the peak
+	ViewersPerEdge  float64 `json:"viewers_per_edge"`
+	MessagesPerS    float64 `json:"relay_messages_per_s"` // relay messages a full node answers a second
+	VotesPerMessage float64 `json:"votes_per_relay_message"`
+	CopyLinkBytes   float64 `json:"copy_link_bytes_per_s"`  // bytes a second on one full node → buddy link (--ack-copies 2)
+	RelayLinkBytes  float64 `json:"relay_link_bytes_per_s"` // bytes a second on one edge → full node link (both ways)
+	GossipBytes     float64 `json:"gossip_bytes_per_s"`     // bytes a second a full node sends to the others (counts and ballots)
+	AckP50          float64 `json:"ack_p50_ms"`
+	AckP99          float64 `json:"ack_p99_ms"`
+	FreshP99        float64 `json:"fresh_p99_ms"` // ms: a vote's effect on every viewer's screen
+	Certify         float64 `json:"certify_s"`    // seconds after close + grace
+	Headroom        float64 `json:"headroom"`     // share of the busiest resource left at the peak
+	Limit           string  `json:"limit"`        // what sets the counts
+}
+
+// MarshalJSON writes the night snake_case, its durations in
+// milliseconds (window_ms, tick_ms, ...) and its memory in bytes.
+func (n Night) MarshalJSON() ([]byte, error) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return json.Marshal(struct {
+		Votes       float64 `json:"votes"`
+		WindowMs    float64 `json:"window_ms"`
+		Burst       float64 `json:"burst_votes_per_s"`
+		Viewers     float64 `json:"viewers"`
+		Regions     int     `json:"regions"`
+		Cores       float64 `json:"cores"`
+		Memory      float64 `json:"memory_bytes"`
+		TickMs      float64 `json:"tick_ms"`
+		Busy        float64 `json:"busy"`
+		Files       float64 `json:"files"`
+		RTTMs       float64 `json:"rtt_ms"`
+		CrossRTTMs  float64 `json:"cross_rtt_ms"`
+		SettleMs    float64 `json:"settle_ms"`
+		AckCopies   int     `json:"ack_copies"`
+		RegionRTTMs float64 `json:"region_rtt_ms"`
+	}{n.Votes, ms(n.Window), n.Burst, n.Viewers, n.Regions, n.Cores, n.Memory, ms(n.Tick), n.Busy, n.Files,
+		ms(n.RTT), ms(n.CrossRTT), ms(n.Settle), n.copies(), ms(n.RegionRTT)})
 }
 
 // Make plans the fleet for n from f. The formulas are in docs/capacity.md.

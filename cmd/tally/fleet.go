@@ -31,7 +31,7 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlags("tally fleet plan", "tally fleet plan [--votes N --window D --burst N --viewers N --regions N --cores N --memory GIB] [--full N --edges N] [--figures FILE] [--json]")
-	figures := fs.String("figures", "bench/fleet/figures.json", "the per-process figures measured by ./bench/fleet-figures.sh")
+	figures := fs.String("figures", "", "a file of per-process figures measured by ./bench/fleet-figures.sh (default: the ones built in, bench/fleet/figures.json when it was built)")
 	votes := fs.Float64("votes", 1_000_000, "votes in the window, the whole cluster")
 	window := fs.Duration("window", 30*time.Second, "how long voting lasts")
 	burst := fs.Float64("burst", 100_000, "votes a second at the peak, the whole cluster")
@@ -56,15 +56,9 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
 	}
-	f, err := os.Open(*figures)
+	fig, source, err := readFleetFigures(*figures)
 	if err != nil {
-		fmt.Fprintf(stderr, "tally fleet plan: --figures %s: %v (run ./bench/fleet-figures.sh to measure them)\n", *figures, errors.Unwrap(err))
-		return 2
-	}
-	fig, err := fleet.ReadFigures(f)
-	f.Close()
-	if err != nil {
-		fmt.Fprintf(stderr, "tally fleet plan: --figures %s: %v\n", *figures, err)
+		fmt.Fprintf(stderr, "tally fleet plan: %v\n", err)
 		return 2
 	}
 	if (*full == 0) != (*edges == 0) {
@@ -104,11 +98,34 @@ func runFleet(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		fmt.Fprintf(stdout, "figures: %s (measured %s on %s)\n", *figures, fig.Measured, fig.Machine)
+		fmt.Fprintf(stdout, "figures: %s (measured %s on %s)\n", source, fig.Measured, fig.Machine)
 		plan.Write(stdout)
 	}
 	if err != nil {
 		return 1
 	}
 	return 0
+}
+
+// readFleetFigures reads --figures: the file named, or without one the
+// figures built into the binary (so the plan runs from any directory).
+// It returns them and what to call them.
+func readFleetFigures(name string) (fleet.Figures, string, error) {
+	if name == "" {
+		fig, err := fleet.Default()
+		if err != nil {
+			return fig, "", fmt.Errorf("the built-in figures: %v", err)
+		}
+		return fig, fleet.DefaultFiguresName, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return fleet.Figures{}, "", fmt.Errorf("--figures %s: %v (run ./bench/fleet-figures.sh to measure them)", name, errors.Unwrap(err))
+	}
+	defer f.Close()
+	fig, err := fleet.ReadFigures(f)
+	if err != nil {
+		return fig, "", fmt.Errorf("--figures %s: %v", name, err)
+	}
+	return fig, name, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"tally/api"
 	"tally/internal/atomicfile"
 	"tally/ledger"
 	"tally/poll"
@@ -30,10 +31,13 @@ subcommands:
   verify [--json] FILE…     check the hash chains of exported ledgers (NDJSON)
   merge [--json] FILE…      reconcile exports into the exact result and its
                             digest (--closes-at, --close-rule and --poll as
-                            in the certified result, to reproduce its digest)
-  export --poll ID [--url URL…] [-o DIR]
+                            in the certified result, to reproduce its digest;
+                            --certificate FILE: check against it, naming the
+                            replicas it counts that the files lack)
+  export --poll ID [--url URL…] [--copy-of REPLICA…] [-o DIR]
                             fetch each running node's records of a poll
-                            (--url, else $TALLY_URL; admin)
+                            (--url, else $TALLY_URL; admin), and the copies
+                            of lost replicas' chains its certificate counts
   export --poll ID --data-dir DIR [-o FILE]
                             export one poll from a stopped node's data dir
                             (./data when no --url nor $TALLY_URL is given)
@@ -245,8 +249,11 @@ func ledgerVerify(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
+// ledgerMerge runs tally ledger merge. It is long because it is one
+// command's steps in order: its flags, its inputs and their close line,
+// the merge, and the comparison with a certificate.
 func ledgerMerge(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("tally ledger merge", "tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--close-rule node|stamp] [--poll ID] FILE...")
+	fs := newFlags("tally ledger merge", "tally ledger merge [--json] [--trust-floor F] [--closes-at MS] [--close-rule node|stamp] [--poll ID] [--certificate FILE] FILE...")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	floor := fs.Float64("trust-floor", 0, "also exclude counted votes whose trust score is below this")
 	rescore := fs.Bool("rescore", false, "re-run the trust filter: score each vote from its recorded signals with this version's trust.Score and shadow those under --trust-floor (default 0.15)")
@@ -254,11 +261,20 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	closeRule := fs.String("close-rule", "", `how the close applies: "node", a vote is late when its node ledgered it late (certificates since 2026-12), or "stamp", votes stamped at or after --closes-at are late (default: the exports' close line)`)
 	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (default: the exports' close line)")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
+	certFile := fs.String("certificate", "", "the poll's certified result, as `FILE` (tally poll result --json, or GET /v1/polls/ID/result): name each replica it counts that the files lack, and exit 1 unless they reproduce its digest")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() == 0 {
 		return usageError(fs, stderr, "no export FILE given")
+	}
+	cert, err := readCertificate(*certFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally: --certificate %s: %v\n", *certFile, err)
+		return 1
+	}
+	if cert != nil && *pollID == "" {
+		*pollID = cert.Poll
 	}
 	// A merge holds every record in memory once; collect less often.
 	debug.SetGCPercent(400)
@@ -307,11 +323,25 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: cannot merge: %v\n", err)
 		return 1
 	}
+	note := stdout // the comparison with the certificate: on stderr under --json
 	if *asJSON {
 		writeJSON(stdout, res)
+		note = stderr
+	} else {
+		printResult(stdout, res)
+	}
+	if cert == nil {
 		return 0
 	}
-	printResult(stdout, res)
+	problems := replicaProblems(*cert, res.Replicas)
+	if res.Digest != cert.Digest || len(problems) > 0 {
+		fmt.Fprintf(note, "\nNOT REPRODUCED: the files give digest %s (total %d), the certificate %s (total %d)\n", res.Digest, res.Total, cert.Digest, cert.Total)
+		for _, p := range problems {
+			fmt.Fprintln(note, p)
+		}
+		return 1
+	}
+	fmt.Fprintf(note, "\nreproduced: the certificate's digest %s\n", res.Digest)
 	return 0
 }
 
@@ -346,7 +376,7 @@ func printResult(w io.Writer, res *ledger.Result) {
 }
 
 // exportUsage is tally ledger export's synopsis and where it reads from.
-const exportUsage = `tally ledger export --poll ID [--url URL]… [-o DIR]      (running nodes, by their API)
+const exportUsage = `tally ledger export --poll ID [--url URL]… [--copy-of REPLICA]… [-o DIR]  (running nodes, by their API)
        tally ledger export --poll ID --data-dir DIR [-o FILE]  (a stopped node's data dir)
 
 The records come from the first of these that is given:
@@ -356,8 +386,17 @@ The records come from the first of these that is given:
   3. $TALLY_URL: that running node's records, as with --url
   4. ./data: the stopped node's data dir here
 A running node holds its data dir's lock: export from it by URL.
---url and --data-dir together are refused.`
+--url and --data-dir together are refused.
 
+From running nodes, a replica whose node is gone is exported from a
+copy of its chain (GET /v1/polls/ID/ledger?copy_of=REPLICA): each one
+the poll's certificate was read from a copy (its from_copy), and each
+--copy-of REPLICA, into copy-REPLICA-ID.ndjson, the longest copy any
+node given holds.`
+
+// ledgerExport runs tally ledger export. It is long because it is one
+// command's two forms (running nodes and a stopped node's data dir) and
+// their flags, checked together.
 func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally ledger export", exportUsage)
 	dir := fs.String("data-dir", "", "a stopped node's data directory (default ./data, when neither --url nor $TALLY_URL is given)")
@@ -366,6 +405,9 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 	var urls stringList
 	fs.Var(&urls, "url", "a running node to fetch from, `URL` (repeat for every replica) [$TALLY_URL]")
 	fs.Var(&urls, "node", aliasPrefix+"url")
+	var copyOf stringList
+	fs.Var(&copyOf, "copy-of", "also export the copy of this `REPLICA`'s chain that a node given holds (a replica whose node is gone; repeatable)")
+	certCopies := fs.Bool("certified-copies", true, "also export each copy the poll's certificate was read from (its from_copy)")
 	var nf nodeFlags
 	nf.registerToken(fs)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -376,6 +418,8 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--poll is required, and no arguments")
 	case len(urls) > 0 && *dir != "":
 		return usageError(fs, stderr, "give --url (running nodes) or --data-dir (a stopped node), not both")
+	case len(copyOf) > 0 && *dir != "":
+		return usageError(fs, stderr, "--copy-of reads a copy from running nodes (--url), not from a data dir")
 	}
 	var nodes []source
 	for _, u := range urls {
@@ -385,7 +429,13 @@ func ledgerExport(args []string, stdout, stderr io.Writer) int {
 		nodes = append(nodes, source{env, "$TALLY_URL"})
 	}
 	if len(nodes) > 0 {
-		return exportFromNodes(nf, nodes, *poll, *out, stderr)
+		if code := exportFromNodes(nf, nodes, *poll, *out, stderr); code != 0 {
+			return code
+		}
+		return exportCopies(nf, nodes, *poll, *out, copyOf, *certCopies, stderr)
+	}
+	if len(copyOf) > 0 {
+		return usageError(fs, stderr, "--copy-of reads a copy from running nodes: give --url")
 	}
 	if *dir == "" {
 		*dir = "./data"
@@ -478,4 +528,24 @@ func writeJSON(w io.Writer, v any) {
 	if err := enc.Encode(v); err != nil && !errors.Is(err, io.ErrClosedPipe) {
 		fmt.Fprintf(os.Stderr, "tally: %v\n", err)
 	}
+}
+
+// readCertificate reads a certified result (tally poll result --json, or
+// GET /v1/polls/ID/result) from file; nil, nil when file is "".
+func readCertificate(file string) (*api.ResultView, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	cert := new(api.ResultView)
+	if err := json.Unmarshal(b, cert); err != nil {
+		return nil, err
+	}
+	if cert.Status != "reconciled" || cert.Digest == "" {
+		return nil, fmt.Errorf("status %q: not a certified result", cert.Status)
+	}
+	return cert, nil
 }

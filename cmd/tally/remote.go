@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -130,8 +134,12 @@ func pollResult(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: the files do not reconcile: %v\n", err)
 		return 1
 	}
-	if mine.Digest != v.Digest {
-		fmt.Fprintf(stdout, "\nNOT REPRODUCED: the files give digest %s (total %d, %d records)\n", mine.Digest, mine.Total, mine.Records)
+	problems := replicaProblems(v, mine.Replicas)
+	if mine.Digest != v.Digest || len(problems) > 0 {
+		fmt.Fprintf(stdout, "\nNOT REPRODUCED: the files give digest %s (total %d, %d records), the certificate %s (total %d)\n", mine.Digest, mine.Total, mine.Records, v.Digest, v.Total)
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p)
+		}
 		return 1
 	}
 	fmt.Fprintf(stdout, "\nreproduced: %d %s the same digest %s\n", len(in.files), plural(uint64(len(in.files)), "file gives", "files give"), mine.Digest)
@@ -177,15 +185,72 @@ func printView(w io.Writer, v api.ResultView) {
 		fmt.Fprintf(tw, "coordinator\t%s\n", v.Coordinator)
 	}
 	tw.Flush()
-	if v.Detail != nil && v.Detail.Result != nil {
-		for _, e := range v.Detail.Excluded {
-			fmt.Fprintf(w, "EXCLUDED replica %s: %s\n", e.Replica, e.Reason)
-		}
-		for _, l := range v.Detail.Lost {
-			fmt.Fprintf(w, "LOST %d %s of replica %s (seq %d to %d): %s\n", l.Count, plural(l.Count, "record", "records"), l.Replica, l.From, l.To, l.Reason)
-		}
+	if v.Detail == nil {
+		return
+	}
+	for _, e := range v.Detail.Excluded {
+		fmt.Fprintf(w, "EXCLUDED replica %s: %s\n", e.Replica, e.Reason)
+	}
+	for _, l := range v.Detail.Lost {
+		fmt.Fprintf(w, "LOST %d %s of replica %s (seq %d to %d): %s\n", l.Count, plural(l.Count, "record", "records"), l.Replica, l.From, l.To, l.Reason)
+	}
+	for _, c := range v.Detail.FromCopy {
+		fmt.Fprintf(w, "FROM COPY replica %s ← %s: %d %s read from its copy (its node was gone; export it with tally ledger export --copy-of %s)\n",
+			c.Replica, c.Holder, c.Records, plural(c.Records, "record", "records"), c.Replica)
+	}
+	if v.Detail.Result != nil {
 		printResult(w, v.Detail.Result)
 	}
+}
+
+// replicaProblems compares the chains a certificate counted with the
+// chains the files give: each replica it counted that the files lack or
+// hold otherwise, and each the files hold that it did not count. None
+// (nil) when they match, or the view carries no result to compare.
+func replicaProblems(v api.ResultView, got []ledger.Chain) []string {
+	if v.Detail == nil || v.Detail.Result == nil {
+		return nil
+	}
+	have := map[string]ledger.Chain{}
+	for _, c := range got {
+		have[c.Replica] = c
+	}
+	copies := map[string]api.CopySource{}
+	for _, c := range v.Detail.FromCopy {
+		copies[c.Replica] = c
+	}
+	var out []string
+	counted := map[string]bool{}
+	for _, want := range v.Detail.Result.Replicas {
+		counted[want.Replica] = true
+		hint := ""
+		if src, ok := copies[want.Replica]; ok {
+			hint = fmt.Sprintf("; exported from a copy: use tally ledger export --copy-of %s (the copy held by %s)", want.Replica, src.Holder)
+		}
+		switch c, ok := have[want.Replica]; {
+		case !ok:
+			out = append(out, fmt.Sprintf("MISSING replica %s: the certificate counts its %d %s, no file holds it%s",
+				want.Replica, want.Records, plural(want.Records, "record", "records"), hint))
+		case c.Records != want.Records || c.Head != want.Head:
+			out = append(out, fmt.Sprintf("DIFFERS replica %s: the files hold %d records (head %s), the certificate %d (head %s)%s",
+				want.Replica, c.Records, c.Head, want.Records, want.Head, hint))
+		}
+	}
+	excluded := map[string]string{}
+	for _, e := range v.Detail.Excluded {
+		excluded[e.Replica] = e.Reason
+	}
+	for _, c := range got {
+		if counted[c.Replica] {
+			continue
+		}
+		why := "the certificate does not count it"
+		if r, ok := excluded[c.Replica]; ok {
+			why = "the certificate excluded it (" + r + "): leave its file out"
+		}
+		out = append(out, fmt.Sprintf("EXTRA replica %s: the files hold %d of its records; %s", c.Replica, c.Records, why))
+	}
+	return out
 }
 
 // pollCertify asks a node to certify now, optionally without replicas.
@@ -231,3 +296,177 @@ func plural(n uint64, one, many string) string {
 	}
 	return many
 }
+
+// exportCopies fetches, for each replica of copyOf and, with fromCert,
+// each replica the poll's certificate read from a copy (detail.from_copy),
+// a node's copy of that replica's chain (GET …/ledger?copy_of=REPLICA,
+// admin) into dir. Every node is asked and the longest copy that verifies
+// is kept (a node that holds none answers with none of its records), one
+// file per replica: copy-REPLICA-POLL.ndjson.
+func exportCopies(nf nodeFlags, nodes []source, poll, dir string, copyOf []string, fromCert bool, stderr io.Writer) int {
+	if dir == "-" {
+		dir = "."
+	}
+	wanted := slices.Clone(copyOf)
+	holders := map[string]string{}
+	if fromCert {
+		v, err := certificateFrom(nf, nodes, poll)
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: warning: no certificate to read its copies from: %v\n", err)
+		}
+		if v.Detail != nil {
+			for _, c := range v.Detail.FromCopy {
+				holders[c.Replica] = c.Holder
+				if !slices.Contains(wanted, c.Replica) {
+					fmt.Fprintf(stderr, "certificate: replica %s was certified from the copy held by %s (%d records): fetching it\n", c.Replica, c.Holder, c.Records)
+					wanted = append(wanted, c.Replica)
+				}
+			}
+		}
+	}
+	status := 0
+	for _, replica := range wanted {
+		if code := exportCopy(nf, nodes, poll, dir, replica, holders[replica], stderr); code != 0 {
+			status = code
+		}
+	}
+	return status
+}
+
+// certificateFrom is the poll's result from the first node that answers.
+func certificateFrom(nf nodeFlags, nodes []source, poll string) (api.ResultView, error) {
+	var last error
+	for _, n := range nodes {
+		c, err := nf.clientAt(n.url, n.from)
+		if err != nil {
+			return api.ResultView{}, err
+		}
+		v, err := c.Result(context.Background(), poll)
+		if err == nil {
+			return v, nil
+		}
+		last = nf.explain(err)
+	}
+	return api.ResultView{}, last
+}
+
+// exportCopy asks every node for its copy of replica's chain and keeps
+// the longest that verifies (on a tie, one that ends with the replica's
+// signed head, else the first). holder is the replica the certificate
+// read it from, for the error when none has it.
+func exportCopy(nf nodeFlags, nodes []source, poll, dir, replica, holder string, stderr io.Writer) int {
+	name := filepath.Join(dir, "copy-"+safeName(replica)+"-"+poll+".ndjson")
+	var best struct {
+		tmp, url string
+		records  uint64
+		signed   bool
+	}
+	defer func() {
+		if best.tmp != "" {
+			os.Remove(best.tmp)
+		}
+	}()
+	for _, n := range nodes {
+		tmp, records, signed, err := fetchCopy(nf, n, poll, dir, replica)
+		if err != nil {
+			fmt.Fprintf(stderr, "tally: copy of %s: %v\n", replica, err)
+			continue
+		}
+		if best.tmp == "" || records > best.records || records == best.records && signed && !best.signed {
+			if best.tmp != "" {
+				os.Remove(best.tmp)
+			}
+			best.tmp, best.url, best.records, best.signed = tmp, n.url, records, signed
+		} else {
+			os.Remove(tmp)
+		}
+	}
+	if best.tmp == "" || best.records == 0 {
+		fmt.Fprintf(stderr, "tally: no node given holds a copy of replica %s's records of poll %s", replica, poll)
+		if holder != "" {
+			fmt.Fprintf(stderr, " (the certificate read it from %s: give that node's --url)", holder)
+		}
+		fmt.Fprintln(stderr)
+		return 1
+	}
+	if err := os.Rename(best.tmp, name); err != nil {
+		fmt.Fprintf(stderr, "tally: %v\n", err)
+		return 1
+	}
+	best.tmp = ""
+	head := "its own signed head"
+	if !best.signed {
+		head = "no signed head of its own (certification refuses such a copy)"
+	}
+	fmt.Fprintf(stderr, "%s: copy of %s, %d %s, %s → %s\n", best.url, replica, best.records, plural(best.records, "record", "records"), head, name)
+	return 0
+}
+
+// fetchCopy fetches node n's copy of replica's chain into a temporary
+// file in dir and verifies it: its name, the replica's records in it, and
+// whether the replica's signed head ends it.
+func fetchCopy(nf nodeFlags, n source, poll, dir, replica string) (tmp string, records uint64, signed bool, err error) {
+	c, err := nf.clientAt(n.url, n.from)
+	if err != nil {
+		return "", 0, false, err
+	}
+	token, _, err := nf.adminToken()
+	if err != nil {
+		return "", 0, false, err
+	}
+	u := strings.TrimSuffix(c.URL(), "/") + "/v1/polls/" + url.PathEscape(poll) + "/ledger?copy_of=" + url.QueryEscape(replica)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		e := &client.Error{Method: http.MethodGet, URL: u, Status: res.StatusCode}
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
+		var body api.ErrorBody
+		if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
+			e.Code, e.Message = body.Error.Code, body.Error.Message
+		} else {
+			e.Message = strings.TrimSpace(string(b))
+		}
+		return "", 0, false, nf.explain(e)
+	}
+	f, err := os.CreateTemp(dir, ".copy-*.ndjson")
+	if err != nil {
+		return "", 0, false, err
+	}
+	tmp = f.Name()
+	_, err = io.Copy(f, res.Body)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		var chains []ledger.Chain
+		chains, err = ledger.VerifyChains(ledger.ReadNDJSONHeads(f, func(h *ledger.SignedHead) { signed = signed || h.Replica == replica }))
+		for _, ch := range chains {
+			if ch.Replica == replica {
+				records = ch.Records
+			} else if err == nil {
+				err = fmt.Errorf("%s: the copy holds records of replica %s", n.url, ch.Replica)
+			}
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", 0, false, fmt.Errorf("%s: %w", n.url, err)
+	}
+	return tmp, records, signed, nil
+}
+
+// safeName is s usable in a file name.
+func safeName(s string) string { return strings.NewReplacer(":", "_", "/", "_", "\\", "_").Replace(s) }
