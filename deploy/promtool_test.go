@@ -1,10 +1,15 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // promtool finds Prometheus's checker: skipped where it is missing,
@@ -47,4 +52,93 @@ func TestPromtoolAlertRuleUnitTests(t *testing.T) {
 	if out, err := exec.Command(bin, "test", "rules", tests).CombinedOutput(); err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
+}
+
+// TestAlertsHaveRunbooks: every alert rule carries a runbook_url
+// annotation "docs/operations.md#<anchor>" whose anchor is a heading of
+// docs/operations.md (as GitHub renders it), so that a page leads to what
+// to do.
+func TestAlertsHaveRunbooks(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy/prometheus/alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := markdownAnchors(string(doc))
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts++
+			u := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(u, "docs/operations.md#")
+			if !ok {
+				t.Errorf("alert %s: runbook_url %q does not point into docs/operations.md", r.Alert, u)
+				continue
+			}
+			if !anchors[anchor] {
+				t.Errorf("alert %s: runbook_url %q: docs/operations.md has no heading with anchor %q", r.Alert, u, anchor)
+			}
+		}
+	}
+	if alerts < 16 {
+		t.Errorf("only %d alerts in deploy/prometheus/alerts.yml", alerts)
+	}
+}
+
+// markdownAnchors returns the anchors GitHub gives a Markdown file's
+// headings: lower case, punctuation dropped, spaces as hyphens, "-1",
+// "-2" … after a repeated one. Lines in fenced code blocks are no
+// headings.
+func markdownAnchors(doc string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		if text == "" || strings.TrimLeft(line, "#")[0] != ' ' {
+			continue
+		}
+		var slug strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case r == ' ':
+				slug.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				slug.WriteRune(r)
+			}
+		}
+		a := slug.String()
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a = fmt.Sprintf("%s-%d", a, n)
+		} else {
+			seen[a] = 1
+		}
+		anchors[a] = true
+	}
+	return anchors
 }
