@@ -73,6 +73,12 @@ type Config struct {
 	// should have; fewer seen is a split or a lost node (MembersShort).
 	// 0: not set.
 	ExpectMembers int
+	// ExpectFull is how many full nodes the cluster has, counted apart
+	// from the edges (which an autoscaler adds and removes): fewer seen is
+	// a lost full node. It feeds a metric and an alert only, never
+	// readiness: a rolling upgrade restarts one full node at a time, and
+	// the others must go on answering.
+	ExpectFull int
 	// Keys encrypt gossip: the first is the primary (encrypts); the others
 	// are also accepted (key rotation). Each 16, 24 or 32 bytes; none:
 	// unencrypted gossip.

@@ -70,9 +70,15 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 	expected := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tally_gossip_expected_members", Help: "The members this node expects to see (--expect-members; 0: not set): tally_gossip_members below it is a split or a lost node.",
 	}, func() float64 { return float64(g.cfg.ExpectMembers) })
+	fullMembers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tally_gossip_full_members", Help: "Live full nodes seen by memberlist, this node included if it is one (edges apart).",
+	}, func() float64 { return float64(fullMembers(g)) })
+	expectedFull := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tally_gossip_expected_full_members", Help: "The full nodes this node expects to see (--expect-full-nodes; 0: not set): tally_gossip_full_members below it is a lost full node. Edges, which an autoscaler adds and removes, are not counted.",
+	}, func() float64 { return float64(g.cfg.ExpectFull) })
 	staleness := &stalenessCollector{g: g, desc: prometheus.NewDesc("tally_gossip_staleness_seconds",
 		"Age of the newest state heard from each replica.", []string{"replica", "region"}, nil)}
-	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, m.republished, m.keyMismatch, members, expected, staleness} {
+	for _, c := range []prometheus.Collector{m.bytes, m.messages, m.merges, m.dropped, m.published, m.restarts, m.refused, m.ballots, m.catchUp, m.republished, m.keyMismatch, members, expected, fullMembers, expectedFull, staleness} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -92,4 +98,15 @@ func (c *stalenessCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range c.g.Staleness() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(r.StalenessMs)/1000, r.Replica, r.Region)
 	}
+}
+
+// fullMembers counts the live full members g sees.
+func fullMembers(g *Gossip) int {
+	n := 0
+	for _, m := range g.Members() {
+		if m.Role == RoleFull {
+			n++
+		}
+	}
+	return n
 }

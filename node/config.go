@@ -51,6 +51,7 @@ type Config struct {
 	GossipAdvertise string   // memberlist address announced, when not the bind address
 	Join            []string // memberlist seeds (host:port), parsed from --join
 	ExpectMembers   int      // members (this node included) the cluster should have; fewer: not ready. 0: not set
+	ExpectFull      int      // full nodes the cluster should have (edges apart); fewer: a metric and an alert, not readiness. 0: not set
 	GossipKey       string   // memberlist encryption key (base64)
 	// Files holding secrets, read at start (a file's content replaces the
 	// flag's; giving both is an error): how operators keep secrets off

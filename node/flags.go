@@ -28,6 +28,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "Bearer token(s) for admin endpoints, comma-separated during a rotation (prefer --admin-token-file or $TALLY_ADMIN_TOKEN: a flag shows in ps; default: generated and stored in the data dir, never printed)")
 	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "memberlist bind address (host:port)")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise", c.GossipAdvertise, "memberlist address announced to the others (host:port), when not the bind address (NAT, containers)")
+	fs.IntVar(&c.ExpectFull, "expect-full-nodes", c.ExpectFull, "how many full nodes the cluster has, edges apart (an autoscaler adds and removes those): fewer seen raises tally_gossip_full_members < tally_gossip_expected_full_members and the TallyMembersMissing alert, never /readyz, so a rolling upgrade keeps the others answering (0: not set)")
 	fs.IntVar(&c.ExpectMembers, "expect-members", c.ExpectMembers, "how many members (full nodes and edges, this node included) the cluster has: while fewer are seen /readyz answers 503 and tally_gossip_members < tally_gossip_expected_members raises an alert (0: not set)")
 	fs.Func("join", "comma-separated memberlist seeds (host:port) of any region", func(s string) (err error) {
 		c.Join, err = parseSeeds(s)

@@ -287,6 +287,7 @@ func newGossip(n *Node, keys [][]byte, key ed25519.PrivateKey, tlsID *tlsconf.Id
 		AdvertiseAddr:    cfg.GossipAdvertise,
 		Join:             cfg.Join,
 		ExpectMembers:    cfg.ExpectMembers,
+		ExpectFull:       cfg.ExpectFull,
 		Keys:             keys,
 		AllowInsecure:    cfg.InsecureGossip,
 		PublicKey:        key.Public().(ed25519.PublicKey),

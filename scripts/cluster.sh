@@ -157,7 +157,7 @@ for i in 0 1 2; do
   [ "$scheme" = https ] && tlsflags=(--tls-cert "$tls/$region.pem" --tls-key "$tls/$region-key.pem" --tls-ca "$tls/ca.pem")
   cmd=(./bin/tally-node --region "$region" --node-name "$region-1" --data-dir "$base/$region" "${tlsflags[@]}"
     --http-addr "127.0.0.1:$((port + i))" --admin-addr "127.0.0.1:$((port + 1020 + i))" --gossip-addr "127.0.0.1:$((port - 134 + i))" --join "$seeds"
-    --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
+    --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s --expect-full-nodes 3
     --nats-addr "127.0.0.1:$((port - 3858 + i))" --nats-cluster-addr "127.0.0.1:$((port - 1858 + i))"
     --nats-gateway-addr "127.0.0.1:$((port - 858 + i))" --nats-leaf-addr "127.0.0.1:$((port - 2858 + i))" --admin-token-file "$base/admin-token" --session-secret-file "$base/session-secret" --demo="$demo"
     "${extra[@]}")
@@ -175,7 +175,7 @@ for ((j = 0; j < edges; j++)); do
     [ "$scheme" = https ] && tlsflags=(--tls-cert "$tls/$region.pem" --tls-key "$tls/$region-key.pem" --tls-ca "$tls/ca.pem")
     cmd=(./bin/tally-node --role edge --region "$region" --node-name "$name" --data-dir "$base/$name" "${tlsflags[@]}"
       --http-addr "127.0.0.1:$((port + k))" --admin-addr "127.0.0.1:$((port + 1020 + k))" --gossip-addr "127.0.0.1:$((port - 134 + k))" --join "$seeds"
-      --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s
+      --gossip-key-file "$base/gossip-key" --gossip-profile lan --push-pull-interval 5s --expect-full-nodes 3
       --nats-addr "127.0.0.1:$((port - 3858 + k))" --demo=false "${extra[@]}")
     printf '%s\0' "${cmd[@]}" > "$base/$name.cmd"
     "${cmd[@]}" > "$base/$name.log" 2>&1 &

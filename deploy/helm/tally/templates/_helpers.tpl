@@ -48,6 +48,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - --gossip-profile={{ .root.Values.node.gossipProfile }}
 - --join={{ include "tally.join" .root }}
 - --gossip-key-file=/etc/tally/secrets/gossip-key
+- --expect-full-nodes={{ include "tally.fullNodes" .root }}
 - --tick={{ .root.Values.node.tick }}
 - --max-tick={{ .root.Values.node.maxTick }}
 - --drain={{ .root.Values.node.drain }}
@@ -306,4 +307,14 @@ affinity:
 {{- fail (printf "node.ackCopies 2 with %d full node(s) in all regions (regions[].full.replicas): a vote is copied to another full node before its ack, so run 2 or more, or set node.ackCopies=1 (a lost machine then loses what it acknowledged)" (int $full)) -}}
 {{- end -}}
 {{- $c -}}
+{{- end -}}
+
+{{/* The full nodes of the release, every region's: what --expect-full-nodes
+counts (edges, which the autoscaler adds and removes, apart). */}}
+{{- define "tally.fullNodes" -}}
+{{- $n := 0 -}}
+{{- range .Values.regions -}}
+{{- $n = add $n .full.replicas -}}
+{{- end -}}
+{{- $n -}}
 {{- end -}}
