@@ -313,8 +313,14 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	nodes := []string{"eu-a", "eu-b"}
 	var mu sync.Mutex
 	known := func() ([]string, []string) { mu.Lock(); defer mu.Unlock(); return slices.Clone(nodes), nil }
-	edge1, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.FullNodes = known })
-	edge2, _ := startEdge(t, conn(), "k", func(c *EdgeConfig) { c.FullNodes = known })
+	// Presence is not what this is about: with the default Stale (1 s) a
+	// starved test process (two busy loops beside the suite) could see a
+	// full node fall silent and send a batch on to the other, which then
+	// holds the key too (real full nodes settle that by their ballots;
+	// these fakes cannot).
+	stable := func(c *EdgeConfig) { c.FullNodes, c.Stale = known, time.Minute }
+	edge1, _ := startEdge(t, conn(), "k", stable)
+	edge2, _ := startEdge(t, conn(), "k", stable)
 	for i := range 20 {
 		first := edge1.Relay(context.Background(), voteReq(i))
 		again := edge2.Relay(context.Background(), voteReq(i))
