@@ -308,8 +308,11 @@ func TestBrowserQuizStudio(t *testing.T) {
 		until(`document.querySelector(".step-1 .who").textContent === "Bob"`)); err != nil {
 		t.Fatal(err)
 	}
-	// Measured once the steps have risen (for a second and a half).
-	if err := chromedp.Do(studio, until(`document.getAnimations().every(a => a.playState === "finished")`)); err != nil {
+	// Measured once the steps have risen (for a second and a half): on a
+	// starved machine the rise may not have started when the phase
+	// changed (no animation yet is "every finished" too), so also wait
+	// for the steps to stand inside the frame (measure checks it again).
+	if err := chromedp.Do(studio, until(`document.getAnimations().every(a => a.playState === "finished") && [...document.querySelectorAll(".podium-steps .step")].every(e => e.getBoundingClientRect().bottom <= innerHeight)`)); err != nil {
 		t.Fatal(err)
 	}
 	buttons("")
