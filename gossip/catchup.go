@@ -172,19 +172,9 @@ func (c *catchUp) look(ctx context.Context, last map[[2]string]uint64) {
 	starting := !g.caughtUp.Load()
 	live, _, trusted := liveFull(g)
 	defer func() { g.caughtUp.Store(!behind && g.Synced() && len(g.Unheard()) == 0) }()
-	for _, d := range g.cfg.State.Defs.Polls() {
-		if !g.gossiped(d, now) {
-			continue
-		}
-		t, err := g.cfg.State.Tally(d.ID)
-		if err != nil {
-			continue
-		}
-		have, err := g.cfg.State.BallotsHave(d.ID)
-		if err != nil {
-			continue
-		}
-		for replica, records := range t.RecordCounts() {
+	for d, c := range gossipedCounts(g, now) {
+		have := c.have
+		for replica, records := range c.records {
 			key := [2]string{d.ID, replica}
 			seen[key] = true
 			h := have[replica]

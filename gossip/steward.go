@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"iter"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"tally/ids"
+	"tally/poll"
 	"tally/state"
 )
 
@@ -156,20 +158,8 @@ func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
 			delete(s.goneSince, r) // back
 		}
 	}
-	nowMs := g.cfg.Now().UnixMilli()
-	for _, d := range g.cfg.State.Defs.Polls() {
-		if !g.gossiped(d, nowMs) {
-			continue
-		}
-		t, err := g.cfg.State.Tally(d.ID)
-		if err != nil {
-			continue
-		}
-		have, err := g.cfg.State.BallotsHave(d.ID)
-		if err != nil {
-			continue
-		}
-		records := t.RecordCounts()
+	for d, c := range gossipedCounts(g, g.cfg.Now().UnixMilli()) {
+		records, have := c.records, c.have
 		certified := false
 		if c, ok := g.cfg.State.Defs.Certificate(d.ID); ok && c.Status == state.Reconciled {
 			certified = true // the number shown is the certificate's: corrections stay as they are
@@ -200,6 +190,7 @@ func stewardOnce(g *Gossip, s *stewarding, now time.Time) {
 			}
 			var target map[string]int64
 			if mine {
+				var err error
 				if target, err = g.cfg.State.Stewards().Contribution(d.ID, replica); err != nil {
 					continue
 				}
@@ -265,6 +256,33 @@ func (c *catchUp) serveGone(m *nats.Msg) {
 	if _, b, ok := c.answerFor(m.Data, replica); ok {
 		if err := m.Respond(b); err == nil {
 			g.m.bytes.WithLabelValues(pathCatchUp, "out").Add(float64(len(b)))
+		}
+	}
+}
+
+// pollCounts are, per replica, the records the cluster says it took in a
+// poll and the ballots this node holds of it (every Seq up to have).
+type pollCounts struct{ records, have map[string]uint64 }
+
+// gossipedCounts yields every poll still gossiped with its pollCounts:
+// what the catch-up and the steward compare.
+func gossipedCounts(g *Gossip, nowMs int64) iter.Seq2[poll.Definition, pollCounts] {
+	return func(yield func(poll.Definition, pollCounts) bool) {
+		for _, d := range g.cfg.State.Defs.Polls() {
+			if !g.gossiped(d, nowMs) {
+				continue
+			}
+			t, err := g.cfg.State.Tally(d.ID)
+			if err != nil {
+				continue
+			}
+			have, err := g.cfg.State.BallotsHave(d.ID)
+			if err != nil {
+				continue
+			}
+			if !yield(d, pollCounts{t.RecordCounts(), have}) {
+				return
+			}
 		}
 	}
 }
