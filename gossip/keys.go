@@ -115,9 +115,9 @@ func RelaySealer(keys [][]byte) (seal func([]byte) []byte, open func([]byte) ([]
 // and both nodes would go on as clusters of one that report ready (issue
 // 46). The watch below reads memberlist's log for the decryption failures,
 // counts them (tally_gossip_key_mismatch_total), and logs an error naming
-// --gossip-key, at most once a keyMismatchLogEvery while it lasts, on the
-// node that cannot read and, through its failed join, on the node that
-// sent.
+// --gossip-key and the peer, at most once a keyMismatchLogEvery while it
+// lasts: on the node that cannot read (received), and on the node whose
+// join, push/pull or ping the peer could not read (sent).
 
 // keyMismatchLogEvery bounds the error's repetition.
 const keyMismatchLogEvery = 30 * time.Second
@@ -126,8 +126,49 @@ const keyMismatchLogEvery = 30 * time.Second
 // installed key could decrypt.
 var decryptFailure = regexp.MustCompile(`(?i)no installed keys could decrypt|decrypt packet failed|failed to decrypt`)
 
-// fromAddr takes the peer's address out of memberlist's log line.
-var fromAddr = regexp.MustCompile(`from=(\S+)`)
+// memberlist v0.7.0 names the peer of a failure in one of these ways:
+// LogAddress's "from=ADDR" (a packet or stream this node received), "failed
+// to join ADDR: " (Join's line for each seed), "Push/Pull with NAME
+// failed: " (the periodic push/pull, by member name), and not at all in
+// "Failed fallback TCP ping: " (a probe's).
+var (
+	fromAddr     = regexp.MustCompile(`from=(\S+)`)
+	joinAddr     = regexp.MustCompile(`failed to join (\S+): `)
+	pushPullName = regexp.MustCompile(`Push/Pull with (\S+) failed: `)
+	tcpPing      = regexp.MustCompile(`Failed fallback TCP ping: `)
+)
+
+// unnamedPeer stands for the peer of a line that names none.
+const unnamedPeer = "unknown (memberlist names none)"
+
+// A keyRefusal is one message the keys of this node and a peer do not share,
+// as a memberlist log line reports it.
+type keyRefusal struct {
+	peer string // its address; a member's name (push/pull); or unnamedPeer
+	dir  string // received: this node could not read it; sent: the peer could not read this node's
+	join bool   // sent: the peer is a seed, which refused this node's join
+}
+
+// refusalOf reads a memberlist log line: whether it reports a key
+// mismatch, and with whom.
+func refusalOf(line string) (keyRefusal, bool) {
+	if !decryptFailure.MatchString(line) {
+		return keyRefusal{}, false
+	}
+	if m := joinAddr.FindStringSubmatch(line); m != nil {
+		return keyRefusal{peer: m[1], dir: "sent", join: true}, true
+	}
+	if m := pushPullName.FindStringSubmatch(line); m != nil {
+		return keyRefusal{peer: m[1], dir: "sent"}, true
+	}
+	if tcpPing.MatchString(line) {
+		return keyRefusal{peer: unnamedPeer, dir: "sent"}, true
+	}
+	if m := fromAddr.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[1], "<") { // LogAddress(nil): "from=<unknown address>"
+		return keyRefusal{peer: m[1], dir: "received"}, true
+	}
+	return keyRefusal{peer: unnamedPeer, dir: "received"}, true
+}
 
 // keyWatch is the log writer memberlist writes to: every line goes on to
 // the node's log at debug level, and a decryption failure is reported.
@@ -137,17 +178,30 @@ type keyWatch struct {
 
 	mu       sync.Mutex
 	lastLog  time.Time
-	lastSeen time.Time // the newest failure (Seen)
+	lastSeen time.Time // the newest failure (seen)
+	lastSent time.Time // the newest failure a peer met reading this node's (refused)
 	quiet    int       // failures since the last error line
 }
 
 // seen reports whether a message of another key was met within the last
 // minute.
-func (w *keyWatch) seen() bool {
+func (w *keyWatch) seen() bool { return w.within(&w.lastSeen) }
+
+// refused reports whether a peer could not read this node's message within
+// the last minute.
+func (w *keyWatch) refused() bool { return w.within(&w.lastSent) }
+
+func (w *keyWatch) within(t *time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.lastSeen.IsZero() && time.Since(w.lastSeen) < time.Minute
+	return !t.IsZero() && time.Since(*t) < time.Minute
 }
+
+// KeyRefused reports whether, within the last minute, a peer could not
+// read this node's gossip for its key: a seed refused its join, or a
+// member its push/pull or probe. (A function: Gossip is at its method
+// limit.)
+func KeyRefused(g *Gossip) bool { return g.keyWatch != nil && g.keyWatch.refused() }
 
 func newKeyWatch(g *Gossip) *keyWatch {
 	return &keyWatch{g: g, next: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
@@ -156,23 +210,44 @@ func newKeyWatch(g *Gossip) *keyWatch {
 func (w *keyWatch) Write(p []byte) (int, error) {
 	line := string(bytes.TrimRight(p, "\n"))
 	w.next.Print(line)
-	if decryptFailure.MatchString(line) {
-		peer := ""
-		if m := fromAddr.FindStringSubmatch(line); m != nil {
-			peer = m[1]
+	if r, ok := refusalOf(line); ok {
+		if r.dir == "sent" && !r.join && r.peer != unnamedPeer {
+			r.peer = memberAddr(w.g, r.peer)
 		}
-		w.mismatch(peer, "received")
+		w.mismatch(r)
 	}
 	return len(p), nil
 }
 
-// mismatch counts one message that the keys of this node and peer do not
-// share, and logs the error when it may.
-func (w *keyWatch) mismatch(peer, dir string) {
-	w.g.m.keyMismatch.WithLabelValues(dir).Inc()
+// memberAddr is the gossip address of the member called name, or name
+// when it is not a member.
+func memberAddr(g *Gossip, name string) string {
+	g.peersMu.Lock()
+	defer g.peersMu.Unlock()
+	if p, ok := g.members[name]; ok && p.gossip != "" {
+		return p.gossip
+	}
+	return name
+}
+
+// The error lines, by the refusal's direction and, sent, whether it was a
+// join.
+const (
+	keyReceivedMsg = "gossip: a node sends messages this node's --gossip-key cannot read: every node of a cluster needs the same key (the other node is not a member of this cluster until it has it)"
+	keyJoinMsg     = "gossip: a seed cannot read this node's messages: its --gossip-key is not this node's (this node is not a member of the cluster until the keys match)"
+	keySentMsg     = "gossip: a member cannot read this node's messages: its --gossip-key is not this node's (the two drop each other's gossip until the keys match)"
+)
+
+// mismatch counts one message that the keys of this node and r's peer do
+// not share, and logs the error when it may.
+func (w *keyWatch) mismatch(r keyRefusal) {
+	w.g.m.keyMismatch.WithLabelValues(r.dir).Inc()
 	w.mu.Lock()
 	now := time.Now()
 	w.lastSeen = now
+	if r.dir == "sent" {
+		w.lastSent = now
+	}
 	if !w.lastLog.IsZero() && now.Sub(w.lastLog) < keyMismatchLogEvery {
 		w.quiet++
 		w.mu.Unlock()
@@ -181,21 +256,21 @@ func (w *keyWatch) mismatch(peer, dir string) {
 	suppressed := w.quiet
 	w.lastLog, w.quiet = now, 0
 	w.mu.Unlock()
-	msg := "gossip: a node sends messages this node's --gossip-key cannot read: every node of a cluster needs the same key (the other node is not a member of this cluster until it has it)"
-	if dir == "sent" {
-		msg = "gossip: a seed cannot read this node's messages: its --gossip-key is not this node's (this node is not a member of the cluster until the keys match)"
+	msg := keyReceivedMsg
+	switch {
+	case r.join:
+		msg = keyJoinMsg
+	case r.dir == "sent":
+		msg = keySentMsg
 	}
-	w.g.log.Error(msg, "peer", peer, "flag", "--gossip-key", "suppressed", suppressed)
+	w.g.log.Error(msg, "peer", r.peer, "flag", "--gossip-key", "suppressed", suppressed)
 }
 
-// joinFailed reports a failed join: a seed that could not decrypt it
-// answers so, and that is a key mismatch on this side.
-func (w *keyWatch) joinFailed(seeds []string, err error) bool {
-	if err == nil || !decryptFailure.MatchString(err.Error()) {
-		return false
-	}
-	w.mismatch(strings.Join(seeds, ","), "sent")
-	return true
+// joinFailed reports whether a failed join was refused for the key. Join
+// wrote a line for each seed that refused it, which Write has counted and
+// logged naming that seed: the error, all seeds' in one, adds nothing.
+func (w *keyWatch) joinFailed(_ []string, err error) bool {
+	return err != nil && decryptFailure.MatchString(err.Error())
 }
 
 // setAccounts names the accounts. NATS wants a system account where leaf

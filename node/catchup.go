@@ -2,7 +2,10 @@ package node
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"tally/gossip"
 )
 
 // After a start, a node knows its own votes (the ledger) but not yet the
@@ -36,13 +39,69 @@ func (n *Node) catchingUp() bool {
 	case waited >= n.cfg.CatchUpWait:
 		if n.caughtUp.CompareAndSwap(false, true) {
 			n.m.catchUpTimeouts.Inc()
-			n.log.Warn("not caught up with the other replicas' ballots; taking votes anyway (a retry of a key taken elsewhere may get a new vote id; certification names any replica it cannot read)",
-				"waited", waited.Round(time.Millisecond), "flag", "--catch-up-wait", "synced", n.gossip.Synced(), "unheard", n.gossip.Unheard())
+			msg, attrs := notCaughtUp(catchUpViewOf(n))
+			n.log.Warn(msg, append([]any{"waited", waited.Round(time.Millisecond)}, attrs...)...)
 		}
 	default:
 		return true
 	}
 	return false
+}
+
+// catchUpView is what gossip tells of a node whose --catch-up-wait is
+// over before it caught up.
+type catchUpView struct {
+	others  int      // live members besides this node
+	joined  bool     // a --join seed answered once, or none was given (gossip.Joined)
+	refused bool     // a peer could not read this node's gossip for its key (gossip.KeyRefused)
+	synced  bool     // a member's full state merged
+	unheard []string // replicas holding records it has heard nothing from
+	seeds   string   // --join
+}
+
+func catchUpViewOf(n *Node) catchUpView {
+	v := catchUpView{joined: n.gossip.Joined(), refused: gossip.KeyRefused(n.gossip), synced: n.gossip.Synced(),
+		unheard: n.gossip.Unheard(), seeds: strings.Join(n.cfg.Join, ",")}
+	for _, m := range n.gossip.Members() {
+		if !m.Self {
+			v.others++
+		}
+	}
+	return v
+}
+
+// notCaughtUpMsg begins every line of a node that takes votes before it
+// caught up; takesAnyway ends it, with what that risks.
+const (
+	notCaughtUpMsg = "not caught up with the other replicas' ballots"
+	takesAnyway    = "(a retry of a key taken elsewhere may get a new vote id; certification names any replica it cannot read)"
+)
+
+// notCaughtUp is the warning, and its attributes but the wait, of a node
+// that takes votes past --catch-up-wait without being caught up: why, as
+// far as gossip tells. Alone, it says so (another --gossip-key refused,
+// the seeds silent, or every member gone); joined, what it still lacks:
+// replicas unheard, a member's full state, or ballots.
+func notCaughtUp(v catchUpView) (string, []any) {
+	switch {
+	case v.others == 0 && v.refused:
+		return notCaughtUpMsg + ": joined no cluster member, a node it tried to join refused this node's --gossip-key (see the gossip key error above); taking votes alone " + takesAnyway,
+			[]any{"flag", "--gossip-key", "seeds", v.seeds}
+	case v.others == 0 && !v.joined:
+		return notCaughtUpMsg + ": joined no cluster member, no --join seed answered (down, unreachable, or not started yet); taking votes alone " + takesAnyway,
+			[]any{"flag", "--join", "seeds", v.seeds}
+	case v.others == 0:
+		return notCaughtUpMsg + ": no other cluster member is alive; taking votes alone " + takesAnyway,
+			[]any{"flag", "--catch-up-wait", "seeds", v.seeds}
+	case len(v.unheard) > 0:
+		return notCaughtUpMsg + "; taking votes anyway " + takesAnyway,
+			[]any{"flag", "--catch-up-wait", "synced", v.synced, "unheard", v.unheard}
+	case !v.synced:
+		return notCaughtUpMsg + ": joined the cluster but merged no member's full state yet (memberlist push/pull), so it cannot tell which ballots it lacks; taking votes anyway " + takesAnyway,
+			[]any{"flag", "--catch-up-wait", "members", v.others + 1}
+	}
+	return notCaughtUpMsg + ": heard from every replica but, at the last look, held fewer of their ballots than the cluster's record counts say exist; taking votes anyway " + takesAnyway,
+		[]any{"flag", "--catch-up-wait", "members", v.others + 1}
 }
 
 // startingWhy says why a node that is not ready yet answers nothing.
