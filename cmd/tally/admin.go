@@ -313,13 +313,24 @@ func pollList(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-const clusterUsage = `tally cluster [--url URL] [--admin-url URL] [--json]
+const clusterUsage = `tally cluster [--url URL] [--admin-url URL] [--edge-admin-port PORT | --edge-admin NAME=URL…] [--json]
 
 The cluster as one node sees it (GET /v1/cluster): this node (name,
 region, replica id, role), its NATS links (connected, embedded, routes,
 gateways, leaf nodes), each region's staleness, every member (region,
 replica id, role, state, gossip and HTTP addresses) and every replica
-heard from with its staleness.
+heard from with its staleness; then, for every edge, the full node it
+relays votes to now (its own region's, or failed over to another's) and
+the one its NATS leaf connection is on, as the edge itself answers
+GET /v1/cluster (each asked within 2s, 8 at a time; "unreachable: …" when
+it does not answer).
+
+An edge with --admin-addr answers that on its admin address only, which
+the membership does not announce: give --edge-admin-port PORT (every
+edge's admin port, on the host of its HTTP address; the deploy files:
+9100) or --edge-admin NAME=URL per edge (scripts/cluster.sh: its HTTP
+port + 1020). Without them an edge's row says it was asked at its public
+port, which does not say where it relays.
 
 A node started with --admin-addr (as in production and scripts/cluster.sh)
 answers members, replica ids and NATS links on that address only; its
@@ -329,19 +340,26 @@ http://localhost:9101). Without it the command asks --url ($TALLY_URL), and
 says so when that is a public port.`
 
 // runCluster prints GET /v1/cluster: the whole view from a node's admin
-// address (or a node without --admin-addr), the regions' staleness and
-// what to give for the rest from a public port.
+// address (or a node without --admin-addr) with each edge's own answer of
+// where it relays (askEdges), the regions' staleness and what to give for
+// the rest from a public port.
 func runCluster(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("tally cluster", clusterUsage)
 	var nf nodeFlags
 	nf.register(fs)
 	adminURL := fs.String("admin-url", "", "the node's --admin-addr, http://host:port: the whole view (default: $TALLY_ADMIN_URL, else --url)")
-	asJSON := fs.Bool("json", false, "print the node's answer as JSON")
+	var edges edgeAddrs
+	fs.Var(&edges, "edge-admin", "an edge's --admin-addr, NAME=URL (repeat): where to ask it for its relay targets")
+	fs.IntVar(&edges.port, "edge-admin-port", 0, "the edges' --admin-addr port, on the host of their HTTP address (default: ask their HTTP address)")
+	asJSON := fs.Bool("json", false, "print the node's answer, and each edge's under \"edges\", as JSON")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected argument %q", fs.Arg(0))
+	}
+	if edges.port < 0 || edges.port > 65535 {
+		return usageError(fs, stderr, "--edge-admin-port %d: want a port, 1-65535", edges.port)
 	}
 	url, from := resolveURL(nf.url)
 	switch env := os.Getenv("TALLY_ADMIN_URL"); {
@@ -360,10 +378,15 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: %v\n", nf.explain(err))
 		return 1
 	}
+	var edgeViews []edgeReport
+	if v.Self != "" {
+		edgeViews = askEdges(context.Background(), v, edges, edgeTimeout)
+	}
 	if *asJSON {
-		writeCompactJSON(stdout, v)
+		writeCompactJSON(stdout, clusterReport{ClusterView: v, Edges: edgeViews})
 	} else {
 		printCluster(stdout, v)
+		printEdges(stdout, edgeViews)
 	}
 	if v.Self == "" {
 		fmt.Fprintf(stderr, "tally cluster: %s (%s) is a public port: it shows each region's staleness only; members, replica ids and NATS links are on the node's --admin-addr: give it as --admin-url http://HOST:PORT or $TALLY_ADMIN_URL\n", url, from)

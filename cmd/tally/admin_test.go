@@ -62,7 +62,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Every --json output names its fields in snake_case.
 func TestJSONFieldsAreSnakeCase(t *testing.T) {
-	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, api.ResultView{}, api.PollView{}, api.ClusterView{}, api.PollPage{}, api.Leaderboard{}, api.Frame{}, api.VoteResponse{}, api.SessionResponse{}, api.QuizView{}, quizSwarmReport{}} {
+	for _, v := range []any{loadReport{}, swarmReport{}, ledger.Result{}, ledger.Chain{}, api.ResultView{}, api.PollView{}, api.ClusterView{}, clusterReport{}, api.PollPage{}, api.Leaderboard{}, api.Frame{}, api.VoteResponse{}, api.SessionResponse{}, api.QuizView{}, quizSwarmReport{}} {
 		checkSnake(t, reflect.TypeOf(v), reflect.TypeOf(v).Name(), map[reflect.Type]bool{})
 	}
 }
