@@ -25,6 +25,7 @@ const root = ".." // the repository, where docker compose runs
 type service struct {
 	Build           any               `yaml:"build"`
 	Image           string            `yaml:"image"`
+	Pid             string            `yaml:"pid"`
 	Command         []string          `yaml:"command"`
 	EnvFile         string            `yaml:"env_file"`
 	Environment     map[string]string `yaml:"environment"`
@@ -160,6 +161,11 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 			if strings.HasPrefix(src, "./") {
 				if _, err := os.Stat(filepath.Join(root, src)); err != nil {
 					t.Errorf("%s mounts missing file %s", name, src)
+				}
+			} else if strings.HasPrefix(src, "/") {
+				// The host's own files (node-exporter's /): read-only.
+				if parts := strings.Split(v, ":"); len(parts) != 3 || !slices.Contains(strings.Split(parts[2], ","), "ro") {
+					t.Errorf("%s mounts the host's %s writable: %s", name, src, v)
 				}
 			} else if _, ok := c.Volumes[src]; !ok {
 				t.Errorf("%s mounts undeclared volume %s", name, src)
@@ -302,9 +308,37 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 		}
 	}
 	// Prometheus scrapes every node where it serves /metrics (its
-	// --admin-addr when it has one).
+	// --admin-addr when it has one), in job tally, the job the alert rules
+	// watch; and the host's node_exporter in job node.
+	jobs := prometheusJobs(t)
+	scraped := map[string]bool{}
+	for job := range jobs {
+		if job != "tally" && job != "node" {
+			t.Errorf("prometheus scrapes job %s: want tally (the nodes) and node (node_exporter) only", job)
+		}
+	}
+	for _, target := range jobs["tally"] {
+		h, p, _ := net.SplitHostPort(target)
+		if metricsPorts[h] != p {
+			t.Errorf("prometheus target %s is not where the node serves /metrics", target)
+		}
+		scraped[h] = true
+	}
+	for name := range configs {
+		if !scraped[name] {
+			t.Errorf("prometheus does not scrape %s in job tally", name)
+		}
+	}
+	checkNodeExporter(t, c, jobs["node"])
+}
+
+// prometheusJobs reads deploy/prometheus/prometheus.yml: each scrape
+// job's static targets.
+func prometheusJobs(t *testing.T) map[string][]string {
+	t.Helper()
 	var prom struct {
 		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
 			StaticConfigs []struct {
 				Targets []string `yaml:"targets"`
 			} `yaml:"static_configs"`
@@ -317,22 +351,59 @@ func TestComposeAgreesWithTheNode(t *testing.T) {
 	if err := yaml.Unmarshal(b, &prom); err != nil {
 		t.Fatal(err)
 	}
-	scraped := map[string]bool{}
+	jobs := map[string][]string{}
 	for _, sc := range prom.ScrapeConfigs {
+		if _, ok := jobs[sc.JobName]; ok {
+			t.Errorf("prometheus.yml: job %s twice", sc.JobName)
+		}
+		jobs[sc.JobName] = []string{}
 		for _, st := range sc.StaticConfigs {
-			for _, target := range st.Targets {
-				h, p, _ := net.SplitHostPort(target)
-				if metricsPorts[h] != p {
-					t.Errorf("prometheus target %s is not where the node serves /metrics", target)
-				}
-				scraped[h] = true
-			}
+			jobs[sc.JobName] = append(jobs[sc.JobName], st.Targets...)
 		}
 	}
-	for name := range configs {
-		if !scraped[name] {
-			t.Errorf("prometheus does not scrape %s", name)
+	return jobs
+}
+
+// checkNodeExporter: the compose Prometheus's job node scrapes the
+// compose file's node_exporter, the only source of the node_filesystem_*
+// series TallyDiskFilling reads there (Tally exports no disk metric). It
+// is a pinned prom/node-exporter on its default port, sees the host's
+// root read-only at --path.rootfs, and shares the host's PID namespace:
+// it reads the mount table of PID 1, so the filesystem holding the
+// volumes is reported read-write as the host mounts it, not as the
+// read-only bind mount it has of it, which the rule skips
+// (node_filesystem_readonly == 0; deploy/prometheus/alerts_test.yml has
+// the series it then reports).
+func checkNodeExporter(t *testing.T, c compose, targets []string) {
+	t.Helper()
+	if len(targets) != 1 {
+		t.Fatalf("prometheus job node scrapes %v: want the compose file's node_exporter", targets)
+	}
+	h, p, err := net.SplitHostPort(targets[0])
+	s, ok := c.Services[h]
+	if err != nil || !ok || p != "9100" {
+		t.Fatalf("prometheus job node scrapes %s: no compose service serves node_exporter there", targets[0])
+	}
+	if !regexp.MustCompile(`^prom/node-exporter:v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(s.Image) {
+		t.Errorf("%s: image %q, want prom/node-exporter at a pinned version", h, s.Image)
+	}
+	if s.Pid != "host" {
+		t.Errorf("%s: pid %q, want host: in its own PID namespace it reports the host's root as its read-only bind mount, which TallyDiskFilling skips", h, s.Pid)
+	}
+	var rootfs string
+	for _, arg := range s.Command {
+		if v, ok := strings.CutPrefix(arg, "--path.rootfs="); ok {
+			rootfs = v
 		}
+		if strings.HasPrefix(arg, "--web.listen-address") {
+			t.Errorf("%s: %s: the job scrapes the default port, 9100", h, arg)
+		}
+	}
+	if rootfs == "" || rootfs == "/" || !slices.ContainsFunc(s.Volumes, func(v string) bool { return strings.HasPrefix(v, "/:"+rootfs+":ro") }) {
+		t.Errorf("%s: --path.rootfs %q and volumes %v: want the host's / mounted read-only at --path.rootfs", h, rootfs, s.Volumes)
+	}
+	if len(s.Ports) != 0 {
+		t.Errorf("%s publishes %v: Prometheus reaches it on the compose network", h, s.Ports)
 	}
 }
 

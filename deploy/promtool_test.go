@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -51,6 +52,85 @@ func TestPromtoolAlertRuleUnitTests(t *testing.T) {
 	tests := filepath.Join(root, "deploy/prometheus/alerts_test.yml")
 	if out, err := exec.Command(bin, "test", "rules", tests).CombinedOutput(); err != nil {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+// TestEveryAlertHasUnitTests: every alert rule of
+// deploy/prometheus/alerts.yml has a case in alerts_test.yml where it
+// fires (an alert_rule_test naming it with exp_alerts, whose labels and
+// annotations promtool then compares) and one where it does not (empty
+// exp_alerts); and every alertname there names a rule, since promtool
+// passes a case about an alert that does not exist when it expects none.
+// It needs no promtool: it reads the two files.
+func TestEveryAlertHasUnitTests(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy/prometheus/alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var tests struct {
+		RuleFiles []string `yaml:"rule_files"`
+		Tests     []struct {
+			AlertRuleTest []struct {
+				EvalTime  string           `yaml:"eval_time"`
+				Alertname string           `yaml:"alertname"`
+				ExpAlerts []map[string]any `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	b, err = os.ReadFile(filepath.Join(root, "deploy/prometheus/alerts_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &tests); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tests.RuleFiles, []string{"alerts.yml"}) {
+		t.Errorf("alerts_test.yml loads %v, want the rules beside it (alerts.yml)", tests.RuleFiles)
+	}
+	alerts := map[string]bool{}
+	var names []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				alerts[r.Alert] = true
+				names = append(names, r.Alert)
+			}
+		}
+	}
+	fires, quiet := map[string]int{}, map[string]int{}
+	for _, tc := range tests.Tests {
+		for _, at := range tc.AlertRuleTest {
+			if !alerts[at.Alertname] {
+				t.Errorf("alerts_test.yml: a case at %s names alert %q, which alerts.yml does not define", at.EvalTime, at.Alertname)
+				continue
+			}
+			if len(at.ExpAlerts) == 0 {
+				quiet[at.Alertname]++
+			} else {
+				fires[at.Alertname]++
+			}
+		}
+	}
+	for _, a := range names {
+		if fires[a] == 0 {
+			t.Errorf("alert %s: no case in deploy/prometheus/alerts_test.yml where it fires (an alert_rule_test with exp_alerts naming it)", a)
+		}
+		if quiet[a] == 0 {
+			t.Errorf("alert %s: no case in deploy/prometheus/alerts_test.yml where it does not fire (exp_alerts: [])", a)
+		}
+	}
+	if len(names) < 16 {
+		t.Errorf("only %d alerts in deploy/prometheus/alerts.yml", len(names))
 	}
 }
 
