@@ -35,9 +35,13 @@ type ClusterMember struct {
 	Role     string `json:"role"`
 	HTTPAddr string `json:"http_addr,omitempty"`
 	HTTPS    bool   `json:"https,omitempty"`
-	Gossip   string `json:"gossip_addr"`
-	State    string `json:"state"` // alive (dead and departed members are dropped)
-	Self     bool   `json:"self"`
+	// AdminAddr is the member's --admin-addr (the same TLS as HTTPAddr),
+	// where its whole GET /v1/cluster is; absent without one, and for a
+	// member of a release before it.
+	AdminAddr string `json:"admin_addr,omitempty"`
+	Gossip    string `json:"gossip_addr"`
+	State     string `json:"state"` // alive (dead and departed members are dropped)
+	Self      bool   `json:"self"`
 }
 
 // ClusterReplica is a replica heard from and the age of its newest state.

@@ -64,7 +64,11 @@ type Config struct {
 	Replica  string
 	Role     string // RoleFull or RoleEdge
 	HTTPAddr string // announced to the others (empty host: the gossip address)
-	HTTPS    bool   // the HTTP address serves TLS only
+	HTTPS    bool   // the HTTP address (and the admin one) serves TLS only
+	// AdminAddr is the admin listener announced to the others (empty: none;
+	// empty or unspecified host: the gossip address), where tally cluster
+	// asks an edge where it relays.
+	AdminAddr string
 
 	BindAddr      string   // memberlist host:port (port 0: any)
 	AdvertiseAddr string   // host:port announced instead of BindAddr's
@@ -317,9 +321,12 @@ const maxStampAhead = 5 * time.Second
 // to run a cluster without one. It then accepts no members.
 func (g *Gossip) single() bool { return !g.keys.enabled() && !g.cfg.AllowInsecure }
 
-// SetHTTPAddr sets the HTTP address announced to the others, for callers
-// that learn it after New (a listener on port 0). Call it before Start.
-func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
+// SetAddrs sets the HTTP and admin addresses announced to the others
+// (Config.HTTPAddr and Config.AdminAddr; admin "": none), for callers that
+// learn them after New (listeners on port 0). Call it before Start.
+func (g *Gossip) SetAddrs(httpAddr, adminAddr string) {
+	g.cfg.HTTPAddr, g.cfg.AdminAddr = httpAddr, adminAddr
+}
 
 // Start binds memberlist, joins the seeds, starts (or connects to) NATS and
 // the publisher. It returns once the node is a member; NATS connects in
@@ -327,7 +334,7 @@ func (g *Gossip) SetHTTPAddr(addr string) { g.cfg.HTTPAddr = addr }
 // It is long because it is the start order, one step after the other.
 func (g *Gossip) Start() error {
 	cfg := g.cfg
-	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr, HTTPS: cfg.HTTPS}
+	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr, HTTPS: cfg.HTTPS, Admin: cfg.AdminAddr, Proto: Protocol}
 	if len(cfg.PublicKey) == ed25519.PublicKeySize {
 		g.self.Pub = base64.StdEncoding.EncodeToString(cfg.PublicKey)
 	}

@@ -25,6 +25,9 @@ func (g *Gossip) startMemberlist() error {
 	if err != nil {
 		return err
 	}
+	if _, err := g.self.encode(memberlist.MetaMaxSize); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err) // else it would announce none, and be refused
+	}
 	if cfg.PushPull > 0 {
 		mc.PushPullInterval = cfg.PushPull
 	}
@@ -37,6 +40,8 @@ func (g *Gossip) startMemberlist() error {
 	mc.Conflict = &conflicts{g: g}
 	if g.single() {
 		mc.Alive, mc.Merge = &loner{g: g}, &noMerge{g: g}
+	} else {
+		mc.Alive = &protocolGate{g: g}
 	}
 	g.keyWatch = newKeyWatch(g)
 	mc.Logger = log.New(g.keyWatch, "", 0)
@@ -335,7 +340,8 @@ func (g *Gossip) Members() []Member {
 	for _, p := range g.memberList() {
 		out = append(out, Member{
 			Name: p.name, Region: p.meta.Region, Replica: p.meta.Replica, Role: p.meta.Role,
-			HTTPAddr: resolve(p.meta.HTTP, p.addr), HTTPS: p.meta.HTTPS, Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
+			HTTPAddr: resolve(p.meta.HTTP, p.addr), HTTPS: p.meta.HTTPS, AdminAddr: resolve(p.meta.Admin, p.addr),
+			Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
 		})
 	}
 	return out

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // Roles a node can have.
@@ -49,11 +52,16 @@ func CheckKeys(keys [][]byte) error {
 // meta is what a node tells the others about itself in its memberlist
 // metadata (at most 512 bytes). Empty hosts mean "my memberlist address".
 type meta struct {
-	Region      string `json:"region"`
-	Replica     string `json:"replica"`
-	Role        string `json:"role"`
-	HTTP        string `json:"http,omitempty"`
-	HTTPS       bool   `json:"https,omitempty"`        // HTTP serves TLS only
+	Region  string `json:"region"`
+	Replica string `json:"replica"`
+	Role    string `json:"role"`
+	HTTP    string `json:"http,omitempty"`
+	HTTPS   bool   `json:"https,omitempty"` // HTTP serves TLS only
+	// Admin is the admin listener (--admin-addr; TLS as HTTP), where the
+	// node's whole GET /v1/cluster is; absent without one and from
+	// releases before it, which ignore it (decodeMeta takes unknown
+	// fields, and must go on taking them).
+	Admin       string `json:"admin,omitempty"`
 	NATSCluster string `json:"nats_cluster,omitempty"` // embedded server's route listener
 	NATSGateway string `json:"nats_gateway,omitempty"` // embedded server's gateway listener
 	NATSLeaf    string `json:"nats_leaf,omitempty"`    // embedded server's leaf node listener (full nodes)
@@ -61,7 +69,74 @@ type meta struct {
 	// certificates are verified with. Memberlist's keyring authenticates
 	// the metadata that carries it.
 	Pub string `json:"pub,omitempty"`
+	// Proto is the cluster protocol the node speaks (Protocol); absent
+	// in the metadata of releases before v0.5.0, which speak 1.
+	Proto int `json:"proto,omitempty"`
 }
+
+// Protocol is the cluster protocol of this release: every format one
+// node sends another (memberlist metadata and push/pull state, the NATS
+// deltas, catch-up, relay and buddy messages, the definitions and
+// certificates they carry). Each of those formats keeps its own magic or
+// version, and a release reads the formats of the release before it and
+// writes none that release cannot read, so two neighbouring releases run
+// side by side during a rolling upgrade or a rollback. A member whose
+// protocol is more than ProtocolWindow away is refused
+// (docs/operations.md "Versions and compatibility").
+const Protocol = 2
+
+// ProtocolWindow is how far a member's protocol may be from this node's:
+// one release either way (N-1 during an upgrade, N+1 during a rollback).
+const ProtocolWindow = 1
+
+// protocolOf is the protocol a member's metadata states: releases before
+// the field (v0.4.0 and earlier) speak 1.
+func protocolOf(m meta) int {
+	if m.Proto == 0 {
+		return 1
+	}
+	return m.Proto
+}
+
+// compatible says whether this node can run beside a member speaking
+// protocol p.
+func compatible(p int) bool { return p >= Protocol-ProtocolWindow && p <= Protocol+ProtocolWindow }
+
+// protocolGate is memberlist's alive delegate at a node of a cluster: it
+// refuses a member whose protocol is outside the window, with one log
+// line per member and protocol (memberlist asks again with every alive
+// message it hears).
+type protocolGate struct {
+	g      *Gossip
+	logged sync.Map // name + "/" + protocol → struct{}
+}
+
+// NotifyAlive refuses a member outside the protocol window (and one whose
+// metadata cannot be read: it cannot say what it speaks).
+func (p *protocolGate) NotifyAlive(peer *memberlist.Node) error {
+	if peer.Name == p.g.cfg.NodeName {
+		return nil
+	}
+	m, err := decodeMeta(peer.Meta)
+	if err != nil {
+		p.g.m.dropped.WithLabelValues(pathPushPull, "malformed").Inc()
+		return err
+	}
+	if v := protocolOf(m); !compatible(v) {
+		p.g.m.dropped.WithLabelValues(pathPushPull, "protocol").Inc()
+		err := fmt.Errorf("%w: member %s at %s speaks cluster protocol %d; this node speaks %d and runs beside %d to %d only: upgrade or roll back one release at a time",
+			ErrProtocol, peer.Name, peer.Address(), v, Protocol, Protocol-ProtocolWindow, Protocol+ProtocolWindow)
+		if _, seen := p.logged.LoadOrStore(peer.Name+"/"+strconv.Itoa(v), struct{}{}); !seen {
+			p.g.log.Error("gossip: member refused", "err", err, "name", peer.Name, "addr", peer.Address(), "protocol", v)
+		}
+		return err
+	}
+	return nil
+}
+
+// ErrProtocol is returned for a member speaking a cluster protocol outside
+// this node's window.
+var ErrProtocol = errors.New("gossip: incompatible protocol")
 
 func (m meta) encode(limit int) ([]byte, error) {
 	b, err := json.Marshal(m)
@@ -74,6 +149,8 @@ func (m meta) encode(limit int) ([]byte, error) {
 	return b, nil
 }
 
+// decodeMeta reads a member's metadata. It takes fields it does not know
+// (a newer release's), as the releases before took Admin: never strict.
 func decodeMeta(b []byte) (meta, error) {
 	var m meta
 	if err := json.Unmarshal(b, &m); err != nil {

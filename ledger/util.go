@@ -124,6 +124,10 @@ func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
 	case err != nil:
 		return nil, fmt.Errorf("ledger: cannot open %s: %w", dir, err)
 	}
+	if err := checkFormat(db, dir, opts.ReadOnly); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return db, nil
 }
 

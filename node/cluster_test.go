@@ -252,6 +252,41 @@ func TestEdgeNode(t *testing.T) {
 	}
 }
 
+// A node with --admin-addr announces the admin listener's bound address
+// in the membership (admin_addr of its member entry, everywhere), and
+// there its own GET /v1/cluster is whole: what tally cluster asks an edge
+// without being told where. A node without one announces none.
+func TestClusterMembersAnnounceAdminAddr(t *testing.T) {
+	nodes := startCluster(t, []string{"eu-west", "eu-west"}, func(i int, c *Config) {
+		if i == 1 {
+			c.Role, c.AdminAddr = "edge", "127.0.0.1:0"
+		}
+	})
+	full, edge := nodes[0], nodes[1]
+	var view api.ClusterView
+	if err := json.Unmarshal([]byte(full.call(t, "GET", "/v1/cluster", "").raw), &view); err != nil || len(view.Members) != 2 {
+		t.Fatalf("the full node's view: %v %+v", err, view)
+	}
+	for _, m := range view.Members {
+		want := ""
+		if m.Name == edge.cfg.NodeName {
+			want = edge.AdminAddr()
+		}
+		if m.AdminAddr != want {
+			t.Errorf("member %s: admin_addr %q, want %q", m.Name, m.AdminAddr, want)
+		}
+	}
+	res, err := http.Get("http://" + edge.AdminAddr() + "/v1/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ev api.ClusterView
+	if err := json.NewDecoder(res.Body).Decode(&ev); err != nil || ev.Self != edge.cfg.NodeName || len(ev.Members) != 2 {
+		t.Fatalf("the edge at its announced admin address: %v %+v", err, ev)
+	}
+}
+
 // TestGossipKeyCluster: nodes sharing --gossip-key form a cluster; a node
 // without it stays outside.
 func TestGossipKeyCluster(t *testing.T) {

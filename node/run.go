@@ -169,7 +169,7 @@ func replayLedger(ctx context.Context, n *Node) (bool, error) {
 // the function it returns, after HTTP.
 func runUntilDone(ctx context.Context, n *Node, serveErr <-chan error) (stopRelay func(), err error) {
 	stopRelay = func() {}
-	n.gossip.SetHTTPAddr(n.Addr())
+	n.gossip.SetAddrs(n.Addr(), n.AdminAddr()) // AdminAddr "" without --admin-addr: none announced
 	if err = flagError(n.gossip.Start()); err == nil {
 		n.log.Info("gossip started", "gossip_addr", n.gossip.GossipAddr(), "members", len(n.gossip.Members()))
 		stopRelay, err = n.startRelay()

@@ -318,19 +318,22 @@ const clusterUsage = `tally cluster [--url URL] [--admin-url URL] [--edge-admin-
 The cluster as one node sees it (GET /v1/cluster): this node (name,
 region, replica id, role), its NATS links (connected, embedded, routes,
 gateways, leaf nodes), each region's staleness, every member (region,
-replica id, role, state, gossip and HTTP addresses) and every replica
-heard from with its staleness; then, for every edge, the full node it
-relays votes to now (its own region's, or failed over to another's) and
-the one its NATS leaf connection is on, as the edge itself answers
-GET /v1/cluster (each asked within 2s, 8 at a time; "unreachable: …" when
-it does not answer).
+replica id, role, state, gossip, HTTP and admin addresses) and every
+replica heard from with its staleness; then, for every edge, the full
+node it relays votes to now (its own region's, or failed over to
+another's) and the one its NATS leaf connection is on, as the edge
+itself answers GET /v1/cluster (each asked within 2s, 8 at a time;
+"unreachable: …" when it does not answer).
 
-An edge with --admin-addr answers that on its admin address only, which
-the membership does not announce: give --edge-admin-port PORT (every
-edge's admin port, on the host of its HTTP address; the deploy files:
-9100) or --edge-admin NAME=URL per edge (scripts/cluster.sh: its HTTP
-port + 1020). Without them an edge's row says it was asked at its public
-port, which does not say where it relays.
+Each edge is asked at the admin address it announces in the membership
+(an edge with --admin-addr answers that there only), else, without one,
+at its HTTP address. Where the announced address is not the one to use
+from here (a NAT, a proxy), --edge-admin NAME=URL gives one edge's, and
+--edge-admin-port PORT every edge's admin port on the host of its HTTP
+address; NAME=URL wins over the port, the port over the announced
+address. An edge of a release before v0.5.0 announces none: its row
+says it was asked at its public port, which does not say where it
+relays; give it one of the two.
 
 A node started with --admin-addr (as in production and scripts/cluster.sh)
 answers members, replica ids and NATS links on that address only; its
@@ -349,8 +352,8 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 	nf.register(fs)
 	adminURL := fs.String("admin-url", "", "the node's --admin-addr, http://host:port: the whole view (default: $TALLY_ADMIN_URL, else --url)")
 	var edges edgeAddrs
-	fs.Var(&edges, "edge-admin", "an edge's --admin-addr, NAME=URL (repeat): where to ask it for its relay targets")
-	fs.IntVar(&edges.port, "edge-admin-port", 0, "the edges' --admin-addr port, on the host of their HTTP address (default: ask their HTTP address)")
+	fs.Var(&edges, "edge-admin", "an edge's --admin-addr, NAME=URL (repeat): where to ask it for its relay targets (default: the admin address it announces)")
+	fs.IntVar(&edges.port, "edge-admin-port", 0, "the edges' --admin-addr port, on the host of their HTTP address (default: the admin address each announces, else its HTTP address)")
 	asJSON := fs.Bool("json", false, "print the node's answer, and each edge's under \"edges\", as JSON")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -414,7 +417,7 @@ func printCluster(w io.Writer, v api.ClusterView) {
 		fmt.Fprintf(tw, "%s\t%s\n", r, time.Duration(v.Regions[r])*time.Millisecond)
 	}
 	if v.Self != "" {
-		fmt.Fprintln(tw, "\nMEMBER\tREGION\tREPLICA\tROLE\tSTATE\tGOSSIP\tHTTP")
+		fmt.Fprintln(tw, "\nMEMBER\tREGION\tREPLICA\tROLE\tSTATE\tGOSSIP\tHTTP\tADMIN")
 		for _, m := range v.Members {
 			name := m.Name
 			if m.Self {
@@ -424,7 +427,7 @@ func printCluster(w io.Writer, v api.ClusterView) {
 			if http != "" && m.HTTPS {
 				http += " (https)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, m.Region, m.Replica, m.Role, m.State, m.Gossip, cmp.Or(http, "-"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, m.Region, m.Replica, m.Role, m.State, m.Gossip, cmp.Or(http, "-"), cmp.Or(m.AdminAddr, "-"))
 		}
 		fmt.Fprintln(tw, "\nREPLICA\tREGION\tSTALENESS")
 		for _, r := range v.Replicas {

@@ -20,9 +20,11 @@ import (
 // GET /v1/cluster: only an edge knows which full node it relays to now
 // (relays_to) and which one its NATS leaf connection is on (leaf_hub);
 // a full node knows neither. An edge with --admin-addr answers them on
-// that address only, which the membership does not announce: the
-// operator gives it (--edge-admin-port, --edge-admin NAME=URL), else the
-// edge's row says where it was asked and why that was not enough.
+// that address only, which it announces in the membership (admin_addr):
+// it is asked there, unless the operator says otherwise
+// (--edge-admin NAME=URL, --edge-admin-port). An edge of a release that
+// announces none is asked at its HTTP address, and its row says why that
+// was not enough.
 
 const (
 	// edgeTimeout bounds the question to one edge.
@@ -65,7 +67,8 @@ type edgeReport struct {
 
 // edgeAddrs is where to ask the edges: --edge-admin NAME=URL by name,
 // else the host of the announced HTTP address with --edge-admin-port,
-// else the announced HTTP address itself.
+// else the announced admin address, else the announced HTTP address
+// itself (an edge without --admin-addr answers whole there).
 type edgeAddrs struct {
 	byName map[string]string
 	port   int
@@ -87,26 +90,30 @@ func (a *edgeAddrs) Set(s string) error {
 	return nil
 }
 
-// url is where to ask member m for its view.
-func (a edgeAddrs) url(m api.ClusterMember) (string, error) {
+// url is where to ask member m for its view, and whether that is the
+// admin address m announces.
+func (a edgeAddrs) url(m api.ClusterMember) (u string, announced bool, err error) {
 	if u, ok := a.byName[m.Name]; ok {
-		return u, nil
-	}
-	if m.HTTPAddr == "" {
-		return "", fmt.Errorf("it announces no HTTP address; give --edge-admin %s=URL", m.Name)
+		return u, false, nil
 	}
 	scheme := "http://"
-	if m.HTTPS {
+	if m.HTTPS { // its admin listener too
 		scheme = "https://"
 	}
+	if a.port == 0 && m.AdminAddr != "" {
+		return scheme + m.AdminAddr, true, nil
+	}
+	if m.HTTPAddr == "" {
+		return "", false, fmt.Errorf("it announces no HTTP address; give --edge-admin %s=URL", m.Name)
+	}
 	if a.port == 0 {
-		return scheme + m.HTTPAddr, nil
+		return scheme + m.HTTPAddr, false, nil
 	}
 	host, _, err := net.SplitHostPort(m.HTTPAddr)
 	if err != nil {
-		return "", fmt.Errorf("cannot take the host of its HTTP address %q: %w", m.HTTPAddr, err)
+		return "", false, fmt.Errorf("cannot take the host of its HTTP address %q: %w", m.HTTPAddr, err)
 	}
-	return scheme + net.JoinHostPort(host, strconv.Itoa(a.port)), nil
+	return scheme + net.JoinHostPort(host, strconv.Itoa(a.port)), false, nil
 }
 
 // askEdges asks every edge among v's members for its view, at most
@@ -129,7 +136,7 @@ func askEdges(ctx context.Context, v api.ClusterView, where edgeAddrs, timeout t
 			r.fill(v)
 			continue
 		}
-		u, err := where.url(m)
+		u, announced, err := where.url(m)
 		if err != nil {
 			r.Error = "not asked: " + err.Error()
 			continue
@@ -141,11 +148,14 @@ func askEdges(ctx context.Context, v api.ClusterView, where edgeAddrs, timeout t
 			ask, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			ev, err := edgeView(ask, u, timeout)
-			if err != nil {
+			switch {
+			case err != nil && announced:
+				r.Error = fmt.Sprintf("%v (at the admin address it announces; if it is reached from here at another, give --edge-admin %s=URL)", err, r.Name)
+			case err != nil:
 				r.Error = err.Error()
-				return
+			default:
+				r.check(ev, m.AdminAddr)
 			}
-			r.check(ev)
 		})
 	}
 	wg.Wait()
@@ -168,11 +178,15 @@ func edgeView(ctx context.Context, u string, timeout time.Duration) (api.Cluster
 }
 
 // check fills r from the view its edge answered, or says why the view
-// is not the edge's whole one.
-func (r *edgeReport) check(v api.ClusterView) {
+// is not the edge's whole one; admin is the admin address the edge
+// announces ("": none; else the operator's flags sent the question
+// elsewhere).
+func (r *edgeReport) check(v api.ClusterView, admin string) {
 	switch {
+	case v.Self == "" && admin != "":
+		r.Error = fmt.Sprintf("not shown: %s is its public port; the admin address it announces is %s (asked without --edge-admin-port; or give --edge-admin %s=URL)", r.URL, admin, r.Name)
 	case v.Self == "":
-		r.Error = fmt.Sprintf("not shown: %s is its public port (the edge has --admin-addr, which the membership does not announce); give --edge-admin-port PORT or --edge-admin %s=URL", r.URL, r.Name)
+		r.Error = fmt.Sprintf("not shown: %s is its public port (the edge has --admin-addr and announces none: a release before v0.5.0); give --edge-admin-port PORT or --edge-admin %s=URL", r.URL, r.Name)
 	case v.Self != r.Name:
 		r.Error = fmt.Sprintf("not shown: %s answered as %q, not %s", r.URL, v.Self, r.Name)
 	default:

@@ -189,3 +189,91 @@ func TestAskEdgesTimeout(t *testing.T) {
 		t.Errorf("asking %d hanging edges took %v; want about %v", len(got), took, 2*timeout)
 	}
 }
+
+// Edges that announce their admin address (admin_addr) are asked there
+// with no flag: their public ports are never asked; one that does not
+// answer there says it was its announced address; an edge without
+// --admin-addr (none announced) is asked at its HTTP address, whole there.
+// --edge-admin NAME=URL, then --edge-admin-port, win over the announced
+// address.
+func TestClusterEdgesAtAnnouncedAdmin(t *testing.T) {
+	t.Setenv("TALLY_ADMIN_URL", "")
+	t.Setenv("TALLY_TOKEN", "tok")
+	apFull := api.ClusterTarget{Node: "ap-full-1", Replica: "r-ap", Region: "ap-south"}
+	euFull := api.ClusterTarget{Node: "eu-full-1", Replica: "r-eu", Region: "eu-west"}
+	var authed atomic.Int32
+	euAdmin := serveView(t, api.ClusterView{Self: "edge-eu-1", Region: "eu-west", Role: "edge",
+		RelaysTo: []api.ClusterTarget{euFull}, NATS: &api.ClusterNATS{Connected: true, LeafNodes: 1, LeafHub: &euFull}}, &authed)
+	apAdmin := serveView(t, api.ClusterView{Self: "edge-ap-1", Region: "ap-south", Role: "edge",
+		RelaysTo: []api.ClusterTarget{apFull}, NATS: &api.ClusterNATS{Connected: true, LeafNodes: 1, LeafHub: &apFull}}, &authed)
+	plain := serveView(t, api.ClusterView{Self: "edge-plain", Region: "eu-west", Role: "edge",
+		RelaysTo: []api.ClusterTarget{apFull}, NATS: &api.ClusterNATS{Connected: true, LeafNodes: 1, LeafHub: &apFull}}, &authed)
+	var publicAsked atomic.Int32
+	publicView := serveView(t, api.ClusterView{Region: "eu-west", Regions: map[string]int64{"eu-west": 0}}, nil)
+	public := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		publicAsked.Add(1)
+		publicView.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(public.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	full := serveView(t, api.ClusterView{Self: "eu-full-1", Region: "eu-west", Replica: "r-eu", Role: "full",
+		Regions: map[string]int64{"eu-west": 0, "ap-south": 200},
+		Members: []api.ClusterMember{
+			{Name: "eu-full-1", Region: "eu-west", Replica: "r-eu", Role: "full", HTTPAddr: "127.0.0.1:1", AdminAddr: "127.0.0.1:2", State: "alive", Self: true},
+			{Name: "edge-eu-1", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: hostPort(euAdmin), State: "alive"},
+			{Name: "edge-ap-1", Region: "ap-south", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: hostPort(apAdmin), State: "alive"},
+			{Name: "edge-gone", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: dead, State: "alive"},
+			{Name: "edge-plain", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(plain), State: "alive"},
+		}}, nil)
+
+	out, stderr, code := runCLI(t, "cluster", "--admin-url", full.URL)
+	if code != 0 || stderr != "" {
+		t.Fatalf("cluster: %d %q", code, stderr)
+	}
+	euRow := `(?m)^edge-eu-1\s+eu-west\s+eu-full-1 \(r-eu, eu-west\)\s+its own region\s+eu-full-1 \(eu-west\)$`
+	apRow := `(?m)^edge-ap-1\s+ap-south\s+ap-full-1 \(r-ap, ap-south\)\s+its own region\s+ap-full-1 \(ap-south\)$`
+	for _, want := range []string{
+		euRow, apRow,
+		`(?m)^edge-gone\s+eu-west\s+unreachable: .*` + regexp.QuoteMeta(dead) + `.*\(at the admin address it announces; .*--edge-admin edge-gone=URL\)$`,
+		`(?m)^edge-plain\s+eu-west\s+ap-full-1 \(r-ap, ap-south\)\s+failed over to ap-south\s+ap-full-1 \(ap-south, not its region\)$`,
+		`(?m)^MEMBER\s+REGION\s+REPLICA\s+ROLE\s+STATE\s+GOSSIP\s+HTTP\s+ADMIN$`,
+		`(?m)^edge-eu-1\s+eu-west\s+edge\s+alive\s+` + regexp.QuoteMeta(hostPort(public)) + `\s+` + regexp.QuoteMeta(hostPort(euAdmin)) + `$`,
+		`(?m)^edge-plain\s+eu-west\s+edge\s+alive\s+` + regexp.QuoteMeta(hostPort(plain)) + `\s+-$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("no %s in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "not shown") || publicAsked.Load() != 0 || authed.Load() != 0 {
+		t.Errorf("public ports asked %d times, the admin token sent %d times:\n%s", publicAsked.Load(), authed.Load(), out)
+	}
+	out, _, _ = runCLI(t, "cluster", "--admin-url", full.URL, "--json")
+	var rep clusterReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Edges) != 4 {
+		t.Fatalf("cluster --json: %v %s", err, out)
+	}
+	if e := rep.Edges[0]; e.URL != euAdmin.URL || e.Relay != relayOwnRegion || rep.Members[1].AdminAddr != hostPort(euAdmin) {
+		t.Errorf("cluster --json: edge %+v, member %+v", e, rep.Members[1])
+	}
+
+	// --edge-admin NAME=URL wins over the announced address (here another
+	// answer of edge-ap-1's: failed over), and --edge-admin-port too (here
+	// the public port: each edge's row then names the address it announces).
+	moved := serveView(t, api.ClusterView{Self: "edge-ap-1", Region: "ap-south", Role: "edge",
+		RelaysTo: []api.ClusterTarget{euFull}, NATS: &api.ClusterNATS{LeafHub: &euFull}}, nil)
+	out, _, code = runCLI(t, "cluster", "--admin-url", full.URL, "--edge-admin", "edge-ap-1="+moved.URL)
+	if !regexp.MustCompile(`(?m)^edge-ap-1\s+ap-south\s+eu-full-1 \(r-eu, eu-west\)\s+failed over to eu-west`).MatchString(out) || !regexp.MustCompile(euRow).MatchString(out) {
+		t.Errorf("--edge-admin over the announced address: %d\n%s", code, out)
+	}
+	_, port, _ := net.SplitHostPort(hostPort(public))
+	out, _, code = runCLI(t, "cluster", "--admin-url", full.URL, "--edge-admin-port", port)
+	notShown := `(?m)^edge-eu-1\s+eu-west\s+not shown: http://127\.0\.0\.1:` + port + ` is its public port; the admin address it announces is ` + regexp.QuoteMeta(hostPort(euAdmin)) + ` \(asked without --edge-admin-port; or give --edge-admin edge-eu-1=URL\)$`
+	if !regexp.MustCompile(notShown).MatchString(out) || publicAsked.Load() == 0 {
+		t.Errorf("--edge-admin-port over the announced address: %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,137 @@
+package gossip
+
+import (
+	"bytes"
+	"errors"
+	"log"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// syncBuffer is a bytes.Buffer a logger writes while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rawMember joins seed as a bare memberlist node with the cluster key and
+// the given metadata: a node of another release, as far as the cluster
+// can tell.
+func rawMember(t *testing.T, name, metaJSON, seed string) *memberlist.Memberlist {
+	t.Helper()
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = name, "127.0.0.1", 0, 0
+	mc.Logger = log.New(&syncBuffer{}, "", 0)
+	kr, err := memberlist.NewKeyring(nil, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.Keyring = kr
+	mc.Delegate = &metaOnly{b: []byte(metaJSON)}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ml.Shutdown() })
+	ml.Join([]string{seed}) // its state may be refused: what counts is what the seed keeps
+	return ml
+}
+
+// metaOnly is a memberlist delegate that states metadata and nothing else.
+type metaOnly struct{ b []byte }
+
+func (d *metaOnly) NodeMeta(int) []byte                 { return d.b }
+func (d *metaOnly) NotifyMsg([]byte)                    {}
+func (d *metaOnly) GetBroadcasts(int, int) [][]byte     { return nil }
+func (d *metaOnly) LocalState(bool) []byte              { return nil }
+func (d *metaOnly) MergeRemoteState(buf []byte, _ bool) {}
+
+// A member of the release before (no protocol in its metadata: 1) and one
+// of the release after (3) run beside this one; one two releases ahead
+// (4) is refused, counted and named in one log line however often it
+// announces itself.
+func TestMembersOutsideTheProtocolWindowAreRefused(t *testing.T) {
+	logs := &syncBuffer{}
+	a := startMember(t, "a", "eu-west", nil, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	rawMember(t, "older", `{"region":"us-east","replica":"older-r","role":"full"}`, a.GossipAddr())
+	rawMember(t, "newer", `{"region":"us-east","replica":"newer-r","role":"full","proto":3}`, a.GossipAddr())
+	rawMember(t, "far", `{"region":"us-east","replica":"far-r","role":"full","proto":4}`, a.GossipAddr())
+	waitFor(t, 10*time.Second, "the far member refused and counted", func() bool {
+		return counter(t, a, "dropped", pathPushPull, "protocol") >= 1
+	})
+	waitFor(t, 10*time.Second, "the older and newer members taken", func() bool {
+		names := map[string]bool{}
+		for _, m := range a.Members() {
+			names[m.Name] = true
+		}
+		return names["older"] && names["newer"]
+	})
+	// Several gossip rounds: the far member keeps announcing itself.
+	waitFor(t, 10*time.Second, "the far member's alive messages refused again", func() bool {
+		return counter(t, a, "dropped", pathPushPull, "protocol") >= 3
+	})
+	for _, m := range a.Members() {
+		if m.Name == "far" {
+			t.Fatal("a member speaking protocol 4 was taken by a node speaking 2")
+		}
+	}
+	line := "member refused"
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Fatalf("%d %q lines, want 1:\n%s", n, line, logs.String())
+	}
+	for _, want := range []string{"far", "protocol 4", "one release at a time"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("the refusal does not say %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+func TestProtocolWindow(t *testing.T) {
+	for _, c := range []struct {
+		meta string
+		ok   bool
+	}{
+		{`{"region":"r","replica":"x","role":"full"}`, Protocol-ProtocolWindow <= 1},
+		{`{"region":"r","replica":"x","role":"full","proto":2}`, true},
+		{`{"region":"r","replica":"x","role":"edge","proto":3}`, true},
+		{`{"region":"r","replica":"x","role":"full","proto":4}`, false},
+		{`{"region":"r","replica":"x","role":"full","proto":-7}`, false},
+		{`{"region":"r","replica":"x","role":"full","proto":"2"}`, false}, // unreadable: cannot say what it speaks
+		{`not json`, false},
+	} {
+		gs := &Gossip{cfg: Config{NodeName: "self"}, log: quiet}
+		m, err := newMetrics(prometheus.NewRegistry(), gs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs.m = m
+		g := &protocolGate{g: gs}
+		err = g.NotifyAlive(&memberlist.Node{Name: "x", Meta: []byte(c.meta)})
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok=%t", c.meta, err, c.ok)
+		}
+		if err != nil && c.meta != `not json` && !strings.Contains(c.meta, `"2"`) && !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: %v is not ErrProtocol", c.meta, err)
+		}
+	}
+}
