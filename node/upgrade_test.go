@@ -42,7 +42,8 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	// second vote that lands on another full node (as during a failover)
 	// is counted there at once and retracted by the first node only when
 	// its gossip arrives, so the total may exceed the truth meanwhile
-	// (docs/certification.md "The live tally"): its falls are reported.
+	// (docs/certification.md, "The live tally", Limits): its falls are
+	// reported.
 	for _, id := range []string{"up", "mind"} {
 		if code, body, err := post(c.procs[0].url()+"/v1/polls", `{"id":"`+id+`","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":3600,"grace_s":1}`,
 			"Authorization", "Bearer "+testToken); err != nil || code != http.StatusCreated {
