@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"tally/internal/testwait"
 	"testing"
 	"time"
 
@@ -92,7 +93,9 @@ func startUnready(t *testing.T, dir string, ms int64, mutate func(*Config)) *tes
 // with the same key. It returns the vote id and its stamp.
 func voteAcked(t *testing.T, n *testNode, poll, body string) (id, stamp string) {
 	t.Helper()
-	waitFor(t, func() bool {
+	// 30 s: beside two busy loops and a nine-process cluster, one vote has
+	// waited out 10 s of 503s (its copy to the buddy timing out).
+	testwait.For(t, 30*time.Second, "vote "+body+" acknowledged at "+n.replica, func() bool {
 		r := n.call(t, "POST", "/v1/polls/"+poll+"/votes", body)
 		switch {
 		case r.status == http.StatusServiceUnavailable || r.status == http.StatusGatewayTimeout:

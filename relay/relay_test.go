@@ -321,6 +321,12 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	stable := func(c *EdgeConfig) { c.FullNodes, c.Stale = known, time.Minute }
 	edge1, _ := startEdge(t, conn(), "k", stable)
 	edge2, _ := startEdge(t, conn(), "k", stable)
+	// Both edges must have heard both full nodes: an edge that has heard
+	// one so far relays every key to it (failed once beside two busy
+	// loops and a nine-process cluster, eu-b's first presence late).
+	testwait.For(t, 10*time.Second, "both edges relaying to both full nodes", func() bool {
+		return len(edge1.Targets()) == 2 && len(edge2.Targets()) == 2
+	})
 	for i := range 20 {
 		first := edge1.Relay(context.Background(), voteReq(i))
 		again := edge2.Relay(context.Background(), voteReq(i))
