@@ -13,12 +13,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"tally/internal/testwait"
 	"testing"
 	"time"
 
 	"tally/api"
 	"tally/internal/backup"
+	"tally/internal/testwait"
 	"tally/ledger"
 )
 
