@@ -15,7 +15,7 @@ type ClusterView struct {
 	NATS    *ClusterNATS     `json:"nats,omitempty"`
 	// RelaysTo: at an edge, the full nodes it relays votes to now — those
 	// of its region it heard ready within the last second, else the
-	// other regions' (a request goes to the one its key ranks first).
+	// other regions' (a request goes to the one its voter ranks first).
 	RelaysTo []ClusterTarget `json:"relays_to,omitempty"`
 }
 
@@ -39,9 +39,15 @@ type ClusterMember struct {
 	// where its whole GET /v1/cluster is; absent without one, and for a
 	// member of a release before it.
 	AdminAddr string `json:"admin_addr,omitempty"`
-	Gossip    string `json:"gossip_addr"`
-	State     string `json:"state"` // alive (dead and departed members are dropped)
-	Self      bool   `json:"self"`
+	// Protocol is the cluster protocol the member speaks (1 for a member
+	// of a release before v0.5.0, which states none), and Release its
+	// build version where it states one: during a rolling upgrade, who
+	// runs what.
+	Protocol int    `json:"protocol"`
+	Release  string `json:"release,omitempty"`
+	Gossip   string `json:"gossip_addr"`
+	State    string `json:"state"` // alive (dead and departed members are dropped)
+	Self     bool   `json:"self"`
 }
 
 // ClusterReplica is a replica heard from and the age of its newest state.

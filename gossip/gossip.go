@@ -69,6 +69,9 @@ type Config struct {
 	// empty or unspecified host: the gossip address), where tally cluster
 	// asks an edge where it relays.
 	AdminAddr string
+	// Release is the node's build version, announced to the others for
+	// the operators' view (truncated to 24 bytes); "": none.
+	Release string
 
 	BindAddr      string   // memberlist host:port (port 0: any)
 	AdvertiseAddr string   // host:port announced instead of BindAddr's
@@ -173,9 +176,10 @@ type Gossip struct {
 	self    meta
 	subject string
 
-	keys     keyring     // seals and opens every gossip payload
-	keyWatch *keyWatch   // memberlist's log, read for another key's messages (keycheck.go)
-	joined   atomic.Bool // another member was seen once (Joined)
+	keys     keyring       // seals and opens every gossip payload
+	keyWatch *keyWatch     // memberlist's log, read for another key's messages (keys.go)
+	gate     *protocolGate // refuses members outside the protocol window (meta.go); nil at a single node
+	joined   atomic.Bool   // another member was seen once (Joined)
 	ml       *memberlist.Memberlist
 	conflict atomic.Pointer[string] // address of another member that holds our name
 	peersMu  sync.Mutex
@@ -334,7 +338,7 @@ func (g *Gossip) SetAddrs(httpAddr, adminAddr string) {
 // It is long because it is the start order, one step after the other.
 func (g *Gossip) Start() error {
 	cfg := g.cfg
-	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr, HTTPS: cfg.HTTPS, Admin: cfg.AdminAddr, Proto: Protocol}
+	g.self = meta{Region: cfg.Region, Replica: cfg.Replica, Role: cfg.Role, HTTP: cfg.HTTPAddr, HTTPS: cfg.HTTPS, Admin: cfg.AdminAddr, Proto: Protocol, Rel: release(cfg.Release)}
 	if len(cfg.PublicKey) == ed25519.PublicKeySize {
 		g.self.Pub = base64.StdEncoding.EncodeToString(cfg.PublicKey)
 	}

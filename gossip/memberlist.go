@@ -41,7 +41,8 @@ func (g *Gossip) startMemberlist() error {
 	if g.single() {
 		mc.Alive, mc.Merge = &loner{g: g}, &noMerge{g: g}
 	} else {
-		mc.Alive = &protocolGate{g: g}
+		g.gate = &protocolGate{g: g}
+		mc.Alive, mc.Merge = g.gate, g.gate
 	}
 	g.keyWatch = newKeyWatch(g)
 	mc.Logger = log.New(g.keyWatch, "", 0)
@@ -324,7 +325,7 @@ func (g *Gossip) Joined() bool { return len(g.cfg.Join) == 0 || g.joined.Load() 
 
 // KeyMismatch reports whether, within the last minute, this node met
 // gossip messages sealed with another key than its own, or a seed refused
-// its join for its key (keycheck.go).
+// its join for its key (keys.go).
 func (g *Gossip) KeyMismatch() bool { return g.keyWatch != nil && g.keyWatch.seen() }
 
 // MembersShort reports how many members this node sees and whether that
@@ -341,6 +342,7 @@ func (g *Gossip) Members() []Member {
 		out = append(out, Member{
 			Name: p.name, Region: p.meta.Region, Replica: p.meta.Replica, Role: p.meta.Role,
 			HTTPAddr: resolve(p.meta.HTTP, p.addr), HTTPS: p.meta.HTTPS, AdminAddr: resolve(p.meta.Admin, p.addr),
+			Protocol: protocolOf(p.meta), Release: p.meta.Rel,
 			Gossip: p.gossip, State: "alive", Self: p.name == g.cfg.NodeName,
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -72,6 +73,9 @@ type meta struct {
 	// Proto is the cluster protocol the node speaks (Protocol); absent
 	// in the metadata of releases before v0.5.0, which speak 1.
 	Proto int `json:"proto,omitempty"`
+	// Rel is the node's release (its build version, at most 24 bytes),
+	// shown to operators; nothing depends on it.
+	Rel string `json:"rel,omitempty"`
 }
 
 // Protocol is the cluster protocol of this release: every format one
@@ -88,6 +92,14 @@ const Protocol = 2
 // ProtocolWindow is how far a member's protocol may be from this node's:
 // one release either way (N-1 during an upgrade, N+1 during a rollback).
 const ProtocolWindow = 1
+
+// release bounds an announced release to 24 bytes.
+func release(r string) string {
+	if len(r) > 24 {
+		return r[:24]
+	}
+	return r
+}
 
 // protocolOf is the protocol a member's metadata states: releases before
 // the field (v0.4.0 and earlier) speak 1.
@@ -107,8 +119,48 @@ func compatible(p int) bool { return p >= Protocol-ProtocolWindow && p <= Protoc
 // line per member and protocol (memberlist asks again with every alive
 // message it hears).
 type protocolGate struct {
-	g      *Gossip
-	logged sync.Map // name + "/" + protocol → struct{}
+	g       *Gossip
+	logged  sync.Map     // name + "/" + protocol → struct{}
+	refused atomic.Int64 // unix ms of the last refusal (ProtocolRefused)
+}
+
+// ProtocolRefused reports whether this node refused a member, or a join,
+// for its protocol within the last minute: why a node whose seeds answer
+// is alone.
+func ProtocolRefused(g *Gossip) bool {
+	if g.gate == nil {
+		return false
+	}
+	ms := g.gate.refused.Load()
+	return ms != 0 && time.Since(time.UnixMilli(ms)) < time.Minute
+}
+
+// NotifyMerge refuses a join whose other side speaks no protocol within
+// the window: its state is not merged here, and memberlist cancels the
+// join. (The alive checks refuse each such member, but a join's push/pull
+// hands its state to the delegate whatever they decided.) A join through
+// a member of the release before, which takes any member, still brings
+// the compatible ones.
+func (p *protocolGate) NotifyMerge(peers []*memberlist.Node) error {
+	var far *memberlist.Node
+	v := 0
+	for _, peer := range peers {
+		if peer.Name == p.g.cfg.NodeName {
+			continue
+		}
+		m, err := decodeMeta(peer.Meta)
+		if err == nil && compatible(protocolOf(m)) {
+			return nil
+		}
+		if far == nil && err == nil {
+			far, v = peer, protocolOf(m)
+		}
+	}
+	if far == nil {
+		return nil // nobody readable: the alive checks refuse them one by one
+	}
+	p.refuse(far, v)
+	return fmt.Errorf("%w: a join from members speaking cluster protocol %d, outside %d to %d", ErrProtocol, v, Protocol-ProtocolWindow, Protocol+ProtocolWindow)
 }
 
 // NotifyAlive refuses a member outside the protocol window (and one whose
@@ -123,15 +175,22 @@ func (p *protocolGate) NotifyAlive(peer *memberlist.Node) error {
 		return err
 	}
 	if v := protocolOf(m); !compatible(v) {
-		p.g.m.dropped.WithLabelValues(pathPushPull, "protocol").Inc()
-		err := fmt.Errorf("%w: member %s at %s speaks cluster protocol %d; this node speaks %d and runs beside %d to %d only: upgrade or roll back one release at a time",
-			ErrProtocol, peer.Name, peer.Address(), v, Protocol, Protocol-ProtocolWindow, Protocol+ProtocolWindow)
-		if _, seen := p.logged.LoadOrStore(peer.Name+"/"+strconv.Itoa(v), struct{}{}); !seen {
-			p.g.log.Error("gossip: member refused", "err", err, "name", peer.Name, "addr", peer.Address(), "protocol", v)
-		}
-		return err
+		return p.refuse(peer, v)
 	}
 	return nil
+}
+
+// refuse counts and (once per member and protocol) logs a member outside
+// the window, and returns the error memberlist is given.
+func (p *protocolGate) refuse(peer *memberlist.Node, v int) error {
+	p.g.m.dropped.WithLabelValues(pathPushPull, "protocol").Inc()
+	p.refused.Store(time.Now().UnixMilli())
+	err := fmt.Errorf("%w: member %s at %s speaks cluster protocol %d; this node speaks %d and runs beside %d to %d only: upgrade or roll back one release at a time",
+		ErrProtocol, peer.Name, peer.Address(), v, Protocol, Protocol-ProtocolWindow, Protocol+ProtocolWindow)
+	if _, seen := p.logged.LoadOrStore(peer.Name+"/"+strconv.Itoa(v), struct{}{}); !seen {
+		p.g.log.Error("gossip: member refused", "err", err, "name", peer.Name, "addr", peer.Address(), "protocol", v)
+	}
+	return err
 }
 
 // ErrProtocol is returned for a member speaking a cluster protocol outside

@@ -26,6 +26,7 @@ func TestMetaSizeWithLongValues(t *testing.T) {
 		NATSLeaf:    v6 + ":65531",
 		Pub:         "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqow", // 44 characters: 32 bytes in base64
 		Proto:       Protocol,
+		Rel:         release("v10.20.30-rc.4+0123456789abcdef"), // cut to 24 bytes
 	}
 	if len(m.Pub) != 44 {
 		t.Fatalf("the public key is %d characters, want 44", len(m.Pub))

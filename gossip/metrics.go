@@ -24,7 +24,7 @@ type metrics struct {
 	// buddy's copies (steward.go).
 	republished prometheus.Counter
 	// keyMismatch counts memberlist messages another gossip key sealed
-	// (received) and joins a seed could not read (sent): keycheck.go.
+	// (received) and joins a seed could not read (sent): keys.go.
 	keyMismatch *prometheus.CounterVec
 }
 
@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, g *Gossip) (*metrics, error) {
 			Name: "tally_gossip_merges_total", Help: "Received gossip messages that changed this node's state, by path.",
 		}, []string{"path"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tally_gossip_dropped_total", Help: "Received gossip messages or parts dropped, by path and reason (unauthenticated, malformed, skew, unknown_poll, rejected; short_certificate: a reconciled certificate leaving out records this node knows of, not applied).",
+			Name: "tally_gossip_dropped_total", Help: "Received gossip messages or parts dropped, by path and reason (unauthenticated, malformed, skew, unknown_poll, rejected; short_certificate: a reconciled certificate leaving out records this node knows of, not applied; protocol: a member or join speaking a cluster protocol outside this node's window, refused).",
 		}, []string{"path", "reason"}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_gossip_deltas_published_total", Help: "Deltas of this replica's entries published on NATS.",

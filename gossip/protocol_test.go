@@ -135,3 +135,35 @@ func TestProtocolWindow(t *testing.T) {
 		}
 	}
 }
+
+// A join from members all outside the window is refused whole (memberlist
+// then merges none of their state); one that brings a compatible member
+// too goes ahead, the far ones refused one by one. A refusal is what
+// ProtocolRefused reports.
+func TestJoinsFromOutsideTheWindowAreNotMerged(t *testing.T) {
+	gs := &Gossip{cfg: Config{NodeName: "self"}, log: quiet}
+	m, err := newMetrics(prometheus.NewRegistry(), gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs.m = m
+	gs.gate = &protocolGate{g: gs}
+	node := func(name, meta string) *memberlist.Node { return &memberlist.Node{Name: name, Meta: []byte(meta)} }
+	self := node("self", `{"region":"r","replica":"s","role":"full","proto":2}`)
+	far := node("far", `{"region":"r","replica":"f","role":"full","proto":4}`)
+	older := node("older", `{"region":"r","replica":"o","role":"full"}`)
+	if ProtocolRefused(gs) {
+		t.Fatal("refused before any refusal")
+	}
+	if err := gs.gate.NotifyMerge([]*memberlist.Node{far}); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("a join from a protocol-4 node alone: %v, want ErrProtocol", err)
+	}
+	if !ProtocolRefused(gs) {
+		t.Fatal("a refused join is not reported")
+	}
+	for _, peers := range [][]*memberlist.Node{{far, older}, {self, older}, {self}, {node("x", "not json")}} {
+		if err := gs.gate.NotifyMerge(peers); err != nil {
+			t.Fatalf("%d peers: %v, want the join to go ahead", len(peers), err)
+		}
+	}
+}

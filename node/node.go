@@ -24,6 +24,7 @@ import (
 	"tally/ids"
 	"tally/ingest"
 	"tally/internal/backup"
+	"tally/internal/buildinfo"
 	"tally/internal/tlsconf"
 	"tally/join"
 	"tally/ledger"
@@ -295,6 +296,7 @@ func newGossip(n *Node, keys [][]byte, key ed25519.PrivateKey, tlsID *tlsconf.Id
 		PushPull:         cfg.PushPull,
 		WrapTransport:    cfg.WrapGossip,
 		Cluster:          cfg.Cluster,
+		Release:          buildinfo.Read().Version,
 		HTTPS:            tlsID != nil,
 		TLS:              natsMutual(tlsID),
 		NATSCredsFile:    cfg.NATSCreds,

@@ -196,6 +196,10 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 // sides), or it sees fewer members than --expect-members.
 func (n *Node) membersNotReady() string {
 	if !n.gossip.Joined() {
+		if gossip.ProtocolRefused(n.gossip) {
+			return fmt.Sprintf("not in the cluster: the members at --join (%s) speak a cluster protocol outside this release's (%d, beside %d to %d; the log names them): upgrade or roll back one release at a time",
+				strings.Join(n.cfg.Join, ","), gossip.Protocol, gossip.Protocol-gossip.ProtocolWindow, gossip.Protocol+gossip.ProtocolWindow)
+		}
 		return fmt.Sprintf("not in the cluster: no --join seed (%s) has answered; check that they run and share this node's --gossip-key", strings.Join(n.cfg.Join, ","))
 	}
 	if seen, short := n.gossip.MembersShort(); short {

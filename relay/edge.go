@@ -28,9 +28,10 @@ type EdgeConfig struct {
 	// FullNodes returns the replica ids of the cluster's live full nodes:
 	// those of the edge's own region, then the others. Of them, a request
 	// goes to those the edge heard ready within Stale (presence.go), its
-	// region's first: to the one its idempotency key ranks first
-	// (rendezvous hashing), so a retry through any edge reaches the node
-	// that answered it first; the rest are its failover order. nil: only
+	// region's first: to the one its voter ranks first (rendezvous
+	// hashing of affinityKey), so a retry through any edge reaches the
+	// node that answered it first, and a voter's change of mind the node
+	// that counted them; the rest are its failover order. nil: only
 	// the shared queue group.
 	FullNodes func() (region, others []string)
 	// Stale is how long after a full node's last word (presence.go) the

@@ -266,7 +266,7 @@ func (e *Edge) nudgeLocked() {
 
 // Targets are the full nodes the edge relays to now: its region's that it
 // heard ready lately, else the other regions' (each request goes to the
-// one its key ranks first; the rest of the list is its failover order).
+// one its voter ranks first; the rest of the list is its failover order).
 // Empty when it knows of no full node: then the shared queue group.
 func (e *Edge) Targets() []Target {
 	e.targetMu.Lock()

@@ -348,6 +348,41 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	}
 }
 
+// A voter's votes under new keys (a change of mind) reach the full node
+// that took their first, from any edge, so that node moves the count in
+// one step; different voters spread over both nodes.
+func TestAVotersVotesReachOneFullNode(t *testing.T) {
+	conn := testnats.Start(t)
+	a, b := &fullNode{name: "eu-a"}, &fullNode{name: "eu-b"}
+	startServer(t, conn(), a, "k")
+	startServer(t, conn(), b, "k")
+	known := func() ([]string, []string) { return []string{"eu-a", "eu-b"}, nil }
+	stable := func(c *EdgeConfig) { c.FullNodes, c.Stale = known, time.Minute }
+	edge1, _ := startEdge(t, conn(), "k", stable)
+	edge2, _ := startEdge(t, conn(), "k", stable)
+	testwait.For(t, 10*time.Second, "both edges relaying to both full nodes", func() bool {
+		return len(edge1.Targets()) == 2 && len(edge2.Targets()) == 2
+	})
+	node := func(a Answer) string { return strings.Split(strings.Split(a.text(), `"vote_id":"`)[1], "/")[0] }
+	for i := range 20 {
+		vote := func(key string) Request {
+			return Request{Kind: KindVote, Poll: "p", Body: fmt.Appendf(nil, `{"option":"a","voter":"v%d","idem":%q}`, i, key), Sender: api.HTTPSender("203.0.113.1", "ua", "", 0)}
+		}
+		first, second := node(edge1.Relay(context.Background(), vote(fmt.Sprint("k", i, "a")))), node(edge2.Relay(context.Background(), vote(fmt.Sprint("k", i, "b"))))
+		if first != second {
+			t.Fatalf("voter %d: first vote at %s, the change of mind at %s", i, first, second)
+		}
+	}
+	if a.votes.Load() == 0 || b.votes.Load() == 0 {
+		t.Fatalf("votes spread %d/%d, want both nodes used", a.votes.Load(), b.votes.Load())
+	}
+	// A token names the voter before the body does.
+	if k1, k2 := affinityKey(Request{Kind: KindVote, Poll: "p", Sender: api.Sender{Token: "T"}, Votes: []api.Vote{{Voter: "x", Idem: "1"}}}),
+		affinityKey(Request{Kind: KindVote, Poll: "p", Sender: api.Sender{Token: "T"}, Votes: []api.Vote{{Voter: "y", Idem: "2"}}}); k1 != k2 {
+		t.Fatalf("one token, two routes: %q %q", k1, k2)
+	}
+}
+
 // A client whose request a relay message cannot carry (a poll id that
 // cannot be, an overlong token) is answered at the edge, and the honest
 // clients gathered into the same batch are answered as ever; an overlong

@@ -3,41 +3,58 @@ package relay
 import (
 	"encoding/json"
 
+	"tally/api"
 	"tally/internal/rendezvous"
 )
 
 // NodeSubject is the relay subject of one full node (replica): an edge
-// sends a request there first when the request's key ranks the node first.
+// sends a request there first when the request's affinity key (its
+// voter's) ranks the node first.
 func NodeSubject(cluster, replica string) string { return Subject(cluster) + "." + replica }
 
 // affinityKey is what routes a request: a vote by its poll and its
-// (first) idempotency key, so a client's retry through any edge reaches
-// the full node that took the vote; a session request by its address. A
-// vote request relayed as its body (tests, a request an edge did not
-// decode) routes by the body's key, or by its bytes where it does not
-// decode (the full node refuses it the same wherever it lands).
+// voter — the session token it came with, else the (first) vote's voter
+// id, else its idempotency key — and a session request by its address.
+// A client's retry (the same voter, the same key) through any edge so
+// reaches the full node that took the vote; and a voter's change of mind
+// reaches the node that counted their first vote, which moves the count
+// from one option to the other in one step (a change counted at another
+// node shows the voter twice until that node hears of it: docs/
+// certification.md, "The live tally"). A vote request relayed as its body
+// (tests, a request an edge did not decode) routes by the body's voter or
+// key, or by its bytes where it does not decode (the full node refuses it
+// the same wherever it lands).
 func affinityKey(r Request) string {
 	if r.Kind == KindSession || r.Kind == KindJoin {
 		return "session\x00" + r.Sender.IP
 	}
+	if r.Sender.Token != "" {
+		return r.Poll + "\x00t" + r.Sender.Token
+	}
 	if len(r.Votes) > 0 {
-		return r.Poll + "\x00" + r.Votes[0].Idem
+		return voteKey(r.Poll, r.Votes[0].Voter, r.Votes[0].Idem)
 	}
 	var b struct {
-		Idem  string `json:"idem"`
-		Votes []struct {
-			Idem string `json:"idem"`
-		} `json:"votes"`
+		api.Vote
+		Votes []api.Vote `json:"votes"`
 	}
 	if json.Unmarshal(r.Body, &b) == nil {
 		switch {
-		case b.Idem != "":
-			return r.Poll + "\x00" + b.Idem
+		case b.Idem != "" || b.Voter != "":
+			return voteKey(r.Poll, b.Voter, b.Idem)
 		case len(b.Votes) > 0:
-			return r.Poll + "\x00" + b.Votes[0].Idem
+			return voteKey(r.Poll, b.Votes[0].Voter, b.Votes[0].Idem)
 		}
 	}
 	return r.Poll + "\x00" + string(r.Body)
+}
+
+// voteKey routes a vote by its voter id, or by its key without one.
+func voteKey(poll, voter, idem string) string {
+	if voter != "" {
+		return poll + "\x00v" + voter
+	}
+	return poll + "\x00k" + idem
 }
 
 // routed is a part of a gathered batch that goes the same way.

@@ -417,7 +417,7 @@ func printCluster(w io.Writer, v api.ClusterView) {
 		fmt.Fprintf(tw, "%s\t%s\n", r, time.Duration(v.Regions[r])*time.Millisecond)
 	}
 	if v.Self != "" {
-		fmt.Fprintln(tw, "\nMEMBER\tREGION\tREPLICA\tROLE\tSTATE\tGOSSIP\tHTTP\tADMIN")
+		fmt.Fprintln(tw, "\nMEMBER\tREGION\tREPLICA\tROLE\tSTATE\tRELEASE\tGOSSIP\tHTTP\tADMIN")
 		for _, m := range v.Members {
 			name := m.Name
 			if m.Self {
@@ -427,7 +427,11 @@ func printCluster(w io.Writer, v api.ClusterView) {
 			if http != "" && m.HTTPS {
 				http += " (https)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, m.Region, m.Replica, m.Role, m.State, m.Gossip, cmp.Or(http, "-"), cmp.Or(m.AdminAddr, "-"))
+			rel := cmp.Or(m.Release, "-")
+			if m.Protocol > 0 { // 0: the node asked is of a release before v0.5.0, which does not say
+				rel += fmt.Sprintf(" (protocol %d)", m.Protocol)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, m.Region, m.Replica, m.Role, m.State, rel, m.Gossip, cmp.Or(http, "-"), cmp.Or(m.AdminAddr, "-"))
 		}
 		fmt.Fprintln(tw, "\nREPLICA\tREGION\tSTALENESS")
 		for _, r := range v.Replicas {

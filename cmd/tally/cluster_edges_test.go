@@ -225,7 +225,7 @@ func TestClusterEdgesAtAnnouncedAdmin(t *testing.T) {
 		Regions: map[string]int64{"eu-west": 0, "ap-south": 200},
 		Members: []api.ClusterMember{
 			{Name: "eu-full-1", Region: "eu-west", Replica: "r-eu", Role: "full", HTTPAddr: "127.0.0.1:1", AdminAddr: "127.0.0.1:2", State: "alive", Self: true},
-			{Name: "edge-eu-1", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: hostPort(euAdmin), State: "alive"},
+			{Name: "edge-eu-1", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: hostPort(euAdmin), Protocol: 2, Release: "v0.5.0", State: "alive"},
 			{Name: "edge-ap-1", Region: "ap-south", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: hostPort(apAdmin), State: "alive"},
 			{Name: "edge-gone", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(public), AdminAddr: dead, State: "alive"},
 			{Name: "edge-plain", Region: "eu-west", Role: "edge", HTTPAddr: hostPort(plain), State: "alive"},
@@ -241,9 +241,9 @@ func TestClusterEdgesAtAnnouncedAdmin(t *testing.T) {
 		euRow, apRow,
 		`(?m)^edge-gone\s+eu-west\s+unreachable: .*` + regexp.QuoteMeta(dead) + `.*\(at the admin address it announces; .*--edge-admin edge-gone=URL\)$`,
 		`(?m)^edge-plain\s+eu-west\s+ap-full-1 \(r-ap, ap-south\)\s+failed over to ap-south\s+ap-full-1 \(ap-south, not its region\)$`,
-		`(?m)^MEMBER\s+REGION\s+REPLICA\s+ROLE\s+STATE\s+GOSSIP\s+HTTP\s+ADMIN$`,
-		`(?m)^edge-eu-1\s+eu-west\s+edge\s+alive\s+` + regexp.QuoteMeta(hostPort(public)) + `\s+` + regexp.QuoteMeta(hostPort(euAdmin)) + `$`,
-		`(?m)^edge-plain\s+eu-west\s+edge\s+alive\s+` + regexp.QuoteMeta(hostPort(plain)) + `\s+-$`,
+		`(?m)^MEMBER\s+REGION\s+REPLICA\s+ROLE\s+STATE\s+RELEASE\s+GOSSIP\s+HTTP\s+ADMIN$`,
+		`(?m)^edge-eu-1\s+eu-west\s+edge\s+alive\s+v0\.5\.0 \(protocol 2\)\s+` + regexp.QuoteMeta(hostPort(public)) + `\s+` + regexp.QuoteMeta(hostPort(euAdmin)) + `$`,
+		`(?m)^edge-plain\s+eu-west\s+edge\s+alive\s+-\s+` + regexp.QuoteMeta(hostPort(plain)) + `\s+-$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("no %s in\n%s", want, out)
