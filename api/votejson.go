@@ -80,3 +80,19 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// AppendSocketAck appends the answer to a vote sent on a live socket,
+// {"type":"ack","ref":…,"result":<the vote response>}, as encoding/json
+// would write the SocketReply (without the newline), allocation-free into
+// a reused buffer: it is written once per socket vote.
+func AppendSocketAck(b []byte, ref string, v VoteResponse) []byte {
+	b = append(b, `{"type":"ack"`...)
+	if ref != "" {
+		b = append(b, `,"ref":`...)
+		b = appendJSONString(b, ref)
+	}
+	b = append(b, `,"result":`...)
+	b = v.AppendJSON(b)
+	b = b[:len(b)-1] // AppendJSON's newline
+	return append(b, '}')
+}

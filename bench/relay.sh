@@ -2,13 +2,22 @@
 # The edge tier's vote path (issue 29), side by side in one run: a full
 # node's CPU per vote when its votes come as direct single-vote HTTP, and
 # when they come through an edge (--role edge) that batches them into relay
-# messages, at the same steady rate; the edge's own CPU per vote beside the
-# bare decode-and-ack server's per request at that rate; the ack latency
-# through the edge, for HTTP votes and for votes on live sockets; memory
-# per viewer at the edge; and the full node's highest rate when fed relay
-# batches by bench/relayload (standing in for many edges), with records
-# per fsync. Loopback: a sender's write also runs the receiver's TCP path,
-# so per-request CPU on each side is higher than on a real NIC.
+# messages, at the same steady rate; the edge's own CPU per vote beside
+# its floors at that rate (issue 61), both served by bench/usual --store
+# none: the bare decode-and-ack HTTP server's CPU per request, and the
+# bare socket reader's per message on the same number of live sockets
+# (each message read, decoded into a struct and acknowledged, nothing
+# else: no frames of the poll, so the edge's frames to its sockets count
+# in the edge's figure, not in the floor's), with the ratios of the edge
+# to each (the socket target: 1.5× at most); the ack latency through the
+# edge, for HTTP votes and for votes on live sockets; memory per viewer
+# at the edge; and the full node's highest rate when fed relay batches by
+# bench/relayload (standing in for many edges), with records per fsync.
+# Loopback: a sender's write also runs the receiver's TCP path (a server's
+# ack pays for tally load's receive; tally load's vote pays for the
+# server's), so per-request CPU on each side is not what it is on a real
+# NIC; the floors are measured the same way, so the ratios compare like
+# with like.
 #
 #   ./bench/relay.sh      (RATE=8000, DURATION=10s)
 set -euo pipefail
@@ -43,28 +52,41 @@ emetric() { curl -s http://127.0.0.1:18291/metrics | awk -v m="$1" '$1 == m { pr
 
 # row NAME URL [FLAGS]: a steady load at $rate; the full node's, the
 # edge's and the bare server's CPU µs per acknowledged vote (or request),
-# p50/p99. FLAGS go to tally load (--socket: votes as messages on 1,000
+# p50/p99; the three CPU figures are kept in $row_full, $row_edge and
+# $row_bare. FLAGS go to tally load (--socket: votes as messages on 1,000
 # live sockets, as the page sends them).
 row() {
-  local name=$1 url=$2 f0 e0 b0 f1 e1 b1 out votes
+  local name=$1 url=$2 f0 e0 b0 f1 e1 b1 out votes vps p50 p99
   shift 2
   f0=$(cpu $full); e0=$(cpu $edge); b0=$(cpu $bare)
   out=$("$tmp/tally" load --url "$url" --poll p --rate "$rate" --duration "$dur" --connections 400 "$@" --json 2>/dev/null)
   f1=$(cpu $full); e1=$(cpu $edge); b1=$(cpu $bare)
   read -r votes vps p50 p99 < <(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["votes"], r["votes_per_sec"], r["p50_ms"], r["p99_ms"])')
-  awk -v n="$name" -v v="$votes" -v r="$vps" -v f=$((f1 - f0)) -v e=$((e1 - e0)) -v b=$((b1 - b0)) -v p50="$p50" -v p99="$p99" \
-    'BEGIN { printf "| %s | %.0f | %.1f | %.1f | %.1f | %s | %s |\n", n, r, f * 10000 / v, e * 10000 / v, b * 10000 / v, p50, p99 }'
+  read -r row_full row_edge row_bare < <(awk -v v="$votes" -v f=$((f1 - f0)) -v e=$((e1 - e0)) -v b=$((b1 - b0)) \
+    'BEGIN { printf "%.1f %.1f %.1f\n", f * 10000 / v, e * 10000 / v, b * 10000 / v }')
+  awk -v n="$name" -v r="$vps" -v f="$row_full" -v e="$row_edge" -v b="$row_bare" -v p50="$p50" -v p99="$p99" \
+    'BEGIN { printf "| %s | %.0f | %s | %s | %s | %s | %s |\n", n, r, f, e, b, p50, p99 }'
 }
+# ratio TEXT A B [NOTE]: "TEXT = A/B× NOTE".
+ratio() { awk -v t="$1" -v a="$2" -v b="$3" -v note="${4:-}" 'BEGIN { if (b > 0) printf "%s = %.2f×%s\n", t, a / b, note; else printf "%s: no CPU measured for the floor\n", t }'; }
 echo "| load at $rate/s for $dur | votes/s acked | full node CPU µs/vote | edge CPU µs/vote | bare CPU µs/request | p50 ms | p99 ms |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 row "direct single-vote HTTP to the full node" http://127.0.0.1:18281
 row "single-vote HTTP through the edge (relayed)" http://127.0.0.1:18291
+edge_http=$row_edge
 row "socket votes to the full node" http://127.0.0.1:18281 --socket --connections 1000
 row "socket votes through the edge (relayed)" http://127.0.0.1:18291 --socket --connections 1000
+edge_socket=$row_edge
 row "bare decode + ack server" http://127.0.0.1:18299
+bare_http=$row_bare
+row "bare socket reader (decode + ack)" http://127.0.0.1:18299 --socket --connections 1000
+bare_socket=$row_bare
 low=${LOW_RATE:-2000}
 rate=$low row "single-vote HTTP through the edge at $low/s (the cores not saturated)" http://127.0.0.1:18291
 echo
+ratio "edge CPU per socket vote / bare socket reader" "$edge_socket" "$bare_socket" " (target: 1.5× at most)"
+ratio "edge CPU per socket vote / edge CPU per single-vote HTTP vote" "$edge_socket" "$edge_http"
+ratio "edge CPU per HTTP vote / bare HTTP server per request" "$edge_http" "$bare_http"
 echo "edge: $(emetric tally_relay_batches_total) relay messages for $(emetric tally_relay_requests_total) requests so far"
 
 # Memory per viewer at the edge: a swarm of viewers on its live stream.

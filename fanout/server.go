@@ -385,7 +385,7 @@ func (s *Server) watchdog() {
 		for _, h := range s.hubs {
 			h.mu.Lock()
 			for v := range h.viewers {
-				if w := v.writing.Load(); w != 0 && w < deadline {
+				if w, r := v.writing.Load(), v.replying.Load(); w != 0 && w < deadline || r != 0 && r < deadline {
 					stuck = append(stuck, v)
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // sender writes one encoded frame to a viewer's transport within ctx.
@@ -31,8 +33,12 @@ type viewer struct {
 	ip        string // the key MaxViewersPerIP counts it under
 	transport string
 
-	writing atomic.Int64 // when the current write started (unix ns); 0 when idle
-	rttMs   atomic.Int64 // the last ping round trip, ms; -1: not measured
+	sent    prometheus.Counter // tally_frames_sent_total of its transport, looked up once
+	writing atomic.Int64       // when the current write started (unix ns); 0 when idle
+	// replying is writing's twin for the read loop's answers to the
+	// viewer's own messages (ws.go), which may be written while a frame is.
+	replying atomic.Int64
+	rttMs    atomic.Int64 // the last ping round trip, ms; -1: not measured
 
 	mu sync.Mutex
 	// shownPoll is the last open poll written to the viewer, and shownMs
@@ -55,7 +61,7 @@ type viewer struct {
 }
 
 func newViewer(h *hub, out sender, ip, transport string) *viewer {
-	v := &viewer{hub: h, out: out, ip: ip, transport: transport, done: make(chan struct{})}
+	v := &viewer{hub: h, out: out, ip: ip, transport: transport, sent: h.s.m.sent.WithLabelValues(transport), done: make(chan struct{})}
 	v.rttMs.Store(-1)
 	return v
 }
@@ -209,7 +215,7 @@ func (s *Server) writeFrame(v *viewer) {
 		v.hub.remove(v, "gone")
 		return
 	}
-	s.m.sent.WithLabelValues(v.transport).Inc()
+	v.sent.Inc()
 	if v.wrote(seq) {
 		s.enqueue(v)
 	}

@@ -236,15 +236,17 @@ func (a *abuseCloser) wait() {
 }
 
 func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, userAgent string, opened time.Time) {
+	var buf []byte // one message at a time, reused: a socket vote allocates no read buffer
 	for {
 		typ, rd, err := c.Reader(context.Background()) // Close ends it by closing the connection
 		if err != nil {
 			return // closed or gone
 		}
-		data, err := io.ReadAll(io.LimitReader(rd, s.cfg.MaxInbound+1))
+		data, err := readMessage(rd, buf[:0], s.cfg.MaxInbound+1)
 		if err != nil {
 			return
 		}
+		buf = data
 		received := s.cfg.Now().UnixMilli()
 		if int64(len(data)) > s.cfg.MaxInbound {
 			c.Close(websocket.StatusPolicyViolation, "message too large")
@@ -269,15 +271,15 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 				pollID = st.poll
 			case *quizHub:
 				if !s.isQuestion(st.quiz, in.Poll) {
-					s.reply(c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", st.quiz, in.Poll))
+					s.reply(v, c, in.Ref, nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "quiz %q has no started question %q", st.quiz, in.Poll))
 					continue
 				}
 			}
-			s.vote(c, in, pollID, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
+			s.vote(v, c, in, pollID, api.Sender{IP: ip, UserAgent: userAgent, Token: in.Token, SocketAge: time.Since(opened),
 				ShownMs: v.shownAt(pollID), RTTMs: v.rttMs.Load(), ReceivedMs: received})
 		case in.Type == "join" && isQuiz(v.hub):
 			ack, err := s.joinAs(v, in, ip, userAgent)
-			s.reply(c, in.Ref, ack, err)
+			s.reply(v, c, in.Ref, ack, err)
 		default:
 			c.Close(websocket.StatusPolicyViolation, "unknown message type")
 			return
@@ -340,18 +342,28 @@ func (s *Server) isQuestion(quizID, pollID string) bool {
 	return ok && def.Quiz != nil && def.Quiz.Quiz == quizID && !def.Withheld(s.cfg.Now().UnixMilli())
 }
 
-func (s *Server) vote(c *websocket.Conn, in inbound, pollID string, sock api.Sender) {
+func (s *Server) vote(v *viewer, c *websocket.Conn, in inbound, pollID string, sock api.Sender) {
 	if s.cfg.Voter == nil {
-		s.reply(c, in.Ref, nil, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes"))
+		s.reply(v, c, in.Ref, nil, api.Errorf(http.StatusForbidden, api.CodeUnauthorized, "this node does not take votes"))
 		return
 	}
 	result, err := s.cfg.Voter.Vote(pollID, in.Body, sock)
-	s.reply(c, in.Ref, &result, err)
+	if err != nil {
+		s.reply(v, c, in.Ref, nil, err)
+		return
+	}
+	b := ackBuffers.Get().(*[]byte)
+	*b = api.AppendSocketAck((*b)[:0], in.Ref, result)
+	s.writeReply(v, c, *b)
+	ackBuffers.Put(b)
 }
+
+// ackBuffers hold the encoded answers to socket votes between writes.
+var ackBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // reply answers an inbound message with an ack carrying result, or with
 // err (an *api.Error; anything else is an internal error).
-func (s *Server) reply(c *websocket.Conn, ref string, result any, err error) {
+func (s *Server) reply(v *viewer, c *websocket.Conn, ref string, result any, err error) {
 	out := reply{Type: TypeAck, Ref: ref, Result: result}
 	if err != nil {
 		e := &api.Error{}
@@ -362,9 +374,37 @@ func (s *Server) reply(c *websocket.Conn, ref string, result any, err error) {
 		out.Error = &api.ErrorInfo{Code: e.Code, Message: e.Message}
 	}
 	b, _ := json.Marshal(out)
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.WriteTimeout)
-	defer cancel()
-	c.Write(ctx, websocket.MessageText, b)
+	s.writeReply(v, c, b)
+}
+
+// writeReply writes an answer to the viewer's own message. Its deadline
+// is the watchdog's (viewer.replying), as a frame's is: a context with a
+// timeout per answer cost a timer and a registration with its parent per
+// socket vote.
+func (s *Server) writeReply(v *viewer, c *websocket.Conn, b []byte) {
+	v.replying.Store(time.Now().UnixNano())
+	c.Write(context.Background(), websocket.MessageText, b)
+	v.replying.Store(0)
+}
+
+// readMessage reads one message of at most limit bytes into buf (grown
+// as needed, kept for the next), or the first limit bytes of a longer
+// one: the caller refuses it by its length.
+func readMessage(rd io.Reader, buf []byte, limit int64) ([]byte, error) {
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):min(int64(cap(buf)), limit)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 func (s *Server) clientIP(r *http.Request) string {

@@ -83,7 +83,7 @@ func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 		results, err := pr.results, error(nil)
 		switch {
 		case n > 0 && appendErr != nil:
-			pr.giveBack()
+			pr.tokens.giveBack()
 			results, err = nil, appendErr
 		case n > 0:
 			results, err = p.countAppended(pollID, pr.results, pr.fresh, pr.look.Votes, recs[off:off+n], appended[off:off+n])

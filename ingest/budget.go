@@ -91,12 +91,10 @@ func (s *sessionState) reserveToken(groups []uint64, shared bool, now time.Time,
 	if !ok {
 		return 0, retry, false
 	}
-	var undo []func()
+	var undo tokens
 	defer func() {
 		if dry || !ok {
-			for _, u := range undo {
-				u()
-			}
+			undo.giveBack()
 		}
 	}()
 	if !shared && slot <= s.cfg.Vouched {
@@ -106,7 +104,7 @@ func (s *sessionState) reserveToken(groups []uint64, shared bool, now time.Time,
 				ok = false
 				return 0, max(wait, time.Second), false
 			}
-			undo = append(undo, u)
+			undo.add(u)
 		}
 	}
 	if !dry {

@@ -50,12 +50,12 @@ func newLimiter(perSecond float64, burst int) *limiter {
 	return l
 }
 
-// reserve takes n tokens for key at now and returns a func that gives them
-// back (for a request refused by a later check). When the tokens are not
-// available it takes none and returns how long to wait.
-func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter time.Duration, undo func()) {
+// reserve takes n tokens of key's bucket, or none: it reports whether it
+// did, and otherwise how long until it could; the token is what gives
+// them back (the request failed later).
+func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter time.Duration, t token) {
 	if l == nil {
-		return true, 0, func() {}
+		return true, 0, token{}
 	}
 	h := maphash.String(l.seed, key)
 	sh := &l.shards[h%uint64(len(l.shards))]
@@ -80,57 +80,95 @@ func (l *limiter) reserve(key string, n int, now time.Time) (ok bool, retryAfter
 	want := float64(n)
 	if want > l.burst {
 		sh.m[h] = b
-		return false, time.Second, nil
+		return false, time.Second, token{}
 	}
 	if b.tokens < want {
 		sh.m[h] = b
-		return false, time.Duration((want - b.tokens) / l.rate * 1e9), nil
+		return false, time.Duration((want - b.tokens) / l.rate * 1e9), token{}
 	}
 	b.tokens -= want
 	sh.m[h] = b
-	return true, 0, func() {
-		sh.mu.Lock()
-		defer sh.mu.Unlock()
-		if g, ok := sh.m[h]; ok {
-			g.tokens = min(l.burst, g.tokens+want)
-			sh.m[h] = g
-		}
+	return true, 0, token{l: l, h: h, n: want}
+}
+
+// token is a reservation reserve took, as a value: giving it back costs
+// no closure (a socket vote reserved two, allocating four).
+type token struct {
+	l *limiter // nil: nothing taken
+	h uint64
+	n float64
+}
+
+// giveBack returns the token's reservation to its bucket.
+func (t token) giveBack() {
+	if t.l == nil {
+		return
+	}
+	sh := &t.l.shards[t.h%uint64(len(t.l.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if g, ok := sh.m[t.h]; ok {
+		g.tokens = min(t.l.burst, g.tokens+t.n)
+		sh.m[t.h] = g
 	}
 }
 
-// reserveRates takes the rate limits' tokens for the new votes: the
-// client's address pays for every one, each voter for its own. On a
-// refusal it takes none; otherwise it returns the function that gives
-// them back (the request failed later).
-func (p *Pipeline) reserveRates(def *poll.Definition, addr string, votes []Vote, fresh []int, now time.Time) (giveBack func(), err error) {
-	var taken []func()
-	giveBack = func() {
-		for _, undo := range taken {
-			undo()
-		}
+// tokens are the reservations of one request: the address's and, in
+// place for a small batch, its voters'.
+type tokens struct {
+	small [4]token
+	more  []token
+	n     int
+}
+
+func (ts *tokens) add(t token) {
+	if ts.n < len(ts.small) {
+		ts.small[ts.n] = t
+	} else {
+		ts.more = append(ts.more, t)
 	}
+	ts.n++
+}
+
+// giveBack returns every reservation (the request failed later).
+func (ts *tokens) giveBack() {
+	for i := range min(ts.n, len(ts.small)) {
+		ts.small[i].giveBack()
+	}
+	for _, t := range ts.more {
+		t.giveBack()
+	}
+	*ts = tokens{}
+}
+
+// reserveRates takes the rate limits' tokens for the new votes into ts:
+// the client's address pays for every one, each voter for its own. On a
+// refusal it takes none; otherwise ts.giveBack returns them (the request
+// failed later).
+func (p *Pipeline) reserveRates(ts *tokens, def *poll.Definition, addr string, votes []Vote, fresh []int, now time.Time) error {
 	ipLim, voteLim := p.limitersFor(def)
-	ok, wait, undo := ipLim.reserve(addr, len(fresh), now)
+	ok, wait, t := ipLim.reserve(addr, len(fresh), now)
 	if !ok {
-		return nil, rateLimited(wait, "too many votes from this address")
+		return rateLimited(wait, "too many votes from this address")
 	}
-	taken = append(taken, undo)
+	ts.add(t)
 	for _, i := range fresh {
-		ok, wait, undo := voteLim.reserve(votes[i].Voter, 1, now)
+		ok, wait, t := voteLim.reserve(votes[i].Voter, 1, now)
 		if !ok {
-			giveBack()
-			return nil, rateLimited(wait, "too many votes from voter %q", votes[i].Voter)
+			ts.giveBack()
+			return rateLimited(wait, "too many votes from voter %q", votes[i].Voter)
 		}
-		taken = append(taken, undo)
+		ts.add(t)
 	}
-	return giveBack, nil
+	return nil
 }
 
 func (p *Pipeline) hashIP(ip string) string {
-	h := sha256.New()
-	h.Write(p.cfg.IPSalt)
-	h.Write([]byte(ip))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	var buf [128]byte // salt and address on the stack: one allocation, the string
+	sum := sha256.Sum256(append(append(buf[:0], p.cfg.IPSalt...), ip...))
+	var out [32]byte
+	hex.Encode(out[:], sum[:16])
+	return string(out[:])
 }
 
 func rateLimited(wait time.Duration, format string, args ...any) error {

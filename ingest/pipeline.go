@@ -223,7 +223,7 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) (results []Resu
 		return nil, notCopiedErr(err)
 	}
 	if err != nil {
-		pr.giveBack()
+		pr.tokens.giveBack()
 		return nil, ledgerErr(err)
 	}
 	return p.countAppended(pollID, pr.results, pr.fresh, pr.look.Votes, pr.recs, appended)
@@ -233,12 +233,12 @@ func (p *Pipeline) submit(pollID string, votes []Vote, c Client) (results []Resu
 // append: the answers known already (retries), the records of the new
 // votes, and what to undo or let go once they are appended or not.
 type prepared struct {
-	results  []Result
-	look     state.RequestLook // the votes' state, read once (State.LookVotes)
-	fresh    []int
-	recs     []ledger.Record // one per fresh vote; empty: every vote answered
-	giveBack func()          // returns the rate limits' tokens (the append failed)
-	release  func()          // ends a quiz answer's reservation, after the count
+	results []Result
+	look    state.RequestLook // the votes' state, read once (State.LookVotes)
+	fresh   []int
+	recs    []ledger.Record // one per fresh vote; empty: every vote answered
+	tokens  tokens          // the rate limits' reservations, given back if the append failed
+	release func()          // ends a quiz answer's reservation, after the count
 }
 
 func nothing() {}
@@ -255,7 +255,7 @@ func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client)
 	if err != nil {
 		return nil, err
 	}
-	pr := &prepared{results: results, look: look, fresh: fresh, giveBack: nothing, release: nothing}
+	pr := &prepared{results: results, look: look, fresh: fresh, release: nothing}
 	if len(fresh) == 0 {
 		return pr, nil
 	}
@@ -275,12 +275,12 @@ func (p *Pipeline) prepare(pollID string, read pollRead, votes []Vote, c Client)
 	}
 	now := p.cfg.Now()
 	addr := AddressKey(c.IP, p.ipv6Prefix()) // the client as the per-address limits count it
-	if pr.giveBack, err = p.reserveRates(&def, addr, votes, fresh, now); err != nil {
+	if err = p.reserveRates(&pr.tokens, &def, addr, votes, fresh, now); err != nil {
 		pr.release()
 		return nil, err
 	}
 	if pr.recs, err = p.stamp(&def, votes, fresh, look.Votes, c, addr, now); err != nil {
-		pr.giveBack()
+		pr.tokens.giveBack()
 		pr.release()
 		return nil, err
 	}

@@ -44,6 +44,8 @@ func main() {
 	store := flag.String("store", "redis", "redis, postgres, or none (the bare-HTTP ceiling: decode and ack only)")
 	redisAddr := flag.String("redis", "127.0.0.1:6379", "Redis address")
 	pgURL := flag.String("postgres", "postgres://tally@127.0.0.1:5432/tally", "PostgreSQL URL")
+	maxFrame := flag.Int("max-message", 64<<10, "the largest WebSocket message read on GET /v1/polls/{poll}/live, in bytes")
+	maxSockets := flag.Int64("max-sockets", 20_000, "the most WebSockets open at once")
 	flag.Parse()
 	ctx := context.Background()
 	var vote func(ctx context.Context, poll, option, ip string) error
@@ -106,6 +108,8 @@ func main() {
 		}
 		api.WriteJSON(w, r, http.StatusOK, ingest.VoteResponse{Results: res, ServerTime: time.Now().UnixMilli()})
 	})
+	socks := &sockets{store: *store, vote: vote, seq: &seq, maxFrame: *maxFrame, max: *maxSockets}
+	mux.HandleFunc("GET /v1/polls/{poll}/live", socks.serve)
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
