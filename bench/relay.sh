@@ -55,13 +55,16 @@ emetric() { curl -s http://127.0.0.1:18291/metrics | awk -v m="$1" '$1 == m { pr
 # p50/p99; the three CPU figures are kept in $row_full, $row_edge and
 # $row_bare. FLAGS go to tally load (--socket: votes as messages on 1,000
 # live sockets, as the page sends them).
+# frames: the edge's frames written to viewers (all transports).
+frames() { curl -s http://127.0.0.1:18291/metrics | awk '$1 ~ /^tally_frames_sent_total/ { n += $2 } END { printf "%d", n }'; }
 row() {
-  local name=$1 url=$2 f0 e0 b0 f1 e1 b1 out votes vps p50 p99
+  local name=$1 url=$2 f0 e0 b0 f1 e1 b1 out votes vps p50 p99 fr0
   shift 2
-  f0=$(cpu $full); e0=$(cpu $edge); b0=$(cpu $bare)
+  f0=$(cpu $full); e0=$(cpu $edge); b0=$(cpu $bare); fr0=$(frames)
   out=$("$tmp/tally" load --url "$url" --poll p --rate "$rate" --duration "$dur" --connections 400 "$@" --json 2>/dev/null)
-  f1=$(cpu $full); e1=$(cpu $edge); b1=$(cpu $bare)
+  f1=$(cpu $full); e1=$(cpu $edge); b1=$(cpu $bare); row_frames=$(($(frames) - fr0))
   read -r votes vps p50 p99 < <(echo "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["votes"], r["votes_per_sec"], r["p50_ms"], r["p99_ms"])')
+  row_votes=$votes row_edge_ticks=$((e1 - e0))
   read -r row_full row_edge row_bare < <(awk -v v="$votes" -v f=$((f1 - f0)) -v e=$((e1 - e0)) -v b=$((b1 - b0)) \
     'BEGIN { printf "%.1f %.1f %.1f\n", f * 10000 / v, e * 10000 / v, b * 10000 / v }')
   awk -v n="$name" -v r="$vps" -v f="$row_full" -v e="$row_edge" -v b="$row_bare" -v p50="$p50" -v p99="$p99" \
@@ -76,7 +79,7 @@ row "single-vote HTTP through the edge (relayed)" http://127.0.0.1:18291
 edge_http=$row_edge
 row "socket votes to the full node" http://127.0.0.1:18281 --socket --connections 1000
 row "socket votes through the edge (relayed)" http://127.0.0.1:18291 --socket --connections 1000
-edge_socket=$row_edge
+edge_socket=$row_edge socket_frames=$row_frames socket_votes=$row_votes socket_ticks=$row_edge_ticks
 row "bare decode + ack server" http://127.0.0.1:18299
 bare_http=$row_bare
 row "bare socket reader (decode + ack)" http://127.0.0.1:18299 --socket --connections 1000
@@ -89,9 +92,17 @@ ratio "edge CPU per socket vote / edge CPU per single-vote HTTP vote" "$edge_soc
 ratio "edge CPU per HTTP vote / bare HTTP server per request" "$edge_http" "$bare_http"
 echo "edge: $(emetric tally_relay_batches_total) relay messages for $(emetric tally_relay_requests_total) requests so far"
 
-# Memory per viewer at the edge: a swarm of viewers on its live stream.
-"$tmp/tally" watch --url http://127.0.0.1:18291 --poll p --swarm "${VIEWERS:-3000}" --ramp 6s --duration 5s --server-pid "$edge" --json 2>/dev/null |
-  python3 -c 'import json,sys; r=json.load(sys.stdin); print("edge with %d viewers: %.1f KB RSS per viewer, %d frames missed" % (r["connected"], r["rss_per_viewer_kb"], r["missed"]))'
+# Memory per viewer at the edge: a swarm of viewers on its live stream;
+# and its CPU per frame, to take the frames its voting sockets received
+# out of the socket votes' figure (those sockets are viewers too: every
+# 250 ms tick sends each a frame; the bare reader sends none).
+"$tmp/tally" watch --url http://127.0.0.1:18291 --poll p --swarm "${VIEWERS:-3000}" --ramp 6s --duration 5s --server-pid "$edge" --json 2>/dev/null > "$tmp/swarm.json"
+python3 -c 'import json,sys; r=json.load(sys.stdin); print("edge with %d viewers: %.1f KB RSS per viewer, %.1f CPU µs per frame, %d frames missed" % (r["connected"], r["rss_per_viewer_kb"], r["cpu_per_frame_us"], r["missed"]))' < "$tmp/swarm.json"
+per_frame=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_per_frame_us"])' < "$tmp/swarm.json")
+net=$(awk -v t="$socket_ticks" -v fr="$socket_frames" -v pf="$per_frame" -v v="$socket_votes" 'BEGIN { printf "%.1f", (t * 10000 - fr * pf) / v }')
+echo "socket votes through the edge: $socket_frames frames to their sockets while they voted; net of those (at $per_frame µs each) $net CPU µs per vote"
+ratio "edge CPU per socket vote, net of its sockets' frames / bare socket reader" "$net" "$bare_socket" " (target: 1.5× at most)"
+ratio "edge CPU per socket vote, net of its sockets' frames / edge CPU per single-vote HTTP vote" "$net" "$edge_http" " (target: 0.4× at most)"
 
 # The full node fed relay batches as fast as it answers them.
 s0=$(fmetric tally_ledger_batch_records_sum); c0=$(fmetric tally_ledger_batch_records_count); f0=$(cpu $full)
