@@ -473,6 +473,13 @@ func TestEdgeOnAnExternalNATS(t *testing.T) {
 	waitFor(t, func() bool { return len(edge.gossip.Members()) == 3 && len(us.gossip.Members()) == 3 })
 	eu.createPoll(t, "p")
 	waitFor(t, func() bool { _, ok := edge.state.Defs.Poll("p"); return ok })
+	// Until the edge has heard eu-west's full node announce itself ready,
+	// it relays to whichever it has heard (failed once in CI: us-east's
+	// announcement came first).
+	testwait.For(t, 30*time.Second, "the edge relaying to its region's full node first", func() bool {
+		ts := edge.edge.Targets()
+		return len(ts) > 0 && ts[0].Replica == eu.replica
+	})
 	a := voteAt(edge.url, "p", "a", "ann", "ann-1")
 	if a.status != "accepted" || !strings.HasPrefix(a.voteID, eu.replica+"/") {
 		t.Fatalf("a vote through the edge: %+v, want eu-west's %s", a, eu.replica)
