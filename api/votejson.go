@@ -82,9 +82,10 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // AppendSocketAck appends the answer to a vote sent on a live socket,
-// {"type":"ack","ref":…,"result":<the vote response>}, as encoding/json
-// would write the SocketReply (without the newline), allocation-free into
-// a reused buffer: it is written once per socket vote.
+// {"type":"ack","ref":…,"result":<the vote response>}: the same JSON value
+// as encoding/json's SocketReply (AppendJSON's differences: no HTML
+// escaping, stamp before elapsed_ms, no results as []), allocation-free
+// into a reused buffer: it is written once per socket vote.
 func AppendSocketAck(b []byte, ref string, v VoteResponse) []byte {
 	b = append(b, `{"type":"ack"`...)
 	if ref != "" {

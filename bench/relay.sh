@@ -51,7 +51,8 @@ fmetric() { curl -s http://127.0.0.1:18281/metrics | awk -v m="$1" '$1 == m { pr
 emetric() { curl -s http://127.0.0.1:18291/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 
 # row NAME URL [FLAGS]: a steady load at $rate; the full node's, the
-# edge's and the bare server's CPU µs per acknowledged vote (or request),
+# edge's and the bare server's CPU µs per vote sent (or request; nearly
+# all acknowledged: see the votes/s column),
 # p50/p99; the three CPU figures are kept in $row_full, $row_edge and
 # $row_bare. FLAGS go to tally load (--socket: votes as messages on 1,000
 # live sockets, as the page sends them).

@@ -246,7 +246,7 @@ func (s *Server) readLoop(v *viewer, c *websocket.Conn, lim *rate.Limiter, ip, u
 		if err != nil {
 			return
 		}
-		buf = data
+		buf = keep(data)
 		received := s.cfg.Now().UnixMilli()
 		if int64(len(data)) > s.cfg.MaxInbound {
 			c.Close(websocket.StatusPolicyViolation, "message too large")
@@ -385,6 +385,20 @@ func (s *Server) writeReply(v *viewer, c *websocket.Conn, b []byte) {
 	v.replying.Store(time.Now().UnixNano())
 	c.Write(context.Background(), websocket.MessageText, b)
 	v.replying.Store(0)
+}
+
+// keepReadBuffer bounds the read buffer a socket keeps between messages:
+// one grown by a large message (up to MaxInbound) is let go, so an idle
+// viewer does not hold it.
+const keepReadBuffer = 1024
+
+// keep is the buffer to read the next message into: b, or nil when it
+// grew past keepReadBuffer.
+func keep(b []byte) []byte {
+	if cap(b) > keepReadBuffer {
+		return nil
+	}
+	return b
 }
 
 // readMessage reads one message of at most limit bytes into buf (grown
