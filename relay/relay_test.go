@@ -318,7 +318,13 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	// full node fall silent and send a batch on to the other, which then
 	// holds the key too (real full nodes settle that by their ballots;
 	// these fakes cannot).
-	stable := func(c *EdgeConfig) { c.FullNodes, c.Stale = known, time.Minute }
+	stable := func(c *EdgeConfig) {
+		// Nor is failover: on a starved machine an attempt past 700 ms
+		// resends the batch to the next node, which then holds the key
+		// too (failed once in CI). Real full nodes settle that by their
+		// ballots; these fakes cannot.
+		c.FullNodes, c.Stale, c.Attempt, c.Deadline = known, time.Minute, time.Minute, 2*time.Minute
+	}
 	edge1, _ := startEdge(t, conn(), "k", stable)
 	edge2, _ := startEdge(t, conn(), "k", stable)
 	// Both edges must have heard both full nodes: an edge that has heard
@@ -357,7 +363,13 @@ func TestAVotersVotesReachOneFullNode(t *testing.T) {
 	startServer(t, conn(), a, "k")
 	startServer(t, conn(), b, "k")
 	known := func() ([]string, []string) { return []string{"eu-a", "eu-b"}, nil }
-	stable := func(c *EdgeConfig) { c.FullNodes, c.Stale = known, time.Minute }
+	stable := func(c *EdgeConfig) {
+		// Nor is failover: on a starved machine an attempt past 700 ms
+		// resends the batch to the next node, which then holds the key
+		// too (failed once in CI). Real full nodes settle that by their
+		// ballots; these fakes cannot.
+		c.FullNodes, c.Stale, c.Attempt, c.Deadline = known, time.Minute, time.Minute, 2*time.Minute
+	}
 	edge1, _ := startEdge(t, conn(), "k", stable)
 	edge2, _ := startEdge(t, conn(), "k", stable)
 	testwait.For(t, 10*time.Second, "both edges relaying to both full nodes", func() bool {
