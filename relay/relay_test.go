@@ -330,8 +330,8 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	// Both edges must have heard both full nodes: an edge that has heard
 	// one so far relays every key to it (failed once beside two busy
 	// loops and a nine-process cluster, eu-b's first presence late).
-	testwait.For(t, 10*time.Second, "both edges relaying to both full nodes", func() bool {
-		return len(edge1.Targets()) == 2 && len(edge2.Targets()) == 2
+	testwait.For(t, 10*time.Second, "both edges hearing both full nodes ready", func() bool {
+		return heardReady(edge1, "eu-a", "eu-b") && heardReady(edge2, "eu-a", "eu-b")
 	})
 	for i := range 20 {
 		first := edge1.Relay(context.Background(), voteReq(i))
@@ -372,8 +372,8 @@ func TestAVotersVotesReachOneFullNode(t *testing.T) {
 	}
 	edge1, _ := startEdge(t, conn(), "k", stable)
 	edge2, _ := startEdge(t, conn(), "k", stable)
-	testwait.For(t, 10*time.Second, "both edges relaying to both full nodes", func() bool {
-		return len(edge1.Targets()) == 2 && len(edge2.Targets()) == 2
+	testwait.For(t, 10*time.Second, "both edges hearing both full nodes ready", func() bool {
+		return heardReady(edge1, "eu-a", "eu-b") && heardReady(edge2, "eu-a", "eu-b")
 	})
 	node := func(a Answer) string { return strings.Split(strings.Split(a.text(), `"vote_id":"`)[1], "/")[0] }
 	for i := range 20 {
@@ -672,4 +672,19 @@ func TestALocalRefusalAfterAnotherAttemptIsAnUnknownOutcome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heardReady reports whether the edge has heard each replica announce it
+// is ready: until then it relays by the membership, and an edge that has
+// heard one only relays everything to it (Targets alone cannot tell the
+// two apart where the fakes announce no region).
+func heardReady(e *Edge, replicas ...string) bool {
+	e.roster.mu.Lock()
+	defer e.roster.mu.Unlock()
+	for _, id := range replicas {
+		if h, ok := e.roster.seen[id]; !ok || !h.ready {
+			return false
+		}
+	}
+	return true
 }
