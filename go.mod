@@ -22,6 +22,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
+	github.com/transparency-dev/merkle v0.0.2
 	github.com/tsenart/vegeta/v12 v12.13.0
 	github.com/yuin/goldmark v1.8.7
 	go.uber.org/goleak v1.3.0
