@@ -254,9 +254,14 @@ func TestRestoreCompletesFromTheBuddysCopy(t *testing.T) {
 		})
 	}
 	agreeOn(a, b, c)
-	// Every record a acknowledged is on b, with a's signed head.
-	if held, err := b.copies.store.Head("whole", a.replica); err != nil || held != 2*half {
-		t.Fatalf("b's copy of a's chain: %d records (%v), want %d", held, err, 2*half)
+	// Every record a acknowledged is on its buddy, b, with a's signed
+	// head — or, where a copy to b went unanswered for a second (a
+	// starved CI run), on c, which a then copied its whole chain to: the
+	// restore asks every full member and takes the longest.
+	heldB, errB := b.copies.store.Head("whole", a.replica)
+	heldC, errC := c.copies.store.Head("whole", a.replica)
+	if max(heldB, heldC) != 2*half {
+		t.Fatalf("a's chain: %d records on b (%v), %d on c (%v), want %d on one of them", heldB, errB, heldC, errC, 2*half)
 	}
 
 	// a is destroyed; its backup is restored and started, watched.
