@@ -164,7 +164,7 @@ func (c *Client) request(ctx context.Context, method, p string, query url.Values
 	}
 	if res.StatusCode/100 != 2 {
 		defer res.Body.Close()
-		return nil, decodeError(method, u.Redacted(), res)
+		return nil, ResponseError(method, u.Redacted(), res)
 	}
 	return res, nil
 }
@@ -206,8 +206,10 @@ func decodeJSON(res *http.Response, out any) error {
 	return nil
 }
 
-// decodeError turns a non-2xx answer into an *Error.
-func decodeError(method, u string, res *http.Response) error {
+// ResponseError turns a non-2xx answer into an *Error: its status, the
+// API's error code and message (or the body's text), and Retry-After.
+// It reads at most 16 KiB of the body; the caller closes it.
+func ResponseError(method, u string, res *http.Response) *Error {
 	e := &Error{Method: method, URL: u, Status: res.StatusCode}
 	if s := res.Header.Get("Retry-After"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n >= 0 {

@@ -140,7 +140,7 @@ func (c *Client) watchOnce(ctx context.Context, pollID string, onTally func(Tall
 	conn, res, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.opts.HTTPClient, HTTPHeader: header})
 	if err != nil {
 		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
-			return false, decodeError(http.MethodGet, u.Redacted(), res)
+			return false, ResponseError(http.MethodGet, u.Redacted(), res)
 		}
 		return false, fmt.Errorf("client: watch %s: %w", u.Redacted(), err)
 	}

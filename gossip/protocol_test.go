@@ -1,36 +1,16 @@
 package gossip
 
 import (
-	"bytes"
 	"errors"
 	"log"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// syncBuffer is a bytes.Buffer a logger writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // rawMember joins seed as a bare memberlist node with the cluster key and
 // the given metadata: a node of another release, as far as the cluster
@@ -39,7 +19,7 @@ func rawMember(t *testing.T, name, metaJSON, seed string) *memberlist.Memberlist
 	t.Helper()
 	mc := memberlist.DefaultLocalConfig()
 	mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = name, "127.0.0.1", 0, 0
-	mc.Logger = log.New(&syncBuffer{}, "", 0)
+	mc.Logger = log.New(&keyLog{}, "", 0)
 	kr, err := memberlist.NewKeyring(nil, testKey)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +49,7 @@ func (d *metaOnly) MergeRemoteState(buf []byte, _ bool) {}
 // (4) is refused, counted and named in one log line however often it
 // announces itself.
 func TestMembersOutsideTheProtocolWindowAreRefused(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &keyLog{}
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
 	})

@@ -310,21 +310,7 @@ func TestRetryThroughAnotherEdgeReachesTheSameFullNode(t *testing.T) {
 	a, b := &fullNode{name: "eu-a"}, &fullNode{name: "eu-b"}
 	sa := startServer(t, conn(), a, "k")
 	startServer(t, conn(), b, "k")
-	nodes := []string{"eu-a", "eu-b"}
-	var mu sync.Mutex
-	known := func() ([]string, []string) { mu.Lock(); defer mu.Unlock(); return slices.Clone(nodes), nil }
-	// Presence is not what this is about: with the default Stale (1 s) a
-	// starved test process (two busy loops beside the suite) could see a
-	// full node fall silent and send a batch on to the other, which then
-	// holds the key too (real full nodes settle that by their ballots;
-	// these fakes cannot).
-	stable := func(c *EdgeConfig) {
-		// Nor is failover: on a starved machine an attempt past 700 ms
-		// resends the batch to the next node, which then holds the key
-		// too (failed once in CI). Real full nodes settle that by their
-		// ballots; these fakes cannot.
-		c.FullNodes, c.Stale, c.Attempt, c.Deadline = known, time.Minute, time.Minute, 2*time.Minute
-	}
+	stable := stableRoutes("eu-a", "eu-b")
 	edge1, _ := startEdge(t, conn(), "k", stable)
 	edge2, _ := startEdge(t, conn(), "k", stable)
 	// Both edges must have heard both full nodes: an edge that has heard
@@ -362,14 +348,7 @@ func TestAVotersVotesReachOneFullNode(t *testing.T) {
 	a, b := &fullNode{name: "eu-a"}, &fullNode{name: "eu-b"}
 	startServer(t, conn(), a, "k")
 	startServer(t, conn(), b, "k")
-	known := func() ([]string, []string) { return []string{"eu-a", "eu-b"}, nil }
-	stable := func(c *EdgeConfig) {
-		// Nor is failover: on a starved machine an attempt past 700 ms
-		// resends the batch to the next node, which then holds the key
-		// too (failed once in CI). Real full nodes settle that by their
-		// ballots; these fakes cannot.
-		c.FullNodes, c.Stale, c.Attempt, c.Deadline = known, time.Minute, time.Minute, 2*time.Minute
-	}
+	stable := stableRoutes("eu-a", "eu-b")
 	edge1, _ := startEdge(t, conn(), "k", stable)
 	edge2, _ := startEdge(t, conn(), "k", stable)
 	testwait.For(t, 10*time.Second, "both edges hearing both full nodes ready", func() bool {
@@ -687,4 +666,16 @@ func heardReady(e *Edge, replicas ...string) bool {
 		}
 	}
 	return true
+}
+
+// stableRoutes is an edge configuration whose routes move only when the
+// test moves them: the full nodes listed, no presence window to miss and
+// no failover after 700 ms. On a starved machine either had sent a batch
+// on to the next node, which then held the key too (each failed once in
+// CI); real full nodes settle that by their ballots, these fakes cannot.
+func stableRoutes(replicas ...string) func(*EdgeConfig) {
+	return func(c *EdgeConfig) {
+		c.FullNodes = func() ([]string, []string) { return slices.Clone(replicas), nil }
+		c.Stale, c.Attempt, c.Deadline = time.Minute, time.Minute, 2*time.Minute
+	}
 }

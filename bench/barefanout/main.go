@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
@@ -15,13 +13,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"tally/api"
+	"tally/bench/internal/wsaccept"
 )
 
 func main() {
@@ -198,9 +196,6 @@ func (p *peer) drop() bool {
 	return true
 }
 
-// acceptGUID is the handshake's constant (RFC 6455 §1.3).
-const acceptGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
 // live answers the WebSocket handshake by hand, hijacks the connection,
 // adds it to the set and reads it on a goroutine of its own; the handler
 // returns, and net/http keeps nothing of the connection.
@@ -209,15 +204,8 @@ func (s *server) live(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such poll here", http.StatusNotFound)
 		return
 	}
-	if r.Header.Get("Sec-WebSocket-Version") != "13" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		http.Error(w, "WebSocket version 13 is required", http.StatusUpgradeRequired)
-		return
-	}
-	key := r.Header.Get("Sec-WebSocket-Key")
-	if k, err := base64.StdEncoding.DecodeString(key); err != nil || len(k) != 16 ||
-		!headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
-		http.Error(w, "a WebSocket handshake is required", http.StatusBadRequest)
+	key, ok := wsaccept.Check(w, r)
+	if !ok {
 		return
 	}
 	if s.open.Add(1) > s.max {
@@ -225,23 +213,13 @@ func (s *server) live(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many connections", http.StatusServiceUnavailable)
 		return
 	}
-	conn, brw, err := http.NewResponseController(w).Hijack()
+	conn, br, err := wsaccept.Accept(w, key)
 	if err != nil {
 		s.open.Add(-1)
-		http.Error(w, "cannot hijack", http.StatusInternalServerError)
 		return
 	}
-	conn.SetDeadline(time.Time{}) // the HTTP server's, if any, would cut the stream
-	h := sha1.Sum([]byte(key + acceptGUID))
-	// No Sec-WebSocket-Protocol and no Sec-WebSocket-Extensions: plain frames.
-	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "+
-		base64.StdEncoding.EncodeToString(h[:])+"\r\n\r\n"); err != nil {
-		conn.Close()
-		s.open.Add(-1)
-		return
-	}
-	br := brw.Reader // bytes the client sent past its request are in it
-	if br.Buffered() == 0 {
+	if br.Buffered() == 0 { // nothing the client sent past its request: a small reader
+
 		br = bufio.NewReaderSize(conn, 64) // its smallest is 16; 64 holds any header
 	}
 	p := &peer{conn: conn}
@@ -251,19 +229,6 @@ func (s *server) live(w http.ResponseWriter, r *http.Request) {
 	s.peak = max(s.peak, len(s.set))
 	s.mu.Unlock()
 	go s.read(p, br)
-}
-
-// headerHas reports whether a comma-separated header holds token, in any
-// case.
-func headerHas(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // closeFrame answers a client's close: status 1000, normal closure.

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha1"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,6 +18,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"tally/api"
+	"tally/bench/internal/wsaccept"
 )
 
 // sockets is the bare socket reader: GET /v1/polls/{poll}/live answered
@@ -53,9 +51,6 @@ const (
 	closeTooBig          = 1009
 )
 
-// acceptGUID is the handshake's constant (RFC 6455 §1.3).
-const acceptGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
 // maxHeader is the longest frame header a server writes: 2 bytes and an
 // 8-byte length (no mask).
 const maxHeader = 10
@@ -63,11 +58,8 @@ const maxHeader = 10
 // serve answers the handshake by hand, hijacks the connection and reads
 // the socket until it closes, on the handler's goroutine.
 func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get("Sec-WebSocket-Key")
-	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") ||
-		r.Header.Get("Sec-WebSocket-Version") != "13" || key == "" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		http.Error(w, "a WebSocket handshake (version 13) is required", http.StatusUpgradeRequired)
+	key, ok := wsaccept.Check(w, r)
+	if !ok {
 		return
 	}
 	if s.open.Add(1) > s.max {
@@ -76,40 +68,17 @@ func (s *sockets) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.open.Add(-1)
-	conn, brw, err := http.NewResponseController(w).Hijack()
+	conn, br, err := wsaccept.Accept(w, key)
 	if err != nil {
-		http.Error(w, "cannot hijack", http.StatusInternalServerError)
 		return
 	}
 	defer conn.Close()
-	h := sha1.Sum([]byte(key + acceptGUID))
-	// No Sec-WebSocket-Extensions and no subprotocol: a client offering
-	// permessage-deflate gets plain frames (RFC 6455 §9.1).
-	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")
-	brw.WriteString(base64.StdEncoding.EncodeToString(h[:]))
-	brw.WriteString("\r\n\r\n")
-	if brw.Flush() != nil {
-		return
-	}
 	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-	c := &sock{s: s, conn: conn, br: brw.Reader, ip: ip, poll: r.PathValue("poll"), ctx: r.Context(),
+	c := &sock{s: s, conn: conn, br: br, ip: ip, poll: r.PathValue("poll"), ctx: r.Context(),
 		out: make([]byte, maxHeader, 512)}
 	if err := c.run(); err != nil && !errors.Is(err, errClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) {
 		log.Printf("socket %s: %v", r.RemoteAddr, err)
 	}
-}
-
-// headerHas reports whether a comma-separated header holds token, in any
-// case.
-func headerHas(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // sock is one socket's state: everything it reads and writes goes

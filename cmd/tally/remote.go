@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
@@ -428,15 +427,7 @@ func fetchCopy(nf nodeFlags, n source, poll, dir, replica string) (tmp string, r
 	}
 	defer res.Body.Close()
 	if res.StatusCode/100 != 2 {
-		e := &client.Error{Method: http.MethodGet, URL: u, Status: res.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 16<<10))
-		var body api.ErrorBody
-		if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
-			e.Code, e.Message = body.Error.Code, body.Error.Message
-		} else {
-			e.Message = strings.TrimSpace(string(b))
-		}
-		return "", 0, false, nf.explain(e)
+		return "", 0, false, nf.explain(client.ResponseError(http.MethodGet, u, res))
 	}
 	f, err := os.CreateTemp(dir, ".copy-*.ndjson")
 	if err != nil {
