@@ -3,6 +3,7 @@ package api
 import (
 	"tally/ledger"
 	"tally/quiz"
+	"tally/receipt"
 )
 
 // ResultView is the body of GET /v1/polls/{poll}/result (and of POST
@@ -71,6 +72,11 @@ type ResultDetail struct {
 	FromCopy    []CopySource `json:"from_copy,omitempty"`
 	Coordinator string       `json:"coordinator"` // the node that certified
 	ClosesAt    int64        `json:"closes_at"`
+	// Tree is a reconciled certificate's signed tree head: the Merkle
+	// tree over Result's records, which a voter's receipt is checked
+	// against (docs/auditing.md, "Receipts"). Absent from certificates
+	// of releases before v0.6.0.
+	Tree *receipt.TreeHead `json:"tree,omitempty"`
 }
 
 // Leaderboard is GET /v1/quizzes/{quiz}/leaderboard: the quiz's ranking

@@ -34,6 +34,10 @@ func (v VoteResponse) AppendJSON(b []byte) []byte {
 			b = append(b, `,"elapsed_ms":`...)
 			b = strconv.AppendInt(b, *r.ElapsedMs, 10)
 		}
+		if r.Receipt != nil {
+			b = append(b, `,"receipt":`...)
+			b = r.Receipt.AppendJSON(b)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"server_time":`...)

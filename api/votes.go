@@ -1,5 +1,7 @@
 package api
 
+import "tally/receipt"
+
 // The JSON of POST /v1/polls/{poll}/votes (and of a vote on the live
 // socket): the node's vote path decodes it and clients encode it.
 
@@ -43,6 +45,11 @@ type VoteResult struct {
 	// was stamped with ("wall.logical"): a client sends the newest it
 	// holds as the next vote's After.
 	Stamp string `json:"stamp,omitempty"`
+	// Receipt is the evidence of an accepted (or late) vote, signed by
+	// the replica that ledgered it: the voter keeps it and, once the poll
+	// is certified, checks it (GET /v1/polls/{poll}/proofs/{leaf};
+	// docs/auditing.md, "Receipts").
+	Receipt *receipt.Receipt `json:"receipt,omitempty"`
 }
 
 // Statuses of a VoteResult.

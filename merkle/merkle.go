@@ -19,6 +19,10 @@ type Hash = [32]byte
 // leaf outside the tree.
 var ErrProof = errors.New("merkle: proof")
 
+// ErrRootMismatch is an inclusion proof whose path is well formed and
+// leads to another root: the record is not in the tree the root names.
+var ErrRootMismatch = fmt.Errorf("%w: the path leads to another root", ErrProof)
+
 // treeHasher is RFC 9162's (RFC 6962's) hasher over SHA-256.
 var treeHasher = rfc6962.New(crypto.SHA256)
 
@@ -140,6 +144,9 @@ func VerifyInclusion(recordHash Hash, index, size uint64, path []Hash, root Hash
 		p[i] = path[i][:]
 	}
 	if err := proof.VerifyInclusion(treeHasher, index, size, treeHasher.HashLeaf(recordHash[:]), p, root[:]); err != nil {
+		if _, ok := errors.AsType[proof.RootMismatchError](err); ok {
+			return fmt.Errorf("%w: %v", ErrRootMismatch, err)
+		}
 		return fmt.Errorf("%w: %v", ErrProof, err)
 	}
 	return nil
