@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -27,6 +28,9 @@ type Ledger interface {
 	// its retry answered from Lookup.
 	EnsureCopied(poll string, id ledger.VoteID) error
 	Replica() string
+	// ScanAfter reads a chain from a seq on: a retry's receipt reads its
+	// record back (retryReceipt).
+	ScanAfter(poll, replica string, after uint64) iter.Seq2[ledger.Record, error]
 	// The durable metadata a poll's fence is kept in (fence.go).
 	PutMeta(name string, value []byte) error
 	Meta(name string) ([]byte, bool, error)
@@ -86,6 +90,10 @@ type Config struct {
 	// Datacenters are address ranges of datacenters and proxies: votes
 	// from them score low.
 	Datacenters []netip.Prefix
+	// SignReceipt signs a vote's receipt (receipt.Receipt.SigningBytes)
+	// with this replica's key: every accepted or late vote's answer, and
+	// a retry's of a vote ledgered here, carries one. Nil: no receipts.
+	SignReceipt func(msg []byte) []byte
 }
 
 // Pipeline is the vote path. It is safe for concurrent use.
@@ -316,12 +324,15 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, l
 				results[i].Status, results[i].Error, results[i].VoteID = StatusRejected, api.CodeIdemConflict, ""
 				p.m.votes.WithLabelValues(StatusRejected, api.CodeIdemConflict).Inc()
 			} else if b := now.Retry; now.IsRetry {
-				results[i].VoteID, results[i].Stamp = ledger.VoteID{Replica: b.Replica, Seq: b.Seq}.String(), api.FormatStamp(b.Wall, b.Logical)
+				id := ledger.VoteID{Replica: b.Replica, Seq: b.Seq}
+				results[i].VoteID, results[i].Stamp = id.String(), api.FormatStamp(b.Wall, b.Logical)
+				results[i].Receipt = p.retryReceipt(pollID, id)
 			}
 			continue
 		}
 		results[i].Status = StatusAccepted
 		results[i].Stamp = api.FormatStamp(r.Wall, r.Logical)
+		results[i].Receipt = p.receiptOf(r)
 		if r.Late {
 			results[i].Status = StatusLate
 		}
@@ -388,6 +399,10 @@ func (p *Pipeline) answerRetries(pollID string, votes []Vote) (look state.Reques
 		}
 		if dup {
 			results[i].Status, results[i].VoteID, results[i].Stamp = StatusDuplicate, id, stamp
+			if !remote {
+				b := look.Votes[i].Retry
+				results[i].Receipt = p.retryReceipt(pollID, ledger.VoteID{Replica: b.Replica, Seq: b.Seq})
+			}
 			if remote {
 				p.m.remoteDuplicates.Inc()
 			}

@@ -130,7 +130,7 @@ func Open(cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.ingest, err = newIngest(n, signer, salt, datacenters); err != nil {
+	if n.ingest, err = newIngest(n, key, signer, salt, datacenters); err != nil {
 		return nil, err
 	}
 	n.ckpt = &checkpoints{dataDir: cfg.DataDir, every: cfg.CheckpointEvery, replica: n.replica, ledger: n.ledger,
@@ -245,7 +245,7 @@ func logGossipSecurity(cfg Config, keys [][]byte) {
 }
 
 // newIngest makes the vote pipeline of n's ledger, state and clock.
-func newIngest(n *Node, signer *session.Signer, salt string, datacenters []netip.Prefix) (*ingest.Pipeline, error) {
+func newIngest(n *Node, key ed25519.PrivateKey, signer *session.Signer, salt string, datacenters []netip.Prefix) (*ingest.Pipeline, error) {
 	cfg := n.cfg
 	return ingest.New(ingest.Config{
 		Ledger:         n.ledger,
@@ -262,6 +262,7 @@ func newIngest(n *Node, signer *session.Signer, salt string, datacenters []netip
 		Datacenters:    datacenters,
 		CatchingUp:     n.catchingUp,
 		CopyReady:      n.copies.copyReady,
+		SignReceipt:    func(msg []byte) []byte { return ed25519.Sign(key, msg) },
 		Sessions: ingest.Sessions{
 			Signer:          signer,
 			Require:         cfg.RequireSession,
