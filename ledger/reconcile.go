@@ -490,3 +490,92 @@ func (r *Result) digest() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Disposition is what the rules made of one record.
+type Disposition uint8
+
+// Dispositions of a record (Disposed).
+const (
+	DispCounted    Disposition = iota + 1 // its voter's vote in the result
+	DispSuperseded                        // another record of its voter counts instead
+	DispLate                              // after the close: not counted
+	DispShadowed                          // below the trust floor: not counted
+	DispDuplicate                         // an earlier record of its idempotency key stands
+)
+
+// Disposed is every record of a reconcile in the result's order (the
+// replicas' chains by replica id, each by seq: the order of a
+// certificate's Merkle tree) with what the rules made of each, as
+// ReconcileChains counted them.
+type Disposed struct {
+	Records []*Record
+	Of      []Disposition
+	// Other is, for a superseded record, the index of its voter's
+	// counted one; for a duplicate, of the record that stands for its
+	// key; -1 for the others.
+	Other []int
+}
+
+// DisposeChains applies cfg's rules to the chains, as ReconcileChains
+// does, and returns each record's disposition: what a voter's proof says
+// became of their vote. The records are checked and put in order as
+// ReconcileChains does.
+func DisposeChains(cfg ReconcileConfig, chains ...[]*Record) (*Disposed, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	byReplica := make(map[string][]*Record)
+	for _, recs := range chains {
+		for _, r := range recs {
+			if cfg.Poll == "" {
+				cfg.Poll = r.Poll
+			} else if r.Poll != cfg.Poll {
+				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, cfg.Poll, r.Poll)
+			}
+			byReplica[r.Replica] = append(byReplica[r.Replica], r)
+		}
+	}
+	replicas := slices.Sorted(maps.Keys(byReplica))
+	if _, err := checkChains(replicas, byReplica); err != nil {
+		return nil, err
+	}
+	d := &Disposed{}
+	for _, rep := range replicas {
+		d.Records = append(d.Records, byReplica[rep]...)
+	}
+	all := d.Records
+	d.Of, d.Other = make([]Disposition, len(all)), make([]int, len(all))
+	stands := make(map[string]int, len(all)) // idempotency key → the earliest record's index
+	for i, r := range all {
+		if f, ok := stands[r.Idem]; !ok || all[f].After(r) {
+			stands[r.Idem] = i
+		}
+	}
+	counted := make(map[string]int) // voter → its counted record's index
+	for i, r := range all {
+		d.Other[i] = -1
+		switch f := stands[r.Idem]; {
+		case f != i:
+			d.Of[i], d.Other[i] = DispDuplicate, f
+		case cfg.place(r) == placedLate:
+			d.Of[i] = DispLate
+		case cfg.place(r) == placedShadowed:
+			d.Of[i] = DispShadowed
+		default:
+			if c, ok := counted[r.Voter]; !ok || cfg.prefer(r, all[c]) {
+				counted[r.Voter] = i
+			}
+		}
+	}
+	for i, r := range all {
+		if d.Of[i] != 0 {
+			continue
+		}
+		if c := counted[r.Voter]; c == i {
+			d.Of[i] = DispCounted
+		} else {
+			d.Of[i], d.Other[i] = DispSuperseded, c
+		}
+	}
+	return d, nil
+}
