@@ -326,13 +326,13 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, l
 			} else if b := now.Retry; now.IsRetry {
 				id := ledger.VoteID{Replica: b.Replica, Seq: b.Seq}
 				results[i].VoteID, results[i].Stamp = id.String(), api.FormatStamp(b.Wall, b.Logical)
-				results[i].Receipt = p.retryReceipt(pollID, id)
+				results[i].Receipt = retryReceipt(&p.cfg, pollID, id)
 			}
 			continue
 		}
 		results[i].Status = StatusAccepted
 		results[i].Stamp = api.FormatStamp(r.Wall, r.Logical)
-		results[i].Receipt = p.receiptOf(r)
+		results[i].Receipt = receiptOf(p.cfg.SignReceipt, r)
 		if r.Late {
 			results[i].Status = StatusLate
 		}
@@ -401,7 +401,7 @@ func (p *Pipeline) answerRetries(pollID string, votes []Vote) (look state.Reques
 			results[i].Status, results[i].VoteID, results[i].Stamp = StatusDuplicate, id, stamp
 			if !remote {
 				b := look.Votes[i].Retry
-				results[i].Receipt = p.retryReceipt(pollID, ledger.VoteID{Replica: b.Replica, Seq: b.Seq})
+				results[i].Receipt = retryReceipt(&p.cfg, pollID, ledger.VoteID{Replica: b.Replica, Seq: b.Seq})
 			}
 			if remote {
 				p.m.remoteDuplicates.Inc()

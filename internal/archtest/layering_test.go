@@ -22,30 +22,32 @@ var may = map[string][]string{
 	"crdt":          {"hlc", "internal/wire"},
 	"ledger":        {"hlc", "ids", "internal/wire"},
 	"quiz":          {"ids"},
+	"merkle":        {},
+	"receipt":       {"ids", "ledger", "merkle"},
 	"poll":          {"hlc", "ids", "quiz"},
 	"trust":         {"ledger"},
-	"api":           {"ids", "ledger", "names", "poll", "quiz"},
+	"api":           {"ids", "ledger", "names", "poll", "quiz", "receipt"},
 	"state":         {"crdt", "hlc", "ids", "internal/wire", "ledger", "names", "poll"},
-	"ingest":        {"api", "crdt", "hlc", "ids", "ledger", "poll", "quiz", "session", "state", "trust"},
+	"ingest":        {"api", "crdt", "hlc", "ids", "ledger", "poll", "quiz", "receipt", "session", "state", "trust"},
 	"gossip":        {"api", "crdt", "hlc", "ids", "internal/rendezvous", "internal/wire", "poll", "state"},
 	"fanout":        {"api", "crdt", "poll", "quiz", "state"},
 	"admin":         {"api", "hlc", "ids", "ledger", "poll", "quiz", "state"},
-	"certify":       {"api", "hlc", "ids", "internal/rendezvous", "ledger", "poll", "quiz", "state"},
-	"relay":         {"api", "ids", "internal/rendezvous", "internal/wire"},
+	"certify":       {"api", "hlc", "ids", "internal/rendezvous", "ledger", "merkle", "poll", "quiz", "receipt", "state"},
+	"relay":         {"api", "ids", "internal/rendezvous", "internal/wire", "receipt"},
 	"buddy":         {"ids", "internal/rendezvous", "internal/wire", "ledger"},
 	"client":        {"api", "poll", "quiz"},
 	"join":          {"api", "ids", "poll", "state"},
 	"qr":            {"api"},
 	"cmd/node":      {"internal/buildinfo", "internal/flagerr", "node"},
 	"cmd/tally": {"api", "client", "fleet", "ids", "internal/atomicfile", "internal/backup",
-		"internal/buildinfo", "internal/flagerr", "ledger", "poll", "quiz", "trust"},
+		"internal/buildinfo", "internal/flagerr", "ledger", "merkle", "poll", "quiz", "receipt", "trust"},
 }
 
 // wiring are the rooms only a binary or a test may import.
 var wiring = []string{"node", "cmd/node", "cmd/tally"}
 
 // noNetwork are the rooms that know nothing of HTTP, NATS or WebSocket.
-var noNetwork = []string{"hlc", "crdt", "ledger", "poll", "quiz", "ids", "names", "internal/wire"}
+var noNetwork = []string{"hlc", "crdt", "ledger", "poll", "quiz", "ids", "names", "internal/wire", "merkle", "receipt"}
 
 var networkImports = []string{"net/http", "github.com/nats-io/", "github.com/coder/websocket", "github.com/hashicorp/memberlist"}
 
