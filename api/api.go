@@ -61,6 +61,13 @@ const (
 	// CodeStampAhead (400): a vote's "after" stamp is further ahead of the
 	// node's clock than the clocks of a cluster may differ; nothing taken.
 	CodeStampAhead = "stamp_ahead"
+	// CodeNotCertified (409): a proof asked of a poll with no certified
+	// result yet (open, in its grace window, or pending), or certified
+	// by a release whose certificates had no tree.
+	CodeNotCertified = "not_certified"
+	// CodeLeafNotFound (404): no record of the certified result has the
+	// leaf (the record hash) a proof was asked for.
+	CodeLeafNotFound = "leaf_not_found"
 )
 
 // Error is an API error: an HTTP status, a machine-readable code and a

@@ -131,6 +131,7 @@ type Certifier struct {
 	keys    *copiedKeys // the ballots of replicas certified from copies (ballots.go)
 
 	copies         *copies                // the replicas' chains of the polls that run (copies.go)
+	proofs         *proofs                // certified polls' trees, for voters' proofs (proofs.go)
 	merges         *prometheus.CounterVec // by how: incremental, whole
 	prefetchErrors prometheus.Counter
 	budgetLogged   atomic.Bool // the prefetch budget's warning is written once
@@ -168,6 +169,7 @@ func New(cfg Config) (*Certifier, error) {
 	}
 	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), lastTry: map[string]time.Time{}, dueSince: map[string]time.Time{},
 		copies:  newCopies(cfg.Prefetch),
+		proofs:  newProofs(),
 		members: &members{self: cfg.Replica, mono: time.Now},
 		keys:    &copiedKeys{st: cfg.State, apply: cfg.Ballots, retry: cfg.Retry, done: map[string]hlc.Timestamp{}, try: map[string]time.Time{}}}
 	c.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -422,11 +424,20 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		return state.Certificate{}, err
 	}
 	detail.Result = res
+	tree, err := treeOf(poll, chains)
+	if err != nil {
+		return state.Certificate{}, err
+	}
+	if tree.Size() != res.Records {
+		return state.Certificate{}, fmt.Errorf("certify: a tree of %d records over a result of %d", tree.Size(), res.Records)
+	}
+	detail.Tree = c.signTreeHead(poll, tree, res.Digest)
 	c.pendingLog.forget(poll)
 	cert, err := c.write(poll, state.Reconciled, "", detail)
 	if err == nil {
 		c.keys.hold(replicas, chains, fromCopy)
 		c.copies.forget(poll)
+		c.proofs.seed(poll, chains)
 		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude), "lost", len(detail.Lost))
 	}
 	return cert, err

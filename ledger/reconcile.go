@@ -524,26 +524,11 @@ func DisposeChains(cfg ReconcileConfig, chains ...[]*Record) (*Disposed, error) 
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	byReplica := make(map[string][]*Record)
-	for _, recs := range chains {
-		for _, r := range recs {
-			if cfg.Poll == "" {
-				cfg.Poll = r.Poll
-			} else if r.Poll != cfg.Poll {
-				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, cfg.Poll, r.Poll)
-			}
-			byReplica[r.Replica] = append(byReplica[r.Replica], r)
-		}
-	}
-	replicas := slices.Sorted(maps.Keys(byReplica))
-	if _, err := checkChains(replicas, byReplica); err != nil {
+	all, err := TreeOrder(cfg.Poll, chains...)
+	if err != nil {
 		return nil, err
 	}
-	d := &Disposed{}
-	for _, rep := range replicas {
-		d.Records = append(d.Records, byReplica[rep]...)
-	}
-	all := d.Records
+	d := &Disposed{Records: all}
 	d.Of, d.Other = make([]Disposition, len(all)), make([]int, len(all))
 	stands := make(map[string]int, len(all)) // idempotency key → the earliest record's index
 	for i, r := range all {
@@ -578,4 +563,32 @@ func DisposeChains(cfg ReconcileConfig, chains ...[]*Record) (*Disposed, error) 
 		}
 	}
 	return d, nil
+}
+
+// TreeOrder checks the chains as ReconcileChains does (each linked from
+// seq 1, a record held twice kept once) and returns their records in the
+// result's order: by replica id, each chain by seq. A certificate's
+// Merkle tree is built over their hashes in this order. poll, when set,
+// is the poll every record must be of.
+func TreeOrder(poll string, chains ...[]*Record) ([]*Record, error) {
+	byReplica := make(map[string][]*Record)
+	for _, recs := range chains {
+		for _, r := range recs {
+			if poll == "" {
+				poll = r.Poll
+			} else if r.Poll != poll {
+				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
+			}
+			byReplica[r.Replica] = append(byReplica[r.Replica], r)
+		}
+	}
+	replicas := slices.Sorted(maps.Keys(byReplica))
+	if _, err := checkChains(replicas, byReplica); err != nil {
+		return nil, err
+	}
+	var all []*Record
+	for _, rep := range replicas {
+		all = append(all, byReplica[rep]...)
+	}
+	return all, nil
 }

@@ -1,0 +1,435 @@
+package certify
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"tally/api"
+	"tally/hlc"
+	"tally/ledger"
+	"tally/merkle"
+	"tally/receipt"
+	"tally/state"
+)
+
+// A voter's proof (GET /v1/polls/{poll}/proofs/{leaf}) is read from the
+// index of a certified poll's tree: the records in the tree's order, what
+// became of each (ledger.DisposeChains) and the tree. The certifier
+// builds it from the chains it certified; any other full node from the
+// chains it reads back from the replicas (or their buddies' copies),
+// each checked against the certified head, and the root against the
+// certificate's: a node answers no proof of a tree other than the one
+// certified. The last few polls asked are kept (about 300 bytes a
+// record: the records themselves, 64 for the tree, 40 for the leaf's
+// place).
+
+// keptIndexes is how many polls' indexes a node keeps.
+const keptIndexes = 2
+
+// proofIndex is one certified poll's tree and its records.
+type proofIndex struct {
+	head   receipt.TreeHead
+	cert   hlc.Timestamp // the certificate it was built for
+	disp   *ledger.Disposed
+	tree   *merkle.Tree
+	leaves map[merkle.Hash]uint32 // leaf → index
+}
+
+// proofs keeps the indexes, and builds each once however many voters
+// ask at the same time.
+type proofs struct {
+	mu       sync.Mutex
+	indexes  map[string]*proofIndex // poll → index
+	used     []string               // polls, least recently asked first
+	building map[string]*indexBuild // poll → the build under way
+	seeds    map[string][][]*ledger.Record
+}
+
+// indexBuild is one build of an index that callers wait on.
+type indexBuild struct {
+	done chan struct{}
+	idx  *proofIndex
+	err  error
+}
+
+func newProofs() *proofs {
+	return &proofs{indexes: map[string]*proofIndex{}, building: map[string]*indexBuild{}, seeds: map[string][][]*ledger.Record{}}
+}
+
+// treeOf is the tree over the chains' records in the certificate's order
+// (by replica, each by seq; ledger.TreeOrder): what certification signs
+// the head of.
+func treeOf(poll string, chains [][]*ledger.Record) (*merkle.Tree, error) {
+	all, err := ledger.TreeOrder(poll, chains...)
+	if err != nil {
+		return nil, err
+	}
+	return merkle.New(recordHashes(all)), nil
+}
+
+// recordHashes is the records' hashes, computed on every core and kept
+// in the records (ledger.Record.KeepHash: they do not change).
+func recordHashes(recs []*ledger.Record) []merkle.Hash {
+	out := make([]merkle.Hash, len(recs))
+	parts := 8
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for i := p * len(recs) / parts; i < (p+1)*len(recs)/parts; i++ {
+				out[i] = recs[i].KeepHash()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// signTreeHead is the signed head of a certified result's tree.
+func (c *Certifier) signTreeHead(poll string, tree *merkle.Tree, digest string) *receipt.TreeHead {
+	root := tree.Root()
+	h := &receipt.TreeHead{Poll: poll, Size: tree.Size(), Root: hex.EncodeToString(root[:]), Digest: digest, By: c.cfg.Replica}
+	if c.cfg.Sign != nil {
+		h.Sig = c.cfg.Sign(h.SigningBytes())
+	}
+	return h
+}
+
+// seed keeps the chains a poll was certified from, for its index: the
+// certifier's first proof reads no replica again.
+func (ps *proofs) seed(poll string, chains [][]*ledger.Record) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.seeds[poll] = chains
+	for len(ps.seeds) > keptIndexes {
+		for p := range ps.seeds {
+			if p != poll {
+				delete(ps.seeds, p)
+				break
+			}
+		}
+	}
+}
+
+// index returns the poll's index for its certificate, building it (or
+// waiting for the build under way) when it is not kept.
+func (ps *proofs) index(ctx context.Context, poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64, read func(context.Context) ([][]*ledger.Record, error)) (*proofIndex, error) {
+	ps.mu.Lock()
+	if idx := ps.indexes[poll]; idx != nil && idx.cert == cert.TS {
+		ps.touch(poll)
+		ps.mu.Unlock()
+		return idx, nil
+	}
+	b := ps.building[poll]
+	if b == nil {
+		b = &indexBuild{done: make(chan struct{})}
+		ps.building[poll] = b
+		chains := ps.seeds[poll]
+		go func() { // owned by the build: it ends when the chains are read and indexed
+			defer close(b.done)
+			var err error
+			if chains == nil {
+				rctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+				chains, err = read(rctx)
+				cancel()
+			}
+			if err == nil {
+				b.idx, b.err = buildIndex(poll, cert, head, trustFloor, chains)
+			} else {
+				b.err = err
+			}
+			ps.finish(poll, b)
+		}()
+	}
+	ps.mu.Unlock()
+	select {
+	case <-b.done:
+		return b.idx, b.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// buildTimeout bounds reading a poll's chains for its index.
+const buildTimeout = 2 * time.Minute
+
+// finish keeps a build's index (dropping the least recently asked past
+// keptIndexes) and ends the build.
+func (ps *proofs) finish(poll string, b *indexBuild) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.building, poll)
+	if b.err != nil {
+		return
+	}
+	delete(ps.seeds, poll)
+	ps.indexes[poll] = b.idx
+	ps.touch(poll)
+	for len(ps.used) > keptIndexes {
+		delete(ps.indexes, ps.used[0])
+		ps.used = ps.used[1:]
+	}
+}
+
+// touch marks poll the most recently asked. The caller holds ps.mu.
+func (ps *proofs) touch(poll string) {
+	ps.used = slices.DeleteFunc(ps.used, func(p string) bool { return p == poll })
+	ps.used = append(ps.used, poll)
+}
+
+// forget drops what is kept of a poll (its certificate withdrawn).
+func (ps *proofs) forget(poll string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.indexes, poll)
+	delete(ps.seeds, poll)
+	ps.used = slices.DeleteFunc(ps.used, func(p string) bool { return p == poll })
+}
+
+// buildIndex indexes the chains a poll was certified from, checking them
+// against the certificate: the rules it was certified under (its close,
+// counting rule and this cluster's trust floor, which certificates do not
+// state) give each record's disposition, and they must add up to its
+// counts; the tree's root must be the signed head's.
+func buildIndex(poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64, chains [][]*ledger.Record) (*proofIndex, error) {
+	var detail api.ResultDetail
+	if err := json.Unmarshal(cert.Detail, &detail); err != nil || detail.Result == nil {
+		return nil, fmt.Errorf("certify: the certificate of %q holds no result", poll)
+	}
+	res := detail.Result
+	d, err := ledger.DisposeChains(ledger.ReconcileConfig{Poll: poll, ClosesAt: res.ClosesAt, CloseRule: res.CloseRule,
+		TrustFloor: trustFloor, FirstWins: res.FirstWins}, chains...)
+	if err != nil {
+		return nil, err
+	}
+	if err := sameCounts(d, res); err != nil {
+		return nil, fmt.Errorf("certify: the records read of %q: %w", poll, err)
+	}
+	tree := merkle.New(recordHashes(d.Records))
+	if root := tree.Root(); hex.EncodeToString(root[:]) != head.Root || tree.Size() != head.Size {
+		return nil, fmt.Errorf("%w: the records read of %q make a tree of %d with root %x, the certificate's is of %d with root %s",
+			ErrIndex, poll, tree.Size(), root, head.Size, head.Root)
+	}
+	idx := &proofIndex{head: head, cert: cert.TS, disp: d, tree: tree, leaves: make(map[merkle.Hash]uint32, len(d.Records))}
+	for i, r := range d.Records {
+		idx.leaves[r.KeepHash()] = uint32(i)
+	}
+	return idx, nil
+}
+
+// proof is the proof of the record at index i; with its tree head when
+// top, and the record its disposition points at (the same voter's).
+func (idx *proofIndex) proof(i int, top bool) (*receipt.Proof, error) {
+	r := idx.disp.Records[i]
+	path, err := idx.tree.Proof(uint64(i))
+	if err != nil {
+		return nil, err
+	}
+	leaf := r.KeepHash()
+	p := &receipt.Proof{Leaf: hex.EncodeToString(leaf[:]), Index: uint64(i), Record: r.AppendBinary(nil), Vote: receipt.VoteOf(r),
+		Disposition: dispositionWord[idx.disp.Of[i]]}
+	for _, h := range path {
+		p.Path = append(p.Path, hex.EncodeToString(h[:]))
+	}
+	if !top {
+		return p, nil
+	}
+	head := idx.head
+	p.TreeHead = &head
+	if o := idx.disp.Other[i]; o >= 0 && idx.disp.Records[o].Voter == r.Voter { // never another voter's record
+		if p.Counted, err = idx.proof(o, false); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// dispositionWord is each disposition as a proof says it.
+var dispositionWord = map[ledger.Disposition]string{
+	ledger.DispCounted:    receipt.Counted,
+	ledger.DispSuperseded: receipt.Superseded,
+	ledger.DispLate:       receipt.Late,
+	ledger.DispShadowed:   receipt.Filtered,
+	ledger.DispDuplicate:  receipt.Duplicate,
+}
+
+// ProofAnswer is the answer to GET /v1/polls/{poll}/proofs/{leaf}: its
+// HTTP status and JSON body (an error's too), for the handler and for an
+// edge's relayed request alike.
+func (c *Certifier) ProofAnswer(ctx context.Context, poll, leaf string, admin bool) (status int, body []byte) {
+	p, err := c.proofOf(ctx, poll, leaf, admin)
+	if err != nil {
+		var e *api.Error
+		if !errors.As(err, &e) {
+			e = api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err)
+			e.RetryAfter = time.Second
+		}
+		var eb api.ErrorBody
+		eb.Error.Code, eb.Error.Message = e.Code, e.Message
+		body, _ = json.Marshal(eb) // strings only
+		return e.Status, append(body, '\n')
+	}
+	body, err = json.Marshal(p)
+	if err != nil {
+		return http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the proof"}}` + "\n")
+	}
+	return http.StatusOK, append(body, '\n')
+}
+
+// HandleProof serves GET /v1/polls/{poll}/proofs/{leaf}.
+func (c *Certifier) HandleProof(w http.ResponseWriter, r *http.Request) {
+	status, body := c.ProofAnswer(r.Context(), r.PathValue("poll"), r.PathValue("leaf"), api.IsAdmin(r))
+	w.Header().Set("Content-Type", "application/json")
+	switch status {
+	case http.StatusOK:
+		w.Header().Set("Cache-Control", "public, max-age=60") // a certified poll's proof does not change
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// proofOf is the proof of the record whose hash is leaf, in the poll's
+// certified tree; errors are *api.Error.
+func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) (*receipt.Proof, error) {
+	var want merkle.Hash
+	if len(leaf) != 2*len(want) || strings.ToLower(leaf) != leaf {
+		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a leaf is 64 lowercase hex digits: the receipt's \"leaf\"")
+	}
+	if _, err := hex.Decode(want[:], []byte(leaf)); err != nil {
+		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a leaf is 64 lowercase hex digits: the receipt's \"leaf\"")
+	}
+	def, ok := c.cfg.State.Defs.Poll(poll)
+	if !ok || def.Withheld(c.cfg.Now().UnixMilli()) && !admin {
+		return nil, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", poll)
+	}
+	if def.Hidden && !admin {
+		return nil, api.Errorf(http.StatusForbidden, api.CodeResultHidden, "the host has not revealed poll %q's result yet", poll)
+	}
+	cert, ok := c.cfg.State.Defs.Certificate(poll)
+	if !ok || cert.Status != state.Reconciled {
+		why := "it is not certified yet"
+		if ok && cert.Reason != "" {
+			why = "its certification is pending: " + cert.Reason
+		} else if def.ClosesAt == 0 || c.cfg.Now().UnixMilli() < def.GraceEnd() {
+			why = "it has not closed yet"
+		}
+		return nil, api.Errorf(http.StatusConflict, api.CodeNotCertified, "poll %q has no certified result to prove a vote in: %s", poll, why)
+	}
+	head, err := treeHeadOf(cert)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := c.proofs.index(ctx, poll, cert, *head, c.cfg.TrustFloor, func(ctx context.Context) ([][]*ledger.Record, error) {
+		return c.readCertifiedChains(ctx, poll, cert)
+	})
+	if err != nil {
+		c.log.Warn("cannot index a certified poll's records for a proof", "poll", poll, "err", err)
+		e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this node cannot read poll %q's certified records now (%v): ask again, or ask another node", poll, err)
+		e.RetryAfter = time.Second
+		return nil, e
+	}
+	i, ok := idx.leaves[want]
+	if !ok {
+		return nil, api.Errorf(http.StatusNotFound, api.CodeLeafNotFound, "no record of poll %q's certified result has the hash %s", poll, leaf)
+	}
+	return idx.proof(int(i), true)
+}
+
+// treeHeadOf is a reconciled certificate's tree head; a certificate of a
+// release before v0.6.0 has none, and no vote of it can be proved.
+func treeHeadOf(cert state.Certificate) (*receipt.TreeHead, error) {
+	var d api.ResultDetail
+	if err := json.Unmarshal(cert.Detail, &d); err != nil || d.Tree == nil || d.Tree.Check() != nil {
+		return nil, api.Errorf(http.StatusConflict, api.CodeNotCertified,
+			"poll %q was certified by a release before v0.6.0 (certified at %s by %s): its certificate has no tree to prove a vote in; its result stands, checked by the auditor's merge",
+			cert.Poll, time.UnixMilli(cert.TS.Wall).UTC().Format(time.RFC3339), cert.By)
+	}
+	return d.Tree, nil
+}
+
+// readCertifiedChains reads back every chain the certificate counts, each
+// up to its certified head: this replica's from its ledger, another's
+// from its node or, when that fails, from any full node's copy of it.
+func (c *Certifier) readCertifiedChains(ctx context.Context, poll string, cert state.Certificate) ([][]*ledger.Record, error) {
+	var d api.ResultDetail
+	if err := json.Unmarshal(cert.Detail, &d); err != nil || d.Result == nil {
+		return nil, fmt.Errorf("the certificate holds no result")
+	}
+	peers := c.members.live()
+	chains := make([][]*ledger.Record, len(d.Result.Replicas))
+	errs := make([]error, len(d.Result.Replicas))
+	var wg sync.WaitGroup
+	for i, ch := range d.Result.Replicas {
+		wg.Go(func() { chains[i], errs[i] = c.readChain(ctx, poll, ch, peers) })
+	}
+	wg.Wait()
+	return chains, errors.Join(errs...)
+}
+
+// readChain reads one certified chain: from this node's ledger, from its
+// replica's node, then from a full node's copy of it.
+func (c *Certifier) readChain(ctx context.Context, poll string, ch ledger.Chain, peers []Peer) ([]*ledger.Record, error) {
+	cc := copiedChain{replica: ch.Replica, chain: ch}
+	if ch.Replica == c.cfg.Replica {
+		var recs []*ledger.Record
+		for r, err := range c.cfg.Ledger.ScanAfter(poll, ch.Replica, 0) {
+			if err != nil {
+				return nil, err
+			}
+			if r.Seq > ch.Records {
+				break
+			}
+			recs = append(recs, &r)
+		}
+		if uint64(len(recs)) == ch.Records && len(recs) > 0 && recs[len(recs)-1].Hash() == ch.Head {
+			return recs, nil
+		}
+	}
+	var errs []error
+	for _, p := range holdersFirst(peers, ch.Replica) {
+		if p.Replica != ch.Replica {
+			p.CopyOf, p.Holder = ch.Replica, p.Replica
+		}
+		recs, err := readCertified(ctx, c.fetch, p, poll, cc)
+		if err == nil {
+			return recs, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", p.Replica, err))
+	}
+	return nil, fmt.Errorf("replica %s's chain (%d records): %w", ch.Replica, ch.Records, errors.Join(errs...))
+}
+
+// sameCounts checks that the dispositions add up to the certified
+// result: the same counted votes of each option, the same superseded,
+// late, shadowed and duplicate records.
+func sameCounts(d *ledger.Disposed, res *ledger.Result) error {
+	n := map[ledger.Disposition]uint64{}
+	totals := map[string]uint64{}
+	for i, r := range d.Records {
+		n[d.Of[i]]++
+		if d.Of[i] == ledger.DispCounted {
+			totals[r.Option]++
+		}
+	}
+	if uint64(len(d.Records)) != res.Records || n[ledger.DispCounted] != res.Total || n[ledger.DispSuperseded] != res.Superseded ||
+		n[ledger.DispLate] != res.Late || n[ledger.DispShadowed] != res.Shadowed || n[ledger.DispDuplicate] != res.Duplicates || !maps.Equal(totals, res.Totals) {
+		return fmt.Errorf("%w: they add up to %d records, %d counted %v, %d superseded, %d late, %d filtered, %d duplicates; the certificate says %d, %d %v, %d, %d, %d, %d (is --trust-floor the certifier's?)",
+			ErrIndex, len(d.Records), n[ledger.DispCounted], totals, n[ledger.DispSuperseded], n[ledger.DispLate], n[ledger.DispShadowed], n[ledger.DispDuplicate],
+			res.Records, res.Total, res.Totals, res.Superseded, res.Late, res.Shadowed, res.Duplicates)
+	}
+	return nil
+}
+
+// ErrIndex is a certified poll's records, as read back, that do not make
+// the certified result: no proof is answered from them.
+var ErrIndex = errors.New("certify: the records do not make the certified result")
