@@ -353,7 +353,8 @@ type Decisions struct {
 // Certify makes one attempt at the poll: it collects every replica's
 // records (except the excluded), reconciles them and writes a reconciled
 // certificate, or a pending one naming what is missing (and returns
-// ErrIncomplete).
+// ErrIncomplete). It is long because each step's refusal writes the
+// pending certificate with what the steps before it learnt.
 func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (state.Certificate, error) {
 	exclude := d.Exclude
 	def, ok := c.cfg.State.Defs.Poll(poll)
@@ -424,14 +425,9 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		return state.Certificate{}, err
 	}
 	detail.Result = res
-	tree, err := treeOf(poll, chains)
-	if err != nil {
+	if detail.Tree, err = c.signTreeHead(poll, chains, res); err != nil {
 		return state.Certificate{}, err
 	}
-	if tree.Size() != res.Records {
-		return state.Certificate{}, fmt.Errorf("certify: a tree of %d records over a result of %d", tree.Size(), res.Records)
-	}
-	detail.Tree = c.signTreeHead(poll, tree, res.Digest)
 	c.pendingLog.forget(poll)
 	cert, err := c.write(poll, state.Reconciled, "", detail)
 	if err == nil {

@@ -93,14 +93,22 @@ func recordHashes(recs []*ledger.Record) []merkle.Hash {
 	return out
 }
 
-// signTreeHead is the signed head of a certified result's tree.
-func (c *Certifier) signTreeHead(poll string, tree *merkle.Tree, digest string) *receipt.TreeHead {
+// signTreeHead is the signed head of the tree over the chains a result
+// was reconciled from.
+func (c *Certifier) signTreeHead(poll string, chains [][]*ledger.Record, res *ledger.Result) (*receipt.TreeHead, error) {
+	tree, err := treeOf(poll, chains)
+	if err != nil {
+		return nil, err
+	}
+	if tree.Size() != res.Records {
+		return nil, fmt.Errorf("certify: a tree of %d records over a result of %d", tree.Size(), res.Records)
+	}
 	root := tree.Root()
-	h := &receipt.TreeHead{Poll: poll, Size: tree.Size(), Root: hex.EncodeToString(root[:]), Digest: digest, By: c.cfg.Replica}
+	h := &receipt.TreeHead{Poll: poll, Size: tree.Size(), Root: hex.EncodeToString(root[:]), Digest: res.Digest, By: c.cfg.Replica}
 	if c.cfg.Sign != nil {
 		h.Sig = c.cfg.Sign(h.SigningBytes())
 	}
-	return h
+	return h, nil
 }
 
 // seed keeps the chains a poll was certified from, for its index: the
