@@ -1,8 +1,8 @@
 package certify
 
 import (
-	"encoding/json"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
