@@ -434,6 +434,7 @@ func (c *Certifier) Certify(ctx context.Context, poll string, d Decisions) (stat
 		c.keys.hold(replicas, chains, fromCopy)
 		c.copies.forget(poll)
 		c.proofs.seed(poll, chains)
+		c.proofs.warm(poll, cert, *detail.Tree, c.cfg.TrustFloor)
 		c.log.Info("poll certified", "poll", poll, "total", res.Total, "records", res.Records, "digest", res.Digest, "excluded", len(exclude), "lost", len(detail.Lost))
 	}
 	return cert, err

@@ -136,27 +136,7 @@ func (ps *proofs) index(ctx context.Context, poll string, cert state.Certificate
 		ps.mu.Unlock()
 		return idx, nil
 	}
-	b := ps.building[poll]
-	if b == nil {
-		b = &indexBuild{done: make(chan struct{})}
-		ps.building[poll] = b
-		chains := ps.seeds[poll]
-		go func() { // owned by the build: it ends when the chains are read and indexed
-			defer close(b.done)
-			var err error
-			if chains == nil {
-				rctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-				chains, err = read(rctx)
-				cancel()
-			}
-			if err == nil {
-				b.idx, b.err = buildIndex(poll, cert, head, trustFloor, chains)
-			} else {
-				b.err = err
-			}
-			ps.finish(poll, b)
-		}()
-	}
+	b := ps.start(poll, cert, head, trustFloor, read)
 	ps.mu.Unlock()
 	select {
 	case <-b.done:
@@ -164,6 +144,44 @@ func (ps *proofs) index(ctx context.Context, poll string, cert state.Certificate
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// warm starts building the index of a poll just certified here, from the
+// chains it was certified from (seed): the voters' first proofs, asked
+// the moment their pages see the certificate, find it built.
+func (ps *proofs) warm(poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.start(poll, cert, head, trustFloor, func(context.Context) ([][]*ledger.Record, error) {
+		return nil, errors.New("certify: the chains certified are no longer kept")
+	})
+}
+
+// start returns the build of the poll's index under way, starting one
+// when there is none. The caller holds ps.mu.
+func (ps *proofs) start(poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64, read func(context.Context) ([][]*ledger.Record, error)) *indexBuild {
+	if b := ps.building[poll]; b != nil {
+		return b
+	}
+	b := &indexBuild{done: make(chan struct{})}
+	ps.building[poll] = b
+	chains := ps.seeds[poll]
+	go func() { // owned by the build: it ends when the chains are read and indexed
+		defer close(b.done)
+		var err error
+		if chains == nil {
+			rctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+			chains, err = read(rctx)
+			cancel()
+		}
+		if err == nil {
+			b.idx, b.err = buildIndex(poll, cert, head, trustFloor, chains)
+		} else {
+			b.err = err
+		}
+		ps.finish(poll, b)
+	}()
+	return b
 }
 
 // buildTimeout bounds reading a poll's chains for its index.
