@@ -37,9 +37,16 @@ type Reply struct {
 // had new votes.
 func (p *Pipeline) VoteBatch(pollID string, reqs []Request) []Reply {
 	start := time.Now()
+	replies := make([]Reply, len(reqs))
+	defer func() { // after the locks below are let go: the batch's receipts on every core
+		results := make([][]Result, len(replies))
+		for i := range replies {
+			results[i] = replies[i].Response.Results
+		}
+		signReceipts(p.cfg.SignReceipt, results...)
+	}()
 	p.stamping.RLock()
 	defer p.stamping.RUnlock()
-	replies := make([]Reply, len(reqs))
 	preps := make([]*prepared, len(reqs))
 	sizes := make([]int, len(reqs)) // votes per request, for the metrics; 0: refused before the pipeline
 	recs := make([]ledger.Record, 0, len(reqs))

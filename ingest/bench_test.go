@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -38,13 +39,18 @@ func BenchmarkDecodeVotes(b *testing.B) {
 // BenchmarkVoteBatch is a full node's side of the relay without the
 // network: batches of 64 single-vote requests, each a new voter and key,
 // as an edge relays them decoded (votes) or as their bodies (body), on an
-// in-memory ledger (no fsync). Per op: one batch; see ns/vote.
+// in-memory ledger (no fsync), and decoded with each answer's receipt
+// signed (receipts), as a node does. Per op: one batch; see ns/vote.
 func BenchmarkVoteBatch(b *testing.B) {
-	for _, decoded := range []bool{true, false} {
-		name := map[bool]string{true: "votes", false: "body"}[decoded]
+	for _, name := range []string{"votes", "body", "receipts"} {
+		decoded := name != "body"
 		b.Run(name, func(b *testing.B) {
 			now := time.Date(2026, 12, 2, 20, 0, 0, 0, time.UTC)
 			p, _ := batchPipeline(b, now)
+			if name == "receipts" {
+				_, key, _ := ed25519.GenerateKey(nil)
+				p.cfg.SignReceipt = func(m []byte) []byte { return ed25519.Sign(key, m) }
+			}
 			const size = 64
 			reqs := make([]Request, size)
 			n := 0

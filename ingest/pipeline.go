@@ -206,6 +206,7 @@ func (p *Pipeline) observe(start time.Time, votes int, results []Result, err err
 // submit answers a request's votes, counted in the metrics (observe).
 func (p *Pipeline) submit(pollID string, votes []Vote, c Client) (results []Result, err error) {
 	defer func(start time.Time) { p.observe(start, len(votes), results, err) }(time.Now())
+	defer func() { signReceipts(p.cfg.SignReceipt, results) }() // after the locks below are let go
 	p.stamping.RLock()
 	defer p.stamping.RUnlock()
 	// The poll as defined now, under the lock, not as the token check
@@ -332,7 +333,7 @@ func (p *Pipeline) countAppended(pollID string, results []Result, fresh []int, l
 		}
 		results[i].Status = StatusAccepted
 		results[i].Stamp = api.FormatStamp(r.Wall, r.Logical)
-		results[i].Receipt = receiptOf(p.cfg.SignReceipt, r)
+		results[i].Receipt = unsigned(p.cfg.SignReceipt, r) // signed once the locks are let go
 		if r.Late {
 			results[i].Status = StatusLate
 		}
