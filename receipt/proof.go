@@ -96,6 +96,9 @@ type Keys func(replica string) ed25519.PublicKey
 // head's root, and, for a superseded vote, the same for the voter's
 // counted one. The error names the step that failed.
 func Verify(r Receipt, p Proof, keys Keys) (Verdict, error) {
+	if keys == nil {
+		keys = func(string) ed25519.PublicKey { return nil }
+	}
 	if err := r.Verify(keys(r.Replica())); err != nil {
 		return Verdict{}, err
 	}
@@ -145,8 +148,8 @@ func Verify(r Receipt, p Proof, keys Keys) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("%w: the counted record is another voter's", ErrRecord)
 		case p.Disposition == Superseded && c.Disposition != Counted:
 			return Verdict{}, fmt.Errorf("%w: the record said to count instead is %s", ErrRecord, c.Disposition)
-		case p.Disposition == Duplicate && other.Idem != rec.Idem:
-			return Verdict{}, fmt.Errorf("%w: the record said to stand for the key has another key", ErrRecord)
+		case p.Disposition == Duplicate && (other.Idem != rec.Idem || c.Disposition == Duplicate):
+			return Verdict{}, fmt.Errorf("%w: the record said to stand for the key has another key, or does not stand", ErrRecord)
 		}
 		v.Counted = &c.Vote
 	default:
@@ -196,7 +199,9 @@ func checkProof(p Proof, h *TreeHead) (ledger.Record, error) {
 }
 
 // DecodeProof reads one proof in JSON, strictly: no unknown fields,
-// nothing after it, at most MaxProofJSON bytes.
+// nothing after it, at most MaxProofJSON bytes, the leaves, the paths'
+// hashes and the dispositions well formed (Verify checks what they
+// prove).
 func DecodeProof(b []byte) (Proof, error) {
 	if len(b) > MaxProofJSON {
 		return Proof{}, fmt.Errorf("%w: a proof of %d bytes, over %d", ErrMalformed, len(b), MaxProofJSON)
@@ -210,5 +215,38 @@ func DecodeProof(b []byte) (Proof, error) {
 	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
 		return Proof{}, fmt.Errorf("%w: data after the proof", ErrMalformed)
 	}
+	for q, depth := &p, 0; q != nil; q, depth = q.Counted, depth+1 {
+		if err := q.shape(depth); err != nil {
+			return Proof{}, err
+		}
+	}
 	return p, nil
+}
+
+// shape checks one proof's fields (depth 0: the outer proof, 1: its
+// counted one, which nests no further).
+func (p *Proof) shape(depth int) error {
+	switch {
+	case depth > 1:
+		return fmt.Errorf("%w: proofs nested %d deep", ErrMalformed, depth)
+	case !isHash(p.Leaf):
+		return fmt.Errorf("%w: leaf: want 64 lowercase hex digits", ErrMalformed)
+	case len(p.Record) == 0:
+		return fmt.Errorf("%w: no record", ErrMalformed)
+	case len(p.Path) > maxPath:
+		return fmt.Errorf("%w: a path of %d hashes", ErrMalformed, len(p.Path))
+	case depth == 0 && p.TreeHead == nil:
+		return fmt.Errorf("%w: no tree head", ErrMalformed)
+	}
+	switch p.Disposition {
+	case Counted, Superseded, Late, Duplicate, Filtered:
+	default:
+		return fmt.Errorf("%w: disposition %q", ErrMalformed, p.Disposition)
+	}
+	for i, h := range p.Path {
+		if !isHash(h) {
+			return fmt.Errorf("%w: path hash %d: want 64 lowercase hex digits", ErrMalformed, i)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,7 +22,9 @@ import (
 	"tally/api"
 	"tally/internal/atomicfile"
 	"tally/ledger"
+	"tally/merkle"
 	"tally/poll"
+	"tally/receipt"
 	"tally/trust"
 )
 
@@ -29,8 +32,8 @@ const ledgerHelp = `usage: tally ledger <subcommand> [flags]
 
 subcommands:
   verify [--json] FILE…     check the hash chains of exported ledgers (NDJSON)
-  merge [--json] FILE…      reconcile exports into the exact result and its
-                            digest (--closes-at, --close-rule and --poll as
+  merge [--json] FILE…      reconcile exports into the exact result, its
+                            digest and its tree's root (--closes-at, --close-rule and --poll as
                             in the certified result, to reproduce its digest;
                             --certificate FILE: check against it, naming the
                             replicas it counts that the files lack)
@@ -261,7 +264,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 	closeRule := fs.String("close-rule", "", `how the close applies: "node", a vote is late when its node ledgered it late (certificates since 2026-12), or "stamp", votes stamped at or after --closes-at are late (default: the exports' close line)`)
 	firstWins := fs.Bool("first-wins", false, "a quiz question: each voter's first answer counts, not the last (default: the exports' close line)")
 	pollID := fs.String("poll", "", "the poll reconciled (as in its certified result); needed to reproduce the digest of a poll nobody voted in")
-	certFile := fs.String("certificate", "", "the poll's certified result, as `FILE` (tally poll result --json, or GET /v1/polls/ID/result): name each replica it counts that the files lack, and exit 1 unless they reproduce its digest")
+	certFile := fs.String("certificate", "", "the poll's certified result, as `FILE` (tally poll result --json, or GET /v1/polls/ID/result): name each replica it counts that the files lack, and exit 1 unless they reproduce its digest and tree")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -301,8 +304,9 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: warning: %s\n", warning)
 	}
 	streams := make([]iter.Seq2[ledger.Record, error], len(in.files))
+	taps := make([]treeTap, len(in.files))
 	for i := range in.files {
-		streams[i] = in.stream(i)
+		streams[i] = taps[i].tap(in.stream(i))
 	}
 	rc := ledger.ReconcileConfig{TrustFloor: *floor, ClosesAt: *closesAt, CloseRule: *closeRule, Poll: *pollID, FirstWins: *firstWins}
 	if *rescore {
@@ -323,17 +327,35 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: cannot merge: %v\n", err)
 		return 1
 	}
+	return mergeReport(stdout, stderr, *asJSON, res, mergeTree(res.Replicas, taps), cert)
+}
+
+// mergeReport prints a merge's result and its tree, compares them with
+// the certificate when one is given, and returns the exit status.
+func mergeReport(stdout, stderr io.Writer, asJSON bool, res *ledger.Result, tree treeRoot, cert *api.ResultView) int {
 	note := stdout // the comparison with the certificate: on stderr under --json
-	if *asJSON {
-		writeJSON(stdout, res)
+	if asJSON {
+		writeJSON(stdout, struct {
+			*ledger.Result
+			TreeSize uint64 `json:"tree_size"`
+			TreeRoot string `json:"tree_root"`
+		}{res, tree.size, tree.root})
 		note = stderr
 	} else {
 		printResult(stdout, res)
+		fmt.Fprintf(stdout, "\ntree: %d %s, root %s\n", tree.size, plural(tree.size, "record", "records"), tree.root)
 	}
 	if cert == nil {
 		return 0
 	}
 	problems := replicaProblems(*cert, res.Replicas)
+	var certTree *receipt.TreeHead
+	if cert.Detail != nil {
+		certTree = cert.Detail.Tree
+	}
+	if certTree != nil && (certTree.Size != tree.size || certTree.Root != tree.root) {
+		problems = append(problems, fmt.Sprintf("TREE DIFFERS: the files' tree is %d records with root %s, the certificate's %d with root %s", tree.size, tree.root, certTree.Size, certTree.Root))
+	}
 	if res.Digest != cert.Digest || len(problems) > 0 {
 		fmt.Fprintf(note, "\nNOT REPRODUCED: the files give digest %s (total %d), the certificate %s (total %d)\n", res.Digest, res.Total, cert.Digest, cert.Total)
 		for _, p := range problems {
@@ -342,7 +364,77 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(note, "\nreproduced: the certificate's digest %s\n", res.Digest)
+	if certTree != nil {
+		fmt.Fprintf(note, "reproduced: the certificate's tree, %d %s, root %s\n", tree.size, plural(tree.size, "record", "records"), tree.root)
+	} else {
+		fmt.Fprintln(note, "the certificate holds no tree (certified by a release before receipts): no root to compare")
+	}
 	return 0
+}
+
+// treeTap keeps, of the records a merge reads from one stream, what the
+// tree over them needs without hashing any again: a record's Prev is the
+// hash of the one before it in its chain (the merge checks the chains).
+type treeTap struct {
+	prevs map[string][]seqPrev // by replica
+}
+
+type seqPrev struct {
+	seq  uint64
+	prev ledger.Hash
+}
+
+// tap is s, each record's Prev kept on the way.
+func (t *treeTap) tap(s iter.Seq2[ledger.Record, error]) iter.Seq2[ledger.Record, error] {
+	t.prevs = map[string][]seqPrev{}
+	return func(yield func(ledger.Record, error) bool) {
+		for rec, err := range s {
+			if err == nil && rec.Seq > 1 {
+				t.prevs[rec.Replica] = append(t.prevs[rec.Replica], seqPrev{rec.Seq, rec.Prev})
+			}
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
+}
+
+// treeRoot is the size and root (hex) of a Merkle tree.
+type treeRoot struct {
+	size uint64
+	root string
+}
+
+// mergeTree is the tree a certificate's tree head names, over the merged
+// records: the Merkle tree (package merkle) of every record's hash,
+// chains in replica order (chains, as the merge returns them), each by
+// seq. Record seq's hash is seq+1's Prev, and the last one's the chain's
+// head: the chains were checked, so every one is known. The root is
+// computed in one pass.
+func mergeTree(chains []ledger.Chain, taps []treeTap) treeRoot {
+	leaves := func(yield func(merkle.Hash) bool) {
+		for _, c := range chains {
+			if c.Records == 0 {
+				continue
+			}
+			hashes := make([]ledger.Hash, c.Records) // hashes[i]: seq i+1's
+			hashes[c.Records-1] = c.Head
+			for _, t := range taps {
+				for _, sp := range t.prevs[c.Replica] {
+					if sp.seq <= c.Records {
+						hashes[sp.seq-2] = sp.prev
+					}
+				}
+			}
+			for _, h := range hashes {
+				if !yield(merkle.Hash(h)) {
+					return
+				}
+			}
+		}
+	}
+	root, size, _ := merkle.Root(leaves) // no error: the hashes are in memory
+	return treeRoot{size: size, root: hex.EncodeToString(root[:])}
 }
 
 func printResult(w io.Writer, res *ledger.Result) {

@@ -44,6 +44,7 @@ Auditor (offline, from exports):
 Voter:
   vote               one vote for a smoke test (--session earns a voter
                      token first); prints status, vote_id and stamp
+  receipt verify     check a vote's receipt against its certified proof
 
 Measurement:
   load               vote load generator (vegeta): throughput, acks, latency
@@ -83,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runWatch(args[1:], stdout, stderr)
 	case "vote":
 		return runVote(args[1:], stdout, stderr)
+	case "receipt":
+		return runReceipt(args[1:], stdout, stderr)
 	case "load":
 		return runLoad(args[1:], stdout, stderr)
 	case "fleet":
