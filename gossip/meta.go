@@ -87,7 +87,11 @@ type meta struct {
 // side by side during a rolling upgrade or a rollback. A member whose
 // protocol is more than ProtocolWindow away is refused
 // (docs/operations.md "Versions and compatibility").
-const Protocol = 2
+//
+// 3 (after v0.5.0): a full node reads relay batches TRQ5 (proof
+// requests; answers TRA3, with the votes' receipts), which an edge sends
+// only while every full node speaks 3 or later.
+const Protocol = 3
 
 // ProtocolWindow is how far a member's protocol may be from this node's:
 // one release either way (N-1 during an upgrade, N+1 during a rollback).

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"errors"
+	"fmt"
 	"log"
 	"log/slog"
 	"strings"
@@ -44,18 +45,18 @@ func (d *metaOnly) GetBroadcasts(int, int) [][]byte     { return nil }
 func (d *metaOnly) LocalState(bool) []byte              { return nil }
 func (d *metaOnly) MergeRemoteState(buf []byte, _ bool) {}
 
-// A member of the release before (no protocol in its metadata: 1) and one
-// of the release after (3) run beside this one; one two releases ahead
-// (4) is refused, counted and named in one log line however often it
-// announces itself.
+// A member of the release before (Protocol-1) and one of the release
+// after (Protocol+1) run beside this one; one two releases ahead is
+// refused, counted and named in one log line however often it announces
+// itself.
 func TestMembersOutsideTheProtocolWindowAreRefused(t *testing.T) {
 	logs := &keyLog{}
 	a := startMember(t, "a", "eu-west", nil, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
 	})
-	rawMember(t, "older", `{"region":"us-east","replica":"older-r","role":"full"}`, a.GossipAddr())
-	rawMember(t, "newer", `{"region":"us-east","replica":"newer-r","role":"full","proto":3}`, a.GossipAddr())
-	rawMember(t, "far", `{"region":"us-east","replica":"far-r","role":"full","proto":4}`, a.GossipAddr())
+	rawMember(t, "older", fmt.Sprintf(`{"region":"us-east","replica":"older-r","role":"full","proto":%d}`, Protocol-1), a.GossipAddr())
+	rawMember(t, "newer", fmt.Sprintf(`{"region":"us-east","replica":"newer-r","role":"full","proto":%d}`, Protocol+1), a.GossipAddr())
+	rawMember(t, "far", fmt.Sprintf(`{"region":"us-east","replica":"far-r","role":"full","proto":%d}`, Protocol+2), a.GossipAddr())
 	waitFor(t, 10*time.Second, "the far member refused and counted", func() bool {
 		return counter(t, a, "dropped", pathPushPull, "protocol") >= 1
 	})
@@ -72,14 +73,14 @@ func TestMembersOutsideTheProtocolWindowAreRefused(t *testing.T) {
 	})
 	for _, m := range a.Members() {
 		if m.Name == "far" {
-			t.Fatal("a member speaking protocol 4 was taken by a node speaking 2")
+			t.Fatalf("a member speaking protocol %d was taken by a node speaking %d", Protocol+2, Protocol)
 		}
 	}
 	line := "member refused"
 	if n := strings.Count(logs.String(), line); n != 1 {
 		t.Fatalf("%d %q lines, want 1:\n%s", n, line, logs.String())
 	}
-	for _, want := range []string{"far", "protocol 4", "one release at a time"} {
+	for _, want := range []string{"far", fmt.Sprintf("protocol %d", Protocol+2), "one release at a time"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("the refusal does not say %q:\n%s", want, logs.String())
 		}
@@ -92,9 +93,11 @@ func TestProtocolWindow(t *testing.T) {
 		ok   bool
 	}{
 		{`{"region":"r","replica":"x","role":"full"}`, Protocol-ProtocolWindow <= 1},
-		{`{"region":"r","replica":"x","role":"full","proto":2}`, true},
-		{`{"region":"r","replica":"x","role":"edge","proto":3}`, true},
-		{`{"region":"r","replica":"x","role":"full","proto":4}`, false},
+		{fmt.Sprintf(`{"region":"r","replica":"x","role":"full","proto":%d}`, Protocol-2), false},
+		{fmt.Sprintf(`{"region":"r","replica":"x","role":"full","proto":%d}`, Protocol-1), true},
+		{fmt.Sprintf(`{"region":"r","replica":"x","role":"full","proto":%d}`, Protocol), true},
+		{fmt.Sprintf(`{"region":"r","replica":"x","role":"edge","proto":%d}`, Protocol+1), true},
+		{fmt.Sprintf(`{"region":"r","replica":"x","role":"full","proto":%d}`, Protocol+2), false},
 		{`{"region":"r","replica":"x","role":"full","proto":-7}`, false},
 		{`{"region":"r","replica":"x","role":"full","proto":"2"}`, false}, // unreadable: cannot say what it speaks
 		{`not json`, false},
@@ -129,14 +132,14 @@ func TestJoinsFromOutsideTheWindowAreNotMerged(t *testing.T) {
 	gs.m = m
 	gs.gate = &protocolGate{g: gs}
 	node := func(name, meta string) *memberlist.Node { return &memberlist.Node{Name: name, Meta: []byte(meta)} }
-	self := node("self", `{"region":"r","replica":"s","role":"full","proto":2}`)
-	far := node("far", `{"region":"r","replica":"f","role":"full","proto":4}`)
-	older := node("older", `{"region":"r","replica":"o","role":"full"}`)
+	self := node("self", fmt.Sprintf(`{"region":"r","replica":"s","role":"full","proto":%d}`, Protocol))
+	far := node("far", fmt.Sprintf(`{"region":"r","replica":"f","role":"full","proto":%d}`, Protocol+2))
+	older := node("older", fmt.Sprintf(`{"region":"r","replica":"o","role":"full","proto":%d}`, Protocol-1))
 	if ProtocolRefused(gs) {
 		t.Fatal("refused before any refusal")
 	}
 	if err := gs.gate.NotifyMerge([]*memberlist.Node{far}); !errors.Is(err, ErrProtocol) {
-		t.Fatalf("a join from a protocol-4 node alone: %v, want ErrProtocol", err)
+		t.Fatalf("a join from a protocol-%d node alone: %v, want ErrProtocol", Protocol+2, err)
 	}
 	if !ProtocolRefused(gs) {
 		t.Fatal("a refused join is not reported")

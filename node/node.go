@@ -369,6 +369,7 @@ func newFanout(n *Node) (*fanout.Server, error) {
 			ClientIP:   func(r *http.Request) string { return ingest.ClientIP(r, cfg.TrustedProxies) },
 			MaxBody:    cfg.Limits.MaxBody,
 			CheckVotes: checkAtEdge(n.state, cfg.Now),
+			Receipts:   receiptsEverywhere(n),
 			Metrics:    n.relayM,
 			Logger:     cfg.Logger,
 			Now:        cfg.Now,

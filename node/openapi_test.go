@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"go.yaml.in/yaml/v3"
 
+	"tally/api"
 	"tally/ids"
 )
 
@@ -175,7 +177,8 @@ type contractStep struct {
 	also                   int    // another status the answer may have (then nothing more is checked)
 	code                   string // the error code; empty for a success
 	check                  func(t *testing.T, raw []byte)
-	then                   func() // op empty: moves the clock, waits
+	then                   func()        // op empty: moves the clock, waits
+	pathOf                 func() string // the path, known only when the step runs
 }
 
 // TestOpenAPIContract drives a running node through every endpoint of
@@ -186,6 +189,7 @@ func TestOpenAPIContract(t *testing.T) {
 	tn := startNode(t, t.TempDir(), func(c *Config) { c.PowBits, c.Origins = NoPuzzle, []string{"partner.example"} })
 	c := newContract(t, tn)
 	ws := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+	var leaf string // a vote's receipt's, on p2
 	steps := []contractStep{
 		// Polls.
 		{op: "POST /v1/polls", method: "POST", path: "/v1/polls", body: `{"id":"p1","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"}],"duration_s":60,"grace_s":1,"event":"show","hidden":true,"limits":{"ip_rate":100}}`, wellFormed: true, admin: true, status: 201},
@@ -277,6 +281,15 @@ func TestOpenAPIContract(t *testing.T) {
 		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p1/extend", body: `{"by_s":30}`, wellFormed: true, admin: true, status: 200},
 		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p1/extend", body: `{"by_s":30,"closes_at":1}`, admin: true, status: 400, code: "invalid_request"},
 		{op: "POST /v1/polls/{poll}/extend", method: "POST", path: "/v1/polls/p1/extend", body: `{"by_s":30}`, status: 401, code: "unauthorized"},
+		{op: "POST /v1/polls/{poll}/votes", method: "POST", path: "/v1/polls/p2/votes", body: `{"option":"x","voter":"v-proof","idem":"k-proof"}`, wellFormed: true, status: 200,
+			check: func(t *testing.T, raw []byte) {
+				var res api.VoteResponse
+				if err := json.Unmarshal(raw, &res); err != nil || len(res.Results) != 1 || res.Results[0].Receipt == nil {
+					t.Fatalf("a vote's answer without its receipt: %s", raw)
+				}
+				leaf = res.Results[0].Receipt.Leaf
+			}},
+		{op: "GET /v1/polls/{poll}/proofs/{leaf}", method: "GET", path: "/v1/polls/p1/proofs/" + strings.Repeat("0", 64), wellFormed: true, status: 409, code: "not_certified"},
 		{op: "POST /v1/polls/{poll}/close", method: "POST", path: "/v1/polls/p2/close", status: 401, code: "unauthorized"},
 		{op: "POST /v1/polls/{poll}/close", method: "POST", path: "/v1/polls/p2/close", wellFormed: true, admin: true, status: 200},
 		{then: func() { tn.clock.advance(5 * time.Millisecond) }}, // past the close (now, or opens_at + 1 ms)
@@ -296,6 +309,10 @@ func TestOpenAPIContract(t *testing.T) {
 		}},
 		{op: "GET /v1/polls/{poll}/result", method: "GET", path: "/v1/polls/p2/result", wellFormed: true, status: 200},
 		{op: "POST /v1/polls/{poll}/certify", method: "POST", path: "/v1/polls/p2/certify", wellFormed: true, admin: true, status: 200},
+		{op: "GET /v1/polls/{poll}/proofs/{leaf}", method: "GET", pathOf: func() string { return "/v1/polls/p2/proofs/" + leaf }, wellFormed: true, status: 200},
+		{op: "GET /v1/polls/{poll}/proofs/{leaf}", method: "GET", path: "/v1/polls/p2/proofs/" + strings.Repeat("0", 64), wellFormed: true, status: 404, code: "leaf_not_found"},
+		{op: "GET /v1/polls/{poll}/proofs/{leaf}", method: "GET", path: "/v1/polls/p2/proofs/not-a-leaf", wellFormed: true, status: 400, code: "invalid_request"},
+		{op: "GET /v1/polls/{poll}/proofs/{leaf}", method: "GET", path: "/v1/polls/nope/proofs/" + strings.Repeat("0", 64), wellFormed: true, status: 404, code: "poll_not_found"},
 
 		// The ledger.
 		{op: "GET /v1/polls/{poll}/ledger", method: "GET", path: "/v1/polls/p1/ledger", wellFormed: true, admin: true, status: 200},
@@ -338,6 +355,9 @@ func TestOpenAPIContract(t *testing.T) {
 		if s.op == "" {
 			s.then()
 			continue
+		}
+		if s.pathOf != nil {
+			s.path = s.pathOf()
 		}
 		headers := s.headers
 		if s.admin {

@@ -108,6 +108,43 @@ func (h relayHandler) Participant(token, userAgent, ip string) (string, bool) {
 	return h.n.ingest.Participant(token, userAgent, ip)
 }
 
+// Proof answers a voter's proof an edge relayed (GET /v1/polls/{poll}/
+// proofs/{leaf} at the edge) as the node answers its own clients.
+func (h relayHandler) Proof(ctx context.Context, poll, leaf string) (int, []byte) {
+	if err := h.n.readyErr(); err != nil {
+		return relay.ErrorAnswer(err).JSON()
+	}
+	return h.n.certify.ProofAnswer(ctx, poll, leaf, false) // an edge relays no admin token: a hidden poll's proofs are not shown
+}
+
+// receiptsProtocol is the first cluster protocol whose full nodes read
+// relay batches TRQ5: they answer proof requests, and votes with their
+// receipts (TRA3). v0.5.0 speaks 2.
+const receiptsProtocol = 3
+
+// receiptsEverywhere is an edge's EdgeConfig.Receipts: whether every
+// live full node it knows of announces cluster protocol 3 or later, so
+// that any of them may get a TRQ5 batch (a full node of v0.5.0 would
+// drop it as malformed, its clients told outcome_unknown). During a
+// rolling upgrade from v0.5.0, votes through edges so get no receipt,
+// and proofs through edges are refused 503, until the last full node
+// runs this release; from then on every accepted vote gets one. A full
+// node that rolls back closes the gate again once its metadata is heard.
+func receiptsEverywhere(n *Node) func() bool {
+	return func() bool { return allReadReceipts(n.gossip.Members()) }
+}
+
+// allReadReceipts reports whether every full node among members speaks
+// receiptsProtocol or later.
+func allReadReceipts(members []gossip.Member) bool {
+	for _, m := range members {
+		if m.Role == gossip.RoleFull && m.Protocol < receiptsProtocol {
+			return false
+		}
+	}
+	return true
+}
+
 // checkAtEdge is an edge's check of the votes it relays (EdgeConfig.
 // CheckVotes): an option the poll does not have is refused at the edge,
 // from its replicated definitions, as every full node would refuse it

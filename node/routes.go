@@ -30,7 +30,7 @@ func (n *Node) routes() http.Handler {
 	}
 	in, host := n.ingest, n.admin
 	create, closePoll, votes, certifyNow := host.HandleCreatePoll, host.HandleClosePoll, in.HandleVotes, n.certify.HandleCertify
-	sessions := in.HandleSession
+	sessions, proof := in.HandleSession, n.certify.HandleProof
 	extend, reveal := host.HandleExtend, host.HandleReveal
 	createQuiz, quizStart, quizClose, quizReveal, quizEnd := host.HandleCreateQuiz, host.HandleQuizStart, host.HandleQuizClose, host.HandleQuizReveal, host.HandleQuizEnd
 	// write guards the host's writes: the admin token at a full node; at
@@ -46,7 +46,7 @@ func (n *Node) routes() http.Handler {
 	write := func(h http.HandlerFunc) http.Handler { return origins.SameSiteOnly(admin(h)) }
 	ledger, backup := n.adminOrPeer(host.HandleLedger), admin(n.backup.ServeHTTP)
 	if n.cfg.Role == gossip.RoleEdge {
-		votes, sessions = n.edge.HandleVotes, n.edge.HandleSession // relayed to a full node (package relay)
+		votes, sessions, proof = n.edge.HandleVotes, n.edge.HandleSession, n.edge.HandleProof // relayed to a full node (package relay)
 		write = func(http.HandlerFunc) http.Handler { return http.HandlerFunc(refuseOnEdge) }
 		ledger, backup = http.HandlerFunc(refuseOnEdge), http.HandlerFunc(refuseOnEdge)
 	}
@@ -75,6 +75,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("GET /v1/quizzes/{quiz}/live", ready(http.HandlerFunc(n.fanout.HandleQuizLive)))
 	mux.Handle("GET /v1/backup", ready(backup))
 	mux.Handle("GET /v1/polls/{poll}/result", public(n.certify.HandleResult))
+	mux.Handle("GET /v1/polls/{poll}/proofs/{leaf}", public(proof))
 	mux.Handle("POST /v1/polls/{poll}/certify", ready(write(certifyNow)))
 	mux.Handle("GET /v1/polls/{poll}/live", ready(http.HandlerFunc(n.fanout.HandleLive)))
 	mux.Handle("GET /v1/polls/{poll}/events", ready(n.pages.cors(http.HandlerFunc(n.fanout.HandleEvents))))

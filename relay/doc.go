@@ -30,9 +30,11 @@
 // only); a message that does not open or decode is dropped unanswered.
 //
 // A full node's answer is one typed value (Answer: a refusal, a vote
-// response, a session response or a join's check) from its pipeline to
-// the edge, binary on the wire (answer.go); only the edge writes it as
-// the client's JSON. The message formats (message.go, answer.go) are
-// bounded in every field and fuzzed.
-// It imports api, ids and internal/wire of this module, and NATS.
+// response with each vote's receipt, a session response, a join's check
+// or a proof) from its pipeline to the edge, binary on the wire
+// (answer.go); only the edge writes it as the client's JSON. A voter's
+// proof (GET /v1/polls/{poll}/proofs/{leaf}) is relayed too (proof.go).
+// The message formats (message.go, answer.go) are bounded in every field
+// and fuzzed.
+// It imports api, ids, internal/wire and receipt of this module, and NATS.
 package relay

@@ -65,6 +65,12 @@ type EdgeConfig struct {
 	// it lets through the votes of a poll it does not know yet. nil: the
 	// full node checks alone.
 	CheckVotes func(poll string, votes []api.Vote) error
+	// Receipts says whether every full node reads TRQ5 — relays proofs,
+	// answers receipts (cluster protocol 3 or later) — so the edge may
+	// send it; else it sends TRQ4, which a full node of the release
+	// before reads, its votes' answers carry no receipts and proofs are
+	// refused 503 (proof.go). nil: never.
+	Receipts func() bool
 	// Metrics counts batches and failovers; nil: none.
 	Metrics *Metrics
 	Logger  *slog.Logger
@@ -136,6 +142,9 @@ func NewEdge(cfg EdgeConfig) *Edge {
 	}
 	if cfg.Stale <= 0 {
 		cfg.Stale = 4 * PresenceEvery
+	}
+	if cfg.Receipts == nil {
+		cfg.Receipts = func() bool { return false }
 	}
 	return &Edge{cfg: cfg, in: make(chan *pending, 4*MaxBatch), changed: make(chan struct{}), heardNew: make(chan struct{}, 1), lostLog: throttle{every: 5 * time.Second}, badLog: throttle{every: 10 * time.Second}}
 }
@@ -237,12 +246,22 @@ func (e *Edge) Relay(ctx context.Context, req Request) Answer {
 // clients: the full node's answers, or the edge's own when none came —
 // 503 unavailable if no full node can have taken the batch, 504
 // outcome_unknown if one may have.
+//
+// It asks Receipts once: the batch goes as TRQ5, or as TRQ4 without its
+// proof requests, which are answered 503 here (proofsRefused).
 func (e *Edge) send(ctx context.Context, r routed, batch []*pending) {
+	magic := batchMagic
+	if !e.cfg.Receipts() {
+		magic, batch = batchMagicV4, proofsRefused(batch)
+		if len(batch) == 0 {
+			return
+		}
+	}
 	reqs := make([]Request, len(batch))
 	for i, p := range batch {
 		reqs[i] = p.req
 	}
-	answers, err := e.exchange(ctx, r, reqs)
+	answers, err := e.exchange(ctx, r, magic, reqs)
 	if err != nil {
 		if ok, n := e.lostLog.allow(time.Now()); ok {
 			e.cfg.Logger.Warn("relay: batch not answered", "requests", len(batch), "err", err, "suppressed", n)
@@ -254,6 +273,10 @@ func (e *Edge) send(ctx context.Context, r routed, batch []*pending) {
 		}
 		e.cfg.Metrics.unanswered(outcome, len(batch))
 		for _, p := range batch {
+			if p.req.Kind == KindProof && outcome == "unknown" {
+				p.done <- unavailable("no full node answered in time; try again") // a read: nothing to resolve
+				continue
+			}
 			p.done <- a
 		}
 		return
@@ -289,17 +312,17 @@ var (
 // When the full nodes to relay to change while an attempt waits (the one
 // it went to fell silent: presence.go), the batch goes on at once along
 // its route as it is now, not after the attempt's time.
-func (e *Edge) exchange(ctx context.Context, r routed, reqs []Request) ([]Answer, error) {
+func (e *Edge) exchange(ctx context.Context, r routed, magic string, reqs []Request) ([]Answer, error) {
 	route := r.route
 	deadline := time.Now().Add(e.cfg.Deadline)
 	// A full node starts it by then or not at all, so that what it
 	// ledgers it answers before the edge gives up (startMargin for the
 	// commit and the way back; wall clocks, kept on NTP).
-	msg := e.cfg.Seal(AppendBatchBy(nil, deadline.Add(-min(startMargin, e.cfg.Deadline/4)).UnixMilli(), reqs))
+	msg := e.cfg.Seal(appendBatch(nil, magic, deadline.Add(-min(startMargin, e.cfg.Deadline/4)).UnixMilli(), reqs))
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	e.cfg.Metrics.batch(len(reqs))
-	x := &exchange{edge: e, msg: msg, want: len(reqs), replies: make(chan *nats.Msg, 2*len(route)+4)}
+	x := &exchange{edge: e, msg: msg, reqs: reqs, replies: make(chan *nats.Msg, 2*len(route)+4)}
 	defer x.close()
 	var last error
 	// In the deadline's last moments no new attempt starts: one that did
@@ -363,7 +386,7 @@ func (e *Edge) exchange(ctx context.Context, r routed, reqs []Request) ([]Answer
 type exchange struct {
 	edge    *Edge
 	msg     []byte
-	want    int
+	reqs    []Request // what the answers are to
 	nc      *nats.Conn
 	sub     *nats.Subscription
 	inbox   string
@@ -468,7 +491,7 @@ func (x *exchange) listenUntil(ctx context.Context, stop <-chan time.Time, chang
 			body, err := x.edge.cfg.Open(m.Data)
 			if err == nil {
 				var answers []Answer
-				if answers, err = DecodeAnswers(body, x.want); err == nil {
+				if answers, err = DecodeAnswers(body, x.reqs); err == nil {
 					if at, ok := x.sentAt[n]; ok && nerr == nil {
 						x.edge.pace.observe(time.Since(at)) // this attempt's own reply time
 					}
@@ -544,8 +567,10 @@ func unavailable(msg string) Answer {
 // overlong token is refused, an overlong User-Agent is cut.
 func fit(req Request) (Request, *api.Error) {
 	switch {
-	case req.Kind == KindVote && ids.Valid(req.Poll) != nil:
+	case (req.Kind == KindVote || req.Kind == KindProof) && ids.Valid(req.Poll) != nil:
 		return req, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll %q", req.Poll)
+	case req.Kind == KindProof && !validLeaf(string(req.Body)):
+		return req, errLeaf()
 	case len(req.Body) > MaxBody:
 		return req, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "body larger than %d bytes", MaxBody)
 	case len(req.Sender.Token) > maxToken:

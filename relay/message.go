@@ -12,6 +12,7 @@ import (
 	"tally/api"
 	"tally/ids"
 	"tally/internal/wire"
+	"tally/receipt"
 )
 
 // ErrMalformed is what a relay message that cannot be decoded is refused
@@ -38,6 +39,10 @@ const (
 	// UserAgent) and answers the voter it names and whether it counts
 	// among the joined (JoinAnswer). No body.
 	KindJoin byte = 3
+	// KindProof is GET /v1/polls/{poll}/proofs/{leaf} (TRQ5 only): Poll
+	// is the poll, Body the receipt's leaf (64 lowercase hex digits); the
+	// full node answers its status and JSON body (ProofAnswer).
+	KindProof byte = 4
 )
 
 // Request is one client's request as the edge took it: what it sent and
@@ -57,18 +62,24 @@ type Request struct {
 	Sender api.Sender
 }
 
-// The versions of the relay messages. An edge that sends TRQ4 relays
-// votes decoded (Request.Votes) and reads typed binary answers (TRA2);
-// one that sends TRQ3 relays their JSON bodies and reads TRA2; one of the
-// releases before sent TRQ2 (or TRQ1, without a start-by) and reads each
-// answer's JSON (TRA1), which a full node still writes it. Upgrade the
-// full nodes before the edges.
+// The versions of the relay messages. An edge that sends TRQ5 may relay
+// proof requests (KindProof) and reads answers with receipts and proofs
+// (TRA3); one that sends TRQ4 relays votes decoded (Request.Votes) and
+// reads typed binary answers without them (TRA2); one that sends TRQ3
+// relays their JSON bodies and reads TRA2; one of the releases before
+// sent TRQ2 (or TRQ1, without a start-by) and reads each answer's JSON
+// (TRA1), which a full node still writes it. Upgrade the full nodes
+// before the edges. A full node of v0.5.0 reads TRQ4 at most: an edge
+// sends TRQ5 only once every full node speaks cluster protocol 3 or
+// later (EdgeConfig.Receipts), else TRQ4.
 const (
-	batchMagic    = "TRQ4" // TRQ3 with votes in binary
+	batchMagic    = "TRQ5" // TRQ4 that may hold proof requests, answered TRA3
+	batchMagicV4  = "TRQ4" // TRQ3 with votes in binary
 	batchMagicV3  = "TRQ3" // TRQ2 with typed answers
 	batchMagicV2  = "TRQ2" // TRQ1 and the time a full node may start it by (unix ms; 0: any time)
 	batchMagicV1  = "TRQ1"
-	answerMagic   = "TRA2"
+	answerMagic   = "TRA3" // TRA2 with receipts and proofs
+	answerMagicV2 = "TRA2"
 	answerMagicV1 = "TRA1"
 )
 
@@ -76,12 +87,19 @@ const (
 // when it may be answered (tests, bench/relayload).
 func AppendBatch(b []byte, reqs []Request) []byte { return AppendBatchBy(b, 0, reqs) }
 
-// AppendBatchBy appends the relay message of reqs to b: a full node may
-// start answering it until startBy (unix ms; 0: any time), and drops it
-// unanswered after — by then its edge has answered its clients 503, and
-// a vote ledgered later would count though its voter was told it failed.
+// AppendBatchBy appends the relay message of reqs to b (TRQ5): a full
+// node may start answering it until startBy (unix ms; 0: any time), and
+// drops it unanswered after — by then its edge has answered its clients
+// 503, and a vote ledgered later would count though its voter was told
+// it failed.
 func AppendBatchBy(b []byte, startBy int64, reqs []Request) []byte {
-	b = append(b, batchMagic...)
+	return appendBatch(b, batchMagic, startBy, reqs)
+}
+
+// appendBatch appends the relay message of reqs in version magic (TRQ5,
+// or TRQ4, which holds no proof requests and gets no receipts back).
+func appendBatch(b []byte, magic string, startBy int64, reqs []Request) []byte {
+	b = append(b, magic...)
 	b = binary.AppendVarint(b, startBy)
 	b = binary.AppendUvarint(b, uint64(len(reqs)))
 	for _, r := range reqs {
@@ -118,12 +136,18 @@ func appendVotes(b []byte, votes []api.Vote) []byte {
 	return b
 }
 
-// RequestSize is about how many bytes r adds to a relay message: what the
-// edge cuts its batches by.
+// RequestSize is about how many bytes r adds to a relay message, or to
+// its answer where that is larger: what the edge cuts its batches by, so
+// that the answer to a batch fits a NATS payload too. A vote's answer may
+// carry its receipt (receiptWire bytes); a proof's, up to
+// receipt.MaxProofJSON.
 func RequestSize(r Request) int {
 	n := 1 + len(r.Poll) + len(r.Body) + len(r.Sender.IP) + len(r.Sender.UserAgent) + len(r.Sender.Token) + 7*binary.MaxVarintLen64
 	for _, v := range r.Votes {
-		n += len(v.Option) + len(v.Voter) + len(v.Idem) + len(v.Name) + len(v.After) + 5*binary.MaxVarintLen64
+		n += len(v.Option) + len(v.Voter) + len(v.Idem) + len(v.Name) + len(v.After) + 5*binary.MaxVarintLen64 + receiptWire
+	}
+	if r.Kind == KindProof {
+		n += receipt.MaxProofJSON
 	}
 	return n
 }
@@ -143,30 +167,36 @@ func DecodeBatchBy(b []byte) (startBy int64, reqs []Request, err error) {
 	return startBy, reqs, err
 }
 
-// decodeBatch is DecodeBatchBy that also says whether the edge reads
-// typed answers (it sent the current version).
-func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error) {
+// decodeBatch is DecodeBatchBy that also says which version of answer
+// the edge reads (reply: answerMagic, answerMagicV2 or answerMagicV1).
+func decodeBatch(b []byte) (reply string, startBy int64, reqs []Request, err error) {
 	if len(b) > MaxBatchBytes+len(batchMagic)+binary.MaxVarintLen64 {
-		return false, 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
+		return "", 0, nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxBatchBytes)
 	}
 	if len(b) < len(batchMagic) {
-		return false, 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+		return "", 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
 	magic := string(b[:len(batchMagic)])
-	if magic != batchMagic && magic != batchMagicV3 && magic != batchMagicV2 && magic != batchMagicV1 {
-		return false, 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
+	switch magic {
+	case batchMagic:
+		reply = answerMagic
+	case batchMagicV4, batchMagicV3:
+		reply = answerMagicV2
+	case batchMagicV2, batchMagicV1:
+		reply = answerMagicV1
+	default:
+		return "", 0, nil, fmt.Errorf("%w: not a relay batch", ErrMalformed)
 	}
-	typed = magic == batchMagic || magic == batchMagicV3
-	decoded := magic == batchMagic // votes in binary
+	decoded := magic == batchMagic || magic == batchMagicV4 // votes in binary
 	r := wire.NewReader(bytes.Clone(b[len(batchMagic):]), ErrMalformed)
 	if magic != batchMagicV1 {
 		if startBy = r.Varint(); startBy < 0 {
-			return false, 0, nil, fmt.Errorf("%w: start-by %d", ErrMalformed, startBy)
+			return "", 0, nil, fmt.Errorf("%w: start-by %d", ErrMalformed, startBy)
 		}
 	}
 	n := r.Count(MaxBatch, "requests")
 	if r.Err() != nil {
-		return false, 0, nil, r.Err()
+		return "", 0, nil, r.Err()
 	}
 	reqs = make([]Request, 0, n)
 	var poll, ua string // most requests share the previous one's: one string, not one each
@@ -187,26 +217,37 @@ func decodeBatch(b []byte) (typed bool, startBy int64, reqs []Request, err error
 		q.Sender.RTTMs = r.Varint()
 		q.Sender.ReceivedMs = r.Varint()
 		if r.Err() != nil {
-			return false, 0, nil, r.Err()
+			return "", 0, nil, r.Err()
 		}
-		switch {
-		case q.Kind != KindVote && q.Kind != KindSession && q.Kind != KindJoin:
-			return false, 0, nil, fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
-		case q.Kind == KindJoin && (q.Poll != "" || len(q.Body) > 0):
-			return false, 0, nil, fmt.Errorf("%w: a join carries no poll or body", ErrMalformed)
-		case q.Kind == KindVote && decoded && len(q.Votes) == 0:
-			return false, 0, nil, fmt.Errorf("%w: a vote request without votes", ErrMalformed)
-		case q.Kind == KindVote && ids.Valid(q.Poll) != nil:
-			return false, 0, nil, fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
-		case q.Kind == KindSession && q.Poll != "":
-			return false, 0, nil, fmt.Errorf("%w: a session request names a poll", ErrMalformed)
+		if err := checkRequest(q, decoded, magic == batchMagic); err != nil {
+			return "", 0, nil, err
 		}
 		reqs = append(reqs, q)
 	}
 	if r.Len() != 0 {
-		return false, 0, nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
+		return "", 0, nil, fmt.Errorf("%w: %d bytes after the last request", ErrMalformed, r.Len())
 	}
-	return typed, startBy, reqs, nil
+	return reply, startBy, reqs, nil
+}
+
+// checkRequest refuses a request that cannot be: a kind its version does
+// not hold (proofs only in TRQ5), or fields its kind does not take.
+func checkRequest(q Request, decoded, proofs bool) error {
+	switch {
+	case q.Kind != KindVote && q.Kind != KindSession && q.Kind != KindJoin && (q.Kind != KindProof || !proofs):
+		return fmt.Errorf("%w: request kind %d", ErrMalformed, q.Kind)
+	case q.Kind == KindJoin && (q.Poll != "" || len(q.Body) > 0):
+		return fmt.Errorf("%w: a join carries no poll or body", ErrMalformed)
+	case q.Kind == KindVote && decoded && len(q.Votes) == 0:
+		return fmt.Errorf("%w: a vote request without votes", ErrMalformed)
+	case (q.Kind == KindVote || q.Kind == KindProof) && ids.Valid(q.Poll) != nil:
+		return fmt.Errorf("%w: poll id %q", ErrMalformed, q.Poll)
+	case q.Kind == KindProof && !validLeaf(string(q.Body)):
+		return fmt.Errorf("%w: a proof request's leaf is not 64 lowercase hex digits", ErrMalformed)
+	case q.Kind == KindSession && q.Poll != "":
+		return fmt.Errorf("%w: a session request names a poll", ErrMalformed)
+	}
+	return nil
 }
 
 // readVotes reads a vote request's votes (appendVotes), each field held

@@ -40,6 +40,8 @@ type fullNode struct {
 	mu    sync.Mutex
 	seen  map[string]string // body → vote id
 	votes atomic.Int64
+	// proofs counts the proof requests answered.
+	proofs atomic.Int64
 }
 
 func (f *fullNode) Vote(poll string, body []byte, s api.Sender) (api.VoteResponse, error) {
@@ -91,6 +93,17 @@ func (f *fullNode) Participant(token, userAgent, ip string) (string, bool) {
 		return voter, true
 	}
 	return "", false
+}
+
+// Proof stands for a full node's GET /v1/polls/{poll}/proofs/{leaf}: a
+// leaf starting "00" has no proof (404), any other is answered with the
+// poll, the leaf and the node's name.
+func (f *fullNode) Proof(ctx context.Context, poll, leaf string) (int, []byte) {
+	f.proofs.Add(1)
+	if strings.HasPrefix(leaf, "00") {
+		return http.StatusNotFound, []byte(`{"error":{"code":"not_found","message":"no record with that leaf"}}` + "\n")
+	}
+	return http.StatusOK, fmt.Appendf(nil, `{"poll":%q,"leaf":%q,"node":%q}`+"\n", poll, leaf, f.name)
 }
 
 var subject = Subject("test")

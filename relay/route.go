@@ -23,10 +23,14 @@ func NodeSubject(cluster, replica string) string { return Subject(cluster) + "."
 // certification.md, "The live tally"). A vote request relayed as its body
 // (tests, a request an edge did not decode) routes by the body's voter or
 // key, or by its bytes where it does not decode (the full node refuses it
-// the same wherever it lands).
+// the same wherever it lands). A proof request routes by its poll and
+// leaf: any full node answers it alike.
 func affinityKey(r Request) string {
-	if r.Kind == KindSession || r.Kind == KindJoin {
+	switch r.Kind {
+	case KindSession, KindJoin:
 		return "session\x00" + r.Sender.IP
+	case KindProof:
+		return "proof\x00" + r.Poll + "\x00" + string(r.Body)
 	}
 	if r.Sender.Token != "" {
 		return r.Poll + "\x00t" + r.Sender.Token

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -33,6 +34,10 @@ type Handler interface {
 	// Participant checks a quiz join's voter token, as the full node
 	// checks those of the sockets it holds itself.
 	Participant(token, userAgent, ip string) (voter string, counted bool)
+	// Proof answers GET /v1/polls/{poll}/proofs/{leaf} as the full node
+	// answers its own clients: the status and the JSON body it would
+	// write, an error's included. ctx ends when the edge stops waiting.
+	Proof(ctx context.Context, poll, leaf string) (status int, body []byte)
 }
 
 // ServerConfig configures a Server.
@@ -211,7 +216,7 @@ func (s *Server) handle(m *nats.Msg) {
 		s.cfg.Metrics.refused("unauthenticated")
 		return
 	}
-	typed, startBy, reqs, err := decodeBatch(body)
+	reply, startBy, reqs, err := decodeBatch(body)
 	if err != nil {
 		s.cfg.Metrics.refused("malformed")
 		if ok, n := s.malformedLog.allow(time.Now()); ok {
@@ -241,15 +246,14 @@ func (s *Server) handle(m *nats.Msg) {
 		case KindJoin:
 			s.submit(job{run: func() { answers[idx[0]] = s.answerJoin(reqs[idx[0]]) }, done: &wg})
 			continue
+		case KindProof:
+			s.submit(job{run: func() { answers[idx[0]] = s.answerProof(startBy, reqs[idx[0]]) }, done: &wg})
+			continue
 		}
 		s.submit(job{run: func() { s.answerVotes(reqs, idx, answers) }, done: &wg})
 	}
 	wg.Wait()
-	out := AppendAnswers
-	if !typed {
-		out = appendAnswersV1
-	}
-	if err := m.Respond(s.cfg.Seal(out(nil, answers))); err != nil {
+	if err := m.Respond(s.cfg.Seal(appendReply(nil, reply, answers))); err != nil {
 		s.cfg.Logger.Warn("relay: cannot answer a batch", "err", err)
 	}
 }
@@ -302,6 +306,25 @@ func (s *Server) answerSession(q Request) Answer {
 func (s *Server) answerJoin(q Request) Answer {
 	voter, counted := s.cfg.Handler.Participant(q.Sender.Token, q.Sender.UserAgent, q.Sender.IP)
 	return Answer{Join: &JoinAnswer{Voter: voter, Counted: counted}}
+}
+
+// answerProof is the full node's answer to a proof request, given until
+// the edge stops waiting (startBy and its margin). One that cannot cross
+// the relay (over receipt.MaxProofJSON, not JSON) is an internal error.
+func (s *Server) answerProof(startBy int64, q Request) Answer {
+	ctx := context.Background()
+	if startBy > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.UnixMilli(startBy).Add(startMargin))
+		defer cancel()
+	}
+	status, body := s.cfg.Handler.Proof(ctx, q.Poll, string(q.Body))
+	p := &ProofAnswer{Status: status, Body: body}
+	if !p.fits() {
+		s.cfg.Logger.Error("relay: a proof answer that cannot be relayed", "poll", q.Poll, "status", status, "bytes", len(body))
+		return ErrorAnswer(errBadProof)
+	}
+	return Answer{Proof: p}
 }
 
 // checked is a, or an internal error where a holds no answer of q's kind.

@@ -74,7 +74,7 @@ func main() {
 				if err != nil {
 					fail("an answer that does not open: %v", err)
 				}
-				answers, err := relay.DecodeAnswers(body, len(reqs))
+				answers, err := relay.DecodeAnswers(body, reqs)
 				if err != nil {
 					fail("%v", err)
 				}

@@ -1,0 +1,222 @@
+package node
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"tally/api"
+	"tally/internal/testwait"
+	"tally/receipt"
+)
+
+// startRegionsWithEdges starts three regions of a full node and an edge
+// each, all processes, on bin.
+func startRegionsWithEdges(t *testing.T, bin string) *upgradeCluster {
+	t.Helper()
+	c := &upgradeCluster{}
+	seed := freePort(t)
+	common := []string{"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}
+	for i, region := range upgradeRegions {
+		gossipAddr := freePort(t)
+		if i == 0 {
+			gossipAddr = seed
+		}
+		name := region + "-full"
+		c.procs = append(c.procs, &upgradeProc{name: name, dir: t.TempDir(), flags: append([]string{"--region", region, "--node-name", name,
+			"--gossip-addr", gossipAddr, "--join", seed, "--http-addr", freePort(t),
+			"--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}, common...)})
+	}
+	for _, region := range upgradeRegions {
+		name := region + "-edge"
+		e := &upgradeProc{name: name, dir: t.TempDir(), edge: true, flags: append([]string{"--region", region, "--node-name", name, "--role", "edge",
+			"--gossip-addr", freePort(t), "--join", seed, "--http-addr", freePort(t)}, common...)}
+		c.procs, c.edges = append(c.procs, e), append(c.edges, e)
+	}
+	for _, u := range c.procs {
+		u.p = startProcessNoWait(t, bin, u.dir, u.flags...)
+	}
+	c.whole(t)
+	return c
+}
+
+// cast is one acknowledged vote and its receipt.
+type cast struct {
+	voter, option string
+	last          bool // the voter's last vote: the one that counts
+	rc            receipt.Receipt
+}
+
+// TestReceiptsOnThreeRegionsWithEdges is issue 62's run: three regions
+// of a full node and an edge, 300 voters voting through the edges, one
+// in five changing their mind through another region's edge. Every vote
+// is answered with a receipt; once the poll is certified every receipt's
+// proof, asked of any edge, verifies against the cluster's keys: the
+// last votes are counted for the option voted, the changed minds
+// superseded and pointing at the voter's counted vote.
+func TestReceiptsOnThreeRegionsWithEdges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs six node processes")
+	}
+	c := startRegionsWithEdges(t, buildNodeBinary(t))
+	full := c.procs[0]
+	if code, body, err := post(full.url()+"/v1/polls", `{"id":"r","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":3600,"grace_s":1}`,
+		"Authorization", "Bearer "+testToken); err != nil || code != http.StatusCreated {
+		t.Fatalf("create: %d %s %v", code, body, err)
+	}
+	for _, p := range c.procs {
+		testwait.For(t, 30*time.Second, p.name+" serves the poll", func() bool { return getJSON(p.url()+"/v1/polls/r", &struct{}{}) == 200 })
+	}
+	casts := castVotes(t, c, 300)
+	if code, body, err := post(full.url()+"/v1/polls/r/close", "", "Authorization", "Bearer "+testToken); err != nil || code != 200 {
+		t.Fatalf("close: %d %s %v", code, body, err)
+	}
+	var cert api.ResultView
+	for _, u := range c.procs {
+		testwait.For(t, 90*time.Second, u.name+" serves the certified result", func() bool {
+			return getJSON(u.url()+"/v1/polls/r/result", &cert) == 200 && cert.Status == "reconciled"
+		})
+	}
+	if cert.Detail == nil || cert.Detail.Tree == nil || cert.Detail.Tree.Size != uint64(len(casts)) {
+		t.Fatalf("the certificate's tree: %+v (%d votes cast)", cert.Detail, len(casts))
+	}
+	keys := clusterKeys(t, c.edges[0].url())
+	var superseded int
+	for i, v := range casts {
+		edge := c.edges[i%len(c.edges)]
+		var p receipt.Proof
+		testwait.For(t, 30*time.Second, "the proof of "+v.rc.VoteID+" at "+edge.name, func() bool {
+			res, err := http.Get(edge.url() + "/v1/polls/r/proofs/" + v.rc.Leaf)
+			if err != nil {
+				return false
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode == http.StatusServiceUnavailable {
+				return false // the index is being built: asked again
+			}
+			if res.StatusCode != 200 {
+				t.Fatalf("the proof of %s at %s: %d %s", v.rc.VoteID, edge.name, res.StatusCode, b)
+			}
+			if p, err = receipt.DecodeProof(b); err != nil {
+				t.Fatalf("the proof of %s: %v", v.rc.VoteID, err)
+			}
+			return true
+		})
+		got, err := receipt.Verify(v.rc, p, keys)
+		if err != nil {
+			t.Fatalf("the receipt of %s (%s's vote for %s): %v", v.rc.VoteID, v.voter, v.option, err)
+		}
+		if h, c := p.TreeHead, cert.Detail.Tree; h.Root != c.Root || h.Size != c.Size || h.By != c.By || !bytes.Equal(h.Sig, c.Sig) {
+			t.Fatalf("the proof's tree head %+v, the certificate's %+v", p.TreeHead, cert.Detail.Tree)
+		}
+		switch {
+		case v.last && (got.Disposition != receipt.Counted || got.Vote.Option != v.option || got.Vote.Voter != v.voter):
+			t.Fatalf("%s's last vote for %s: %+v", v.voter, v.option, got)
+		case !v.last && (got.Disposition != receipt.Superseded || got.Counted == nil || got.Counted.Voter != v.voter || got.Counted.Option != lastOption(casts, v.voter)):
+			t.Fatalf("%s's changed vote for %s: %+v, counted %+v", v.voter, v.option, got, got.Counted)
+		case !v.last:
+			superseded++
+		}
+	}
+	t.Logf("%d receipts checked through the edges: %d counted, %d superseded pointing at their voter's counted vote; tree of %d, root %s",
+		len(casts), len(casts)-superseded, superseded, cert.Detail.Tree.Size, cert.Detail.Tree.Root)
+}
+
+// castVotes has n voters vote through the edges (voter i at edge i mod
+// 3), every fifth voting again for another option through the next
+// region's edge, after the first vote's stamp. Every acknowledged vote
+// carries a receipt.
+func castVotes(t *testing.T, c *upgradeCluster, n int) []cast {
+	t.Helper()
+	options := []string{"a", "b", "c"}
+	var mu sync.Mutex
+	var casts []cast
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := w; i < n; i += 6 {
+				voter := fmt.Sprintf("voter-%03d", i)
+				first := sendWithReceipt(t, c.edges[i%3].url(), voter, options[i%3], fmt.Sprintf("k-%03d-1", i), "")
+				if first == nil {
+					return
+				}
+				one := cast{voter: voter, option: options[i%3], last: true, rc: *first}
+				var two *receipt.Receipt
+				if i%5 == 0 {
+					two = sendWithReceipt(t, c.edges[(i+1)%3].url(), voter, options[(i+1)%3], fmt.Sprintf("k-%03d-2", i), first.Stamp)
+					if two == nil {
+						return
+					}
+					one.last = false
+				}
+				mu.Lock()
+				casts = append(casts, one)
+				if two != nil {
+					casts = append(casts, cast{voter: voter, option: options[(i+1)%3], last: true, rc: *two})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return casts
+}
+
+// sendWithReceipt votes until acknowledged (503 and 504 are retried with
+// the same key) and returns the answer's receipt; nil after a failure,
+// reported.
+func sendWithReceipt(t *testing.T, url, voter, option, idem, after string) *receipt.Receipt {
+	body := fmt.Sprintf(`{"option":%q,"voter":%q,"idem":%q,"after":%q}`, option, voter, idem, after)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, b, err := post(url+"/v1/polls/r/votes", body)
+		var res api.VoteResponse
+		if err == nil && code == 200 && json.Unmarshal(b, &res) == nil && len(res.Results) == 1 {
+			r := res.Results[0]
+			if r.Status != api.StatusAccepted && r.Status != api.StatusDuplicate || r.Receipt == nil {
+				t.Errorf("vote %s: %s", body, b)
+				return nil
+			}
+			return r.Receipt
+		}
+		if code != 0 && code != 503 && code != 504 || time.Now().After(deadline) {
+			t.Errorf("vote %s: %d %s %v", body, code, b, err)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lastOption is the option of the voter's last vote.
+func lastOption(casts []cast, voter string) string {
+	for _, v := range casts {
+		if v.voter == voter && v.last {
+			return v.option
+		}
+	}
+	return ""
+}
+
+// clusterKeys reads GET /v1/cluster/keys as a receipt's checker does.
+func clusterKeys(t *testing.T, url string) receipt.Keys {
+	t.Helper()
+	var ks api.ClusterKeys
+	if code := getJSON(url+"/v1/cluster/keys", &ks); code != 200 {
+		t.Fatalf("GET /v1/cluster/keys: %d", code)
+	}
+	m := map[string]ed25519.PublicKey{}
+	for _, k := range ks.Keys {
+		m[k.Replica] = k.PublicKey
+	}
+	return func(replica string) ed25519.PublicKey { return m[replica] }
+}
