@@ -31,7 +31,89 @@ export interface VoteResult {
   idem: string; status: "accepted" | "duplicate" | "late" | "rejected"; vote_id?: string; error?: string;
   /** What the node stamped the vote that counts for this key with, "wall.logical" (not on a rejected one). */
   stamp?: string;
+  /** The vote's receipt, signed by the replica that ledgered it (not on a rejected one); the client keeps it: receipts(poll). */
+  receipt?: Receipt;
 }
+
+/** A vote's receipt (docs/auditing.md, "Receipts"; Go: receipt.Receipt). */
+export interface Receipt {
+  poll: string;
+  /** "REPLICA/SEQ": the replica that ledgered the vote, and signed this. */
+  vote_id: string;
+  /** "WALL.LOGICAL", as the answer gave it. */
+  stamp: string;
+  /** The SHA-256 of the ledger record's canonical bytes, 64 lowercase hex digits. */
+  leaf: string;
+  /** Ed25519, standard base64, over "tally receipt v1\n" + poll, vote_id, stamp and leaf, each followed by "\n". */
+  sig: string;
+}
+
+/** What became of a ledgered vote under the certified rule. */
+export type Disposition = "counted" | "superseded" | "late" | "duplicate" | "filtered";
+
+/** A record's fields a voter reads (Go: receipt.Vote). */
+export interface ReceiptVote { vote_id: string; voter: string; option: string; stamp: string }
+
+/** The certificate's signed tree head (Go: receipt.TreeHead). */
+export interface TreeHead { poll: string; size: number; root: string; digest: string; by: string; sig: string }
+
+/** GET /v1/polls/{poll}/proofs/{leaf} (Go: receipt.Proof). */
+export interface Proof {
+  leaf: string;
+  index: number;
+  /** The audit path (RFC 9162 §2.1.3), hex, leaf to root. */
+  path: string[];
+  /** The record's canonical bytes, base64. */
+  record: string;
+  vote: ReceiptVote;
+  disposition: Disposition;
+  /** For a superseded record, the voter's counted one; for a duplicate, the copy of its key that stands when it is the voter's. */
+  counted?: Proof;
+  tree_head?: TreeHead;
+}
+
+/** /v1/cluster/keys's body, its list, or replica → standard base64 public key. */
+export type ReplicaKeys = { keys: { replica: string; public_key: string }[] } | { replica: string; public_key: string }[] | Record<string, string>;
+
+export interface VerifyOptions {
+  /** The node the keys and the proof are fetched from; required unless both are given. */
+  baseUrl?: string;
+  fetch?: typeof fetch;
+  keys?: ReplicaKeys;
+  proof?: Proof;
+}
+
+export type Verification =
+  | {
+    ok: true; disposition: Disposition;
+    /** The receipt's vote, from its record. */
+    vote: ReceiptVote;
+    /** For a superseded vote (or a duplicate whose standing copy is the voter's): the voter's vote that counts instead, with its disposition. */
+    counted?: ReceiptVote & { disposition: Disposition };
+    /** The certificate's tree: its size, its root, and the replica that certified it. */
+    size: number; root: string; by: string;
+  }
+  | {
+    ok: false;
+    /**
+     * The step that failed: "malformed" (the receipt or proof cannot be read), "signature" (the receipt's),
+     * "certificate" (the tree head's), "record" (the proof's record is not the receipt's vote, or its
+     * counted one not the voter's), "path" (the audit path is malformed or leads nowhere), "root" (it leads
+     * to another root than the certificate's); or why there is no check yet: "pending" (409, not certified),
+     * "unknown" (404, no proof of that leaf), "network" (no answer, or a refusal), "unsupported" (no
+     * WebCrypto Ed25519 here: a page over plain HTTP off localhost).
+     */
+    step: "malformed" | "signature" | "certificate" | "record" | "path" | "root" | "pending" | "unknown" | "network" | "unsupported";
+    message: string;
+  };
+
+/**
+ * Checks a receipt against the certified result, as Go's receipt.Verify does, with WebCrypto. It resolves, never
+ * rejects on what it is given or fetched; it throws a TypeError when it has neither baseUrl nor both keys and proof.
+ */
+export function verifyReceipt(receipt: unknown, opts?: VerifyOptions): Promise<Verification>;
+/** Where a receipt's proof is served: /v1/polls/{poll}/proofs/{leaf}. */
+export function proofPath(poll: string, leaf: string): string;
 export interface VoteResponse { results: VoteResult[]; server_time: number }
 export interface Session {
   token: string; voter: string; expires_at: number;
@@ -72,7 +154,7 @@ export interface TallyOptions {
   fetch?: typeof fetch;
   WebSocket?: unknown;
   EventSource?: unknown;
-  /** Where the voter session and the polls' newest stamps are kept between visits (e.g. localStorage). */
+  /** Where the voter session, the polls' newest stamps and the votes' receipts are kept between visits (e.g. localStorage). */
   storage?: { getItem(key: string): string | null; setItem(key: string, value: string): void; removeItem?(key: string): void } | null;
   /**
    * Extra headers for every request (or a function returning them at each
@@ -115,6 +197,13 @@ export class Tally {
   vote(poll: string, votes: Vote | Vote[]): Promise<VoteResponse>;
   /** The newest stamp the client was answered for the poll, or null. */
   stamp(poll: string): string | null;
+  /**
+   * The receipts of the poll's vote answers this client was given (kept in storage too, when given): the newest
+   * five by stamp, oldest first; the last is the voter's latest vote.
+   */
+  receipts(poll: string): Receipt[];
+  /** verifyReceipt against this node (its url and fetch). */
+  verifyReceipt(receipt: unknown, opts?: Omit<VerifyOptions, "baseUrl">): Promise<Verification>;
   /**
    * Follows the poll until the Live's close(). Throws a TallyError "no_websocket"
    * on a runtime with neither WebSocket nor EventSource (Node 20 without

@@ -1,6 +1,7 @@
-// Tally's JavaScript client: the live tally of a Tally poll and votes on
-// it, for browsers and Node 20+ (with --experimental-websocket, or a
-// WebSocket passed in; Node 22 has one), with no dependencies. It is on no
+// Tally's JavaScript client: the live tally of a Tally poll, votes on it
+// and their receipts' check, for browsers and Node 20+ (with
+// --experimental-websocket, or a WebSocket passed in; Node 22 has one),
+// with no dependencies. It is on no
 // package registry: copy this file, or load /client.js from a node (see
 // README.md). The protocol is docs/api.md's.
 
@@ -78,6 +79,25 @@ const MAX_STAMPS = 200;
 // A stamp is what the node stamped a vote with, "wall.logical" in decimal
 // (wall: Unix ms; logical: a counter within the millisecond).
 const STAMP = /^(\d{1,20})\.(\d{1,10})$/;
+
+// RECEIPTS_KEY + poll holds the receipts of the poll's vote answers (the
+// newest MAX_RECEIPTS by stamp, oldest first); RECEIPT_POLLS_KEY the
+// polls that have some, oldest first: past MAX_RECEIPT_POLLS, the oldest
+// poll's receipts go.
+const RECEIPTS_KEY = "tally.receipts.";
+const RECEIPT_POLLS_KEY = "tally.receipt-polls";
+const MAX_RECEIPTS = 5;
+const MAX_RECEIPT_POLLS = 100;
+
+// readList reads a list kept in storage: [] when missing or damaged.
+function readList(storage, key) {
+  try {
+    const kept = JSON.parse(storage?.getItem(key) || "[]");
+    return Array.isArray(kept) ? kept : [];
+  } catch {
+    return [];
+  }
+}
 
 // cmpDigits compares two decimal strings as numbers, however long.
 function cmpDigits(a, b) {
@@ -200,7 +220,7 @@ const jitter = ms => ms * (0.5 + Math.random());
  * @param {Function} [opts.fetch]      default: globalThis.fetch
  * @param {Function} [opts.WebSocket]  default: globalThis.WebSocket
  * @param {Function} [opts.EventSource] default: globalThis.EventSource (the fallback after failed sockets)
- * @param {Storage}  [opts.storage]    where the voter session and the polls' stamps are kept between visits (e.g. localStorage); default: none
+ * @param {Storage}  [opts.storage]    where the voter session, the polls' stamps and the votes' receipts are kept between visits (e.g. localStorage); default: none
  * @param {object|Function} [opts.headers] extra headers for every request (an object, or a function returning one at each
  *                                     request); also given to a socket where its WebSocket takes headers (Node's does, a browser's does not)
  */
@@ -219,6 +239,7 @@ export class Tally {
     this.solve = solvePuzzle; // the last solver session() was given: a renewed token uses it too
     this.unknownMs = UNKNOWN_MS;
     this.stamps = readStamps(storage); // poll → the newest stamp of its answers
+    this.held = new Map(); // poll → its receipts, as receipts(poll) lists them (storage may refuse them)
     try {
       const saved = JSON.parse(storage?.getItem(SESSION_KEY) || "null");
       if (fresh(saved)) this.token = saved;
@@ -389,6 +410,50 @@ export class Tally {
   }
 
   /**
+   * receipts are the receipts of the poll's vote answers this client was
+   * given (in this page or, through storage, an earlier one of the same
+   * site): the newest five by stamp, oldest first. The last is the
+   * voter's latest vote: verifyReceipt checks it once the poll is
+   * certified.
+   */
+  receipts(poll) {
+    const byLeaf = new Map(); // a stored copy wins over the one in memory
+    for (const r of [...(this.held.get(poll) ?? []), ...readList(this.storage, RECEIPTS_KEY + poll)]) {
+      if (isObject(r) && r.poll === poll && typeof r.leaf === "string") byLeaf.set(r.leaf, r);
+    }
+    return [...byLeaf.values()].sort((a, b) => compareStamps(a.stamp, b.stamp)).slice(-MAX_RECEIPTS);
+  }
+
+  // keepReceipts keeps the receipts of a poll's vote answers (results).
+  keepReceipts(poll, results) {
+    const fresh = (results || []).map(r => r?.receipt)
+      .filter(r => isObject(r) && r.poll === poll && typeof r.leaf === "string" && JSON.stringify(r).length <= 1024);
+    if (!fresh.length) return;
+    const all = [...this.receipts(poll), ...fresh];
+    this.held.delete(poll); // and set again: the newest poll goes last
+    this.held.set(poll, all);
+    const kept = this.receipts(poll);
+    this.held.set(poll, kept);
+    while (this.held.size > MAX_RECEIPT_POLLS) this.held.delete(this.held.keys().next().value);
+    if (!this.storage) return;
+    try {
+      const polls = readList(this.storage, RECEIPT_POLLS_KEY).filter(p => typeof p === "string" && p !== poll);
+      polls.push(poll);
+      for (const gone of polls.splice(0, Math.max(0, polls.length - MAX_RECEIPT_POLLS))) this.storage.removeItem?.(RECEIPTS_KEY + gone);
+      this.storage.setItem(RECEIPTS_KEY + poll, JSON.stringify(kept));
+      this.storage.setItem(RECEIPT_POLLS_KEY, JSON.stringify(polls));
+    } catch { /* storage full or denied: kept in memory */ }
+  }
+
+  /**
+   * verifyReceipt is verifyReceipt(receipt) against this node: the keys
+   * and the proof fetched from it (opts as verifyReceipt's).
+   */
+  verifyReceipt(receipt, opts = {}) {
+    return verifyReceipt(receipt, { baseUrl: this.url, fetch: this.fetch, ...opts });
+  }
+
+  /**
    * vote sends votes over HTTP (POST /v1/polls/{poll}/votes): each
    * {option, voter, idem}; a retry with the same idem is answered
    * "duplicate" with the first vote's id, wherever it was taken. Every
@@ -417,6 +482,7 @@ export class Tally {
       try {
         const res = await this.settle(poll, votes, viaSocket);
         this.heard(poll, res.results);
+        this.keepReceipts(poll, res.results);
         return res;
       } catch (err) {
         // A stamp the node will not stamp after (beyond its clock's bound)
@@ -904,5 +970,232 @@ async function solveHere(challenge, bits) {
     const nonce = search(challenge, bits, from, slice);
     if (nonce !== null) return nonce;
     await sleep(0);
+  }
+}
+
+// Receipts (docs/auditing.md, "Receipts"; Go: package receipt, the
+// reference this mirrors). Every vote's answer carries one: the poll, the
+// vote id, the stamp, the leaf (the SHA-256 of the ledger record's
+// canonical bytes) and the ledgering replica's Ed25519 signature. Once
+// the poll is certified, GET /v1/polls/{poll}/proofs/{leaf} shows the
+// record, its audit path in the certificate's Merkle tree (RFC 9162),
+// what became of it and the certifier's signed tree head.
+
+const ID = /^[A-Za-z0-9._-]{1,64}$/; // ids.Valid
+const HASH = /^[0-9a-f]{64}$/; // a hash, as every field writes one
+const MAX_PATH = 64; // a tree of 2^64 leaves
+const MAX_PROOF = 64 << 10; // receipt.MaxProofJSON
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+// A Refusal ends a check at its step; verifyReceipt turns it into the result.
+class Refusal extends Error {
+  constructor(step, message) { super(message); this.step = step; }
+}
+const refuse = (step, message) => { throw new Refusal(step, message); };
+
+const isObject = x => typeof x === "object" && x !== null && !Array.isArray(x);
+const hex = b => Array.from(b, x => x.toString(16).padStart(2, "0")).join("");
+const unhex = s => Uint8Array.from(s.match(/../g), h => parseInt(h, 16));
+const bytesOf = (...parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
+};
+const sha256 = async (...parts) => new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytesOf(...parts)));
+
+// base64 decodes standard, padded base64 of at most max characters; null
+// when s is not that.
+function base64(s, max) {
+  if (typeof s !== "string" || s.length > max || s.length % 4 || !/^[A-Za-z0-9+/]*={0,2}$/.test(s)) return null;
+  try { return Uint8Array.from(atob(s), c => c.charCodeAt(0)); } catch { return null; }
+}
+
+// decimal reports whether s is a number from min to max written plainly.
+const decimal = (s, min, max) => typeof s === "string" && /^(0|[1-9]\d{0,19})$/.test(s) && BigInt(s) >= min && BigInt(s) <= max;
+const U32 = 2n ** 32n - 1n, I64 = 2n ** 63n - 1n, U64 = 2n ** 64n - 1n;
+
+// signed checks an Ed25519 signature by a base64 public key (false when
+// the key is unknown or no key).
+async function signed(key, message, sig) {
+  const raw = base64(key, 44);
+  if (!raw || raw.length !== 32) return false;
+  try {
+    const k = await globalThis.crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
+    return await globalThis.crypto.subtle.verify({ name: "Ed25519" }, k, sig, new TextEncoder().encode(message));
+  } catch (err) {
+    if (err?.name === "NotSupportedError") refuse("unsupported", `this runtime cannot check Ed25519 signatures (${err.message})`);
+    return false; // a key that is no curve point
+  }
+}
+
+// checkReceipt is receipt.Receipt.Check: the fields, and the signature's size.
+function checkReceipt(r) {
+  if (!isObject(r)) refuse("malformed", "the receipt is not an object");
+  const [replica, seq, more] = typeof r.vote_id === "string" ? r.vote_id.split("/") : [];
+  const [wall, logical, extra] = typeof r.stamp === "string" ? r.stamp.split(".") : [];
+  const sig = base64(r.sig, 88);
+  if (typeof r.poll !== "string" || !ID.test(r.poll)) refuse("malformed", "the receipt's poll is not a poll id");
+  if (!ID.test(replica ?? "") || !decimal(seq, 1n, U64) || more !== undefined) refuse("malformed", "the receipt's vote_id is not REPLICA/SEQ");
+  if (!decimal(wall, 1n, I64) || !decimal(logical, 0n, U32) || extra !== undefined) refuse("malformed", "the receipt's stamp is not WALL.LOGICAL");
+  if (typeof r.leaf !== "string" || !HASH.test(r.leaf)) refuse("malformed", "the receipt's leaf is not 64 lowercase hex digits");
+  if (!sig || sig.length !== 64) refuse("malformed", "the receipt's sig is not 64 bytes of base64");
+  return { replica, sig };
+}
+
+// decodeRecord reads what a voter checks of a ledger record's canonical
+// bytes (ledger.Record.AppendBinary): the version, poll, replica, seq,
+// wall, logical, voter, option and idempotency key, which start it.
+function decodeRecord(b) {
+  let at = 0;
+  const byte = () => at < b.length ? b[at++] : refuse("record", "the record is cut short");
+  const uvarint = () => { // encoding/binary's, in its shortest form only
+    let v = 0n;
+    for (let shift = 0n; ; shift += 7n) {
+      const c = byte();
+      if (shift === 63n && c > 1) refuse("record", "a number in the record overflows");
+      v |= BigInt(c & 0x7f) << shift;
+      if (c < 0x80) return c === 0 && shift > 0n ? refuse("record", "a number in the record is not in its shortest form") : v;
+    }
+  };
+  const text = (max, what) => { // wire.AppendString: a length, then the bytes
+    const n = uvarint();
+    if (n > BigInt(Math.min(max, b.length - at))) refuse("record", `the record's ${what} is too long`);
+    const s = b.subarray(at, at + Number(n));
+    at += s.length;
+    let out;
+    try { out = utf8.decode(s); } catch { refuse("record", `the record's ${what} is not UTF-8`); }
+    if (!out || /[\u0000-\u001f\u007f-\u009f]/.test(out)) refuse("record", `the record's ${what} is empty or holds a control character`);
+    return out;
+  };
+  if (byte() !== 1) refuse("record", "the record's encoding version is not 1");
+  const poll = text(64, "poll"), replica = text(64, "replica"), seq = uvarint(), wall = uvarint(), logical = uvarint();
+  const voter = text(128, "voter"), option = text(64, "option"), idem = text(128, "idem");
+  if (!ID.test(poll) || !ID.test(replica) || seq === 0n || wall === 0n || wall > I64 || logical > U32) refuse("record", "the record's ids or stamp are out of range");
+  return { poll, voter, idem, vote: { vote_id: `${replica}/${seq}`, voter, option, stamp: `${wall}.${logical}` } };
+}
+
+// checkProof is receipt's checkProof: one record's proof against the tree
+// head (its record hashes to its leaf and says what its vote says; its
+// audit path leads to the head's root). It returns the decoded record.
+async function checkProof(p, head) {
+  if (!isObject(p) || typeof p.leaf !== "string" || !Number.isSafeInteger(p.index) || p.index < 0 || !Array.isArray(p.path) ||
+    typeof p.disposition !== "string") refuse("malformed", "the proof lacks its leaf, index, path or disposition");
+  const record = base64(p.record, 4096);
+  if (!record) refuse("malformed", "the proof's record is not base64");
+  const sum = await sha256(record);
+  if (!HASH.test(p.leaf) || hex(sum) !== p.leaf) refuse("record", `the record does not hash to the leaf ${p.leaf.slice(0, 64)}`);
+  const rec = decodeRecord(record);
+  if (rec.poll !== head.poll) refuse("record", `the record is poll ${rec.poll}'s`);
+  const v = isObject(p.vote) ? p.vote : {};
+  if (["vote_id", "voter", "option", "stamp"].some(k => v[k] !== rec.vote[k])) refuse("record", "the proof's vote is not what its record says");
+  if (p.path.length > MAX_PATH) refuse("path", `a path of ${p.path.length} hashes`);
+  if (!p.path.every(h => typeof h === "string" && HASH.test(h))) refuse("path", "a hash of the path is not 64 lowercase hex digits");
+  // RFC 9162 §2.1.3.2: from the leaf's node up to the root.
+  let fn = BigInt(p.index), sn = BigInt(head.size) - 1n;
+  if (fn > sn) refuse("path", `leaf ${p.index} of a tree of ${head.size}`);
+  let r = await sha256([0], sum);
+  for (const h of p.path.map(unhex)) {
+    if (sn === 0n) refuse("path", "the path is longer than the tree is deep");
+    if ((fn & 1n) === 1n || fn === sn) {
+      r = await sha256([1], h, r);
+      while ((fn & 1n) === 0n && fn !== 0n) { fn >>= 1n; sn >>= 1n; }
+    } else r = await sha256([1], r, h);
+    fn >>= 1n; sn >>= 1n;
+  }
+  if (sn !== 0n) refuse("path", "the path is shorter than the tree is deep");
+  if (hex(r) !== head.root) refuse("root", `the path from leaf ${p.index} leads to another root than the certificate's ${head.root}`);
+  return rec;
+}
+
+// fetchJSON GETs url; 404 and 409 are the steps "unknown" and "pending",
+// no answer or another refusal is "network".
+async function fetchJSON(f, url, what) {
+  let res, text;
+  try {
+    res = await f(url, { headers: { Accept: "application/json" } });
+    text = await res.text();
+  } catch (err) { refuse("network", `${what}: no answer (${err?.message})`); }
+  let body = null;
+  try { body = text.length <= MAX_PROOF ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  const said = body?.error ? ` (${body.error.code}: ${body.error.message})` : ` (HTTP ${res.status})`;
+  if (res.status === 404) refuse("unknown", `${what}: the node has none${said}`);
+  if (res.status === 409) refuse("pending", `${what}: not until the poll is certified${said}`);
+  if (!res.ok) refuse("network", `${what}: refused${said}`);
+  return body ?? refuse("malformed", `${what}: not JSON of at most ${MAX_PROOF} bytes`);
+}
+
+/** proofPath is where a receipt's proof is served: /v1/polls/{poll}/proofs/{leaf}. */
+export const proofPath = (poll, leaf) => `/v1/polls/${encodeURIComponent(poll)}/proofs/${encodeURIComponent(leaf)}`;
+
+/**
+ * verifyReceipt checks a vote's receipt against the certified result, step
+ * by step, as receipt.Verify does: the receipt's signature by the replica
+ * that ledgered the vote, the tree head's by the certifier, the record
+ * (it hashes to the leaf and is the receipt's vote), its audit path to
+ * the tree head's root and, for a superseded vote (or a duplicate whose
+ * standing copy is the voter's), the same for the voter's counted one.
+ * It resolves, never rejects on what it is given or fetched, with
+ * {ok: true, disposition, vote, counted?, size, root, by}, or with
+ * {ok: false, step, message}: step is the one that failed ("malformed",
+ * "signature", "certificate", "record", "path", "root"), "pending" (not
+ * certified yet: 409), "unknown" (no proof of that leaf: 404), "network"
+ * (no answer) or "unsupported" (no WebCrypto Ed25519 here: a page over
+ * plain HTTP off localhost has no crypto.subtle).
+ * @param {object} receipt  a vote answer's receipt
+ * @param {object} [opts]
+ * @param {string} [opts.baseUrl] the node to fetch the keys and the proof from
+ * @param {Function} [opts.fetch] default: globalThis.fetch
+ * @param {Array|object} [opts.keys] GET /v1/cluster/keys's answer, its keys, or {replica: base64 key}
+ * @param {object} [opts.proof] GET /v1/polls/{poll}/proofs/{leaf}'s answer
+ */
+export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fetch, keys, proof } = {}) {
+  if (!baseUrl && (keys == null || proof == null)) throw new TypeError("verifyReceipt: baseUrl is required unless both keys and proof are given");
+  const base = String(baseUrl ?? "").replace(/\/+$/, "");
+  try {
+    if (!globalThis.crypto?.subtle) refuse("unsupported", "this runtime has no WebCrypto (a page served over plain HTTP off localhost)");
+    const { replica, sig } = checkReceipt(receipt);
+    let list = keys ?? await fetchJSON(f, base + "/v1/cluster/keys", "the cluster's keys");
+    if (isObject(list) && Array.isArray(list.keys)) list = list.keys;
+    const keyOf = name => Array.isArray(list) ? list.find(k => isObject(k) && k.replica === name)?.public_key
+      : isObject(list) && Object.hasOwn(list, name) ? list[name] : undefined;
+    const r = receipt;
+    if (!await signed(keyOf(replica), `tally receipt v1\n${r.poll}\n${r.vote_id}\n${r.stamp}\n${r.leaf}\n`, sig)) {
+      refuse("signature", `the receipt is not signed by ${replica}'s key`);
+    }
+    const p = proof ?? await fetchJSON(f, base + proofPath(r.poll, r.leaf), "the proof");
+    if (!isObject(p)) refuse("malformed", "the proof is not an object");
+    const h = p.tree_head;
+    if (!isObject(h)) refuse("certificate", "the proof carries no tree head");
+    const hsig = base64(h.sig, 88);
+    if (!ID.test(h.poll ?? "") || !ID.test(h.by ?? "") || !HASH.test(h.root ?? "") || !HASH.test(h.digest ?? "") ||
+      !Number.isSafeInteger(h.size) || h.size < 0 || hsig?.length !== 64) refuse("certificate", "the tree head is malformed");
+    if (!await signed(keyOf(h.by), `tally tree head v1\n${h.poll}\n${h.size}\n${h.root}\n${h.digest}\n${h.by}\n`, hsig)) {
+      refuse("certificate", `the tree head is not signed by ${h.by}'s key`);
+    }
+    if (h.poll !== r.poll) refuse("certificate", `the tree head is poll ${h.poll}'s, the receipt poll ${r.poll}'s`);
+    if (p.leaf !== r.leaf) refuse("record", "the proof is for another leaf than the receipt's");
+    const rec = await checkProof(p, h);
+    if (rec.vote.vote_id !== r.vote_id || rec.vote.stamp !== r.stamp) refuse("record", `the record is vote ${rec.vote.vote_id} stamped ${rec.vote.stamp}, the receipt's ${r.vote_id} stamped ${r.stamp}`);
+    const verdict = { ok: true, disposition: p.disposition, vote: rec.vote, size: h.size, root: h.root, by: h.by };
+    const c = p.counted ?? null;
+    switch (p.disposition) {
+      case "counted": case "late": case "filtered":
+        if (c) refuse("record", `a ${p.disposition} record points at another`);
+        return verdict;
+      case "superseded": case "duplicate": {
+        if (!c) return p.disposition === "duplicate" ? verdict : refuse("record", "a superseded record without the voter's counted one");
+        if (!isObject(c) || c.counted != null || c.tree_head != null) refuse("record", "the counted record's proof nests further");
+        const other = await checkProof(c, h);
+        if (other.voter !== rec.voter) refuse("record", "the counted record is another voter's");
+        if (p.disposition === "superseded" && c.disposition !== "counted") refuse("record", `the record said to count instead is ${c.disposition}`);
+        if (p.disposition === "duplicate" && other.idem !== rec.idem) refuse("record", "the record said to stand for the key has another key");
+        return { ...verdict, counted: { ...other.vote, disposition: c.disposition } };
+      }
+      default: refuse("record", `unknown disposition ${String(p.disposition).slice(0, 32)}`);
+    }
+  } catch (err) {
+    if (err instanceof Refusal) return { ok: false, step: err.step, message: err.message };
+    return { ok: false, step: "malformed", message: `the receipt or its proof cannot be read (${err?.message})` };
   }
 }

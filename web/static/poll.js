@@ -3,7 +3,8 @@
 // in place on every frame, so focus stays where it is and the bars'
 // transitions run.
 import { t, num, plural, duration, when } from "/i18n.js";
-import { el, api, choices, subscribe, tap } from "/live.js";
+import { el, api, choices, subscribe, tap, client } from "/live.js";
+import { proofPath } from "/client.js";
 import { codeLine } from "/join.js";
 
 // shares gives each count its whole percent of total so that they add up
@@ -89,6 +90,20 @@ export class Bars {
   }
 }
 
+// receiptSpreadMs is how long a page waits, at random, before it asks
+// for its vote's proof: up to 30 s, so that the audience's proofs reach
+// the nodes spread over half a minute (BENCHMARKS.md, "Receipts"). The
+// local storage key "tally.receipt-spread-ms" sets another bound (0: at
+// once; the browser tests use it).
+function receiptSpreadMs() {
+  let bound = 30000;
+  try {
+    const v = localStorage.getItem("tally.receipt-spread-ms");
+    if (v !== null && /^[0-9]{1,6}$/.test(v)) bound = Number(v);
+  } catch { /* no storage: the default */ }
+  return Math.random() * bound;
+}
+
 // countUp runs a row's figures from zero to n (and pct) over a second.
 function countUp(it, n, pct) {
   const start = performance.now();
@@ -168,6 +183,8 @@ export class PollView {
     this.bars = new Bars(this.list, { interactive: !host, onTap: id => tap(this.poll, id, this) });
     this.summary = el("p", { class: "summary" }, this.total = el("span", { id: "total" }), " · ", this.viewers = el("span", { id: "viewers" }));
     this.result = el("div", { class: "result", id: "result" });
+    // What became of the voter's vote, once the result is certified.
+    this.receipt = el("p", { class: "receipt", id: "receipt", "aria-live": "polite" });
     this.error = el("p", { class: "error", role: "alert" });
     this.ticker = el("p", { class: "events", "aria-hidden": "true" });
     this.announce = el("p", { class: "sr-only", "aria-live": "polite", id: "announce" });
@@ -194,7 +211,7 @@ export class PollView {
   render(s) {
     if (!s) return;
     if (!this.question.isConnected) {
-      const kids = [this.status, this.question, this.hint, this.list, this.summary, this.result, this.error, this.ticker, this.announce, this.details];
+      const kids = [this.status, this.question, this.hint, this.list, this.summary, this.result, this.receipt, this.error, this.ticker, this.announce, this.details];
       // The host's controls come first, above the poll's card.
       if (this.host) kids.unshift(this.hostPanel = el("section", { class: "host", "aria-label": t("host") }));
       this.root.replaceChildren(...kids);
@@ -218,6 +235,7 @@ export class PollView {
     this.total.textContent = hidden ? t(open || p === "scheduled" ? "hiddenResults" : "hiddenAfter") : plural("votes", total);
     this.viewers.textContent = plural("watching", s.viewers || 0);
     this.renderResult(s, totals, p, hidden);
+    if (p === "final" && !hidden && !this.host) this.checkReceipt();
     this.error.textContent = this.message;
     // Events: said once when they happen, shown for ten seconds.
     const ev = hidden || p === "final" ? "" : (s.events || []).map(e => e.kind === "leader" ? t("leads", { option: label(e.option) }) :
@@ -235,6 +253,50 @@ export class PollView {
     this.result.replaceChildren(el("p", { class: "winner" }, outcome(s, totals) || plural("votes", 0)),
       s.digest ? el("p", { class: "digest" }, t("certified"), " · ", t("digest"), ": ", el("code", {}, s.digest)) : "");
   }
+  // checkReceipt checks the receipt of the voter's latest vote on this
+  // poll, after a random wait (receiptSpreadMs: a million pages see the
+  // certificate in the same second, and each proof costs its node); it
+  // checks it (the client keeps them from the votes' answers, in
+  // localStorage) against the certified result, with the client's
+  // verifyReceipt: the receipt's signature, the certificate's, the record
+  // and its path in the certificate's tree. The proof follows the
+  // certificate: while the node answers that it is not ready, or does
+  // not answer, it asks again, a few times.
+  async checkReceipt() {
+    const receipt = client.receipts(this.poll).at(-1);
+    const key = receipt && JSON.stringify(receipt); // a new one (another tab voted), or one edited: checked again
+    if (!receipt || this.checked === key) return;
+    this.checked = key;
+    this.receipt.className = "receipt";
+    this.receipt.textContent = t("receiptChecking");
+    await new Promise(r => setTimeout(r, receiptSpreadMs()));
+    if (this.closed || this.checked !== key) return;
+    let v;
+    for (let tries = 0; ; tries++) {
+      v = await client.verifyReceipt(receipt);
+      if (this.closed || this.checked !== key) return;
+      if (!["pending", "network"].includes(v.step) || tries >= 5) break;
+      await new Promise(r => setTimeout(r, 1000 * 2 ** tries));
+    }
+    this.showReceipt(v, receipt);
+  }
+  // showReceipt says in one line what the check of a receipt found.
+  showReceipt(v, receipt) {
+    const options = this.stream.state?.options || [];
+    const label = id => (options.find(o => o.id === id) || { label: id }).label;
+    const counts = v.ok && (v.disposition === "counted" || v.disposition === "superseded" ||
+      (v.disposition === "duplicate" && v.counted?.disposition === "counted"));
+    let line;
+    if (!v.ok) line = v.step === "unknown" ? t("receiptUnknown") : t("receiptUnchecked", { why: t("receiptStep_" + v.step) });
+    else if (v.disposition === "superseded") line = t("receiptSuperseded", { option: label(v.counted.option) });
+    else if (counts) line = t("receiptCounted");
+    else line = t({ late: "receiptLate", filtered: "receiptFiltered" }[v.disposition] || "receiptRepeat");
+    // The proof itself, for whoever wants to see it (or check it again elsewhere).
+    const proof = v.ok || ["certificate", "record", "path", "root"].includes(v.step)
+      ? [" · ", el("a", { href: proofPath(receipt.poll, receipt.leaf), target: "_blank", rel: "noopener" }, t("receiptProof"))] : [];
+    this.receipt.className = "receipt " + (counts ? "ok" : "bad");
+    this.receipt.replaceChildren(line, ...proof);
+  }
   renderDetails() {
     const s = this.stream.state;
     if (!s) return;
@@ -246,7 +308,7 @@ export class PollView {
       regions.length ? el("ul", { class: "regions", id: "regions" }, regions.map(e => el("li", { class: e[1] < 3000 ? "fresh" : "stale", "data-region": e[0] }, age(e)))) : "",
       s.hidden ? "" : el("p", {}, t("perMinute", { n: num(Math.round(s.votes_per_min || 0)) })));
   }
-  close() { this.stream.close(); clearInterval(this.cluster); clearInterval(this.timer); clearInterval(this.hostTimer); }
+  close() { this.closed = true; this.stream.close(); clearInterval(this.cluster); clearInterval(this.timer); clearInterval(this.hostTimer); }
 }
 
 // voteBase is where viewers vote: the node's --public-url, which it puts in

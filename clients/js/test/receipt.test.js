@@ -1,0 +1,324 @@
+// verifyReceipt against the Go side's fixture (receipt/testdata/fixture.json,
+// written by go test ./receipt -run TestFixture -update): every case's
+// verdict or failing step; trees of every size up to 17 built here from
+// RFC 9162's definition, each leaf proved; the proof and keys fetched
+// (404, 409, no answer); hostile input, which gives a step and never a
+// throw; and the receipts the client keeps from vote answers.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Tally, verifyReceipt, proofPath } from "../index.js";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+const fixture = JSON.parse(readFileSync(join(repo, "receipt", "testdata", "fixture.json"), "utf8"));
+const byName = Object.fromEntries(fixture.cases.map(c => [c.name, c]));
+const copy = x => structuredClone(x);
+const STEPS = ["malformed", "signature", "certificate", "record", "path", "root", "pending", "unknown", "network", "unsupported"];
+
+// verdict is what a case's "want" says of a result.
+const verdict = r => r.ok ? r.disposition : `error:${r.step}`;
+
+test("every fixture case gives its verdict, or fails at its step", async () => {
+  assert.ok(fixture.cases.length >= 20, "the fixture holds its cases");
+  for (const c of fixture.cases) {
+    const r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: c.proof });
+    assert.equal(verdict(r), c.want, `${c.name} (${c.about}): ${r.message ?? ""}`);
+    if (r.ok) {
+      assert.deepEqual(r.vote, c.proof.vote, c.name);
+      assert.equal(r.size, c.proof.tree_head.size);
+      assert.equal(r.root, c.proof.tree_head.root);
+      assert.equal(r.by, c.proof.tree_head.by);
+      if (c.proof.counted) assert.deepEqual(r.counted, { ...c.proof.counted.vote, disposition: c.proof.counted.disposition }, c.name);
+      else assert.equal(r.counted, undefined, c.name);
+    } else {
+      assert.equal(typeof r.message, "string");
+    }
+  }
+});
+
+test("the superseded case names the vote that counts instead", async () => {
+  const c = byName.superseded;
+  const r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: c.proof });
+  assert.equal(r.ok, true);
+  assert.equal(r.vote.option, "red");
+  assert.equal(r.counted.option, "blue");
+  assert.equal(r.counted.voter, r.vote.voter);
+  assert.equal(r.counted.disposition, "counted");
+});
+
+test("keys may be given as the endpoint's body, its list, or {replica: key}", async () => {
+  const c = byName.counted;
+  const map = Object.fromEntries(fixture.keys.keys.map(k => [k.replica, k.public_key]));
+  for (const keys of [fixture.keys, fixture.keys.keys, map]) {
+    assert.equal((await verifyReceipt(c.receipt, { keys, proof: c.proof })).disposition, "counted");
+  }
+  // Without the certifier's key, the tree head cannot be checked.
+  const noCertifier = fixture.keys.keys.filter(k => k.replica !== c.proof.tree_head.by);
+  assert.equal(verdict(await verifyReceipt(c.receipt, { keys: noCertifier, proof: c.proof })), "error:certificate");
+});
+
+// server answers GET requests from routes (path → [status, body]), and
+// counts them.
+function server(routes) {
+  const asked = [];
+  const f = async (url, opts) => {
+    asked.push(url);
+    assert.ok(!opts?.method || opts.method === "GET");
+    const path = new URL(url).pathname;
+    const [status, body] = routes[path] ?? [404, { error: { code: "not_found", message: "no such endpoint" } }];
+    if (status === 0) throw new TypeError("fetch failed");
+    return new Response(typeof body === "string" ? body : JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+  };
+  return { f, asked };
+}
+
+test("the keys and the proof are fetched from baseUrl; 404 is unknown, 409 pending, no answer network", async () => {
+  const c = byName.counted;
+  const path = proofPath(c.receipt.poll, c.receipt.leaf);
+  assert.equal(path, `/v1/polls/fixture-poll/proofs/${c.receipt.leaf}`);
+  const ok = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof] });
+  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test/", fetch: ok.f })), "counted");
+  assert.deepEqual(ok.asked, ["http://node.test/v1/cluster/keys", "http://node.test" + path]);
+
+  const cases = [
+    [[409, { error: { code: "poll_not_certified", message: "not certified yet" } }], "pending", /not certified yet/],
+    [[404, { error: { code: "not_found", message: "no record has that leaf" } }], "unknown", /no record has that leaf/],
+    [[0, null], "network", /no answer/],
+    [[500, { error: { code: "internal", message: "oops" } }], "network", /oops/],
+    [[200, "not json"], "malformed", /not JSON/],
+    [[200, "[1,2]"], "malformed", /not an object/],
+    [[200, " ".repeat(70 << 10) + "{}"], "malformed", /not JSON/],
+  ];
+  for (const [answer, step, message] of cases) {
+    const s = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: answer });
+    const r = await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: s.f });
+    assert.equal(r.ok, false);
+    assert.equal(r.step, step, `${answer[0]}: ${r.message}`);
+    assert.match(r.message, message);
+  }
+  // A receipt whose signature fails is not taken further: no proof asked for.
+  const bad = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof] });
+  const forged = byName["receipt-stamp-changed"].receipt;
+  assert.equal(verdict(await verifyReceipt(forged, { baseUrl: "http://node.test", fetch: bad.f })), "error:signature");
+  assert.deepEqual(bad.asked, ["http://node.test/v1/cluster/keys"]);
+  // The keys unreachable.
+  const down = server({ "/v1/cluster/keys": [0, null] });
+  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: down.f })), "error:network");
+  // Nowhere to fetch from is the caller's mistake.
+  await assert.rejects(verifyReceipt(c.receipt, { keys: fixture.keys }), TypeError);
+});
+
+test("hostile input gives a step, never a throw", async () => {
+  const c = byName.superseded;
+  const keys = fixture.keys;
+  const r = () => copy(c.receipt), p = () => copy(c.proof);
+  const huge = "a".repeat(1 << 20);
+  const cases = {
+    "receipt null": [null, p()], "receipt a number": [5, p()], "receipt a string": [JSON.stringify(c.receipt), p()],
+    "receipt an array": [[c.receipt], p()], "receipt empty": [{}, p()],
+    "no poll": [{ ...r(), poll: undefined }, p()], "poll a number": [{ ...r(), poll: 7 }, p()],
+    "poll of a megabyte": [{ ...r(), poll: huge }, p()], "vote_id of a megabyte": [{ ...r(), vote_id: huge + "/1" }, p()],
+    "stamp of a megabyte": [{ ...r(), stamp: "1." + "1".repeat(1 << 20) }, p()], "leaf of a megabyte": [{ ...r(), leaf: huge }, p()],
+    "sig of a megabyte": [{ ...r(), sig: "A".repeat(1 << 20) }, p()], "sig not base64": [{ ...r(), sig: "!".repeat(88) }, p()],
+    "sig unpadded": [{ ...r(), sig: r().sig.replace(/=+$/, "") }, p()], "sig too short": [{ ...r(), sig: "AAAA" }, p()],
+    "vote_id no seq": [{ ...r(), vote_id: "ap-1" }, p()], "vote_id seq 0": [{ ...r(), vote_id: "ap-1/0" }, p()],
+    "vote_id seq 01": [{ ...r(), vote_id: "ap-1/01" }, p()], "vote_id over uint64": [{ ...r(), vote_id: "ap-1/18446744073709551616" }, p()],
+    "stamp no logical": [{ ...r(), stamp: "1796040001000" }, p()], "stamp negative": [{ ...r(), stamp: "-1.0" }, p()],
+    "leaf upper case": [{ ...r(), leaf: r().leaf.toUpperCase() }, p()], "receipt __proto__ replica": [{ ...r(), vote_id: "__proto__/1" }, p()],
+    "proof false": [r(), false], "proof a string": [r(), "{}"], "proof an array": [r(), []],
+    "no tree head": [r(), { ...p(), tree_head: undefined }], "tree head a string": [r(), { ...p(), tree_head: "x" }],
+    "tree head size a string": [r(), { ...p(), tree_head: { ...p().tree_head, size: "7" } }],
+    "tree head size negative": [r(), { ...p(), tree_head: { ...p().tree_head, size: -1 } }],
+    "tree head size huge": [r(), { ...p(), tree_head: { ...p().tree_head, size: 2 ** 64 } }],
+    "tree head sig bad base64": [r(), { ...p(), tree_head: { ...p().tree_head, sig: "%%%%" } }],
+    "record bad base64": [r(), { ...p(), record: "not base64!" }], "record a number": [r(), { ...p(), record: 12 }],
+    "record of a megabyte": [r(), { ...p(), record: "A".repeat(1 << 20) }], "record empty": [r(), { ...p(), record: "" }],
+    "path of 1000 entries": [r(), { ...p(), path: Array(1000).fill(p().path[0]) }],
+    "path of 65 entries": [r(), { ...p(), path: Array(65).fill(p().path[0]) }],
+    "path a string": [r(), { ...p(), path: p().path.join("") }], "path of numbers": [r(), { ...p(), path: [1, 2, 3] }],
+    "path entry of a megabyte": [r(), { ...p(), path: [huge, ...p().path.slice(1)] }],
+    "index negative": [r(), { ...p(), index: -1 }], "index a float": [r(), { ...p(), index: 0.5 }],
+    "index huge": [r(), { ...p(), index: 2 ** 60 }], "index a string": [r(), { ...p(), index: "0" }],
+    "vote missing": [r(), { ...p(), vote: undefined }], "vote a string": [r(), { ...p(), vote: "x" }],
+    "disposition unknown": [r(), { ...p(), disposition: "won" }], "disposition a number": [r(), { ...p(), disposition: 1 }],
+    "counted a string": [r(), { ...p(), counted: "x" }], "counted empty": [r(), { ...p(), counted: {} }],
+    "counted nests": [r(), { ...p(), counted: { ...p().counted, counted: p().counted } }],
+    "counted has a tree head": [r(), { ...p(), counted: { ...p().counted, tree_head: p().tree_head } }],
+    "counted removed": [r(), { ...p(), counted: null }],
+  };
+  for (const [name, [receipt, proof]] of Object.entries(cases)) {
+    let res;
+    await assert.doesNotReject(async () => { res = await verifyReceipt(receipt, { keys, proof }); }, name);
+    assert.equal(res.ok, false, `${name}: ${JSON.stringify(res).slice(0, 200)}`);
+    assert.ok(STEPS.includes(res.step), `${name}: step ${res.step}`);
+    assert.equal(typeof res.message, "string");
+  }
+  // The Go reference's steps, where it names one.
+  const step = async (receipt, proof) => (await verifyReceipt(receipt, { keys, proof })).step;
+  assert.equal(await step(null, p()), "malformed");
+  assert.equal(await step({ ...r(), sig: "!".repeat(88) }, p()), "malformed");
+  assert.equal(await step(r(), { ...p(), path: Array(1000).fill(p().path[0]) }), "path");
+  assert.equal(await step(r(), { ...p(), tree_head: undefined }), "certificate");
+  assert.equal(await step(r(), { ...p(), disposition: "won" }), "record");
+  assert.equal(await step(r(), { ...p(), counted: null }), "record");
+  assert.equal(await step(r(), { ...p(), index: 1 }), "root");
+  assert.equal(await step(r(), { ...p(), index: 6 }), "path"); // the lone last leaf: a path of two
+  assert.equal(await step(r(), { ...p(), index: 7 }), "path");
+  assert.equal(await step(r(), { ...p(), path: [...p().path, p().path[0]] }), "path");
+});
+
+test("every field of a proof replaced by another type: a result, never a throw", async () => {
+  const c = byName.superseded;
+  const others = [null, 0, -1, 1e300, "", "x".repeat(100), [], [1], {}, true];
+  const walk = (obj, prefix = []) => Object.entries(obj).flatMap(([k, v]) =>
+    [[...prefix, k], ...(v && typeof v === "object" && !Array.isArray(v) ? walk(v, [...prefix, k]) : [])]);
+  for (const [what, base] of [["receipt", c.receipt], ["proof", c.proof]]) {
+    for (const path of walk(base)) {
+      for (const other of others) {
+        const changed = copy(base);
+        path.slice(0, -1).reduce((o, k) => o[k], changed)[path.at(-1)] = other;
+        const [receipt, proof] = what === "receipt" ? [changed, c.proof] : [c.receipt, changed];
+        const res = await verifyReceipt(receipt, { keys: fixture.keys, proof });
+        assert.ok(res.ok === false ? STEPS.includes(res.step) : res.disposition === "superseded", `${what}.${path.join(".")} = ${JSON.stringify(other)}`);
+      }
+    }
+  }
+});
+
+// A poll built here, independently of the Go side: records encoded as
+// ledger.Record.AppendBinary writes them, the tree by RFC 9162's
+// definition (MTH, PATH), receipts and tree heads signed with a key made
+// here. Every leaf of trees of 1 to 17 records is proved; a path one hash
+// short or long fails at "path", a wrong sibling at "root".
+const enc = new TextEncoder();
+const uvarint = n => { const out = []; for (n = BigInt(n); n >= 0x80n; n >>= 7n) out.push(Number(n & 0x7fn) | 0x80); out.push(Number(n)); return out; };
+const str = s => { const b = enc.encode(s); return [...uvarint(b.length), ...b]; };
+const cat = (...parts) => { const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0)); let at = 0; for (const p of parts) { out.set(p, at); at += p.length; } return out; };
+const sha = async (...parts) => new Uint8Array(await crypto.subtle.digest("SHA-256", cat(...parts)));
+const hexOf = b => Buffer.from(b).toString("hex");
+const b64 = b => Buffer.from(b).toString("base64");
+
+function record({ poll, replica, seq, wall, logical, voter, option, idem }) {
+  return cat([1], str(poll), str(replica), uvarint(seq), uvarint(wall), uvarint(logical), str(voter), str(option), str(idem),
+    new Uint8Array(8) /* trust 0 */, [1] /* counted */, str(""), new Uint8Array(32) /* prev */);
+}
+
+// mth is RFC 9162 §2.1.1's Merkle Tree Hash of leaf entries (record hashes).
+async function mth(d) {
+  if (d.length === 1) return sha([0], d[0]);
+  let k = 1;
+  while (k * 2 < d.length) k *= 2;
+  return sha([1], await mth(d.slice(0, k)), await mth(d.slice(k)));
+}
+
+// auditPath is RFC 9162 §2.1.3.1's PATH(m, D[n]).
+async function auditPath(m, d) {
+  if (d.length === 1) return [];
+  let k = 1;
+  while (k * 2 < d.length) k *= 2;
+  return m < k ? [...await auditPath(m, d.slice(0, k)), await mth(d.slice(k))] : [...await auditPath(m - k, d.slice(k)), await mth(d.slice(0, k))];
+}
+
+test("trees of 1 to 17 records built from RFC 9162's definition: every leaf proves, a path off by one does not", async () => {
+  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+  const key = b64(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey)));
+  const sign = async msg => b64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, pair.privateKey, enc.encode(msg))));
+  const keys = [{ replica: "r-1", public_key: key }];
+  for (let size = 1; size <= 17; size++) {
+    const recs = Array.from({ length: size }, (_, i) => record({ poll: "tree", replica: "r-1", seq: i + 1, wall: 1796040000000 + 300 * i,
+      logical: i * 70 /* two-byte varints from 2 on */, voter: `v-é${i}`, option: "o", idem: `k${i}` }));
+    const hashes = await Promise.all(recs.map(r => sha(r)));
+    const root = hexOf(await mth(hashes));
+    const head = { poll: "tree", size, root, digest: "ab".repeat(32), by: "r-1" };
+    head.sig = await sign(`tally tree head v1\ntree\n${size}\n${root}\n${head.digest}\nr-1\n`);
+    for (let i = 0; i < size; i++) {
+      const receipt = { poll: "tree", vote_id: `r-1/${i + 1}`, stamp: `${1796040000000 + 300 * i}.${i * 70}`, leaf: hexOf(hashes[i]) };
+      receipt.sig = await sign(`tally receipt v1\ntree\n${receipt.vote_id}\n${receipt.stamp}\n${receipt.leaf}\n`);
+      const path = (await auditPath(i, hashes)).map(hexOf);
+      const proof = { leaf: receipt.leaf, index: i, path, record: b64(recs[i]), disposition: "counted", tree_head: head,
+        vote: { vote_id: receipt.vote_id, voter: `v-é${i}`, option: "o", stamp: receipt.stamp } };
+      const got = await verifyReceipt(receipt, { keys, proof });
+      assert.equal(verdict(got), "counted", `leaf ${i} of ${size}: ${got.message}`);
+      const step = async p => (await verifyReceipt(receipt, { keys, proof: { ...proof, ...p } })).step;
+      assert.equal(await step({ path: [...path, "00".repeat(32)] }), "path", `leaf ${i} of ${size}, a hash too many`);
+      if (path.length) {
+        assert.equal(await step({ path: path.slice(1) }), "path", `leaf ${i} of ${size}, a hash short`);
+        assert.equal(await step({ path: path.map((h, j) => j === path.length - 1 ? "00".repeat(32) : h) }), "root", `leaf ${i} of ${size}, a sibling changed`);
+      }
+      // At another index the path is as long (its root differs) or not (it is no path of that index).
+      const j = (i + 1) % size;
+      if (j !== i) assert.equal(await step({ index: j }), (await auditPath(j, hashes)).length === path.length ? "root" : "path", `leaf ${i} of ${size} at ${j}`);
+    }
+  }
+});
+
+test("a record that does not decode as its hash's signer said fails at record", async () => {
+  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+  const keys = { "r-1": b64(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey))) };
+  const sign = async msg => b64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, pair.privateKey, enc.encode(msg))));
+  const good = { poll: "p", replica: "r-1", seq: 1, wall: 1796040000000, logical: 0, voter: "v", option: "o", idem: "k" };
+  const bad = {
+    "version 2": cat([2], record(good).subarray(1)),
+    "cut short": record(good).subarray(0, 20),
+    "seq not in its shortest form": cat([1], str("p"), str("r-1"), [0x81, 0x00], record(good).subarray(1 + 2 + 4 + 1)),
+    "voter with a control character": record({ ...good, voter: "v\u0007" }),
+    "voter not UTF-8": cat([1], str("p"), str("r-1"), uvarint(1), uvarint(good.wall), uvarint(0), [2, 0xc3, 0x28], str("o"), str("k")),
+    "an empty option": record({ ...good, option: "" }),
+    "wall 0": record({ ...good, wall: 0 }),
+    "logical over 32 bits": record({ ...good, logical: 2 ** 32 }),
+    "a length past the end": cat([1], str("p"), str("r-1"), uvarint(1), uvarint(good.wall), uvarint(0), [0x7f, 0x61]),
+  };
+  for (const [name, rec] of Object.entries(bad)) {
+    const leaf = hexOf(await sha(rec));
+    const receipt = { poll: "p", vote_id: "r-1/1", stamp: `${good.wall}.0`, leaf };
+    receipt.sig = await sign(`tally receipt v1\np\nr-1/1\n${receipt.stamp}\n${leaf}\n`);
+    const root = hexOf(await sha([0], await sha(rec)));
+    const head = { poll: "p", size: 1, root, digest: "cd".repeat(32), by: "r-1" };
+    head.sig = await sign(`tally tree head v1\np\n1\n${root}\n${head.digest}\nr-1\n`);
+    const proof = { leaf, index: 0, path: [], record: b64(rec), disposition: "counted", tree_head: head,
+      vote: { vote_id: "r-1/1", voter: "v", option: "o", stamp: receipt.stamp } };
+    const got = await verifyReceipt(receipt, { keys, proof });
+    assert.equal(verdict(got), "error:record", `${name}: ${got.message}`);
+  }
+});
+
+test("the client keeps each poll's receipts from its vote answers, newest last, bounded, in storage too", async () => {
+  const mem = new Map();
+  const storage = { getItem: k => mem.get(k) ?? null, setItem: (k, v) => mem.set(k, String(v)), removeItem: k => mem.delete(k) };
+  let n = 0;
+  const receiptOf = (poll, i) => ({ ...byName.counted.receipt, poll, stamp: `${1796040000000 + i}.0`, leaf: i.toString(16).padStart(64, "0") });
+  const fetch = async (url, opts) => {
+    const poll = decodeURIComponent(url.split("/")[5]);
+    const body = JSON.parse(opts.body);
+    const results = (body.votes ?? [body]).map(v => ({ idem: v.idem, status: "accepted", vote_id: `ap-1/${++n}`,
+      stamp: `${1796040000000 + n}.0`, receipt: receiptOf(poll, n) }));
+    return new Response(JSON.stringify({ results, server_time: Date.now() }), { status: 200 });
+  };
+  const client = new Tally({ url: "http://node.test", fetch, storage });
+  const res = await client.vote("p", { option: "a", voter: "v", idem: "k1" });
+  assert.deepEqual(res.results[0].receipt, receiptOf("p", 1), "the answer's receipt passes through");
+  assert.deepEqual(client.receipts("p"), [receiptOf("p", 1)]);
+  for (let i = 0; i < 7; i++) await client.vote("p", { option: "b", voter: "v", idem: `k${i + 2}` });
+  await client.vote("q", [{ option: "a", voter: "v", idem: "q1" }, { option: "b", voter: "v", idem: "q2" }]);
+  const kept = client.receipts("p");
+  assert.equal(kept.length, 5, "the newest five of a poll");
+  assert.deepEqual(kept.map(r => r.stamp), [4, 5, 6, 7, 8].map(i => `${1796040000000 + i}.0`));
+  assert.equal(client.receipts("q").length, 2);
+  assert.deepEqual(client.receipts("none"), []);
+  // Another client on the same storage (a reload) reads them.
+  const again = new Tally({ url: "http://node.test", fetch, storage });
+  assert.deepEqual(again.receipts("p"), kept);
+  assert.deepEqual(JSON.parse(mem.get("tally.receipts.p")), kept);
+  // A damaged entry is no receipts, not an error; a duplicate's older receipt does not displace the newest.
+  storage.setItem("tally.receipts.q", "{not json");
+  assert.deepEqual(again.receipts("q"), []);
+  again.keepReceipts("p", [{ receipt: kept[4] }, { receipt: { poll: "other" } }, { receipt: "x" }, null]);
+  assert.deepEqual(again.receipts("p"), kept);
+  // Polls past the bound lose theirs, the oldest first.
+  for (let i = 0; i < 101; i++) again.keepReceipts(`poll-${i}`, [{ receipt: receiptOf(`poll-${i}`, 1000 + i) }]);
+  assert.equal(mem.has("tally.receipts.p"), false);
+  assert.equal(again.receipts("poll-100").length, 1);
+  assert.ok([...mem.keys()].filter(k => k.startsWith("tally.receipts.")).length <= 100);
+});
