@@ -7,6 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +132,160 @@ func TestReceiptsOnThreeRegionsWithEdges(t *testing.T) {
 	}
 	t.Logf("%d receipts checked through the edges: %d counted, %d superseded pointing at their voter's counted vote; tree of %d, root %s",
 		len(casts), len(casts)-superseded, superseded, cert.Detail.Tree.Size, cert.Detail.Tree.Root)
+
+	tally := buildTallyCLI(t)
+	verifyInJavaScript(t, c, casts)
+	verifyWithTheCLI(t, tally, c, casts)
+	mergeGivesTheRoot(t, tally, c, cert.Detail.Tree)
+}
+
+// buildTallyCLI builds the tally command for a test.
+func buildTallyCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tally")
+	if out, err := exec.Command("go", "build", "-o", bin, "tally/cmd/tally").CombinedOutput(); err != nil {
+		t.Fatalf("go build tally/cmd/tally: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// verifyInJavaScript checks every receipt with the JavaScript client's
+// verifyReceipt (Node.js, WebCrypto), each at the edge of its index,
+// and wants the dispositions receipt.Verify found.
+func verifyInJavaScript(t *testing.T, c *upgradeCluster, casts []cast) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node (Node.js 20+) is not installed; .ci/run installs it")
+		}
+		t.Log("node (Node.js) is not installed: the JavaScript client's check is skipped")
+		return
+	}
+	type job struct {
+		Receipt receipt.Receipt `json:"receipt"`
+		URL     string          `json:"url"`
+	}
+	var jobs []job
+	for i, v := range casts {
+		jobs = append(jobs, job{v.rc, c.edges[i%len(c.edges)].url()})
+	}
+	in, _ := json.Marshal(jobs)
+	file := filepath.Join(t.TempDir(), "receipts.json")
+	if err := os.WriteFile(file, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, _ := filepath.Abs("../clients/js/index.js")
+	script := `import { verifyReceipt } from ` + strconv.Quote("file://"+client) + `;
+import { readFileSync } from "node:fs";
+const jobs = JSON.parse(readFileSync(process.argv[1], "utf8"));
+const out = [];
+for (const j of jobs) out.push(await verifyReceipt(j.receipt, { baseUrl: j.url }));
+console.log(JSON.stringify(out));`
+	cmd := exec.Command(node, "--input-type=module", "-e", script, file)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the JavaScript check: %v\n%s", err, stderr.String())
+	}
+	var got []struct {
+		OK          bool   `json:"ok"`
+		Step        string `json:"step"`
+		Message     string `json:"message"`
+		Disposition string `json:"disposition"`
+		Vote        struct {
+			Option string `json:"option"`
+		} `json:"vote"`
+		Counted *struct {
+			Option string `json:"option"`
+		} `json:"counted"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil || len(got) != len(casts) {
+		t.Fatalf("the JavaScript check answered %d results for %d receipts: %v", len(got), len(casts), err)
+	}
+	for i, v := range casts {
+		g := got[i]
+		switch {
+		case !g.OK:
+			t.Fatalf("JavaScript: the receipt of %s: %s: %s", v.rc.VoteID, g.Step, g.Message)
+		case v.last && (g.Disposition != receipt.Counted || g.Vote.Option != v.option):
+			t.Fatalf("JavaScript: %s's last vote for %s: %+v", v.voter, v.option, g)
+		case !v.last && (g.Disposition != receipt.Superseded || g.Counted == nil || g.Counted.Option != lastOption(casts, v.voter)):
+			t.Fatalf("JavaScript: %s's changed vote for %s: %+v", v.voter, v.option, g)
+		}
+	}
+	t.Logf("the JavaScript client verified the %d receipts", len(casts))
+}
+
+// verifyWithTheCLI checks every receipt with tally receipt verify, each
+// saved to a file and its proof fetched from an edge, four at a time.
+func verifyWithTheCLI(t *testing.T, tally string, c *upgradeCluster, casts []cast) {
+	t.Helper()
+	dir := t.TempDir()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := range work {
+				v := casts[i]
+				file := filepath.Join(dir, fmt.Sprintf("receipt-%d.json", i))
+				b, _ := json.Marshal(v.rc)
+				if err := os.WriteFile(file, b, 0o600); err != nil {
+					t.Error(err)
+					continue
+				}
+				out, err := exec.Command(tally, "receipt", "verify", "--url", c.edges[i%len(c.edges)].url(), file).CombinedOutput()
+				want := "is in the certified result"
+				if !v.last {
+					want = "replaced by your later vote for " + lastOption(casts, v.voter)
+				}
+				if err != nil || !strings.Contains(string(out), want) {
+					t.Errorf("tally receipt verify %s (%s's vote for %s): %v, want %q in:\n%s", v.rc.VoteID, v.voter, v.option, err, want, out)
+				}
+			}
+		})
+	}
+	for i := range casts {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if !t.Failed() {
+		t.Logf("tally receipt verify verified the %d receipts", len(casts))
+	}
+}
+
+// mergeGivesTheRoot exports every full node's records (tally ledger
+// export) and merges them offline (tally ledger merge): the tree's size
+// and root are the certificate's.
+func mergeGivesTheRoot(t *testing.T, tally string, c *upgradeCluster, head *receipt.TreeHead) {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"ledger", "export", "--poll", "r", "-o", dir}
+	for _, u := range c.procs {
+		if !u.edge {
+			args = append(args, "--url", u.url())
+		}
+	}
+	cmd := exec.Command(tally, args...)
+	cmd.Env = append(os.Environ(), "TALLY_TOKEN="+testToken)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tally %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.ndjson"))
+	out, err := exec.Command(tally, append([]string{"ledger", "merge", "--json"}, files...)...).Output()
+	if err != nil {
+		t.Fatalf("tally ledger merge: %v\n%s", err, out)
+	}
+	var merged struct {
+		Size uint64 `json:"tree_size"`
+		Root string `json:"tree_root"`
+	}
+	if err := json.Unmarshal(out, &merged); err != nil || merged.Size != head.Size || merged.Root != head.Root {
+		t.Fatalf("the offline merge's tree: %d records, root %s (%v); the certificate's: %d, %s", merged.Size, merged.Root, err, head.Size, head.Root)
+	}
+	t.Logf("tally ledger merge of the %d exports gives the certificate's tree: %d records, root %s", len(files), merged.Size, merged.Root)
 }
 
 // castVotes has n voters vote through the edges (voter i at edge i mod
