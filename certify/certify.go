@@ -169,7 +169,7 @@ func New(cfg Config) (*Certifier, error) {
 	}
 	c := &Certifier{cfg: cfg, log: cfg.Logger.With("component", "certify"), lastTry: map[string]time.Time{}, dueSince: map[string]time.Time{},
 		copies:  newCopies(cfg.Prefetch),
-		proofs:  newProofs(),
+		proofs:  newProofs(time.Now),
 		members: &members{self: cfg.Replica, mono: time.Now},
 		keys:    &copiedKeys{st: cfg.State, apply: cfg.Ballots, retry: cfg.Retry, done: map[string]hlc.Timestamp{}, try: map[string]time.Time{}}}
 	c.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -47,12 +47,24 @@ type proofIndex struct {
 // proofs keeps the indexes, and builds each once however many voters
 // ask at the same time.
 type proofs struct {
+	now      func() time.Time // monotonic
 	mu       sync.Mutex
 	indexes  map[string]*proofIndex // poll → index
 	used     []string               // polls, least recently asked first
+	asked    map[string]time.Time   // poll → when a proof of it was last asked
 	building map[string]*indexBuild // poll → the build under way
 	seeds    map[string][][]*ledger.Record
 }
+
+// keepFor is how long after its last proof an index is kept against the
+// build of another poll's: proofs asked of many polls in turn (a
+// scraper's, or an attacker's) get 503 instead of rebuilding one index
+// after another.
+const keepFor = time.Minute
+
+// ErrProofsBusy is a proof of a poll this node holds no index of, while
+// it serves the proofs of keptIndexes other polls.
+var ErrProofsBusy = errors.New("certify: serving the proofs of other polls")
 
 // indexBuild is one build of an index that callers wait on.
 type indexBuild struct {
@@ -61,8 +73,9 @@ type indexBuild struct {
 	err  error
 }
 
-func newProofs() *proofs {
-	return &proofs{indexes: map[string]*proofIndex{}, building: map[string]*indexBuild{}, seeds: map[string][][]*ledger.Record{}}
+func newProofs(now func() time.Time) *proofs {
+	return &proofs{now: now, indexes: map[string]*proofIndex{}, asked: map[string]time.Time{}, building: map[string]*indexBuild{},
+		seeds: map[string][][]*ledger.Record{}}
 }
 
 // treeOf is the tree over the chains' records in the certificate's order
@@ -131,10 +144,16 @@ func (ps *proofs) seed(poll string, chains [][]*ledger.Record) {
 // waiting for the build under way) when it is not kept.
 func (ps *proofs) index(ctx context.Context, poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64, read func(context.Context) ([][]*ledger.Record, error)) (*proofIndex, error) {
 	ps.mu.Lock()
+	ps.asked[poll] = ps.now()
 	if idx := ps.indexes[poll]; idx != nil && idx.cert == cert.TS {
 		ps.touch(poll)
 		ps.mu.Unlock()
 		return idx, nil
+	}
+	if ps.building[poll] == nil && !ps.room(false) {
+		busy := slices.Clone(ps.used)
+		ps.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s (asked within the last %v)", ErrProofsBusy, strings.Join(busy, ", "), keepFor)
 	}
 	b := ps.start(poll, cert, head, trustFloor, read)
 	ps.mu.Unlock()
@@ -152,6 +171,7 @@ func (ps *proofs) index(ctx context.Context, poll string, cert state.Certificate
 func (ps *proofs) warm(poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.room(true)
 	ps.start(poll, cert, head, trustFloor, func(context.Context) ([][]*ledger.Record, error) {
 		return nil, errors.New("certify: the chains certified are no longer kept")
 	})
@@ -199,10 +219,32 @@ func (ps *proofs) finish(poll string, b *indexBuild) {
 	delete(ps.seeds, poll)
 	ps.indexes[poll] = b.idx
 	ps.touch(poll)
-	for len(ps.used) > keptIndexes {
+	for len(ps.used) > keptIndexes { // a warm build made room by force: keep the newest
 		delete(ps.indexes, ps.used[0])
+		delete(ps.asked, ps.used[0])
 		ps.used = ps.used[1:]
 	}
+}
+
+// room makes room for one more index, dropping the least recently asked
+// one when keptIndexes are kept or built: only if it was not asked within
+// keepFor, unless force. It reports whether there is room. The caller
+// holds ps.mu.
+func (ps *proofs) room(force bool) bool {
+	if len(ps.indexes)+len(ps.building) < keptIndexes {
+		return true
+	}
+	if len(ps.used) == 0 {
+		return force
+	}
+	oldest := ps.used[0]
+	if !force && ps.now().Sub(ps.asked[oldest]) < keepFor {
+		return false
+	}
+	delete(ps.indexes, oldest)
+	delete(ps.asked, oldest)
+	ps.used = ps.used[1:]
+	return true
 }
 
 // touch marks poll the most recently asked. The caller holds ps.mu.
@@ -217,6 +259,7 @@ func (ps *proofs) forget(poll string) {
 	defer ps.mu.Unlock()
 	delete(ps.indexes, poll)
 	delete(ps.seeds, poll)
+	delete(ps.asked, poll)
 	ps.used = slices.DeleteFunc(ps.used, func(p string) bool { return p == poll })
 }
 
@@ -358,6 +401,11 @@ func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) 
 	idx, err := c.proofs.index(ctx, poll, cert, *head, c.cfg.TrustFloor, func(ctx context.Context) ([][]*ledger.Record, error) {
 		return c.readCertifiedChains(ctx, poll, cert)
 	})
+	if errors.Is(err, ErrProofsBusy) {
+		e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this node is serving the proofs of other polls now (%v): ask again in a minute, or ask another node", err)
+		e.RetryAfter = 30 * time.Second
+		return nil, e
+	}
 	if err != nil {
 		c.log.Warn("cannot index a certified poll's records for a proof", "poll", poll, "err", err)
 		e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this node cannot read poll %q's certified records now (%v): ask again, or ask another node", poll, err)

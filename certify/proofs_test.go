@@ -223,3 +223,48 @@ func isCode(err error, code string) bool {
 	var e *api.Error
 	return errors.As(err, &e) && e.Code == code
 }
+
+// A node keeps the indexes of two polls: a proof of a third waits until
+// one of them has gone a minute unasked (503 meanwhile), so proofs asked
+// of many polls in turn do not rebuild index after index; the
+// certifier's own new poll makes room at once.
+func TestProofIndexesAreBounded(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	ps := newProofs(func() time.Time { return now })
+	for _, p := range []string{"a", "b"} {
+		ps.indexes[p] = &proofIndex{}
+		ps.asked[p] = now
+		ps.touch(p)
+	}
+	read := func(context.Context) ([][]*ledger.Record, error) { return nil, errors.New("no chains here") }
+	ask := func(poll string) error {
+		_, err := ps.index(context.Background(), poll, state.Certificate{}, receipt.TreeHead{}, 0, read)
+		return err
+	}
+	if err := ask("c"); !errors.Is(err, ErrProofsBusy) {
+		t.Fatalf("a third poll while two are asked: %v", err)
+	}
+	now = now.Add(keepFor / 2)
+	if err := ask("a"); err != nil { // a is asked again: b is the oldest now
+		t.Fatal(err)
+	}
+	now = now.Add(keepFor/2 + time.Second)
+	if err := ask("c"); err == nil || errors.Is(err, ErrProofsBusy) {
+		t.Fatalf("once b went a minute unasked, c's index is built (and fails here): %v", err)
+	}
+	if ps.indexes["b"] != nil || ps.indexes["a"] == nil {
+		t.Fatalf("kept %v", ps.used)
+	}
+	ps.mu.Lock()
+	ps.asked["a"] = now
+	ps.indexes["c"] = &proofIndex{}
+	ps.asked["c"] = now
+	ps.touch("c")
+	ps.mu.Unlock()
+	ps.warm("d", state.Certificate{}, receipt.TreeHead{}, 0)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.indexes)+len(ps.building) > keptIndexes {
+		t.Fatalf("after a warm build: %d kept, %d building", len(ps.indexes), len(ps.building))
+	}
+}
