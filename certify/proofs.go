@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,14 +80,36 @@ func newProofs(now func() time.Time) *proofs {
 }
 
 // treeOf is the tree over the chains' records in the certificate's order
-// (by replica, each by seq; ledger.TreeOrder): what certification signs
-// the head of.
-func treeOf(poll string, chains [][]*ledger.Record) (*merkle.Tree, error) {
+// (by replica, each by seq; ledger.TreeOrder), each leaf a record's hash
+// and what the result made of it: what certification signs the head of.
+func treeOf(poll string, chains [][]*ledger.Record, res *ledger.Result) (*merkle.Tree, error) {
 	all, err := ledger.TreeOrder(poll, chains...)
 	if err != nil {
 		return nil, err
 	}
-	return merkle.New(recordHashes(all)), nil
+	hashes := recordHashes(all)
+	leaves := make([]merkle.Leaf, len(all))
+	var disp []ledger.Disposition // the chain's of the record before
+	for i, r := range all {
+		if i == 0 || r.Replica != all[i-1].Replica {
+			disp = res.Dispositions(r.Replica)
+		}
+		if r.Seq == 0 || r.Seq > uint64(len(disp)) || disp[r.Seq-1] == 0 {
+			return nil, fmt.Errorf("certify: the result says nothing of record %s/%d", r.Replica, r.Seq)
+		}
+		leaves[i] = merkle.LeafOf(hashes[i], byte(disp[r.Seq-1]))
+	}
+	return merkle.New(leaves), nil
+}
+
+// leavesOf is the tree's leaves of disposed records.
+func leavesOf(d *ledger.Disposed) []merkle.Leaf {
+	hashes := recordHashes(d.Records)
+	leaves := make([]merkle.Leaf, len(hashes))
+	for i, h := range hashes {
+		leaves[i] = merkle.LeafOf(h, byte(d.Of[i]))
+	}
+	return leaves
 }
 
 // recordHashes is the records' hashes, computed on every core and kept
@@ -109,7 +132,7 @@ func recordHashes(recs []*ledger.Record) []merkle.Hash {
 // signTreeHead is the signed head of the tree over the chains a result
 // was reconciled from.
 func (c *Certifier) signTreeHead(poll string, chains [][]*ledger.Record, res *ledger.Result) (*receipt.TreeHead, error) {
-	tree, err := treeOf(poll, chains)
+	tree, err := treeOf(poll, chains, res)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +167,7 @@ func (ps *proofs) seed(poll string, chains [][]*ledger.Record) {
 // waiting for the build under way) when it is not kept.
 func (ps *proofs) index(ctx context.Context, poll string, cert state.Certificate, head receipt.TreeHead, trustFloor float64, read func(context.Context) ([][]*ledger.Record, error)) (*proofIndex, error) {
 	ps.mu.Lock()
-	ps.asked[poll] = ps.now()
 	if idx := ps.indexes[poll]; idx != nil && idx.cert == cert.TS {
-		ps.touch(poll)
 		ps.mu.Unlock()
 		return idx, nil
 	}
@@ -218,6 +239,7 @@ func (ps *proofs) finish(poll string, b *indexBuild) {
 	}
 	delete(ps.seeds, poll)
 	ps.indexes[poll] = b.idx
+	ps.asked[poll] = ps.now() // a new index is kept keepFor at least
 	ps.touch(poll)
 	for len(ps.used) > keptIndexes { // a warm build made room by force: keep the newest
 		delete(ps.indexes, ps.used[0])
@@ -247,7 +269,19 @@ func (ps *proofs) room(force bool) bool {
 	return true
 }
 
-// touch marks poll the most recently asked. The caller holds ps.mu.
+// hit notes a proof of poll answered: only a leaf the poll holds keeps
+// its index (guessed leaves, 404, keep nothing).
+func (ps *proofs) hit(poll string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.indexes[poll] != nil {
+		ps.asked[poll] = ps.now()
+		ps.touch(poll)
+	}
+}
+
+// touch marks poll the one whose proof was answered last. The caller
+// holds ps.mu.
 func (ps *proofs) touch(poll string) {
 	ps.used = slices.DeleteFunc(ps.used, func(p string) bool { return p == poll })
 	ps.used = append(ps.used, poll)
@@ -282,7 +316,7 @@ func buildIndex(poll string, cert state.Certificate, head receipt.TreeHead, trus
 	if err := sameCounts(d, res); err != nil {
 		return nil, fmt.Errorf("certify: the records read of %q: %w", poll, err)
 	}
-	tree := merkle.New(recordHashes(d.Records))
+	tree := merkle.New(leavesOf(d))
 	if root := tree.Root(); hex.EncodeToString(root[:]) != head.Root || tree.Size() != head.Size {
 		return nil, fmt.Errorf("%w: the records read of %q make a tree of %d with root %x, the certificate's is of %d with root %s",
 			ErrIndex, poll, tree.Size(), root, head.Size, head.Root)
@@ -331,10 +365,31 @@ var dispositionWord = map[ledger.Disposition]string{
 }
 
 // ProofAnswer is the answer to GET /v1/polls/{poll}/proofs/{leaf}: its
-// HTTP status and JSON body (an error's too), for the handler and for an
-// edge's relayed request alike.
+// HTTP status and JSON body (an error's too), for an edge's relayed
+// request (the edge says Retry-After: 1 on a 503).
 func (c *Certifier) ProofAnswer(ctx context.Context, poll, leaf string, admin bool) (status int, body []byte) {
-	p, err := c.proofOf(ctx, poll, leaf, admin)
+	status, _, body = answerOf(c.proofOf(ctx, poll, leaf, admin))
+	return status, body
+}
+
+// HandleProof serves GET /v1/polls/{poll}/proofs/{leaf}.
+func (c *Certifier) HandleProof(w http.ResponseWriter, r *http.Request) {
+	status, retry, body := answerOf(c.proofOf(r.Context(), r.PathValue("poll"), r.PathValue("leaf"), api.IsAdmin(r)))
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusOK {
+		w.Header().Set("Cache-Control", "public, max-age=60") // a certified poll's proof does not change
+	}
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(max(int(retry/time.Second), 1)))
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// answerOf is a proof's answer, or an error's (*api.Error, else 503):
+// the status, how long to wait before asking again (0: no need) and the
+// JSON body.
+func answerOf(p *receipt.Proof, err error) (status int, retry time.Duration, body []byte) {
 	if err != nil {
 		var e *api.Error
 		if !errors.As(err, &e) {
@@ -344,27 +399,13 @@ func (c *Certifier) ProofAnswer(ctx context.Context, poll, leaf string, admin bo
 		var eb api.ErrorBody
 		eb.Error.Code, eb.Error.Message = e.Code, e.Message
 		body, _ = json.Marshal(eb) // strings only
-		return e.Status, append(body, '\n')
+		return e.Status, e.RetryAfter, append(body, '\n')
 	}
 	body, err = json.Marshal(p)
 	if err != nil {
-		return http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the proof"}}` + "\n")
+		return http.StatusInternalServerError, 0, []byte(`{"error":{"code":"internal","message":"cannot encode the proof"}}` + "\n")
 	}
-	return http.StatusOK, append(body, '\n')
-}
-
-// HandleProof serves GET /v1/polls/{poll}/proofs/{leaf}.
-func (c *Certifier) HandleProof(w http.ResponseWriter, r *http.Request) {
-	status, body := c.ProofAnswer(r.Context(), r.PathValue("poll"), r.PathValue("leaf"), api.IsAdmin(r))
-	w.Header().Set("Content-Type", "application/json")
-	switch status {
-	case http.StatusOK:
-		w.Header().Set("Cache-Control", "public, max-age=60") // a certified poll's proof does not change
-	case http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "1")
-	}
-	w.WriteHeader(status)
-	w.Write(body)
+	return http.StatusOK, 0, append(body, '\n')
 }
 
 // proofOf is the proof of the record whose hash is leaf, in the poll's
@@ -386,11 +427,14 @@ func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) 
 	}
 	cert, ok := c.cfg.State.Defs.Certificate(poll)
 	if !ok || cert.Status != state.Reconciled {
-		why := "it is not certified yet"
-		if ok && cert.Reason != "" {
+		now, why := c.cfg.Now().UnixMilli(), "it is not certified yet"
+		switch {
+		case def.ClosesAt == 0 || now < def.ClosesAt:
+			why = "it is open"
+		case now < def.GraceEnd():
+			why = "it closed and is in its grace window, which ends at " + time.UnixMilli(def.GraceEnd()).UTC().Format(time.RFC3339)
+		case ok && cert.Reason != "":
 			why = "its certification is pending: " + cert.Reason
-		} else if def.ClosesAt == 0 || c.cfg.Now().UnixMilli() < def.GraceEnd() {
-			why = "it has not closed yet"
 		}
 		return nil, api.Errorf(http.StatusConflict, api.CodeNotCertified, "poll %q has no certified result to prove a vote in: %s", poll, why)
 	}
@@ -416,6 +460,7 @@ func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) 
 	if !ok {
 		return nil, api.Errorf(http.StatusNotFound, api.CodeLeafNotFound, "no record of poll %q's certified result has the hash %s", poll, leaf)
 	}
+	c.proofs.hit(poll)
 	return idx.proof(int(i), true)
 }
 

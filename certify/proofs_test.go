@@ -225,9 +225,10 @@ func isCode(err error, code string) bool {
 }
 
 // A node keeps the indexes of two polls: a proof of a third waits until
-// one of them has gone a minute unasked (503 meanwhile), so proofs asked
-// of many polls in turn do not rebuild index after index; the
-// certifier's own new poll makes room at once.
+// one of them has gone a minute without a proof answered (503
+// meanwhile; guessed leaves keep nothing), so proofs asked of many polls
+// in turn do not rebuild index after index; the certifier's own new poll
+// makes room at once.
 func TestProofIndexesAreBounded(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	ps := newProofs(func() time.Time { return now })
@@ -245,7 +246,11 @@ func TestProofIndexesAreBounded(t *testing.T) {
 		t.Fatalf("a third poll while two are asked: %v", err)
 	}
 	now = now.Add(keepFor / 2)
-	if err := ask("a"); err != nil { // a is asked again: b is the oldest now
+	if err := ask("a"); err != nil { // a's proof is answered again: b is the oldest now
+		t.Fatal(err)
+	}
+	ps.hit("a")
+	if err := ask("b"); err != nil { // a guessed leaf of b (404): b is not kept for it
 		t.Fatal(err)
 	}
 	now = now.Add(keepFor/2 + time.Second)

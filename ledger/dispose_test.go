@@ -9,7 +9,8 @@ import (
 	"pgregory.net/rapid"
 )
 
-// DisposeChains says of each record what ReconcileChains counted it as,
+// DisposeChains says of each record what ReconcileChains counted it as
+// (and what both ReconcileChains and Merge mark it as: Disposition),
 // under any close, trust floor and counting rule: as many counted,
 // superseded, late, shadowed and duplicate records as the result says,
 // the counted ones making its totals; a superseded record points at its
@@ -53,9 +54,27 @@ func TestDisposeMatchesReconcile(t *testing.T) {
 		if !sorted {
 			t.Fatal("the records are not in the tree's order")
 		}
+		m := NewMerge("p")
+		for _, recs := range chains {
+			for _, r := range recs {
+				if err := m.Add(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		merged, err := m.Result(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		n := map[Disposition]uint64{}
 		totals := map[string]uint64{}
 		for i, r := range d.Records {
+			if got := res.Disposition(r.Replica, r.Seq); got != d.Of[i] {
+				t.Fatalf("record %s/%d: the reconcile made it %d, DisposeChains %d", r.Replica, r.Seq, got, d.Of[i])
+			}
+			if got := merged.Disposition(r.Replica, r.Seq); got != d.Of[i] {
+				t.Fatalf("record %s/%d: the merge made it %d, DisposeChains %d", r.Replica, r.Seq, got, d.Of[i])
+			}
 			n[d.Of[i]]++
 			o := d.Other[i]
 			switch d.Of[i] {

@@ -29,7 +29,8 @@ type Merge struct {
 	seed    maphash.Seed
 	shards  [mergeShards]mergeShard // by key hash: Result reads them in parallel
 	records uint64
-	idems   uint64 // records that stand
+	idems   uint64                   // records that stand
+	disp    map[string][]Disposition // replica → by seq - 1: duplicates as they are found, the rest at each Result
 }
 
 // mergeShards splits a merge's maps so that Result's pass over the voters
@@ -50,7 +51,7 @@ type voterRecs struct {
 
 // NewMerge starts an empty merge of one poll's records.
 func NewMerge(poll string) *Merge {
-	m := &Merge{poll: poll, chains: map[string]Chain{}, seed: maphash.MakeSeed()}
+	m := &Merge{poll: poll, chains: map[string]Chain{}, seed: maphash.MakeSeed(), disp: map[string][]Disposition{}}
 	for i := range m.shards {
 		m.shards[i] = mergeShard{idem: map[string]*Record{}, voters: map[string]voterRecs{}}
 	}
@@ -84,6 +85,7 @@ func (m *Merge) Add(r *Record) error {
 	}
 	m.chains[r.Replica] = Chain{Poll: r.Poll, Replica: r.Replica, Records: r.Seq, Head: h}
 	m.records++
+	m.disp[r.Replica] = append(m.disp[r.Replica], 0)
 	idem := m.shard(r.Idem).idem
 	s, seen := idem[r.Idem]
 	switch {
@@ -91,8 +93,10 @@ func (m *Merge) Add(r *Record) error {
 		m.idems++
 	case s.After(r):
 		m.unstand(s) // r is earlier: it stands, s is now the duplicate
+		m.disp[s.Replica][s.Seq-1] = DispDuplicate
 	default:
-		return nil // a duplicate
+		m.disp[r.Replica][r.Seq-1] = DispDuplicate
+		return nil
 	}
 	idem[r.Idem] = r
 	voters := m.shard(r.Voter).voters
@@ -165,11 +169,15 @@ func (m *Merge) Result(cfg ReconcileConfig) (*Result, error) {
 	for range min(runtime.GOMAXPROCS(0), mergeShards) {
 		wg.Go(func() {
 			for i := range work {
-				parts[i] = m.shards[i].count(cfg)
+				parts[i] = m.shards[i].count(cfg, m.disp)
 			}
 		})
 	}
 	wg.Wait()
+	res.disp = make(map[string][]Disposition, len(m.disp))
+	for rep, d := range m.disp {
+		res.disp[rep] = slices.Clone(d)
+	}
 	for _, p := range parts {
 		res.Voters += p.Voters
 		res.Late += p.Late
@@ -188,18 +196,24 @@ func (m *Merge) Result(cfg ReconcileConfig) (*Result, error) {
 }
 
 // count applies the per-voter rules to one shard's voters: the late and
-// shadowed records, and each voter's counted one by option.
-func (sh *mergeShard) count(cfg ReconcileConfig) Result {
+// shadowed records, and each voter's counted one by option. It marks
+// each standing record's disposition in disp (a shard's records are its
+// own: no other shard writes their bytes).
+func (sh *mergeShard) count(cfg ReconcileConfig, disp map[string][]Disposition) Result {
 	res := Result{Totals: map[string]uint64{}, Voters: uint64(len(sh.voters))}
+	mark := func(r *Record, d Disposition) { disp[r.Replica][r.Seq-1] = d }
 	for _, v := range sh.voters {
 		var counted *Record
 		consider := func(r *Record) {
 			switch cfg.place(r) {
 			case placedLate:
 				res.Late++
+				mark(r, DispLate)
 			case placedShadowed:
 				res.Shadowed++
+				mark(r, DispShadowed)
 			default:
+				mark(r, DispSuperseded) // until it is found to count
 				if cfg.prefer(r, counted) {
 					counted = r
 				}
@@ -212,6 +226,7 @@ func (sh *mergeShard) count(cfg ReconcileConfig) Result {
 		if counted == nil {
 			continue
 		}
+		mark(counted, DispCounted)
 		res.Totals[counted.Option]++
 		res.Total++
 		if cfg.pastClose(counted) {

@@ -55,6 +55,13 @@ func TestMergeMatchesReconcile(t *testing.T) {
 			if string(wj) != string(gj) {
 				t.Fatalf("merge:\n%s\nreconcile:\n%s", gj, wj)
 			}
+			for _, recs := range chains {
+				for _, r := range recs {
+					if g, w := got.Disposition(r.Replica, r.Seq), want.Disposition(r.Replica, r.Seq); g != w || g == 0 {
+						t.Fatalf("record %s/%d: the merge made it %d, the reconcile %d", r.Replica, r.Seq, g, w)
+					}
+				}
+			}
 		}
 		for {
 			var open []string

@@ -42,6 +42,25 @@ type Result struct {
 	FirstWins bool           `json:"first_wins,omitempty"`
 	Answers   []ScoredAnswer `json:"answers,omitempty"`
 	Digest    string         `json:"digest"` // SHA-256 over the canonical encoding of all of the above
+
+	// disp is what the rules made of each record: replica → by seq - 1
+	// (Disposition). Not in the JSON: the certificate's tree commits to
+	// it (a record's leaf is its hash and its disposition).
+	disp map[string][]Disposition
+}
+
+// Dispositions is what the rules made of each record of replica's chain,
+// by seq - 1; the caller must not change it.
+func (r *Result) Dispositions(replica string) []Disposition { return r.disp[replica] }
+
+// Disposition is what the rules made of the record seq of replica's
+// chain (seq from 1); 0 for a record the result does not hold.
+func (r *Result) Disposition(replica string, seq uint64) Disposition {
+	d := r.disp[replica]
+	if seq == 0 || seq > uint64(len(d)) {
+		return 0
+	}
+	return d[seq-1]
 }
 
 // ScoredAnswer is a quiz participant's counted answer to one question.
@@ -180,8 +199,10 @@ func reconcile(cfg ReconcileConfig, poll string, byReplica map[string][]*Record)
 	res := &Result{Poll: poll, Totals: make(map[string]uint64), Replicas: chains, ClosesAt: cfg.ClosesAt, CloseRule: cfg.CloseRule, FirstWins: cfg.FirstWins}
 
 	var all []*Record
+	res.disp = make(map[string][]Disposition, len(replicas))
 	for _, rep := range replicas {
 		all = append(all, byReplica[rep]...)
+		res.disp[rep] = make([]Disposition, len(byReplica[rep]))
 	}
 	resolve(res, all, cfg)
 	res.Superseded = res.Records - res.Duplicates - res.Late - res.Shadowed - res.Total
@@ -263,26 +284,29 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 
 	// Pass 2: per voter, the latest counted record wins. A voter with only
 	// late or shadowed records maps to nil.
-	type counts struct {
-		late, shadowed, voters, afterClose uint64
-		totals                             map[string]uint64
-		answers                            []ScoredAnswer
-	}
-	out := make([]counts, shards)
+	out := make([]shardCounts, shards)
 	parallel(func(s int) {
 		latest := make(map[string]*Record, len(all)/shards/2+1)
-		c := counts{totals: make(map[string]uint64)}
+		c := shardCounts{totals: make(map[string]uint64)}
+		mark := func(r *Record, d Disposition) { res.disp[r.Replica][r.Seq-1] = d } // a record's shard writes its byte alone
 		for i, r := range all {
-			if !stands[i] || voterShard[i] != uint16(s) {
+			if voterShard[i] != uint16(s) {
+				continue
+			}
+			if !stands[i] {
+				mark(r, DispDuplicate)
 				continue
 			}
 			l, seen := latest[r.Voter]
 			switch cfg.place(r) {
 			case placedLate:
 				c.late++
+				mark(r, DispLate)
 			case placedShadowed:
 				c.shadowed++
+				mark(r, DispShadowed)
 			default:
+				mark(r, DispSuperseded) // until it is found to count
 				if cfg.prefer(r, l) {
 					latest[r.Voter] = r
 					continue
@@ -294,6 +318,7 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 		}
 		for _, r := range latest {
 			if r != nil {
+				mark(r, DispCounted)
 				c.totals[r.Option]++
 				c.afterClose += b2u(cfg.pastClose(r))
 				if a := r.Answer; a != nil {
@@ -306,8 +331,21 @@ func resolve(res *Result, all []*Record, cfg ReconcileConfig) {
 	})
 
 	res.Records = uint64(len(all))
+	res.addShards(standing, out)
+}
+
+// shardCounts is one shard's part of resolve's counts.
+type shardCounts struct {
+	late, shadowed, voters, afterClose uint64
+	totals                             map[string]uint64
+	answers                            []ScoredAnswer
+}
+
+// addShards adds the shards' counts (and the records standing in each)
+// to res, whose Records are set.
+func (res *Result) addShards(standing []int, out []shardCounts) {
 	res.Duplicates = res.Records
-	for s := range shards {
+	for s := range out {
 		res.Duplicates -= uint64(standing[s])
 		res.Late += out[s].late
 		res.Shadowed += out[s].shadowed

@@ -15,6 +15,21 @@ import (
 // Hash is a SHA-256 hash: a record's (ledger.Record.Hash) or a node's.
 type Hash = [32]byte
 
+// Leaf is a leaf's data: a record's hash, then one byte of what the
+// certified rules made of it (its disposition, ledger.Disposition), so
+// that the root commits to every record and to what became of each.
+// RFC 9162 hashes a leaf as SHA-256(0x00 ‖ data): one block, as a bare
+// record hash would be.
+type Leaf = [33]byte
+
+// LeafOf is the leaf of a record's hash and its disposition.
+func LeafOf(recordHash Hash, disposition byte) Leaf {
+	var l Leaf
+	copy(l[:], recordHash[:])
+	l[32] = disposition
+	return l
+}
+
 // ErrProof is returned for an inclusion proof that does not hold, or a
 // leaf outside the tree.
 var ErrProof = errors.New("merkle: proof")
@@ -32,14 +47,14 @@ type Tree struct {
 	levels [][]Hash // levels[0]: the leaves' nodes; an unpaired last node goes up as it is
 }
 
-// New builds the tree over records' hashes, in their order. A big
-// tree's levels are hashed by every core at once, in chunks (the hashes
-// of one level are independent).
-func New(recordHashes []Hash) *Tree {
-	leaves := make([]Hash, len(recordHashes))
+// New builds the tree over the leaves, in their order. A big tree's
+// levels are hashed by every core at once, in chunks (the hashes of one
+// level are independent).
+func New(data []Leaf) *Tree {
+	leaves := make([]Hash, len(data))
 	inParallel(len(leaves), func(from, to int) {
 		for i := from; i < to; i++ {
-			leaves[i] = leafNode(recordHashes[i])
+			leaves[i] = leafNode(data[i])
 		}
 	})
 	t := &Tree{levels: [][]Hash{leaves}}
@@ -63,9 +78,9 @@ func New(recordHashes []Hash) *Tree {
 // fixed-size inputs, on the stack: the tree's two million hashes a
 // million records then allocate nothing (the tests check them against
 // RFC 9162's definition).
-func leafNode(h Hash) Hash {
-	var b [1 + 32]byte // 0x00 ‖ record hash
-	copy(b[1:], h[:])
+func leafNode(l Leaf) Hash {
+	var b [1 + len(l)]byte // 0x00 ‖ leaf data
+	copy(b[1:], l[:])
 	return sha256.Sum256(b[:])
 }
 
@@ -136,14 +151,14 @@ func (t *Tree) Proof(index uint64) ([]Hash, error) {
 	return out, nil
 }
 
-// VerifyInclusion checks that the record whose hash is recordHash is leaf
-// index of a tree of size leaves whose root is root, by the audit path.
-func VerifyInclusion(recordHash Hash, index, size uint64, path []Hash, root Hash) error {
+// VerifyInclusion checks that leaf is leaf index of a tree of size
+// leaves whose root is root, by the audit path.
+func VerifyInclusion(leaf Leaf, index, size uint64, path []Hash, root Hash) error {
 	p := make([][]byte, len(path))
 	for i := range path {
 		p[i] = path[i][:]
 	}
-	if err := proof.VerifyInclusion(treeHasher, index, size, treeHasher.HashLeaf(recordHash[:]), p, root[:]); err != nil {
+	if err := proof.VerifyInclusion(treeHasher, index, size, treeHasher.HashLeaf(leaf[:]), p, root[:]); err != nil {
 		if _, ok := errors.AsType[proof.RootMismatchError](err); ok {
 			return fmt.Errorf("%w: %v", ErrRootMismatch, err)
 		}
@@ -152,16 +167,16 @@ func VerifyInclusion(recordHash Hash, index, size uint64, path []Hash, root Hash
 	return nil
 }
 
-// Root is the root of the tree over records' hashes, computed in one
+// Root is the root of the tree over the leaves, computed in one
 // pass with log2(n) hashes of memory: what a certifier and an auditor's
 // merge need, without the tree. It keeps the roots of the perfect
 // subtrees so far (a compact range, as transparency-dev/merkle/compact
 // does; by hand here, since the library's allocates seven times a record
 // and took 3x as long), and folds them from the right at the end.
-func Root(recordHashes func(yield func(Hash) bool)) (root Hash, size uint64, err error) {
+func Root(leaves func(yield func(Leaf) bool)) (root Hash, size uint64, err error) {
 	var stack []Hash // the perfect subtrees' roots, largest first; stack[i]'s size is the i-th set bit of size, from the top
-	for h := range recordHashes {
-		stack = append(stack, leafNode(h))
+	for l := range leaves {
+		stack = append(stack, leafNode(l))
 		size++
 		for s := size; s&1 == 0; s >>= 1 { // a carry: two subtrees of one size make one
 			n := len(stack)

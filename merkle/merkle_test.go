@@ -10,17 +10,17 @@ import (
 	"pgregory.net/rapid"
 )
 
-// hashes returns n record hashes, distinct.
-func hashes(n int) []Hash {
-	out := make([]Hash, n)
+// hashes returns n leaves, distinct: record hashes and dispositions.
+func hashes(n int) []Leaf {
+	out := make([]Leaf, n)
 	for i := range out {
-		out[i] = sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i)))
+		out[i] = LeafOf(sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i))), byte(1+i%5))
 	}
 	return out
 }
 
-func all(hs []Hash) func(func(Hash) bool) {
-	return func(yield func(Hash) bool) {
+func all(hs []Leaf) func(func(Leaf) bool) {
+	return func(yield func(Leaf) bool) {
 		for _, h := range hs {
 			if !yield(h) {
 				return
@@ -31,7 +31,7 @@ func all(hs []Hash) func(func(Hash) bool) {
 
 // RFC 9162's MTH, written out from §2.1.1 as the reference the tree and
 // the compact range are checked against.
-func mth(leaves []Hash) Hash {
+func mth(leaves []Leaf) Hash {
 	switch len(leaves) {
 	case 0:
 		return sha256.Sum256(nil)
@@ -88,10 +88,12 @@ func TestEveryLeafProvesAndNothingElse(t *testing.T) {
 		i := rapid.IntRange(0, n-1).Draw(t, "i")
 		path, _ := tree.Proof(uint64(i))
 		flip := func(h Hash, bit int) Hash { h[bit/8] ^= 1 << (bit % 8); return h }
+		flipLeaf := func(l Leaf, bit int) Leaf { l[bit/8] ^= 1 << (bit % 8); return l }
 		bit := rapid.IntRange(0, 255).Draw(t, "bit")
 		fails := map[string]error{
-			"flipped leaf": VerifyInclusion(flip(hs[i], bit), uint64(i), uint64(n), path, root),
-			"flipped root": VerifyInclusion(hs[i], uint64(i), uint64(n), path, flip(root, bit)),
+			"flipped leaf":        VerifyInclusion(flipLeaf(hs[i], bit), uint64(i), uint64(n), path, root),
+			"flipped disposition": VerifyInclusion(flipLeaf(hs[i], 256+bit%8), uint64(i), uint64(n), path, root),
+			"flipped root":        VerifyInclusion(hs[i], uint64(i), uint64(n), path, flip(root, bit)),
 		}
 		if len(path) > 0 {
 			j := rapid.IntRange(0, len(path)-1).Draw(t, "j")

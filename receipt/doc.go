@@ -11,7 +11,8 @@
 //
 // A TreeHead is a certified poll's signed tree head: the size and root
 // of the tree over every record the certificate counted from, signed by
-// the certifier. A Proof (GET /v1/polls/{poll}/proofs/{leaf}) is one
+// the certifier; a leaf is a record's hash and its disposition's byte
+// (DispositionCode), so the root commits to what became of each. A Proof (GET /v1/polls/{poll}/proofs/{leaf}) is one
 // record, its audit path, what became of it (counted, superseded, late,
 // duplicate, filtered) and the tree head; Verify checks a receipt against
 // one, naming the step that failed. It imports ids, ledger and merkle.

@@ -32,8 +32,22 @@ package receipt
 // receipt's), "error:certificate" (the tree head's signature or fields),
 // "error:record", "error:path" or "error:root".
 //
+// The tree is RFC 9162's (§2.1) over SHA-256, its leaves in the
+// certificate's order. A leaf's data is 33 bytes: the record's hash (the
+// proof's "leaf": SHA-256 of its "record" bytes), then one byte, the
+// proof's "disposition" as a code: counted 1, superseded 2, late 3,
+// filtered 4, duplicate 5 (receipt.DispositionCode). The leaf's node is
+// SHA-256(0x00 ‖ those 33 bytes), an inner node SHA-256(0x01 ‖ left ‖
+// right): the root commits to every record and to what became of it, so
+// a proof whose disposition was edited leads to another root
+// ("error:root"). A nested "counted" proof (a superseded record's, or a
+// duplicate's) is another record's, the same voter's, at another leaf
+// and index (the record itself there is "error:record"); its leaf is
+// made of its own record and disposition, the same way.
+//
 // The poll, "fixture-poll", has three replicas, their chains in the
-// certificate's order (ap-1, eu-1, us-1), seven records in all:
+// certificate's order (ap-1, eu-1, us-1), seven records in all, each
+// with what the ledger's rules make of it (TestFixture checks it):
 //
 //	ap-1/1  v-alice  red    superseded by eu-1/1 (she changed her mind)
 //	ap-1/2  v-bob    blue   counted
@@ -122,25 +136,80 @@ func chain(replica string, recs ...ledger.Record) []ledger.Record {
 }
 
 // certified is a poll as its certifier saw it: the records in the
-// certificate's order, their tree and the signed tree head.
+// certificate's order, what the ledger's rules made of each, their tree
+// and the signed tree head.
 type certified struct {
 	records []ledger.Record
+	disp    []ledger.Disposition // by record: ledger.DisposeChains'
+	other   []int                // by record: the record its disposition points at (ledger.Disposed.Other), or -1
 	tree    *merkle.Tree
 	head    TreeHead
 }
 
-// certify builds the tree over records, in their order, and the tree
-// head, signed by key as replica by.
-func certify(records []ledger.Record, by string, key ed25519.PrivateKey) certified {
-	hashes := make([]merkle.Hash, len(records))
-	for i := range records {
-		hashes[i] = merkle.Hash(records[i].Hash())
+// certify builds the tree over records, in their order, each leaf the
+// record's hash and its disposition under the ledger's rules (the zero
+// config: ledger.DisposeChains), and the tree head, signed by key as
+// replica by. The order may be another than the certificate's (a
+// forgery's): each record keeps its own disposition.
+func certify(t testing.TB, records []ledger.Record, by string, key ed25519.PrivateKey) certified {
+	t.Helper()
+	recs := ptrs(records)
+	d, err := ledger.DisposeChains(ledger.ReconcileConfig{Poll: records[0].Poll}, recs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tree := merkle.New(hashes)
-	root, digest := tree.Root(), sha256.Sum256([]byte("fixture"))
-	h := TreeHead{Poll: records[0].Poll, Size: tree.Size(), Root: hex.EncodeToString(root[:]), Digest: hex.EncodeToString(digest[:]), By: by}
-	h.Sign(key)
-	return certified{records: records, tree: tree, head: h}
+	if len(d.Records) != len(records) {
+		t.Fatalf("the rules dispose of %d records of %d", len(d.Records), len(records))
+	}
+	at := make(map[*ledger.Record]int, len(recs)) // a record → its place in records
+	for i, r := range recs {
+		at[r] = i
+	}
+	c := certified{records: records, disp: make([]ledger.Disposition, len(records)), other: make([]int, len(records))}
+	for j, r := range d.Records {
+		i, ok := at[r]
+		if !ok {
+			t.Fatalf("the rules dispose of a record %s/%d not given", r.Replica, r.Seq)
+		}
+		c.disp[i], c.other[i] = d.Of[j], -1
+		if o := d.Other[j]; o >= 0 {
+			c.other[i] = at[d.Records[o]]
+		}
+	}
+	leaves := make([]merkle.Leaf, len(records))
+	for i := range records {
+		leaves[i] = merkle.LeafOf(merkle.Hash(records[i].Hash()), byte(c.disp[i]))
+	}
+	c.tree = merkle.New(leaves)
+	root, digest := c.tree.Root(), sha256.Sum256([]byte("fixture"))
+	c.head = TreeHead{Poll: records[0].Poll, Size: c.tree.Size(), Root: hex.EncodeToString(root[:]), Digest: hex.EncodeToString(digest[:]), By: by}
+	c.head.Sign(key)
+	return c
+}
+
+// dispositionWords is each ledger disposition as a proof says it.
+var dispositionWords = map[ledger.Disposition]string{
+	ledger.DispCounted:    Counted,
+	ledger.DispSuperseded: Superseded,
+	ledger.DispLate:       Late,
+	ledger.DispShadowed:   Filtered,
+	ledger.DispDuplicate:  Duplicate,
+}
+
+// word is record i's disposition under the rules, as a proof says it.
+func (c certified) word(i int) string { return dispositionWords[c.disp[i]] }
+
+// served is record i's proof as the certifier serves it: its disposition
+// under the rules, the tree head, and the record its disposition points
+// at when that is the same voter's (certify/proofs.go).
+func (c certified) served(t testing.TB, i int) Proof {
+	t.Helper()
+	p := c.headed(c.proof(t, i, c.word(i)))
+	if o := c.other[i]; o >= 0 && c.records[o].Voter == c.records[i].Voter {
+		q := c.proof(t, o, c.word(o))
+		p.Counted = &q
+	}
+	return p
 }
 
 // proof is record i's proof with its disposition, without the tree head
@@ -222,67 +291,74 @@ func buildFixture(t testing.TB) fixture {
 		f.Keys.Keys = append(f.Keys.Keys, fixtureKey{r, keys[r].Public().(ed25519.PublicKey)})
 	}
 	mallory := testKey("mallory")
-	poll := certify(fixturePoll(false), "eu-1", keys["eu-1"])
+	poll := certify(t, fixturePoll(false), "eu-1", keys["eu-1"])
 	signedBy := func(i int) Receipt { return poll.receiptOf(i, keys[poll.records[i].Replica]) }
 	add := func(name, about string, r Receipt, p Proof, want string) {
 		f.Cases = append(f.Cases, fixtureCase{Name: name, About: about, Receipt: r, Proof: p, Want: want})
 	}
-	honest := func(i int, disposition string) Proof { return poll.headed(poll.proof(t, i, disposition)) }
-	nested := func(i int, disposition string, counted int) Proof {
-		p := honest(i, disposition)
-		c := poll.proof(t, counted, Counted)
-		p.Counted = &c
-		return p
-	}
+	// honest is record i's proof as the certifier serves it (its
+	// disposition under the rules); forged says any disposition.
+	honest := func(i int) Proof { return poll.served(t, i) }
+	forged := func(i int, disposition string) Proof { return poll.headed(poll.proof(t, i, disposition)) }
 
-	add("counted", "bob's vote, counted", signedBy(bob), honest(bob, Counted), Counted)
-	add("counted-changed-mind", "alice's second vote, the one that counts", signedBy(aliceLast), honest(aliceLast, Counted), Counted)
-	add("counted-last-leaf", "erin's vote, the tree's last leaf (its own chain)", signedBy(erin), honest(erin, Counted), Counted)
-	add("superseded", "alice's first vote, replaced by her later one (proof.counted)", signedBy(aliceFirst), nested(aliceFirst, Superseded, aliceLast), Superseded)
-	add("duplicate", "bob's retry at another replica; his first record stands (proof.counted)", signedBy(bobRetry), nested(bobRetry, Duplicate, bob), Duplicate)
-	add("late", "dave's vote, after the close", signedBy(dave), honest(dave, Late), Late)
-	add("filtered", "carol's vote, below the trust floor", signedBy(carol), honest(carol, Filtered), Filtered)
+	add("counted", "bob's vote, counted", signedBy(bob), honest(bob), Counted)
+	add("counted-changed-mind", "alice's second vote, the one that counts", signedBy(aliceLast), honest(aliceLast), Counted)
+	add("counted-last-leaf", "erin's vote, the tree's last leaf (its own chain)", signedBy(erin), honest(erin), Counted)
+	add("superseded", "alice's first vote, replaced by her later one (proof.counted)", signedBy(aliceFirst), honest(aliceFirst), Superseded)
+	add("duplicate", "bob's retry at another replica; his first record stands (proof.counted)", signedBy(bobRetry), honest(bobRetry), Duplicate)
+	add("late", "dave's vote, after the close", signedBy(dave), honest(dave), Late)
+	add("filtered", "carol's vote, below the trust floor", signedBy(carol), honest(carol), Filtered)
 
-	p := honest(bob, Counted)
+	p := honest(bob)
 	p.Record = bytes.Clone(p.Record)
 	p.Record[len(p.Record)/2] ^= 1
 	add("record-byte-flipped", "one byte of the record flipped: it no longer hashes to the leaf", signedBy(bob), p, "error:record")
 
-	p = honest(bob, Counted)
+	p = honest(bob)
 	p.Vote.Option = "red"
 	add("vote-misreported", "the proof's vote says red, its record blue", signedBy(bob), p, "error:record")
 
-	add("proof-of-another-leaf", "bob's receipt with erin's proof", signedBy(bob), honest(erin, Counted), "error:record")
+	add("proof-of-another-leaf", "bob's receipt with erin's proof", signedBy(bob), honest(erin), "error:record")
 
-	p = nested(aliceFirst, Superseded, aliceLast)
+	p = honest(aliceFirst)
 	c := poll.proof(t, erin, Counted)
 	p.Counted = &c
 	add("superseded-by-another-voter", "alice's first vote said replaced by erin's", signedBy(aliceFirst), p, "error:record")
 
-	p = honest(bob, Counted)
+	add("disposition-forged-late-as-counted", "dave's late vote, its proof's disposition edited to counted: the leaf's disposition byte changes, and the path leads to another root",
+		signedBy(dave), forged(dave, Counted), "error:root")
+	add("disposition-forged-superseded-as-counted", "alice's first vote, its proof's disposition edited to counted and the counted one removed: the path leads to another root",
+		signedBy(aliceFirst), forged(aliceFirst, Counted), "error:root")
+
+	p = honest(aliceFirst)
+	c = poll.proof(t, aliceFirst, Counted)
+	p.Counted = &c
+	add("superseded-pointing-at-itself", "alice's first vote said replaced by itself, said counted", signedBy(aliceFirst), p, "error:record")
+
+	p = honest(bob)
 	p.Path = append([]string(nil), p.Path...)
 	p.Path[0] = flipHex(p.Path[0])
 	add("path-hash-flipped", "one bit of a path hash flipped: the path leads to another root", signedBy(bob), p, "error:root")
 
-	p = honest(bob, Counted)
+	p = honest(bob)
 	p.Path = p.Path[:len(p.Path)-1]
 	add("path-too-short", "the path lacks its last hash", signedBy(bob), p, "error:path")
 
-	p = honest(bob, Counted)
+	p = honest(bob)
 	p.Index = poll.head.Size
 	add("index-outside-tree", "leaf 7 of a tree of 7 (leaves from 0)", signedBy(bob), p, "error:path")
 
-	forked := certify(fixturePoll(true), "eu-1", keys["eu-1"])
-	add("path-from-another-tree", "bob's path in a tree where erin's record differs, with the certified tree head", signedBy(bob), poll.headed(forked.proof(t, bob, Counted)), "error:root")
+	forked := certify(t, fixturePoll(true), "eu-1", keys["eu-1"])
+	add("path-from-another-tree", "bob's path in a tree where erin's record differs, with the certified tree head", signedBy(bob), poll.headed(forked.proof(t, bob, forked.word(bob))), "error:root")
 
 	swapped := fixturePoll(false)
 	swapped = append(append(append([]ledger.Record(nil), swapped[3:6]...), swapped[:3]...), swapped[6:]...)
-	reordered := certify(swapped, "eu-1", keys["eu-1"])
-	add("chains-reordered", "bob's path in a tree with eu-1's chain before ap-1's, with the certified tree head", signedBy(bob), poll.headed(reordered.proof(t, bob+3, Counted)), "error:root")
+	reordered := certify(t, swapped, "eu-1", keys["eu-1"])
+	add("chains-reordered", "bob's path in a tree with eu-1's chain before ap-1's, with the certified tree head", signedBy(bob), poll.headed(reordered.proof(t, bob+3, reordered.word(bob+3))), "error:root")
 
 	// Each case its own copy of the tree head: they are written at the end.
 	withHead := func(change func(h *TreeHead)) Proof {
-		p := honest(bob, Counted)
+		p := honest(bob)
 		h := *p.TreeHead
 		change(&h)
 		p.TreeHead = &h
@@ -295,11 +371,11 @@ func buildFixture(t testing.TB) fixture {
 	add("certifier-unknown", "the tree head signed by a replica that is not in the keys", signedBy(bob),
 		withHead(func(h *TreeHead) { h.By = "mallory"; h.Sign(mallory) }), "error:certificate")
 
-	add("receipt-wrong-key", "bob's receipt signed by a key that is not ap-1's", poll.receiptOf(bob, mallory), honest(bob, Counted), "error:signature")
+	add("receipt-wrong-key", "bob's receipt signed by a key that is not ap-1's", poll.receiptOf(bob, mallory), honest(bob), "error:signature")
 
 	r := signedBy(bob)
 	r.Stamp = stamp(poll.records[bob].Wall, 1)
-	add("receipt-stamp-changed", "bob's receipt with another stamp, its signature kept", r, honest(bob, Counted), "error:signature")
+	add("receipt-stamp-changed", "bob's receipt with another stamp, its signature kept", r, honest(bob), "error:signature")
 	return f
 }
 
@@ -338,6 +414,25 @@ func TestFixture(t *testing.T) {
 	}
 	if res.Records != 7 || res.Total != 3 || res.Superseded != 1 || res.Duplicates != 1 || res.Late != 1 || res.Shadowed != 1 {
 		t.Fatalf("the ledger's rules make another poll of the records: %+v", res)
+	}
+	// The tree's leaves carry what the rules make of each record: the
+	// comment's, and the reconciled result's.
+	poll := certify(t, fixturePoll(false), "eu-1", testKey("eu-1"))
+	for i, w := range []string{Superseded, Counted, Filtered, Counted, Duplicate, Late, Counted} {
+		r := &poll.records[i]
+		if poll.word(i) != w || res.Disposition(r.Replica, r.Seq) != poll.disp[i] {
+			t.Fatalf("%s: the rules make it %s (the result %d), the comment says %s", r.ID(), poll.word(i), res.Disposition(r.Replica, r.Seq), w)
+		}
+	}
+	// The root is RFC 9162's over the leaves the comment describes,
+	// computed here from the definition, as a client does.
+	var leaves [][32]byte
+	for i := range poll.records {
+		h := poll.records[i].Hash()
+		leaves = append(leaves, sha256.Sum256(append(append([]byte{0}, h[:]...), DispositionCode(poll.word(i)))))
+	}
+	if root := rfcRoot(leaves); hex.EncodeToString(root[:]) != poll.head.Root {
+		t.Fatalf("the tree head's root %s, RFC 9162's over hash ‖ disposition %x", poll.head.Root, root)
 	}
 	f := buildFixture(t)
 	names := map[string]bool{}
@@ -408,6 +503,20 @@ func checkFixtureFile(t *testing.T, file []byte) {
 			t.Errorf("%s: from the file, Verify says %s, the case wants %s", c.Name, got, c.Want)
 		}
 	}
+}
+
+// rfcRoot is RFC 9162's MTH (§2.1.1) over the leaves' nodes: the
+// subtree of the largest power of two below n, then the rest.
+func rfcRoot(nodes [][32]byte) [32]byte {
+	if len(nodes) == 1 {
+		return nodes[0]
+	}
+	k := 1
+	for k*2 < len(nodes) {
+		k *= 2
+	}
+	l, r := rfcRoot(nodes[:k]), rfcRoot(nodes[k:])
+	return sha256.Sum256(append(append([]byte{1}, l[:]...), r[:]...))
 }
 
 // ptrs is records as pointers.

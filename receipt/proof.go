@@ -23,6 +23,27 @@ const (
 	Filtered   = "filtered"   // below the trust floor: not counted (docs/trust.md)
 )
 
+// DispositionCode is a disposition's byte in its record's leaf of the
+// certificate's tree (merkle.Leaf: the record's hash, then this byte; the
+// values of ledger.Disposition): the root commits to what became of
+// every record, so a proof cannot say "counted" of a vote that is not.
+// 0 for a word that is none.
+func DispositionCode(word string) byte {
+	switch word {
+	case Counted:
+		return 1
+	case Superseded:
+		return 2
+	case Late:
+		return 3
+	case Filtered:
+		return 4
+	case Duplicate:
+		return 5
+	}
+	return 0
+}
+
 // Proof is the body of GET /v1/polls/{poll}/proofs/{leaf}: a record of a
 // certified poll, its place in the certificate's Merkle tree, what became
 // of it, and the signed tree head. Siblings on the path are hashes only:
@@ -139,6 +160,9 @@ func Verify(r Receipt, p Proof, keys Keys) (Verdict, error) {
 		if c.Counted != nil || c.TreeHead != nil {
 			return Verdict{}, fmt.Errorf("%w: the counted record's proof nests further", ErrRecord)
 		}
+		if c.Leaf == p.Leaf || c.Index == p.Index {
+			return Verdict{}, fmt.Errorf("%w: the record said to count instead is the record itself", ErrRecord)
+		}
 		other, err := checkProof(*c, h)
 		if err != nil {
 			return Verdict{}, fmt.Errorf("the voter's counted vote: %w", err)
@@ -160,7 +184,8 @@ func Verify(r Receipt, p Proof, keys Keys) (Verdict, error) {
 
 // checkProof checks one record's proof against the tree head: its record
 // hashes to its leaf and says what its Vote says, and its path leads
-// from the leaf to the head's root. It returns the record.
+// from the leaf (the record's hash and its disposition) to the head's
+// root. It returns the record.
 func checkProof(p Proof, h *TreeHead) (ledger.Record, error) {
 	sum := sha256.Sum256(p.Record)
 	if !isHash(p.Leaf) || hex.EncodeToString(sum[:]) != p.Leaf {
@@ -189,7 +214,11 @@ func checkProof(p Proof, h *TreeHead) (ledger.Record, error) {
 	if p.Index >= h.Size {
 		return ledger.Record{}, fmt.Errorf("%w: leaf %d of a tree of %d", ErrPath, p.Index, h.Size)
 	}
-	if err := merkle.VerifyInclusion(sum, p.Index, h.Size, path, h.RootHash()); err != nil {
+	code := DispositionCode(p.Disposition)
+	if code == 0 {
+		return ledger.Record{}, fmt.Errorf("%w: unknown disposition %q", ErrRecord, p.Disposition)
+	}
+	if err := merkle.VerifyInclusion(merkle.LeafOf(sum, code), p.Index, h.Size, path, h.RootHash()); err != nil {
 		if errors.Is(err, merkle.ErrRootMismatch) {
 			return ledger.Record{}, fmt.Errorf("%w: the path from leaf %d leads to another root than the certificate's %s", ErrRoot, p.Index, h.Root)
 		}

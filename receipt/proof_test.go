@@ -24,12 +24,13 @@ type fixtureSetup struct {
 	keys map[string]ed25519.PrivateKey
 }
 
-func newFixtureSetup() fixtureSetup {
+func newFixtureSetup(t testing.TB) fixtureSetup {
+	t.Helper()
 	s := fixtureSetup{keys: map[string]ed25519.PrivateKey{}}
 	for _, r := range []string{"ap-1", "eu-1", "us-1"} {
 		s.keys[r] = testKey(r)
 	}
-	s.poll = certify(fixturePoll(false), "eu-1", s.keys["eu-1"])
+	s.poll = certify(t, fixturePoll(false), "eu-1", s.keys["eu-1"])
 	return s
 }
 
@@ -49,10 +50,13 @@ func (s fixtureSetup) receipt(i int) Receipt {
 // tree head say: the vote, the counted one for a superseded vote, the
 // tree's size and root, the certifier.
 func TestVerifyVerdict(t *testing.T) {
-	s := newFixtureSetup()
+	s := newFixtureSetup(t)
 	p := s.poll.headed(s.poll.proof(t, aliceFirst, Superseded))
 	c := s.poll.proof(t, aliceLast, Counted)
 	p.Counted = &c
+	if !reflect.DeepEqual(p, s.poll.served(t, aliceFirst)) {
+		t.Fatalf("alice's first vote is served as %+v", s.poll.served(t, aliceFirst))
+	}
 	v, err := Verify(s.receipt(aliceFirst), p, s.lookup)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +75,7 @@ func TestVerifyVerdict(t *testing.T) {
 // Every way a proof can be wrong fails, and the error is the sentinel of
 // the step that failed.
 func TestVerifyNamesTheStep(t *testing.T) {
-	s := newFixtureSetup()
+	s := newFixtureSetup(t)
 	mallory := testKey("mallory")
 	honest := func(i int, d string) (Receipt, Proof) { return s.receipt(i), s.poll.headed(s.poll.proof(t, i, d)) }
 	withCounted := func(i int, d string, counted int, cd string) (Receipt, Proof) {
@@ -120,7 +124,7 @@ func TestVerifyNamesTheStep(t *testing.T) {
 			p.Leaf = r.Leaf
 		}, nil, ErrRecord},
 		{"record is another vote of the receipt's replica", func(r *Receipt, p *Proof) {
-			q := s.poll.proof(t, aliceFirst, Counted)
+			q := s.poll.proof(t, carol, Filtered)
 			q.TreeHead = p.TreeHead
 			*p = q
 			*r = s.forgedLeaf(r, q.Leaf)
@@ -148,9 +152,23 @@ func TestVerifyNamesTheStep(t *testing.T) {
 		{"unknown disposition", func(r *Receipt, p *Proof) { p.Disposition = "maybe" }, nil, ErrRecord},
 		{"counted pointing at another", func(r *Receipt, p *Proof) { c := s.poll.proof(t, erin, Counted); p.Counted = &c }, nil, ErrRecord},
 		{"superseded alone", nil, func() (Receipt, Proof) { return honest(aliceFirst, Superseded) }, ErrRecord},
-		{"superseded by a record not counted", nil, func() (Receipt, Proof) { return withCounted(aliceFirst, Superseded, aliceLast, Late) }, ErrRecord},
+		// The root commits to each record's disposition: one said otherwise
+		// than the certifier's rules made it leads to another root, the
+		// counted one's as the record's own (TestVerifyNestingRules
+		// checks the rules between two records' true dispositions).
+		{"counted said late", func(r *Receipt, p *Proof) { p.Disposition = Late }, nil, ErrRoot},
+		{"late said counted", nil, func() (Receipt, Proof) { return honest(dave, Counted) }, ErrRoot},
+		{"filtered said counted", nil, func() (Receipt, Proof) { return honest(carol, Counted) }, ErrRoot},
+		{"superseded said counted", nil, func() (Receipt, Proof) { return honest(aliceFirst, Counted) }, ErrRoot},
+		{"duplicate said counted", nil, func() (Receipt, Proof) { return honest(bobRetry, Counted) }, ErrRoot},
+		{"superseded said duplicate", nil, func() (Receipt, Proof) { return withCounted(aliceFirst, Duplicate, aliceLast, Counted) }, ErrRoot},
+		{"superseded by the counted one said late", nil, func() (Receipt, Proof) { return withCounted(aliceFirst, Superseded, aliceLast, Late) }, ErrRoot},
 		{"superseded by another voter's", nil, func() (Receipt, Proof) { return withCounted(aliceFirst, Superseded, erin, Counted) }, ErrRecord},
-		{"duplicate standing for another key", nil, func() (Receipt, Proof) { return withCounted(aliceFirst, Duplicate, aliceLast, Counted) }, ErrRecord},
+		{"superseded pointing at itself", nil, func() (Receipt, Proof) { return withCounted(aliceFirst, Superseded, aliceFirst, Counted) }, ErrRecord},
+		{"duplicate pointing at itself", nil, func() (Receipt, Proof) { return withCounted(bobRetry, Duplicate, bobRetry, Counted) }, ErrRecord},
+		{"counted's index the record's own", func(r *Receipt, p *Proof) { c := *p.Counted; c.Index = p.Index; p.Counted = &c }, func() (Receipt, Proof) {
+			return withCounted(aliceFirst, Superseded, aliceLast, Counted)
+		}, ErrRecord},
 		{"counted's proof nests further", func(r *Receipt, p *Proof) { c := *p.Counted; c.TreeHead = p.TreeHead; p.Counted = &c }, func() (Receipt, Proof) {
 			return withCounted(aliceFirst, Superseded, aliceLast, Counted)
 		}, ErrRecord},
@@ -221,7 +239,7 @@ func slicesRepeat(s string, n int) []string {
 // refuses malformed, truncated, oversized and trailing input and unknown
 // fields at any depth, with ErrMalformed.
 func TestDecodeProof(t *testing.T) {
-	s := newFixtureSetup()
+	s := newFixtureSetup(t)
 	p := s.poll.headed(s.poll.proof(t, aliceFirst, Superseded))
 	c := s.poll.proof(t, aliceLast, Counted)
 	p.Counted = &c
@@ -284,7 +302,7 @@ func TestDecodeProof(t *testing.T) {
 // Whatever the bytes, DecodeProof answers without panicking, only with
 // ErrMalformed, and what it accepts encodes and decodes to itself.
 func FuzzDecodeProof(f *testing.F) {
-	s := newFixtureSetup()
+	s := newFixtureSetup(f)
 	p := s.poll.headed(s.poll.proof(f, aliceFirst, Superseded))
 	c := s.poll.proof(f, aliceLast, Counted)
 	p.Counted = &c
@@ -367,10 +385,13 @@ func TestReceiptAppendJSON(t *testing.T) {
 }
 
 // randomPoll is n records of a poll over a few replicas' chains, in the
-// certificate's order, with random voters, options and flags.
+// certificate's order, with random voters, options and flags, and some
+// retries (an earlier record's voter and idempotency key again): every
+// disposition occurs.
 func randomPoll(rnd *rand.Rand, n int) []ledger.Record {
 	replicas := []string{"ap-1", "eu-1", "sa-1", "us-1"}[:1+rnd.IntN(4)]
 	byReplica := make([][]ledger.Record, len(replicas))
+	var made []ledger.Record
 	for i := range n {
 		rec := ledger.Record{Poll: "random-poll", Wall: 1796040000000 + int64(i)*7 + rnd.Int64N(5), Logical: uint32(rnd.IntN(3)),
 			Voter: fmt.Sprintf("voter-%d", rnd.IntN(n/2+1)), Option: []string{"red", "green", "blue"}[rnd.IntN(3)],
@@ -379,6 +400,11 @@ func randomPoll(rnd *rand.Rand, n int) []ledger.Record {
 		if rnd.IntN(2) == 0 {
 			rec.Signals = &ledger.Signals{SincePrevMs: rnd.Int64N(1e6), IPVotesPerMin: rnd.Uint64N(100), IPVoters: rnd.Uint64N(50), TokenAgeMs: -1, SocketAgeMs: rnd.Int64N(1e5)}
 		}
+		if len(made) > 0 && rnd.IntN(8) == 0 {
+			first := made[rnd.IntN(len(made))]
+			rec.Voter, rec.Option, rec.Idem = first.Voter, first.Option, first.Idem
+		}
+		made = append(made, rec)
 		k := rnd.IntN(len(replicas))
 		byReplica[k] = append(byReplica[k], rec)
 	}
@@ -389,8 +415,9 @@ func randomPoll(rnd *rand.Rand, n int) []ledger.Record {
 	return out
 }
 
-// For random trees of random records, every record's proof verifies
-// through Verify, and one bit flipped in the record, in one hash of its
+// For random trees of random records, every record's proof, as the
+// certifier serves it (its disposition under the rules), verifies
+// through Verify with that disposition, and one bit flipped in the record, in one hash of its
 // path or in the root (re-signed by the certifier) fails at the record,
 // the root and the root. A root changed under its old signature fails at
 // the certificate.
@@ -416,16 +443,16 @@ func TestEveryProofVerifies(t *testing.T) {
 		return nil
 	}
 	for _, n := range sizes {
-		poll := certify(randomPoll(rnd, n), "eu-1", keys["eu-1"])
+		poll := certify(t, randomPoll(rnd, n), "eu-1", keys["eu-1"])
 		flipped := poll.head
 		flipped.Root = flipBit(rnd, flipped.Root)
 		unsigned := flipped
 		flipped.Sign(keys["eu-1"])
 		for i := range poll.records {
 			r := poll.receiptOf(i, keys[poll.records[i].Replica])
-			p := poll.headed(poll.proof(t, i, []string{Counted, Late, Filtered}[rnd.IntN(3)]))
-			if _, err := Verify(r, p, lookup); err != nil {
-				t.Fatalf("seed %d, tree of %d, leaf %d: %v", seed, n, i, err)
+			p := poll.served(t, i)
+			if v, err := Verify(r, p, lookup); err != nil || v.Disposition != poll.word(i) {
+				t.Fatalf("seed %d, tree of %d, leaf %d (%s): %+v, %v", seed, n, i, poll.word(i), v, err)
 			}
 			q := p
 			q.Record = bytes.Clone(p.Record)
@@ -461,4 +488,178 @@ func flipBit(rnd *rand.Rand, s string) string {
 	b, _ := hex.DecodeString(s)
 	b[rnd.IntN(len(b))] ^= 1 << rnd.IntN(8)
 	return hex.EncodeToString(b)
+}
+
+// A disposition's code in a leaf is ledger.Disposition's value, and
+// distinct words have distinct codes; no other word has one.
+func TestDispositionCodes(t *testing.T) {
+	seen := map[byte]string{}
+	for d, w := range dispositionWords {
+		c := DispositionCode(w)
+		if c != byte(d) || c == 0 {
+			t.Errorf("%s: code %d, ledger's %d", w, c, d)
+		}
+		if other, ok := seen[c]; ok {
+			t.Errorf("%s and %s share code %d", w, other, c)
+		}
+		seen[c] = w
+	}
+	if len(seen) != 5 {
+		t.Fatalf("%d dispositions", len(seen))
+	}
+	for _, w := range []string{"", "Counted", "shadowed", "maybe", "counted "} {
+		if c := DispositionCode(w); c != 0 {
+			t.Errorf("%q: code %d", w, c)
+		}
+	}
+}
+
+// For every record of random trees, its honest proof with the
+// disposition changed to any other word never verifies: it fails at the
+// root (the leaf commits to the disposition), or at the record where the
+// nesting rules catch it first. The forgery made most plausible (no
+// counted proof for a word that takes none; the voter's counted one for
+// "superseded") fails at the root. The same holds of the disposition of
+// a nested counted proof.
+func TestDispositionForgeries(t *testing.T) {
+	seed := rand.Uint64()
+	rnd := rand.New(rand.NewPCG(seed, 33))
+	sizes := []int{1, 2, 3, 5, 8, 13, 21, 34, 100 + rnd.IntN(200)}
+	if testing.Short() {
+		sizes = sizes[:6]
+	}
+	keys := map[string]ed25519.PrivateKey{}
+	for _, r := range []string{"ap-1", "eu-1", "sa-1", "us-1"} {
+		keys[r] = testKey(r)
+	}
+	lookup := func(r string) ed25519.PublicKey {
+		if k, ok := keys[r]; ok {
+			return k.Public().(ed25519.PublicKey)
+		}
+		return nil
+	}
+	words := []string{Counted, Superseded, Late, Filtered, Duplicate}
+	tried := map[string]int{} // true word → forgeries of it
+	for _, n := range sizes {
+		poll := certify(t, randomPoll(rnd, n), "eu-1", keys["eu-1"])
+		counted := map[string]int{} // voter → its counted record
+		for i := range poll.records {
+			if poll.disp[i] == ledger.DispCounted {
+				counted[poll.records[i].Voter] = i
+			}
+		}
+		for i := range poll.records {
+			r := poll.receiptOf(i, keys[poll.records[i].Replica])
+			p := poll.served(t, i)
+			if _, err := Verify(r, p, lookup); err != nil {
+				t.Fatalf("seed %d, tree of %d, leaf %d (%s): %v", seed, n, i, poll.word(i), err)
+			}
+			for _, w := range words {
+				if w == poll.word(i) {
+					continue
+				}
+				tried[poll.word(i)]++
+				what := fmt.Sprintf("seed %d, tree of %d, leaf %d: %s said %s", seed, n, i, poll.word(i), w)
+				q := p
+				q.Disposition = w
+				mustNotVerify(t, what+", its counted proof kept", r, q, lookup, false)
+				q.Counted = nil
+				if c, ok := counted[poll.records[i].Voter]; w == Superseded && ok && c != i {
+					cp := poll.proof(t, c, Counted)
+					q.Counted = &cp
+				}
+				mustNotVerify(t, what+", made plausible", r, q, lookup, w != Superseded || q.Counted != nil)
+			}
+			if p.Counted != nil {
+				for _, w := range words {
+					if w == p.Counted.Disposition {
+						continue
+					}
+					q, c := p, *p.Counted
+					c.Disposition = w
+					q.Counted = &c
+					mustNotVerify(t, fmt.Sprintf("seed %d, tree of %d, leaf %d (%s): its counted one said %s", seed, n, i, poll.word(i), w), r, q, lookup, false)
+				}
+			}
+		}
+	}
+	for _, w := range words {
+		if tried[w] == 0 && !testing.Short() {
+			t.Errorf("seed %d: no %s record in the trees", seed, w)
+		}
+	}
+}
+
+// mustNotVerify checks that Verify refuses p at the root, or, unless
+// atRoot, at the record.
+func mustNotVerify(t *testing.T, what string, r Receipt, p Proof, keys Keys, atRoot bool) {
+	t.Helper()
+	_, err := Verify(r, p, keys)
+	switch {
+	case err == nil:
+		t.Fatalf("%s: verifies", what)
+	case errors.Is(err, ErrRoot):
+	case !atRoot && errors.Is(err, ErrRecord):
+	default:
+		t.Fatalf("%s: %v, want %v", what, err, map[bool]string{true: "the root", false: "the root or the record"}[atRoot])
+	}
+}
+
+// The rules between a proof and its nested counted one, each record's
+// leaf true (so the root holds for both): in a poll where one voter has
+// a record of every disposition, a superseded record said replaced by
+// the voter's late or filtered one, or a duplicate said to stand for
+// another key's record or for a duplicate, fails at the record; the
+// certifier's proofs verify.
+func TestVerifyNestingRules(t *testing.T) {
+	const wall = 1796040000000
+	vote := func(ms int64, option, idem string) ledger.Record {
+		return ledger.Record{Poll: "nesting-poll", Wall: wall + ms, Voter: "v-x", Option: option, Idem: idem, Trust: 0.9, Counted: true}
+	}
+	late := vote(2000, "green", "k-x-2")
+	late.Late = true
+	filtered := vote(5000, "red", "k-x-4")
+	filtered.Counted = false
+	recs := append(chain("ap-1", vote(1000, "red", "k-x-1"), late, vote(3000, "blue", "k-x-3")),
+		chain("eu-1", vote(4000, "blue", "k-x-3"), filtered, vote(6000, "blue", "k-x-3"))...)
+	const (
+		superseded  = iota // ap-1/1
+		lateOne            // ap-1/2
+		countedOne         // ap-1/3
+		retry              // eu-1/1: a duplicate of ap-1/3
+		filteredOne        // eu-1/2
+		retryAgain         // eu-1/3: another
+	)
+	keys := map[string]ed25519.PrivateKey{"ap-1": testKey("ap-1"), "eu-1": testKey("eu-1")}
+	lookup := func(r string) ed25519.PublicKey { return keys[r].Public().(ed25519.PublicKey) }
+	poll := certify(t, recs, "eu-1", keys["eu-1"])
+	for i, w := range []string{Superseded, Late, Counted, Duplicate, Filtered, Duplicate} {
+		if poll.word(i) != w {
+			t.Fatalf("record %d: the rules make it %s, this test wants %s", i, poll.word(i), w)
+		}
+	}
+	receipt := func(i int) Receipt { return poll.receiptOf(i, keys[poll.records[i].Replica]) }
+	for _, i := range []int{superseded, retry, retryAgain} {
+		if v, err := Verify(receipt(i), poll.served(t, i), lookup); err != nil || v.Counted == nil || v.Counted.VoteID != poll.records[countedOne].ID().String() {
+			t.Fatalf("record %d served: %+v, %v", i, v, err)
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		of, nested int
+	}{
+		{"superseded, replaced by a late one", superseded, lateOne},
+		{"superseded, replaced by a filtered one", superseded, filteredOne},
+		{"superseded, replaced by a duplicate", superseded, retryAgain},
+		{"a duplicate, standing for another key's", retry, superseded},
+		{"a duplicate, standing for a late one of another key", retry, lateOne},
+		{"a duplicate, standing for a duplicate", retry, retryAgain},
+	} {
+		p := poll.served(t, c.of)
+		q := poll.proof(t, c.nested, poll.word(c.nested))
+		p.Counted = &q
+		if _, err := Verify(receipt(c.of), p, lookup); !errors.Is(err, ErrRecord) || errors.Is(err, ErrRoot) {
+			t.Errorf("%s: %v, want ErrRecord", c.name, err)
+		}
+	}
 }

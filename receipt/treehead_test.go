@@ -14,7 +14,7 @@ import (
 // signedHead is the fixture poll's tree head, and its certifier's key.
 func signedHead(t *testing.T) (TreeHead, ed25519.PublicKey) {
 	t.Helper()
-	s := newFixtureSetup()
+	s := newFixtureSetup(t)
 	return s.poll.head, s.lookup("eu-1")
 }
 

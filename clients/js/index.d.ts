@@ -61,14 +61,21 @@ export interface TreeHead { poll: string; size: number; root: string; digest: st
 export interface Proof {
   leaf: string;
   index: number;
-  /** The audit path (RFC 9162 §2.1.3), hex, leaf to root. */
-  path: string[];
+  /**
+   * The audit path (RFC 9162 §2.1.3), hex, leaf to root, from the leaf SHA-256(0x00 ‖ the record's hash ‖ the
+   * disposition's byte: counted 1, superseded 2, late 3, filtered 4, duplicate 5). Null (Go's JSON of an empty
+   * path: a tree of one record) is empty.
+   */
+  path: string[] | null;
   /** The record's canonical bytes, base64. */
   record: string;
   vote: ReceiptVote;
   disposition: Disposition;
-  /** For a superseded record, the voter's counted one; for a duplicate, the copy of its key that stands when it is the voter's. */
-  counted?: Proof;
+  /**
+   * For a superseded record, the voter's counted one; for a duplicate, the copy of its key that stands (not a
+   * duplicate) when it is the voter's. Always another record than this one.
+   */
+  counted?: Proof | null;
   tree_head?: TreeHead;
 }
 
@@ -76,11 +83,13 @@ export interface Proof {
 export type ReplicaKeys = { keys: { replica: string; public_key: string }[] } | { replica: string; public_key: string }[] | Record<string, string>;
 
 export interface VerifyOptions {
-  /** The node the keys and the proof are fetched from; required unless both are given. */
+  /** The node the keys and the proof are fetched from (each when not given, or null); required unless both are given. */
   baseUrl?: string;
   fetch?: typeof fetch;
-  keys?: ReplicaKeys;
-  proof?: Proof;
+  /** Without baseUrl, null is no keys: the check fails at "signature". */
+  keys?: ReplicaKeys | null;
+  /** Without baseUrl, null (or anything not a proof) is a result, step "malformed", not a throw. */
+  proof?: Proof | null;
 }
 
 export type Verification =
@@ -109,7 +118,8 @@ export type Verification =
 
 /**
  * Checks a receipt against the certified result, as Go's receipt.Verify does, with WebCrypto. It resolves, never
- * rejects on what it is given or fetched; it throws a TypeError when it has neither baseUrl nor both keys and proof.
+ * rejects on what it is given or fetched; it rejects with a TypeError only when it has no baseUrl and keys or proof
+ * is left out (undefined). A proof given as null is a result: {ok: false, step: "malformed"}.
  */
 export function verifyReceipt(receipt: unknown, opts?: VerifyOptions): Promise<Verification>;
 /** Where a receipt's proof is served: /v1/polls/{poll}/proofs/{leaf}. */

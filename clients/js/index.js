@@ -979,12 +979,19 @@ async function solveHere(challenge, bits) {
 // canonical bytes) and the ledgering replica's Ed25519 signature. Once
 // the poll is certified, GET /v1/polls/{poll}/proofs/{leaf} shows the
 // record, its audit path in the certificate's Merkle tree (RFC 9162),
-// what became of it and the certifier's signed tree head.
+// what became of it and the certifier's signed tree head. A leaf of that
+// tree is 33 bytes, the record's hash then its disposition's byte
+// (DISPOSITION_CODE): the root commits to what became of each record.
 
 const ID = /^[A-Za-z0-9._-]{1,64}$/; // ids.Valid
 const HASH = /^[0-9a-f]{64}$/; // a hash, as every field writes one
 const MAX_PATH = 64; // a tree of 2^64 leaves
 const MAX_PROOF = 64 << 10; // receipt.MaxProofJSON
+// DISPOSITION_CODE is receipt.DispositionCode: a disposition's byte in its
+// record's leaf of the certificate's tree (merkle.LeafOf: the record's
+// hash, then this byte), so the root commits to what became of every
+// record and a proof cannot say "counted" of a vote that is not.
+const DISPOSITION_CODE = { counted: 1, superseded: 2, late: 3, filtered: 4, duplicate: 5 };
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 // A Refusal ends a check at its step; verifyReceipt turns it into the result.
@@ -1077,9 +1084,12 @@ function decodeRecord(b) {
 
 // checkProof is receipt's checkProof: one record's proof against the tree
 // head (its record hashes to its leaf and says what its vote says; its
-// audit path leads to the head's root). It returns the decoded record.
+// audit path leads from the leaf, the record's hash and its disposition's
+// byte, to the head's root). It returns the decoded record. A path null
+// (Go's JSON of a one-record tree's empty path) or left out is empty.
 async function checkProof(p, head) {
-  if (!isObject(p) || typeof p.leaf !== "string" || !Number.isSafeInteger(p.index) || p.index < 0 || !Array.isArray(p.path) ||
+  const path = isObject(p) ? p.path ?? [] : null;
+  if (!isObject(p) || typeof p.leaf !== "string" || !Number.isSafeInteger(p.index) || p.index < 0 || !Array.isArray(path) ||
     typeof p.disposition !== "string") refuse("malformed", "the proof lacks its leaf, index, path or disposition");
   const record = base64(p.record, 4096);
   if (!record) refuse("malformed", "the proof's record is not base64");
@@ -1089,13 +1099,15 @@ async function checkProof(p, head) {
   if (rec.poll !== head.poll) refuse("record", `the record is poll ${rec.poll}'s`);
   const v = isObject(p.vote) ? p.vote : {};
   if (["vote_id", "voter", "option", "stamp"].some(k => v[k] !== rec.vote[k])) refuse("record", "the proof's vote is not what its record says");
-  if (p.path.length > MAX_PATH) refuse("path", `a path of ${p.path.length} hashes`);
-  if (!p.path.every(h => typeof h === "string" && HASH.test(h))) refuse("path", "a hash of the path is not 64 lowercase hex digits");
+  if (path.length > MAX_PATH) refuse("path", `a path of ${path.length} hashes`);
+  if (!path.every(h => typeof h === "string" && HASH.test(h))) refuse("path", "a hash of the path is not 64 lowercase hex digits");
   // RFC 9162 §2.1.3.2: from the leaf's node up to the root.
   let fn = BigInt(p.index), sn = BigInt(head.size) - 1n;
   if (fn > sn) refuse("path", `leaf ${p.index} of a tree of ${head.size}`);
-  let r = await sha256([0], sum);
-  for (const h of p.path.map(unhex)) {
+  const code = Object.hasOwn(DISPOSITION_CODE, p.disposition) ? DISPOSITION_CODE[p.disposition] : 0;
+  if (!code) refuse("record", `unknown disposition ${p.disposition.slice(0, 32)}`);
+  let r = await sha256([0], sum, [code]);
+  for (const h of path.map(unhex)) {
     if (sn === 0n) refuse("path", "the path is longer than the tree is deep");
     if ((fn & 1n) === 1n || fn === sn) {
       r = await sha256([1], h, r);
@@ -1132,16 +1144,20 @@ export const proofPath = (poll, leaf) => `/v1/polls/${encodeURIComponent(poll)}/
  * verifyReceipt checks a vote's receipt against the certified result, step
  * by step, as receipt.Verify does: the receipt's signature by the replica
  * that ledgered the vote, the tree head's by the certifier, the record
- * (it hashes to the leaf and is the receipt's vote), its audit path to
- * the tree head's root and, for a superseded vote (or a duplicate whose
- * standing copy is the voter's), the same for the voter's counted one.
+ * (it hashes to the leaf and is the receipt's vote), its audit path from
+ * the leaf (the record's hash and its disposition's byte) to the tree
+ * head's root and, for a superseded vote (or a duplicate whose standing
+ * copy is the voter's), the same for the voter's counted one, which is
+ * another record (and, for a duplicate, not a duplicate itself).
  * It resolves, never rejects on what it is given or fetched, with
  * {ok: true, disposition, vote, counted?, size, root, by}, or with
  * {ok: false, step, message}: step is the one that failed ("malformed",
  * "signature", "certificate", "record", "path", "root"), "pending" (not
  * certified yet: 409), "unknown" (no proof of that leaf: 404), "network"
  * (no answer) or "unsupported" (no WebCrypto Ed25519 here: a page over
- * plain HTTP off localhost has no crypto.subtle).
+ * plain HTTP off localhost has no crypto.subtle). It throws (rejects with)
+ * a TypeError only when it has no baseUrl and keys or proof is left out
+ * (undefined): a proof given as null, or anything else, is a result.
  * @param {object} receipt  a vote answer's receipt
  * @param {object} [opts]
  * @param {string} [opts.baseUrl] the node to fetch the keys and the proof from
@@ -1150,12 +1166,15 @@ export const proofPath = (poll, leaf) => `/v1/polls/${encodeURIComponent(poll)}/
  * @param {object} [opts.proof] GET /v1/polls/{poll}/proofs/{leaf}'s answer
  */
 export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fetch, keys, proof } = {}) {
-  if (!baseUrl && (keys == null || proof == null)) throw new TypeError("verifyReceipt: baseUrl is required unless both keys and proof are given");
+  // Nowhere to fetch from is the caller's mistake; a keys or proof given
+  // (even null) is checked for what it is.
+  if (!baseUrl && (keys === undefined || proof === undefined)) throw new TypeError("verifyReceipt: baseUrl is required unless both keys and proof are given");
   const base = String(baseUrl ?? "").replace(/\/+$/, "");
+  const given = x => baseUrl ? x != null : true; // with a baseUrl, null or undefined is fetched
   try {
     if (!globalThis.crypto?.subtle) refuse("unsupported", "this runtime has no WebCrypto (a page served over plain HTTP off localhost)");
     const { replica, sig } = checkReceipt(receipt);
-    let list = keys ?? await fetchJSON(f, base + "/v1/cluster/keys", "the cluster's keys");
+    let list = given(keys) ? keys : await fetchJSON(f, base + "/v1/cluster/keys", "the cluster's keys");
     if (isObject(list) && Array.isArray(list.keys)) list = list.keys;
     const keyOf = name => Array.isArray(list) ? list.find(k => isObject(k) && k.replica === name)?.public_key
       : isObject(list) && Object.hasOwn(list, name) ? list[name] : undefined;
@@ -1163,7 +1182,7 @@ export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fe
     if (!await signed(keyOf(replica), `tally receipt v1\n${r.poll}\n${r.vote_id}\n${r.stamp}\n${r.leaf}\n`, sig)) {
       refuse("signature", `the receipt is not signed by ${replica}'s key`);
     }
-    const p = proof ?? await fetchJSON(f, base + proofPath(r.poll, r.leaf), "the proof");
+    const p = given(proof) ? proof : await fetchJSON(f, base + proofPath(r.poll, r.leaf), "the proof");
     if (!isObject(p)) refuse("malformed", "the proof is not an object");
     const h = p.tree_head;
     if (!isObject(h)) refuse("certificate", "the proof carries no tree head");
@@ -1186,10 +1205,16 @@ export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fe
       case "superseded": case "duplicate": {
         if (!c) return p.disposition === "duplicate" ? verdict : refuse("record", "a superseded record without the voter's counted one");
         if (!isObject(c) || c.counted != null || c.tree_head != null) refuse("record", "the counted record's proof nests further");
-        const other = await checkProof(c, h);
+        if (c.leaf === p.leaf || c.index === p.index) refuse("record", "the record said to count instead is the record itself");
+        let other;
+        try { other = await checkProof(c, h); } catch (err) {
+          throw err instanceof Refusal ? new Refusal(err.step, `the voter's counted vote: ${err.message}`) : err;
+        }
         if (other.voter !== rec.voter) refuse("record", "the counted record is another voter's");
         if (p.disposition === "superseded" && c.disposition !== "counted") refuse("record", `the record said to count instead is ${c.disposition}`);
-        if (p.disposition === "duplicate" && other.idem !== rec.idem) refuse("record", "the record said to stand for the key has another key");
+        if (p.disposition === "duplicate" && (other.idem !== rec.idem || c.disposition === "duplicate")) {
+          refuse("record", "the record said to stand for the key has another key, or does not stand");
+        }
         return { ...verdict, counted: { ...other.vote, disposition: c.disposition } };
       }
       default: refuse("record", `unknown disposition ${String(p.disposition).slice(0, 32)}`);

@@ -327,7 +327,7 @@ func ledgerMerge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tally: cannot merge: %v\n", err)
 		return 1
 	}
-	return mergeReport(stdout, stderr, *asJSON, res, mergeTree(res.Replicas, taps), cert)
+	return mergeReport(stdout, stderr, *asJSON, res, mergeTree(res, taps), cert)
 }
 
 // mergeReport prints a merge's result and its tree, compares them with
@@ -406,14 +406,14 @@ type treeRoot struct {
 }
 
 // mergeTree is the tree a certificate's tree head names, over the merged
-// records: the Merkle tree (package merkle) of every record's hash,
-// chains in replica order (chains, as the merge returns them), each by
-// seq. Record seq's hash is seq+1's Prev, and the last one's the chain's
-// head: the chains were checked, so every one is known. The root is
-// computed in one pass.
-func mergeTree(chains []ledger.Chain, taps []treeTap) treeRoot {
-	leaves := func(yield func(merkle.Hash) bool) {
-		for _, c := range chains {
+// records: the Merkle tree (package merkle) whose leaves are every
+// record's hash and what the result made of it (its disposition),
+// chains in replica order (res.Replicas), each by seq. Record seq's hash
+// is seq+1's Prev, and the last one's the chain's head: the chains were
+// checked, so every one is known. The root is computed in one pass.
+func mergeTree(res *ledger.Result, taps []treeTap) treeRoot {
+	leaves := func(yield func(merkle.Leaf) bool) {
+		for _, c := range res.Replicas {
 			if c.Records == 0 {
 				continue
 			}
@@ -426,8 +426,13 @@ func mergeTree(chains []ledger.Chain, taps []treeTap) treeRoot {
 					}
 				}
 			}
-			for _, h := range hashes {
-				if !yield(merkle.Hash(h)) {
+			disp := res.Dispositions(c.Replica)
+			for i, h := range hashes {
+				var d byte
+				if i < len(disp) {
+					d = byte(disp[i])
+				}
+				if !yield(merkle.LeafOf(h, d)) {
 					return
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 
 // certificateTree is the tree a certifier builds over the files'
 // records, computed here the plain way: every record read and hashed,
-// chains by replica id, each by seq, merkle.New over the hashes.
+// chains by replica id, each by seq, each leaf the record's hash and its
+// disposition under the rules (ledger.DisposeChains, the zero config:
+// ledger merge's without flags), merkle.New over the leaves.
 func certificateTree(t *testing.T, files ...string) (uint64, string) {
 	t.Helper()
-	byReplica := map[string][]ledger.Record{}
+	byReplica := map[string][]*ledger.Record{}
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -31,22 +34,36 @@ func certificateTree(t *testing.T, files ...string) (uint64, string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			byReplica[r.Replica] = append(byReplica[r.Replica], r)
+			byReplica[r.Replica] = append(byReplica[r.Replica], &r)
 		}
 		f.Close()
 	}
-	var hashes []merkle.Hash
+	var chains [][]*ledger.Record
 	for _, replica := range slices.Sorted(maps.Keys(byReplica)) {
 		recs := byReplica[replica]
-		slices.SortFunc(recs, func(a, b ledger.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-		for i, r := range recs {
-			if i > 0 && r.Seq == recs[i-1].Seq {
-				continue // the same record in two files
-			}
-			hashes = append(hashes, merkle.Hash(r.Hash()))
-		}
+		slices.SortFunc(recs, func(a, b *ledger.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+		chains = append(chains, slices.CompactFunc(recs, func(a, b *ledger.Record) bool { return a.Seq == b.Seq })) // the same record in two files
 	}
-	tree := merkle.New(hashes)
+	return treeOver(t, chains...)
+}
+
+// treeOver is the size and root of the tree over the chains' records in
+// the certificate's order, each leaf the record's hash and its
+// disposition (ledger.DisposeChains).
+func treeOver(t *testing.T, chains ...[]*ledger.Record) (uint64, string) {
+	t.Helper()
+	d, err := ledger.DisposeChains(ledger.ReconcileConfig{}, chains...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := make([]merkle.Leaf, len(d.Records))
+	for i, r := range d.Records {
+		if d.Of[i] == 0 {
+			t.Fatalf("no disposition for %s", r.ID())
+		}
+		leaves[i] = merkle.LeafOf(merkle.Hash(r.Hash()), byte(d.Of[i]))
+	}
+	tree := merkle.New(leaves)
 	root := tree.Root()
 	return tree.Size(), hex.EncodeToString(root[:])
 }
@@ -137,18 +154,23 @@ func TestLedgerTreeMergeCertificate(t *testing.T) {
 }
 
 // The tree of an empty merge is the empty tree's, and the one-pass root
-// of the merge equals merkle.New's for every size of chain up to a few
-// hundred (odd sizes and powers of two alike).
+// of the merge, over the hashes the streams carry and the dispositions
+// the reconcile found, equals merkle.New's over each record's hash and
+// disposition for every size of chain up to a few hundred (odd sizes and
+// powers of two alike; voters with one record and with several, some
+// late, some filtered, some retried).
 func TestLedgerTreeSizes(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 7, 8, 9, 64, 65, 300} {
 		recs := make([]*ledger.Record, n)
 		var prev ledger.Hash
-		hashes := make([]merkle.Hash, n)
 		taps := make([]treeTap, 2)
 		for i := range recs {
-			recs[i] = &ledger.Record{Poll: "p", Replica: "r-1", Seq: uint64(i + 1), Wall: int64(1000 + i), Voter: "v", Option: "o", Idem: hex.EncodeToString([]byte{byte(i), byte(i >> 8)}), Prev: prev}
+			recs[i] = &ledger.Record{Poll: "p", Replica: "r-1", Seq: uint64(i + 1), Wall: int64(1000 + i), Voter: fmt.Sprintf("v%d", i%5), Option: "o",
+				Idem: hex.EncodeToString([]byte{byte(i), byte(i >> 8)}), Trust: 1, Counted: i%11 != 10, Late: i%13 == 12, Prev: prev}
+			if i%9 == 8 {
+				recs[i].Voter, recs[i].Idem = recs[i-1].Voter, recs[i-1].Idem // a retry
+			}
 			prev = recs[i].Hash()
-			hashes[i] = merkle.Hash(prev)
 		}
 		// Two streams, the records split between them out of order.
 		half := func(odd int) func(yield func(ledger.Record, error) bool) {
@@ -160,19 +182,77 @@ func TestLedgerTreeSizes(t *testing.T) {
 				}
 			}
 		}
-		for range taps[0].tap(half(0)) {
+		res, err := ledger.ReconcileWith(ledger.ReconcileConfig{}, taps[0].tap(half(0)), taps[1].tap(half(1)))
+		if err != nil {
+			t.Fatal(err)
 		}
-		for range taps[1].tap(half(1)) {
+		if res.Records != uint64(n) || len(res.Replicas) != 1 || res.Replicas[0].Head != prev {
+			t.Fatalf("n=%d: reconciled %+v", n, res)
 		}
-		got := mergeTree([]ledger.Chain{{Replica: "r-1", Records: uint64(n), Head: prev}}, taps)
-		want := merkle.New(hashes).Root()
-		if got.size != uint64(n) || got.root != hex.EncodeToString(want[:]) {
-			t.Fatalf("n=%d: %+v, want %x", n, got, want)
+		got := mergeTree(res, taps)
+		size, root := treeOver(t, recs)
+		if got.size != size || size != uint64(n) || got.root != root {
+			t.Fatalf("n=%d: %+v, want %d %s", n, got, n, root)
+		}
+		if n >= 64 && (res.Late == 0 || res.Shadowed == 0 || res.Duplicates == 0 || res.Superseded == 0) {
+			t.Fatalf("n=%d: not every disposition: %+v", n, res)
 		}
 	}
-	empty := mergeTree(nil, nil)
+	res, err := ledger.ReconcileChains(ledger.ReconcileConfig{Poll: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := mergeTree(res, nil)
 	want := merkle.New(nil).Root()
 	if empty.size != 0 || empty.root != hex.EncodeToString(want[:]) {
 		t.Fatalf("empty: %+v", empty)
+	}
+}
+
+// The merge's root commits to the dispositions: the same records under
+// another rule (a trust floor that filters some) make another root, the
+// one merkle.New makes over the new dispositions.
+func TestLedgerTreeDispositions(t *testing.T) {
+	var recs []*ledger.Record
+	var prev ledger.Hash
+	for i := range 20 {
+		r := &ledger.Record{Poll: "p", Replica: "r-1", Seq: uint64(i + 1), Wall: int64(1000 + i), Voter: fmt.Sprintf("v%d", i), Option: "o",
+			Idem: fmt.Sprintf("k%d", i), Trust: float64(i) / 20, Counted: true, Prev: prev}
+		prev = r.Hash()
+		recs = append(recs, r)
+	}
+	rootUnder := func(cfg ledger.ReconcileConfig) (treeRoot, string) {
+		var tap treeTap
+		res, err := ledger.ReconcileWith(cfg, tap.tap(func(yield func(ledger.Record, error) bool) {
+			for _, r := range recs {
+				if !yield(*r, nil) {
+					return
+				}
+			}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ledger.DisposeChains(cfg, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves := make([]merkle.Leaf, len(recs))
+		for i, r := range d.Records {
+			if res.Disposition(r.Replica, r.Seq) != d.Of[i] {
+				t.Fatalf("%s: the reconcile says %d, DisposeChains %d", r.ID(), res.Disposition(r.Replica, r.Seq), d.Of[i])
+			}
+			leaves[i] = merkle.LeafOf(merkle.Hash(r.Hash()), byte(d.Of[i]))
+		}
+		want := merkle.New(leaves).Root()
+		return mergeTree(res, []treeTap{tap}), hex.EncodeToString(want[:])
+	}
+	all, wantAll := rootUnder(ledger.ReconcileConfig{})
+	floored, wantFloored := rootUnder(ledger.ReconcileConfig{TrustFloor: 0.5})
+	if all.root != wantAll || floored.root != wantFloored || all.size != 20 || floored.size != 20 {
+		t.Fatalf("all %+v, want %s; with a floor %+v, want %s", all, wantAll, floored, wantFloored)
+	}
+	if all.root == floored.root {
+		t.Fatal("the floor filters half the records and the root stays the same")
 	}
 }

@@ -110,6 +110,16 @@ func TestReceiptVerifyFixture(t *testing.T) {
 			t.Errorf("no line %q in\n%s", line, out)
 		}
 	}
+	// A disposition edited in the proof: the record and its path are
+	// well formed, and the leaf (the record's hash and its disposition)
+	// leads to another root.
+	out, _, _ = runCLI(t, "receipt", "verify", "--proof", filepath.Join(dir, "disposition-forged-late-as-counted-proof.json"), "--keys", keys,
+		filepath.Join(dir, "disposition-forged-late-as-counted-receipt.json"))
+	for _, line := range []string{"record ✓ eu-1/3: voter v-dave", "path ✓ leaf 5", "root ✗ ", "failed at the root step"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("the late vote said counted: no line %q in\n%s", line, out)
+		}
+	}
 }
 
 // A saved vote answer (or one result of it) is read for its first

@@ -1,9 +1,11 @@
 // verifyReceipt against the Go side's fixture (receipt/testdata/fixture.json,
 // written by go test ./receipt -run TestFixture -update): every case's
 // verdict or failing step; trees of every size up to 17 built here from
-// RFC 9162's definition, each leaf proved; the proof and keys fetched
-// (404, 409, no answer); hostile input, which gives a step and never a
-// throw; and the receipts the client keeps from vote answers.
+// RFC 9162's definition over 33-byte leaves (the record's hash, then its
+// disposition's byte), each leaf proved; a poll built here with a change
+// of mind and retries, and proofs pointing at themselves; the proof and
+// keys fetched (404, 409, no answer); hostile input, which gives a step
+// and never a throw; and the receipts the client keeps from vote answers.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -34,6 +36,29 @@ test("every fixture case gives its verdict, or fails at its step", async () => {
       else assert.equal(r.counted, undefined, c.name);
     } else {
       assert.equal(typeof r.message, "string");
+    }
+  }
+});
+
+test("the fixture's leaves bind the disposition: forged dispositions fail at root, a record pointing at itself at record", async () => {
+  const wants = {
+    "disposition-forged-late-as-counted": "error:root",
+    "disposition-forged-superseded-as-counted": "error:root",
+    "superseded-pointing-at-itself": "error:record",
+  };
+  for (const [name, want] of Object.entries(wants)) {
+    const c = byName[name];
+    assert.ok(c, `the fixture has the case ${name}`);
+    assert.equal(c.want, want, name);
+    assert.equal(verdict(await verifyReceipt(c.receipt, { keys: fixture.keys, proof: c.proof })), want, name);
+  }
+  // Each honest case said to be of every other disposition leads to another root: the path is checked
+  // before what the disposition asks of the counted proof, as Go's Verify does.
+  for (const name of ["counted", "late", "filtered", "superseded", "duplicate"]) {
+    const c = byName[name];
+    for (const d of ["counted", "superseded", "late", "filtered", "duplicate"].filter(d => d !== c.want)) {
+      const r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: { ...copy(c.proof), disposition: d } });
+      assert.equal(verdict(r), "error:root", `${name} said ${d}: ${r.message}`);
     }
   }
 });
@@ -108,6 +133,29 @@ test("the keys and the proof are fetched from baseUrl; 404 is unknown, 409 pendi
   assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: down.f })), "error:network");
   // Nowhere to fetch from is the caller's mistake.
   await assert.rejects(verifyReceipt(c.receipt, { keys: fixture.keys }), TypeError);
+  await assert.rejects(verifyReceipt(c.receipt, { proof: c.proof }), TypeError);
+  await assert.rejects(verifyReceipt(c.receipt), TypeError);
+  // With a baseUrl, a proof or keys given as null is fetched.
+  const nulls = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof] });
+  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: nulls.f, keys: null, proof: null })), "counted");
+  assert.equal(nulls.asked.length, 2);
+});
+
+test("a proof or keys given as null, with no baseUrl, is a result, not a throw", async () => {
+  const c = byName.counted;
+  let r;
+  await assert.doesNotReject(async () => { r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: null }); });
+  assert.equal(verdict(r), "error:malformed", r.message);
+  assert.match(r.message, /not an object/);
+  await assert.doesNotReject(async () => { r = await verifyReceipt(c.receipt, { keys: null, proof: c.proof }); });
+  assert.equal(verdict(r), "error:signature", r.message);
+  await assert.doesNotReject(async () => { r = await verifyReceipt(c.receipt, { keys: null, proof: null }); });
+  assert.equal(r.ok, false);
+  assert.ok(STEPS.includes(r.step));
+  // Nothing is fetched: there is nowhere to fetch from.
+  const nowhere = async () => { throw new Error("fetched"); };
+  r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: null, fetch: nowhere });
+  assert.equal(verdict(r), "error:malformed");
 });
 
 test("hostile input gives a step, never a throw", async () => {
@@ -147,6 +195,11 @@ test("hostile input gives a step, never a throw", async () => {
     "counted nests": [r(), { ...p(), counted: { ...p().counted, counted: p().counted } }],
     "counted has a tree head": [r(), { ...p(), counted: { ...p().counted, tree_head: p().tree_head } }],
     "counted removed": [r(), { ...p(), counted: null }],
+    "path null": [r(), { ...p(), path: null }], "path left out": [r(), { ...p(), path: undefined }],
+    "counted is the record itself": [r(), { ...p(), counted: { ...p(), tree_head: undefined, counted: undefined, disposition: "counted" } }],
+    "counted at the record's index": [r(), { ...p(), counted: { ...p().counted, index: p().index } }],
+    "disposition __proto__": [r(), { ...p(), disposition: "__proto__" }], "disposition toString": [r(), { ...p(), disposition: "toString" }],
+    "proof null": [r(), null],
   };
   for (const [name, [receipt, proof]] of Object.entries(cases)) {
     let res;
@@ -162,7 +215,18 @@ test("hostile input gives a step, never a throw", async () => {
   assert.equal(await step(r(), { ...p(), path: Array(1000).fill(p().path[0]) }), "path");
   assert.equal(await step(r(), { ...p(), tree_head: undefined }), "certificate");
   assert.equal(await step(r(), { ...p(), disposition: "won" }), "record");
+  assert.equal(await step(r(), { ...p(), disposition: "__proto__" }), "record");
+  assert.equal(await step(r(), { ...p(), counted: { ...p().counted, disposition: "won" } }), "record");
   assert.equal(await step(r(), { ...p(), counted: null }), "record");
+  assert.equal(await step(r(), { ...p(), counted: { ...p().counted, index: p().index } }), "record");
+  assert.equal(await step(r(), { ...p(), counted: { ...p(), tree_head: undefined, counted: undefined, disposition: "counted" } }), "record");
+  assert.equal(await step(r(), null), "malformed");
+  // The leaf binds the disposition: a proof's edited, or its counted one's, leads to another root.
+  assert.equal(await step(r(), { ...p(), disposition: "duplicate" }), "root");
+  assert.equal(await step(r(), { ...p(), counted: { ...p().counted, disposition: "late" } }), "root");
+  // A path null or left out is empty: a tree of seven needs one.
+  assert.equal(await step(r(), { ...p(), path: null }), "path");
+  assert.equal(await step(r(), { ...p(), path: undefined }), "path");
   assert.equal(await step(r(), { ...p(), index: 1 }), "root");
   assert.equal(await step(r(), { ...p(), index: 6 }), "path"); // the lone last leaf: a path of two
   assert.equal(await step(r(), { ...p(), index: 7 }), "path");
@@ -205,7 +269,12 @@ function record({ poll, replica, seq, wall, logical, voter, option, idem }) {
     new Uint8Array(8) /* trust 0 */, [1] /* counted */, str(""), new Uint8Array(32) /* prev */);
 }
 
-// mth is RFC 9162 §2.1.1's Merkle Tree Hash of leaf entries (record hashes).
+// CODE is receipt.DispositionCode: a disposition's byte in its record's leaf.
+const CODE = { counted: 1, superseded: 2, late: 3, filtered: 4, duplicate: 5 };
+// leafOf is merkle.LeafOf: a leaf's data, the record's hash then its disposition's byte.
+const leafOf = (hash, disposition) => cat(hash, [CODE[disposition]]);
+
+// mth is RFC 9162 §2.1.1's Merkle Tree Hash of leaf entries (leafOf's 33 bytes).
 async function mth(d) {
   if (d.length === 1) return sha([0], d[0]);
   let k = 1;
@@ -221,7 +290,7 @@ async function auditPath(m, d) {
   return m < k ? [...await auditPath(m, d.slice(0, k)), await mth(d.slice(k))] : [...await auditPath(m - k, d.slice(k)), await mth(d.slice(0, k))];
 }
 
-test("trees of 1 to 17 records built from RFC 9162's definition: every leaf proves, a path off by one does not", async () => {
+test("trees of 1 to 17 records built from RFC 9162's definition: every leaf proves, a path off by one or an edited disposition does not", async () => {
   const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
   const key = b64(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey)));
   const sign = async msg => b64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, pair.privateKey, enc.encode(msg))));
@@ -230,18 +299,32 @@ test("trees of 1 to 17 records built from RFC 9162's definition: every leaf prov
     const recs = Array.from({ length: size }, (_, i) => record({ poll: "tree", replica: "r-1", seq: i + 1, wall: 1796040000000 + 300 * i,
       logical: i * 70 /* two-byte varints from 2 on */, voter: `v-é${i}`, option: "o", idem: `k${i}` }));
     const hashes = await Promise.all(recs.map(r => sha(r)));
-    const root = hexOf(await mth(hashes));
+    // Each record's own disposition, none pointing at another: counted, late, filtered in turn.
+    const disps = hashes.map((_, i) => ["counted", "late", "filtered"][i % 3]);
+    const leaves = hashes.map((h, i) => leafOf(h, disps[i]));
+    const root = hexOf(await mth(leaves));
     const head = { poll: "tree", size, root, digest: "ab".repeat(32), by: "r-1" };
     head.sig = await sign(`tally tree head v1\ntree\n${size}\n${root}\n${head.digest}\nr-1\n`);
     for (let i = 0; i < size; i++) {
       const receipt = { poll: "tree", vote_id: `r-1/${i + 1}`, stamp: `${1796040000000 + 300 * i}.${i * 70}`, leaf: hexOf(hashes[i]) };
       receipt.sig = await sign(`tally receipt v1\ntree\n${receipt.vote_id}\n${receipt.stamp}\n${receipt.leaf}\n`);
-      const path = (await auditPath(i, hashes)).map(hexOf);
-      const proof = { leaf: receipt.leaf, index: i, path, record: b64(recs[i]), disposition: "counted", tree_head: head,
+      const path = (await auditPath(i, leaves)).map(hexOf);
+      const proof = { leaf: receipt.leaf, index: i, path, record: b64(recs[i]), disposition: disps[i], tree_head: head,
         vote: { vote_id: receipt.vote_id, voter: `v-é${i}`, option: "o", stamp: receipt.stamp } };
       const got = await verifyReceipt(receipt, { keys, proof });
-      assert.equal(verdict(got), "counted", `leaf ${i} of ${size}: ${got.message}`);
+      assert.equal(verdict(got), disps[i], `leaf ${i} of ${size}: ${got.message}`);
       const step = async p => (await verifyReceipt(receipt, { keys, proof: { ...proof, ...p } })).step;
+      // Another disposition is another leaf: its path leads elsewhere; a word that is none fails at record.
+      for (const other of ["counted", "late", "filtered"].filter(d => d !== disps[i])) {
+        assert.equal(await step({ disposition: other }), "root", `leaf ${i} of ${size} as ${other}`);
+      }
+      assert.equal(await step({ disposition: "won" }), "record", `leaf ${i} of ${size}, an unknown disposition`);
+      if (size === 1) {
+        // Go's JSON writes a one-record tree's empty path as null.
+        assert.equal(path.length, 0);
+        assert.equal(verdict(await verifyReceipt(receipt, { keys, proof: { ...proof, path: null } })), disps[i], "a path null");
+        assert.equal(verdict(await verifyReceipt(receipt, { keys, proof: JSON.parse(JSON.stringify({ ...proof, path: null })) })), disps[i]);
+      }
       assert.equal(await step({ path: [...path, "00".repeat(32)] }), "path", `leaf ${i} of ${size}, a hash too many`);
       if (path.length) {
         assert.equal(await step({ path: path.slice(1) }), "path", `leaf ${i} of ${size}, a hash short`);
@@ -249,8 +332,125 @@ test("trees of 1 to 17 records built from RFC 9162's definition: every leaf prov
       }
       // At another index the path is as long (its root differs) or not (it is no path of that index).
       const j = (i + 1) % size;
-      if (j !== i) assert.equal(await step({ index: j }), (await auditPath(j, hashes)).length === path.length ? "root" : "path", `leaf ${i} of ${size} at ${j}`);
+      if (j !== i) assert.equal(await step({ index: j }), (await auditPath(j, leaves)).length === path.length ? "root" : "path", `leaf ${i} of ${size} at ${j}`);
     }
+  }
+});
+
+// A poll built here whose dispositions point at other records: alice
+// changed her mind (her first vote superseded by her second), bob's vote
+// was retried twice (the retries duplicates of his first, which stands),
+// dave's came late. Each leaf binds its record's disposition.
+test("a superseded or duplicate proof pointing at itself, or a duplicate standing on a duplicate, fails at record", async () => {
+  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+  const keys = { "r-1": b64(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey))) };
+  const sign = async msg => b64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, pair.privateKey, enc.encode(msg))));
+  const fields = [
+    ["v-alice", "red", "a1", "superseded"], ["v-alice", "blue", "a2", "counted"],
+    ["v-bob", "red", "b1", "counted"], ["v-bob", "red", "b1", "duplicate"], ["v-bob", "red", "b1", "duplicate"],
+    ["v-dave", "blue", "d1", "late"],
+  ].map(([voter, option, idem, disposition], i) => ({ voter, option, idem, disposition, seq: i + 1, wall: 1796040000000 + 1000 * i }));
+  const [ALICE_FIRST, ALICE_LAST, BOB, BOB_RETRY, BOB_RETRY2, DAVE] = fields.keys();
+  const recs = fields.map(f => record({ poll: "mind", replica: "r-1", seq: f.seq, wall: f.wall, logical: 0, voter: f.voter, option: f.option, idem: f.idem }));
+  const hashes = await Promise.all(recs.map(r => sha(r)));
+  const leaves = hashes.map((h, i) => leafOf(h, fields[i].disposition));
+  const root = hexOf(await mth(leaves));
+  const head = { poll: "mind", size: recs.length, root, digest: "ef".repeat(32), by: "r-1" };
+  head.sig = await sign(`tally tree head v1\nmind\n${head.size}\n${root}\n${head.digest}\nr-1\n`);
+  const receipts = await Promise.all(fields.map(async (f, i) => {
+    const r = { poll: "mind", vote_id: `r-1/${f.seq}`, stamp: `${f.wall}.0`, leaf: hexOf(hashes[i]) };
+    r.sig = await sign(`tally receipt v1\nmind\n${r.vote_id}\n${r.stamp}\n${r.leaf}\n`);
+    return r;
+  }));
+  // proof is record i's proof, said to be of disposition (its own by default).
+  const proof = async (i, disposition = fields[i].disposition) => ({
+    leaf: hexOf(hashes[i]), index: i, path: (await auditPath(i, leaves)).map(hexOf), record: b64(recs[i]), disposition,
+    vote: { vote_id: receipts[i].vote_id, voter: fields[i].voter, option: fields[i].option, stamp: receipts[i].stamp },
+  });
+  const headed = async (i, disposition, counted) => ({ ...await proof(i, disposition), ...(counted ? { counted } : {}), tree_head: head });
+  const check = async (i, p) => {
+    const r = await verifyReceipt(receipts[i], { keys, proof: JSON.parse(JSON.stringify(p)) });
+    return [verdict(r), r.message];
+  };
+  const want = async (i, p, expected, what) => {
+    const [got, message] = await check(i, p);
+    assert.equal(got, expected, `${what}: ${message ?? ""}`);
+  };
+
+  // The honest proofs.
+  await want(ALICE_FIRST, await headed(ALICE_FIRST, "superseded", await proof(ALICE_LAST)), "superseded", "alice's first");
+  await want(ALICE_LAST, await headed(ALICE_LAST), "counted", "alice's last");
+  await want(BOB, await headed(BOB), "counted", "bob's");
+  await want(BOB_RETRY, await headed(BOB_RETRY, "duplicate", await proof(BOB)), "duplicate", "bob's retry");
+  await want(BOB_RETRY2, await headed(BOB_RETRY2, "duplicate", await proof(BOB)), "duplicate", "bob's second retry");
+  await want(BOB_RETRY, await headed(BOB_RETRY, "duplicate"), "duplicate", "bob's retry, its standing copy not shown");
+  await want(DAVE, await headed(DAVE), "late", "dave's");
+  const ok = await verifyReceipt(receipts[ALICE_FIRST], { keys, proof: await headed(ALICE_FIRST, "superseded", await proof(ALICE_LAST)) });
+  assert.deepEqual(ok.counted, { vote_id: "r-1/2", voter: "v-alice", option: "blue", stamp: receipts[ALICE_LAST].stamp, disposition: "counted" });
+
+  // A superseded or duplicate proof whose counted one is the record itself: the same leaf, or the same index.
+  for (const [i, d] of [[ALICE_FIRST, "superseded"], [BOB_RETRY, "duplicate"]]) {
+    for (const as of ["counted", "superseded", "duplicate", "late"]) {
+      await want(i, await headed(i, d, await proof(i, as)), "error:record", `${d} ${i} pointing at itself as ${as}`);
+    }
+    const other = i === ALICE_FIRST ? ALICE_LAST : BOB;
+    await want(i, await headed(i, d, { ...await proof(other), index: i }), "error:record", `${d} ${i} pointing at its own index`);
+    await want(i, await headed(i, d, { ...await proof(other), leaf: hexOf(hashes[i]) }), "error:record", `${d} ${i} pointing at its own leaf`);
+  }
+  // A duplicate standing on a duplicate (a valid proof of that one): no copy of the key stands.
+  await want(BOB_RETRY2, await headed(BOB_RETRY2, "duplicate", await proof(BOB_RETRY)), "error:record", "a duplicate on a duplicate");
+  await want(BOB_RETRY, await headed(BOB_RETRY, "duplicate", await proof(BOB_RETRY2)), "error:record", "a duplicate on a later duplicate");
+  // ... said to be counted: the leaf binds its disposition.
+  await want(BOB_RETRY2, await headed(BOB_RETRY2, "duplicate", await proof(BOB_RETRY, "counted")), "error:root", "a duplicate on a duplicate said counted");
+  // A superseded one on a record that does not count.
+  await want(ALICE_FIRST, await headed(ALICE_FIRST, "superseded", await proof(BOB)), "error:record", "superseded by another voter's");
+
+  // Dispositions forged: the leaf says otherwise, so the path leads to another root.
+  await want(ALICE_FIRST, await headed(ALICE_FIRST, "counted"), "error:root", "superseded forged as counted");
+  await want(DAVE, await headed(DAVE, "counted"), "error:root", "late forged as counted");
+  await want(BOB_RETRY, await headed(BOB_RETRY, "counted"), "error:root", "duplicate forged as counted");
+  await want(BOB, await headed(BOB, "filtered"), "error:root", "counted forged as filtered");
+  await want(ALICE_FIRST, await headed(ALICE_FIRST, "superseded", await proof(ALICE_LAST, "late")), "error:root", "the counted one's disposition edited");
+  await want(ALICE_LAST, await headed(ALICE_LAST, "superseded", await proof(ALICE_FIRST, "counted")), "error:root", "the change of mind reversed");
+  // A word that is none, outer or nested.
+  for (const word of ["won", "Counted", "", "constructor", "__proto__"]) {
+    await want(BOB, await headed(BOB, word), "error:record", `disposition ${JSON.stringify(word)}`);
+    await want(ALICE_FIRST, await headed(ALICE_FIRST, "superseded", await proof(ALICE_LAST, word)), "error:record", `counted disposition ${JSON.stringify(word)}`);
+  }
+});
+
+test("a one-record poll: its proof's path is null in Go's JSON, and proves", async () => {
+  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+  const keys = { keys: [{ replica: "r-1", public_key: b64(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey))) }] };
+  const sign = async msg => b64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, pair.privateKey, enc.encode(msg))));
+  const rec = record({ poll: "one", replica: "r-1", seq: 1, wall: 1796040000000, logical: 3, voter: "v", option: "yes", idem: "k" });
+  const hash = await sha(rec);
+  const receipt = { poll: "one", vote_id: "r-1/1", stamp: "1796040000000.3", leaf: hexOf(hash) };
+  receipt.sig = await sign(`tally receipt v1\none\nr-1/1\n${receipt.stamp}\n${receipt.leaf}\n`);
+  for (const disposition of ["counted", "late", "filtered"]) {
+    const root = hexOf(await sha([0], hash, [CODE[disposition]])); // MTH of one leaf
+    const head = { poll: "one", size: 1, root, digest: "01".repeat(32), by: "r-1" };
+    head.sig = await sign(`tally tree head v1\none\n1\n${root}\n${head.digest}\nr-1\n`);
+    // As Go's encoding/json writes it: a nil slice is null.
+    const text = `{"leaf":"${receipt.leaf}","index":0,"path":null,"record":"${b64(rec)}",` +
+      `"vote":{"vote_id":"r-1/1","voter":"v","option":"yes","stamp":"${receipt.stamp}"},"disposition":"${disposition}",` +
+      `"tree_head":${JSON.stringify(head)}}`;
+    const got = await verifyReceipt(receipt, { keys, proof: JSON.parse(text) });
+    assert.equal(verdict(got), disposition, got.message);
+    assert.equal(got.size, 1);
+    assert.equal(got.root, root);
+    assert.equal(verdict(await verifyReceipt(receipt, { keys, proof: { ...JSON.parse(text), path: [] } })), disposition);
+    // Fetched from a node, too.
+    const s = server({ "/v1/cluster/keys": [200, keys], [proofPath("one", receipt.leaf)]: [200, text] });
+    assert.equal(verdict(await verifyReceipt(receipt, { baseUrl: "http://node.test", fetch: s.f })), disposition);
+    // A hash too many, or another disposition, does not prove.
+    assert.equal((await verifyReceipt(receipt, { keys, proof: { ...JSON.parse(text), path: [root] } })).step, "path");
+    const other = disposition === "counted" ? "late" : "counted";
+    assert.equal((await verifyReceipt(receipt, { keys, proof: { ...JSON.parse(text), disposition: other } })).step, "root");
+    // The old leaf, the record's hash alone, is not this tree's.
+    const bare = { ...head, root: hexOf(await sha([0], hash)) };
+    bare.sig = await sign(`tally tree head v1\none\n1\n${bare.root}\n${bare.digest}\nr-1\n`);
+    assert.equal((await verifyReceipt(receipt, { keys, proof: { ...JSON.parse(text), tree_head: bare } })).step, "root");
   }
 });
 
@@ -274,7 +474,7 @@ test("a record that does not decode as its hash's signer said fails at record", 
     const leaf = hexOf(await sha(rec));
     const receipt = { poll: "p", vote_id: "r-1/1", stamp: `${good.wall}.0`, leaf };
     receipt.sig = await sign(`tally receipt v1\np\nr-1/1\n${receipt.stamp}\n${leaf}\n`);
-    const root = hexOf(await sha([0], await sha(rec)));
+    const root = hexOf(await sha([0], leafOf(await sha(rec), "counted")));
     const head = { poll: "p", size: 1, root, digest: "cd".repeat(32), by: "r-1" };
     head.sig = await sign(`tally tree head v1\np\n1\n${root}\n${head.digest}\nr-1\n`);
     const proof = { leaf, index: 0, path: [], record: b64(rec), disposition: "counted", tree_head: head,
