@@ -218,8 +218,10 @@ func Order(poll string, replicas []string) []string {
 }
 
 // Run looks for polls to certify every cfg.Every, and tops up the copies
-// of the polls that run every cfg.PrefetchEvery, until ctx is done.
+// of the polls that run every cfg.PrefetchEvery, until ctx is done; it
+// returns once the proof indexes being built are (proofs.go).
 func (c *Certifier) Run(ctx context.Context) {
+	defer c.proofs.stop() // after the attempts: the index builds they started
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.prefetch(ctx) })

@@ -48,8 +48,13 @@ type proofIndex struct {
 // proofs keeps the indexes, and builds each once however many voters
 // ask at the same time.
 type proofs struct {
-	now      func() time.Time // monotonic
+	now    func() time.Time // monotonic
+	ctx    context.Context  // ended by stop: reads of chains for an index end
+	cancel context.CancelFunc
+	builds sync.WaitGroup // the builds under way, waited for by stop
+
 	mu       sync.Mutex
+	stopped  bool // no build starts any more
 	indexes  map[string]*proofIndex // poll → index
 	used     []string               // polls, least recently asked first
 	asked    map[string]time.Time   // poll → when a proof of it was last asked
@@ -75,7 +80,8 @@ type indexBuild struct {
 }
 
 func newProofs(now func() time.Time) *proofs {
-	return &proofs{now: now, indexes: map[string]*proofIndex{}, asked: map[string]time.Time{}, building: map[string]*indexBuild{},
+	ctx, cancel := context.WithCancel(context.Background())
+	return &proofs{now: now, ctx: ctx, cancel: cancel, indexes: map[string]*proofIndex{}, asked: map[string]time.Time{}, building: map[string]*indexBuild{},
 		seeds: map[string][][]*ledger.Record{}}
 }
 
@@ -205,13 +211,18 @@ func (ps *proofs) start(poll string, cert state.Certificate, head receipt.TreeHe
 		return b
 	}
 	b := &indexBuild{done: make(chan struct{})}
+	if ps.stopped {
+		b.err = errors.New("certify: stopped")
+		close(b.done)
+		return b
+	}
 	ps.building[poll] = b
 	chains := ps.seeds[poll]
-	go func() { // owned by the build: it ends when the chains are read and indexed
+	ps.builds.Go(func() { // owned by proofs: stop waits for it
 		defer close(b.done)
 		var err error
 		if chains == nil {
-			rctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+			rctx, cancel := context.WithTimeout(ps.ctx, buildTimeout)
 			chains, err = read(rctx)
 			cancel()
 		}
@@ -221,8 +232,18 @@ func (ps *proofs) start(poll string, cert state.Certificate, head receipt.TreeHe
 			b.err = err
 		}
 		ps.finish(poll, b)
-	}()
+	})
 	return b
+}
+
+// stop ends the reads of the builds under way, waits for them, and
+// starts no other (the certifier's Run returns).
+func (ps *proofs) stop() {
+	ps.mu.Lock()
+	ps.stopped = true
+	ps.mu.Unlock()
+	ps.cancel()
+	ps.builds.Wait()
 }
 
 // buildTimeout bounds reading a poll's chains for its index.

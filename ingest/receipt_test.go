@@ -2,8 +2,12 @@ package ingest
 
 import (
 	"crypto/ed25519"
+	"fmt"
 	"testing"
+	"time"
 
+	"tally/api"
+	"tally/poll"
 	"tally/receipt"
 )
 
@@ -63,5 +67,30 @@ func TestReceiptsOfVotesAndRetries(t *testing.T) {
 	plain, err := r.p.Submit("p", []Vote{{Voter: "v3", Option: "c", Idem: "k3"}}, "203.0.113.8")
 	if err != nil || plain[0].Status != StatusAccepted || plain[0].Receipt != nil {
 		t.Fatalf("a pipeline without a signer: %+v %v", plain, err)
+	}
+}
+
+// A quiz answer's answer carries its receipt too, and a relayed batch's
+// votes each theirs, signed once the batch is answered.
+func TestReceiptsOfQuizAnswersAndBatches(t *testing.T) {
+	now := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	p, _ := quizPipeline(t, now, time.Second, nil, poll.Definition{ID: "p", Question: "P?", Options: []poll.Option{{ID: "a", Label: "A"}, {ID: "b", Label: "B"}},
+		OpensAt: now.Add(-time.Minute).UnixMilli(), ClosesAt: now.Add(time.Hour).UnixMilli()})
+	pub, key, _ := ed25519.GenerateKey(nil)
+	p.cfg.SignReceipt = func(m []byte) []byte { return ed25519.Sign(key, m) }
+	res, err := p.SubmitFrom("q-1", []Vote{{Option: "a", Voter: "ann", Idem: "ann-q"}}, Client{Sender: api.Sender{IP: "192.0.2.1", SocketAge: time.Second, RTTMs: -1}, TokenAge: -1})
+	if err != nil || res[0].Receipt == nil || res[0].Receipt.Verify(pub) != nil || res[0].Receipt.Poll != "q-1" {
+		t.Fatalf("a quiz answer: %+v %v", res, err)
+	}
+	var reqs []Request
+	for i := range 20 {
+		v := fmt.Sprintf("v%d", i)
+		reqs = append(reqs, Request{Votes: []Vote{{Option: "b", Voter: v, Idem: v}}, Sender: api.HTTPSender("192.0.2.9", "phone", "", 0)})
+	}
+	for i, r := range p.VoteBatch("p", reqs) {
+		rc := r.Response.Results[0].Receipt
+		if r.Err != nil || rc == nil || rc.Verify(pub) != nil || rc.VoteID != r.Response.Results[0].VoteID {
+			t.Fatalf("request %d of a batch: %+v %v", i, r, r.Err)
+		}
 	}
 }
