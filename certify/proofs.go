@@ -54,7 +54,7 @@ type proofs struct {
 	builds sync.WaitGroup // the builds under way, waited for by stop
 
 	mu       sync.Mutex
-	stopped  bool // no build starts any more
+	stopped  bool                   // no build starts any more
 	indexes  map[string]*proofIndex // poll → index
 	used     []string               // polls, least recently asked first
 	asked    map[string]time.Time   // poll → when a proof of it was last asked
