@@ -23,8 +23,8 @@ if [ -n "${BEFORE:-}" ]; then
   git worktree add -f --detach "$wt" "$BEFORE" >/dev/null
   for round in $(seq "${RUNS:-1}"); do
     echo "round $round: certification of 1,000,000 votes at $BEFORE (before)"
-    (cd "$wt" && go test ./node -run '^$' -bench 'CertifyMillionVotes/prefetch$' -benchtime 1x -timeout 30m 2>&1 | filter)
+    (cd "$wt" && go test ./node -run '^$' -bench 'CertifyMillionVotes/^prefetch$' -benchtime 1x -timeout 30m 2>&1 | filter)
     echo "round $round: the same here (after)"
-    go test ./node -run '^$' -bench 'CertifyMillionVotes/prefetch$' -benchtime 1x -timeout 30m 2>&1 | filter
+    go test ./node -run '^$' -bench 'CertifyMillionVotes/^prefetch$' -benchtime 1x -timeout 30m 2>&1 | filter
   done
 fi
