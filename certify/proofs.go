@@ -85,27 +85,57 @@ func newProofs(now func() time.Time) *proofs {
 		seeds: map[string][][]*ledger.Record{}}
 }
 
-// treeOf is the tree over the chains' records in the certificate's order
-// (by replica, each by seq; ledger.TreeOrder), each leaf a record's hash
-// and what the result made of it: what certification signs the head of.
-func treeOf(poll string, chains [][]*ledger.Record, res *ledger.Result) (*merkle.Tree, error) {
-	all, err := ledger.TreeOrder(poll, chains...)
-	if err != nil {
-		return nil, err
+// treeOf is the tree over the records a result was reconciled from, in
+// the certificate's order (res.Replicas: by replica, each chain by seq),
+// each leaf a record's hash and what the result made of it: what
+// certification signs the head of. The chains were checked by the
+// reconcile; each must still be the one the result names (its length,
+// its seqs, its head), or no tree is made.
+func treeOf(chains [][]*ledger.Record, res *ledger.Result) (*merkle.Tree, error) {
+	byReplica := make(map[string][]*ledger.Record, len(chains))
+	for _, recs := range chains {
+		if len(recs) > 0 {
+			byReplica[recs[0].Replica] = recs
+		}
 	}
-	hashes := recordHashes(all)
-	leaves := make([]merkle.Leaf, len(all))
-	var disp []ledger.Disposition // the chain's of the record before
-	for i, r := range all {
-		if i == 0 || r.Replica != all[i-1].Replica {
-			disp = res.Dispositions(r.Replica)
+	var n int
+	for _, ch := range res.Replicas {
+		n += int(ch.Records)
+	}
+	leaves := make([]merkle.Leaf, n)
+	off := 0
+	for _, ch := range res.Replicas {
+		recs, disp := byReplica[ch.Replica], res.Dispositions(ch.Replica)
+		if uint64(len(recs)) != ch.Records || len(disp) != len(recs) || recs[len(recs)-1].KeepHash() != ch.Head {
+			return nil, fmt.Errorf("certify: the chain of %s read is not the one the result counts (%d records)", ch.Replica, ch.Records)
 		}
-		if r.Seq == 0 || r.Seq > uint64(len(disp)) || disp[r.Seq-1] == 0 {
-			return nil, fmt.Errorf("certify: the result says nothing of record %s/%d", r.Replica, r.Seq)
+		if err := chainLeaves(leaves[off:off+len(recs)], recs, disp); err != nil {
+			return nil, err
 		}
-		leaves[i] = merkle.LeafOf(hashes[i], byte(disp[r.Seq-1]))
+		off += len(recs)
 	}
 	return merkle.New(leaves), nil
+}
+
+// chainLeaves fills in the leaves of one chain's records, on every core.
+func chainLeaves(leaves []merkle.Leaf, recs []*ledger.Record, disp []ledger.Disposition) error {
+	parts := min(8, max(len(recs)/4096, 1))
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for i := p * len(recs) / parts; i < (p+1)*len(recs)/parts; i++ {
+				r := recs[i]
+				if r.Seq != uint64(i)+1 || disp[i] == 0 {
+					errs[p] = fmt.Errorf("certify: record %s/%d out of its place, or not disposed", r.Replica, r.Seq)
+					return
+				}
+				leaves[i] = merkle.LeafOf(r.KeepHash(), byte(disp[i]))
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // leavesOf is the tree's leaves of disposed records.
@@ -138,7 +168,7 @@ func recordHashes(recs []*ledger.Record) []merkle.Hash {
 // signTreeHead is the signed head of the tree over the chains a result
 // was reconciled from.
 func (c *Certifier) signTreeHead(poll string, chains [][]*ledger.Record, res *ledger.Result) (*receipt.TreeHead, error) {
-	tree, err := treeOf(poll, chains, res)
+	tree, err := treeOf(chains, res)
 	if err != nil {
 		return nil, err
 	}
