@@ -20,7 +20,7 @@ const (
 	Superseded = "superseded" // a later vote of the same voter counts instead (Proof.Counted)
 	Late       = "late"       // it arrived after the close, within the grace: ledgered, not counted
 	Duplicate  = "duplicate"  // a retry: an earlier record of its idempotency key stands
-	Filtered   = "filtered"   // below the trust floor: not counted (docs/trust.md)
+	Filtered   = "filtered"   // below the trust floor: not counted (docs/defences.md)
 )
 
 // DispositionCode is a disposition's byte in its record's leaf of the
