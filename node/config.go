@@ -73,6 +73,7 @@ type Config struct {
 	CheckpointEvery                                  time.Duration  // how often the vote state is checkpointed; 0: only at shutdown
 	AckCopies                                        int            // machines an acknowledged vote is on: 1 or 2; 0: 2 in a cluster, 1 alone
 	AckCopiesDegrade                                 bool           // with no buddy, acknowledge with one copy (counted, logged) instead of 503 no_copy
+	NoReceipts                                       bool           // answer votes without a signed receipt (about 27 µs of CPU a vote saved)
 	SessionSecret                                    string         // HMAC secret of voter tokens, shared by every region; empty: generated in the data dir
 	RequireSession                                   bool           // refuse votes without a voter token
 	PowBits                                          int            // proof-of-work difficulty before a token; 0: the default (16); NoPuzzle: none

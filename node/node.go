@@ -262,7 +262,7 @@ func newIngest(n *Node, key ed25519.PrivateKey, signer *session.Signer, salt str
 		Datacenters:    datacenters,
 		CatchingUp:     n.catchingUp,
 		CopyReady:      n.copies.copyReady,
-		SignReceipt:    func(msg []byte) []byte { return ed25519.Sign(key, msg) },
+		SignReceipt:    receiptSigner(cfg.NoReceipts, key),
 		Sessions: ingest.Sessions{
 			Signer:          signer,
 			Require:         cfg.RequireSession,
@@ -275,6 +275,15 @@ func newIngest(n *Node, key ed25519.PrivateKey, signer *session.Signer, salt str
 			TTL:             cfg.SessionTTL,
 		},
 	})
+}
+
+// receiptSigner signs votes' receipts with the replica's key, unless
+// --no-receipts.
+func receiptSigner(off bool, key ed25519.PrivateKey) func([]byte) []byte {
+	if off {
+		return nil
+	}
+	return func(msg []byte) []byte { return ed25519.Sign(key, msg) }
 }
 
 // newGossip makes n's membership and NATS side.

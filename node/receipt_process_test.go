@@ -379,3 +379,26 @@ func clusterKeys(t *testing.T, url string) receipt.Keys {
 	}
 	return func(replica string) ed25519.PublicKey { return m[replica] }
 }
+
+// A node answers every accepted vote with its receipt, signed by its
+// replica's key; with --no-receipts, without.
+func TestNoReceiptsTurnsThemOff(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		tn := startNode(t, t.TempDir(), func(c *Config) { c.NoReceipts = off })
+		tn.createPoll(t, "p")
+		code, body, err := post(tn.url+"/v1/polls/p/votes", `{"option":"a","voter":"ann","idem":"ann-1"}`)
+		var res api.VoteResponse
+		if err != nil || code != 200 || json.Unmarshal(body, &res) != nil || len(res.Results) != 1 {
+			t.Fatalf("vote: %d %s %v", code, body, err)
+		}
+		rc := res.Results[0].Receipt
+		if off != (rc == nil) {
+			t.Fatalf("--no-receipts %v: %s", off, body)
+		}
+		if rc != nil {
+			if err := rc.Verify(clusterKeys(t, tn.url)(rc.Replica())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
