@@ -434,7 +434,7 @@ func TestEveryProofVerifies(t *testing.T) {
 	case testing.Short():
 		sizes = sizes[1:20]
 	case race.Enabled: // every check's two signatures cost ten times as much: the big trees are package merkle's
-		sizes = append(sizes[1:len(sizes)-1], 41+rnd.IntN(160))
+		sizes = append(sizes[1:17], 17+rnd.IntN(100))
 	}
 	keys := map[string]ed25519.PrivateKey{}
 	for _, r := range []string{"ap-1", "eu-1", "sa-1", "us-1"} {
@@ -529,8 +529,8 @@ func TestDispositionForgeries(t *testing.T) {
 	seed := rand.Uint64()
 	rnd := rand.New(rand.NewPCG(seed, 33))
 	sizes := []int{1, 2, 3, 5, 8, 13, 21, 34, 100 + rnd.IntN(200)}
-	if testing.Short() {
-		sizes = sizes[:6]
+	if testing.Short() || race.Enabled {
+		sizes = append(sizes[:7], 22+rnd.IntN(40))
 	}
 	keys := map[string]ed25519.PrivateKey{}
 	for _, r := range []string{"ap-1", "eu-1", "sa-1", "us-1"} {
