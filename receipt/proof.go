@@ -235,6 +235,9 @@ func DecodeProof(b []byte) (Proof, error) {
 	if len(b) > MaxProofJSON {
 		return Proof{}, fmt.Errorf("%w: a proof of %d bytes, over %d", ErrMalformed, len(b), MaxProofJSON)
 	}
+	if err := strictly(bytes.TrimSpace(b), proofFields); err != nil {
+		return Proof{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var p Proof

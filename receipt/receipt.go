@@ -95,6 +95,9 @@ func Decode(b []byte) (Receipt, error) {
 	if len(b) > MaxJSON {
 		return Receipt{}, fmt.Errorf("%w: %d bytes, over %d", ErrMalformed, len(b), MaxJSON)
 	}
+	if err := strictly(bytes.TrimSpace(b), receiptFields); err != nil {
+		return Receipt{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var r Receipt

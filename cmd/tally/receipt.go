@@ -113,8 +113,8 @@ func receiptVerify(args []string, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("--certificate %s: %w", *certFile, err))
 		}
 	}
-	var node *client.Client // asked only for what no file gives
-	if *proofFile == "" || *keysFile == "" {
+	var node *client.Client // asked for what no file gives, and the certificate it serves
+	if base != "" {
 		if node, err = client.New(base, client.Options{}); err != nil {
 			return usageError(fs, stderr, "--url %q: want the node's address, http://host:port or https://host", base)
 		}
@@ -127,7 +127,27 @@ func receiptVerify(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if cert == nil && node != nil {
+		if cert, err = fetchResult(node, r.Poll); err != nil {
+			return fail(err)
+		}
+	}
 	return reportReceipt(stdout, r, p, keys, cert)
+}
+
+// fetchResult is the certified result the node serves: what the proof's
+// tree head must be the one of (a tree head signed by another key the
+// node lists, or of a certificate since withdrawn, is not).
+func fetchResult(node *client.Client, poll string) (*api.ResultView, error) {
+	b, err := fetchBounded(node, "/v1/polls/"+url.PathEscape(poll)+"/result", maxKeysFile, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the certified result: %w", err)
+	}
+	v := new(api.ResultView)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("the certified result: not GET /v1/polls/POLL/result's JSON: %v", err)
+	}
+	return v, nil
 }
 
 // reportReceipt checks r against p, prints each step and the verdict,
@@ -148,6 +168,9 @@ func reportReceipt(w io.Writer, r receipt.Receipt, p receipt.Proof, keys receipt
 		if cerr := checkCertificate(cert, p.TreeHead, keys); cerr != nil {
 			failed, err = 1, cerr
 		}
+	}
+	if cert == nil && err == nil {
+		defer fmt.Fprintf(w, "(the tree head was not compared with a certificate: give --certificate FILE, or --url URL)\n")
 	}
 	for i, s := range receiptSteps[:min(failed+1, len(receiptSteps))] {
 		if i == failed {
@@ -172,8 +195,11 @@ func stepDetail(step string, r receipt.Receipt, p receipt.Proof, cert *api.Resul
 		return r.Replica() + "'s key"
 	case "certificate":
 		s := fmt.Sprintf("tree of %d %s signed by %s", h.Size, plural(h.Size, "record", "records"), h.By)
-		if cert != nil {
+		switch {
+		case cert != nil && cert.Certificate != nil:
 			s += ", held by the certificate signed by " + cert.Certificate.By
+		case cert != nil:
+			s += ", the certified result's"
 		}
 		return s
 	case "record":
@@ -192,7 +218,7 @@ func verdictWords(v receipt.Verdict, p receipt.Proof) string {
 		return fmt.Sprintf("Your vote for %s is in the certified result.", option)
 	case receipt.Superseded:
 		which := "later vote"
-		if !stampBefore(v.Vote.Stamp, v.Counted.Stamp) {
+		if stampBefore(v.Counted.Stamp, v.Vote.Stamp) { // a stamp tie goes to the later replica: a later vote
 			which = "earlier answer (a quiz question's first answer counts)"
 		}
 		return fmt.Sprintf("Your vote for %s is in the certified result's records, and was replaced by your %s for %s (%s), which is counted.", option, which, v.Counted.Option, v.Counted.VoteID)
@@ -204,7 +230,7 @@ func verdictWords(v receipt.Verdict, p receipt.Proof) string {
 		if v.Counted != nil {
 			return fmt.Sprintf("Your vote for %s was a retry: your vote %s for %s, taken first, stands in its place (%s); a vote counts once.", option, v.Counted.VoteID, v.Counted.Option, p.Counted.Disposition)
 		}
-		return fmt.Sprintf("Your vote for %s was a retry: an earlier vote with the same key stands in its place; a vote counts once.", option)
+		return fmt.Sprintf("Your vote for %s is not counted: an earlier vote with the same idempotency key stands in its place (a key counts once; yours, or another voter's who used it first).", option)
 	}
 	return "The vote is " + v.Disposition + "."
 }
@@ -221,10 +247,15 @@ func stampBefore(a, b string) bool {
 
 // checkCertificate checks that the certified result's signed certificate
 // holds the tree head h, and its signature by the certifier's key.
+// A quiz question's public result holds no signed certificate (it names
+// the participants): its tree head is then compared with the result's.
 func checkCertificate(v *api.ResultView, h *receipt.TreeHead, keys receipt.Keys) error {
 	c := v.Certificate
+	if c == nil && v.Status == ledger.Reconciled && v.Detail != nil && v.Detail.Tree != nil {
+		return sameTreeHead(v.Detail.Tree, h, v.Digest)
+	}
 	if c == nil || c.Status != ledger.Reconciled {
-		return fmt.Errorf("%w: the result file holds no reconciled certificate", receipt.ErrCertificate)
+		return fmt.Errorf("%w: the result holds no reconciled certificate (status %q)", receipt.ErrCertificate, v.Status)
 	}
 	if c.Poll != h.Poll {
 		return fmt.Errorf("%w: the certificate is poll %q's, the proof poll %q's", receipt.ErrCertificate, c.Poll, h.Poll)
@@ -236,16 +267,22 @@ func checkCertificate(v *api.ResultView, h *receipt.TreeHead, keys receipt.Keys)
 	if err := json.Unmarshal(c.Detail, &d); err != nil {
 		return fmt.Errorf("%w: the certificate's detail: %v", receipt.ErrCertificate, err)
 	}
-	t := d.Tree
-	switch {
-	case t == nil:
+	if d.Tree == nil {
 		return fmt.Errorf("%w: the certificate holds no tree head (certified before receipts)", receipt.ErrCertificate)
+	}
+	return sameTreeHead(d.Tree, h, c.Digest)
+}
+
+// sameTreeHead checks that the certificate's tree head t is the proof's
+// h, and names the result's digest.
+func sameTreeHead(t, h *receipt.TreeHead, digest string) error {
+	switch {
 	case t.Size != h.Size || t.Root != h.Root:
 		return fmt.Errorf("%w: the certificate's tree is %d records with root %s, the proof's %d with root %s", receipt.ErrCertificate, t.Size, t.Root, h.Size, h.Root)
 	case t.Poll != h.Poll || t.Digest != h.Digest || t.By != h.By || !bytes.Equal(t.Sig, h.Sig):
 		return fmt.Errorf("%w: the certificate's tree head differs from the proof's", receipt.ErrCertificate)
-	case c.Digest != h.Digest:
-		return fmt.Errorf("%w: the tree head names digest %s, the certificate %s", receipt.ErrCertificate, h.Digest, c.Digest)
+	case digest != h.Digest:
+		return fmt.Errorf("%w: the tree head names digest %s, the certificate %s", receipt.ErrCertificate, h.Digest, digest)
 	}
 	return nil
 }
@@ -333,6 +370,9 @@ func loadKeys(file string, node *client.Client) (receipt.Keys, error) {
 	for _, k := range ks.Keys {
 		if len(k.PublicKey) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("the keys: replica %s's key is %d bytes, not %d", k.Replica, len(k.PublicKey), ed25519.PublicKeySize)
+		}
+		if _, twice := byReplica[k.Replica]; twice {
+			return nil, fmt.Errorf("the keys: replica %s is listed twice", k.Replica)
 		}
 		byReplica[k.Replica] = k.PublicKey
 	}

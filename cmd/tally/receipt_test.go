@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"tally/api"
@@ -173,6 +174,22 @@ func TestReceiptVerifyFetches(t *testing.T) {
 		}
 		w.Write(p)
 	})
+	var honest receipt.Proof
+	json.Unmarshal(f.Cases[0].Proof, &honest)
+	var served atomic.Pointer[receipt.TreeHead] // the certificate the node serves holds it; a test below serves another
+	served.Store(honest.TreeHead)
+	mux.HandleFunc("GET /v1/polls/{poll}/result", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("poll") != "fixture-poll" {
+			api.WriteError(w, r, api.Errorf(http.StatusNotFound, api.CodePollNotFound, "no poll"))
+			return
+		}
+		tree := *served.Load()
+		detail, _ := json.Marshal(api.ResultDetail{Coordinator: "eu-1", Tree: &tree})
+		cert := ledger.Certificate{Poll: "fixture-poll", Status: ledger.Reconciled, TS: hlc.Timestamp{Wall: 5, Replica: "eu-1"}, By: "eu-1",
+			Total: 3, Digest: tree.Digest, Detail: detail}
+		cert.Sig = ed25519.Sign(fixtureKey("eu-1"), cert.SigningBytes())
+		json.NewEncoder(w).Encode(api.ResultView{Poll: "fixture-poll", Status: ledger.Reconciled, Digest: tree.Digest, Certificate: &cert})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -191,6 +208,18 @@ func TestReceiptVerifyFetches(t *testing.T) {
 		t.Fatalf("$TALLY_URL: %d\n%s%s", code, out, stderr)
 	}
 	t.Setenv("TALLY_URL", "")
+
+	// A proof whose tree head is not the one of the certificate the node
+	// serves (another tree, signed by a key the node lists; or a
+	// certificate since withdrawn) fails at the certificate step.
+	other := *honest.TreeHead
+	other.Root = strings.Repeat("0", 64)
+	served.Store(&other)
+	out, stderr, code := runCLI(t, "receipt", "verify", "--url", srv.URL, r)
+	if code != 1 || !strings.Contains(out, "certificate ✗") {
+		t.Errorf("a tree head the served certificate does not hold: %d\n%s%s", code, out, stderr)
+	}
+	served.Store(honest.TreeHead)
 
 	// A receipt of a leaf the certified result does not hold, of a poll
 	// not certified, of a poll the node does not know: genuine receipts,
