@@ -235,9 +235,6 @@ func DecodeProof(b []byte) (Proof, error) {
 	if len(b) > MaxProofJSON {
 		return Proof{}, fmt.Errorf("%w: a proof of %d bytes, over %d", ErrMalformed, len(b), MaxProofJSON)
 	}
-	if err := strictly(bytes.TrimSpace(b), proofFields); err != nil {
-		return Proof{}, err
-	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var p Proof
@@ -246,6 +243,9 @@ func DecodeProof(b []byte) (Proof, error) {
 	}
 	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
 		return Proof{}, fmt.Errorf("%w: data after the proof", ErrMalformed)
+	}
+	if err := strictly(b[:dec.InputOffset()], proofFields); err != nil {
+		return Proof{}, err
 	}
 	for q, depth := &p, 0; q != nil; q, depth = q.Counted, depth+1 {
 		if err := q.shape(depth); err != nil {

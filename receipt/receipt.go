@@ -95,9 +95,6 @@ func Decode(b []byte) (Receipt, error) {
 	if len(b) > MaxJSON {
 		return Receipt{}, fmt.Errorf("%w: %d bytes, over %d", ErrMalformed, len(b), MaxJSON)
 	}
-	if err := strictly(bytes.TrimSpace(b), receiptFields); err != nil {
-		return Receipt{}, err
-	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var r Receipt
@@ -106,6 +103,9 @@ func Decode(b []byte) (Receipt, error) {
 	}
 	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
 		return Receipt{}, fmt.Errorf("%w: data after the receipt", ErrMalformed)
+	}
+	if err := strictly(b[:dec.InputOffset()], receiptFields); err != nil {
+		return Receipt{}, err
 	}
 	if err := r.Check(); err != nil {
 		return Receipt{}, err
