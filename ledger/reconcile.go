@@ -171,19 +171,28 @@ func ReconcileWith(cfg ReconcileConfig, streams ...iter.Seq2[Record, error]) (*R
 // same rules, checks and result, without decoding or copying the records
 // again. Neither the records nor the slices are changed.
 func ReconcileChains(cfg ReconcileConfig, chains ...[]*Record) (*Result, error) {
+	poll, byReplica, err := byReplicaOf(cfg.Poll, chains)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile(cfg, poll, byReplica)
+}
+
+// byReplicaOf groups the chains' records by replica, each of poll (when
+// set; else of the first record's poll), and returns the poll.
+func byReplicaOf(poll string, chains [][]*Record) (string, map[string][]*Record, error) {
 	byReplica := make(map[string][]*Record)
-	poll := cfg.Poll
 	for _, recs := range chains {
 		for _, r := range recs {
 			if poll == "" {
 				poll = r.Poll
 			} else if r.Poll != poll {
-				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
+				return "", nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
 			}
 			byReplica[r.Replica] = append(byReplica[r.Replica], r)
 		}
 	}
-	return reconcile(cfg, poll, byReplica)
+	return poll, byReplica, nil
 }
 
 // reconcile applies the rules to one poll's records, by replica.
@@ -609,16 +618,9 @@ func DisposeChains(cfg ReconcileConfig, chains ...[]*Record) (*Disposed, error) 
 // Merkle tree is built over their hashes in this order. poll, when set,
 // is the poll every record must be of.
 func TreeOrder(poll string, chains ...[]*Record) ([]*Record, error) {
-	byReplica := make(map[string][]*Record)
-	for _, recs := range chains {
-		for _, r := range recs {
-			if poll == "" {
-				poll = r.Poll
-			} else if r.Poll != poll {
-				return nil, fmt.Errorf("%w: records of polls %q and %q in one reconcile", ErrInvalid, poll, r.Poll)
-			}
-			byReplica[r.Replica] = append(byReplica[r.Replica], r)
-		}
+	_, byReplica, err := byReplicaOf(poll, chains)
+	if err != nil {
+		return nil, err
 	}
 	replicas := slices.Sorted(maps.Keys(byReplica))
 	if _, err := checkChains(replicas, byReplica); err != nil {
