@@ -21,36 +21,6 @@ import (
 	"tally/receipt"
 )
 
-// startRegionsWithEdges starts three regions of a full node and an edge
-// each, all processes, on bin.
-func startRegionsWithEdges(t *testing.T, bin string) *upgradeCluster {
-	t.Helper()
-	c := &upgradeCluster{}
-	seed := freePort(t)
-	common := []string{"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}
-	for i, region := range upgradeRegions {
-		gossipAddr := freePort(t)
-		if i == 0 {
-			gossipAddr = seed
-		}
-		name := region + "-full"
-		c.procs = append(c.procs, &upgradeProc{name: name, dir: t.TempDir(), flags: append([]string{"--region", region, "--node-name", name,
-			"--gossip-addr", gossipAddr, "--join", seed, "--http-addr", freePort(t),
-			"--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}, common...)})
-	}
-	for _, region := range upgradeRegions {
-		name := region + "-edge"
-		e := &upgradeProc{name: name, dir: t.TempDir(), edge: true, flags: append([]string{"--region", region, "--node-name", name, "--role", "edge",
-			"--gossip-addr", freePort(t), "--join", seed, "--http-addr", freePort(t)}, common...)}
-		c.procs, c.edges = append(c.procs, e), append(c.edges, e)
-	}
-	for _, u := range c.procs {
-		u.p = startProcessNoWait(t, bin, u.dir, u.flags...)
-	}
-	c.whole(t)
-	return c
-}
-
 // cast is one acknowledged vote and its receipt.
 type cast struct {
 	voter, option string
@@ -69,7 +39,7 @@ func TestReceiptsOnThreeRegionsWithEdges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs six node processes")
 	}
-	c := startRegionsWithEdges(t, buildNodeBinary(t))
+	c := startRegionCluster(t, buildNodeBinary(t), 1)
 	full := c.procs[0]
 	if code, body, err := post(full.url()+"/v1/polls", `{"id":"r","question":"Which?","options":[{"id":"a","label":"A"},{"id":"b","label":"B"},{"id":"c","label":"C"}],"duration_s":3600,"grace_s":1}`,
 		"Authorization", "Bearer "+testToken); err != nil || code != http.StatusCreated {

@@ -161,22 +161,28 @@ type upgradeCluster struct {
 var upgradeRegions = []string{"eu-west", "us-east", "ap-south"}
 
 // startUpgradeCluster starts three regions of two full nodes and an edge
-// each on bin.
+// each on bin, every vote on two machines.
 func startUpgradeCluster(t *testing.T, bin string) *upgradeCluster {
+	return startRegionCluster(t, bin, 2, "--ack-copies", "2")
+}
+
+// startRegionCluster starts three regions of full full nodes (with
+// fullFlags) and an edge each on bin, and waits until they are whole.
+func startRegionCluster(t *testing.T, bin string, full int, fullFlags ...string) *upgradeCluster {
 	t.Helper()
 	c := &upgradeCluster{}
 	seed := freePort(t)
 	common := []string{"--gossip-profile", "local", "--push-pull-interval", "500ms", "--nats-cluster-addr", "127.0.0.1:0"}
 	for _, region := range upgradeRegions {
-		for i := range 2 {
+		for i := range full {
 			gossipAddr := freePort(t)
 			if len(c.procs) == 0 {
 				gossipAddr = seed
 			}
 			name := fmt.Sprintf("%s-full-%d", region, i)
-			c.procs = append(c.procs, &upgradeProc{name: name, dir: t.TempDir(), flags: append([]string{"--region", region, "--node-name", name,
-				"--gossip-addr", gossipAddr, "--join", seed, "--http-addr", freePort(t), "--ack-copies", "2",
-				"--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}, common...)})
+			flags := append([]string{"--region", region, "--node-name", name, "--gossip-addr", gossipAddr, "--join", seed, "--http-addr", freePort(t),
+				"--nats-gateway-addr", "127.0.0.1:0", "--nats-leaf-addr", "127.0.0.1:0"}, fullFlags...)
+			c.procs = append(c.procs, &upgradeProc{name: name, dir: t.TempDir(), flags: append(flags, common...)})
 		}
 	}
 	for _, region := range upgradeRegions {
