@@ -82,14 +82,38 @@ export interface Proof {
 /** /v1/cluster/keys's body, its list, or replica → standard base64 public key. */
 export type ReplicaKeys = { keys: { replica: string; public_key: string }[] } | { replica: string; public_key: string }[] | Record<string, string>;
 
+/**
+ * GET /v1/polls/{poll}/result (Go: api.ResultView): what verifyReceipt reads of it. A proof's tree head must be
+ * detail.tree, field by field, of a result whose status is "reconciled", and name its digest.
+ */
+export interface CertifiedResult {
+  poll: string;
+  /** "reconciled", or "pending" (not certified, or the certificate withdrawn). */
+  status: string;
+  certified_by?: string;
+  digest?: string;
+  detail?: { tree?: TreeHead; [field: string]: unknown };
+  [field: string]: unknown;
+}
+
 export interface VerifyOptions {
-  /** The node the keys and the proof are fetched from (each when not given, or null); required unless both are given. */
+  /** The node the keys, the proof and the certified result are fetched from (each when not given, or null); required unless keys and proof are both given. */
   baseUrl?: string;
   fetch?: typeof fetch;
-  /** Without baseUrl, null is no keys: the check fails at "signature". */
+  /**
+   * Without baseUrl, null is no keys: the check fails at "signature". A list with a replica twice, or with any
+   * replica's key not 32 bytes of canonical standard base64, is refused whole: "malformed".
+   */
   keys?: ReplicaKeys | null;
   /** Without baseUrl, null (or anything not a proof) is a result, step "malformed", not a throw. */
   proof?: Proof | null;
+  /**
+   * The poll's certified result, for use offline: the proof's tree head is checked against it (as it is against
+   * the one fetched from baseUrl when not given, or null). Without baseUrl and without result the check cannot be
+   * made: the verdict says certificate: "unchecked". Without baseUrl, null (or anything not an object) is step
+   * "malformed".
+   */
+  result?: CertifiedResult | null;
 }
 
 export type Verification =
@@ -101,25 +125,36 @@ export type Verification =
     counted?: ReceiptVote & { disposition: Disposition };
     /** The certificate's tree: its size, its root, and the replica that certified it. */
     size: number; root: string; by: string;
+    /**
+     * "checked": the proof's tree head is the certified result's (fetched from baseUrl, or opts.result).
+     * "unchecked": neither baseUrl nor result was given, so the tree head was checked only for its signature by
+     * the key of the replica it names — any listed key, an edge's included, or of a certificate since withdrawn.
+     * Treat an "unchecked" verdict as proving nothing about the certified result until a result is given.
+     */
+    certificate: "checked" | "unchecked";
   }
   | {
     ok: false;
     /**
-     * The step that failed: "malformed" (the receipt or proof cannot be read), "signature" (the receipt's),
-     * "certificate" (the tree head's), "record" (the proof's record is not the receipt's vote, or its
-     * counted one not the voter's), "path" (the audit path is malformed or leads nowhere), "root" (it leads
-     * to another root than the certificate's); or why there is no check yet: "pending" (409, not certified),
-     * "unknown" (404, no proof of that leaf), "network" (no answer, or a refusal), "unsupported" (no
-     * WebCrypto Ed25519 here: a page over plain HTTP off localhost).
+     * The step that failed: "malformed" (the receipt, the proof, the keys or the result cannot be read, or not as
+     * strictly as Go reads them: an unknown field, a field of another type, base64 that is not canonical, a replica
+     * listed twice, a key not 32 bytes), "signature" (the receipt's), "certificate" (the tree head's signature or
+     * fields, or it is not the certified result's, or the result is not reconciled), "record" (the proof's record
+     * is not the receipt's vote, or its counted one not the voter's), "path" (the audit path is malformed or leads
+     * nowhere), "root" (it leads to another root than the certificate's); or why there is no check yet: "pending"
+     * (409, not certified), "unknown" (404, no proof of that leaf), "network" (no answer, or a refusal; a 404 for
+     * the result too), "unsupported" (no WebCrypto Ed25519 here: a page over plain HTTP off localhost).
      */
     step: "malformed" | "signature" | "certificate" | "record" | "path" | "root" | "pending" | "unknown" | "network" | "unsupported";
     message: string;
   };
 
 /**
- * Checks a receipt against the certified result, as Go's receipt.Verify does, with WebCrypto. It resolves, never
- * rejects on what it is given or fetched; it rejects with a TypeError only when it has no baseUrl and keys or proof
- * is left out (undefined). A proof given as null is a result: {ok: false, step: "malformed"}.
+ * Checks a receipt against the certified result, as Go's receipt.Verify does, with WebCrypto, then (as tally
+ * receipt verify does) that the proof's tree head is the certified result's, when it has a baseUrl or a result
+ * (else certificate: "unchecked"). It resolves, never rejects on what it is given or fetched; it rejects with a
+ * TypeError only when it has no baseUrl and keys or proof is left out (undefined). A proof given as null is a
+ * result: {ok: false, step: "malformed"}.
  */
 export function verifyReceipt(receipt: unknown, opts?: VerifyOptions): Promise<Verification>;
 /** Where a receipt's proof is served: /v1/polls/{poll}/proofs/{leaf}. */

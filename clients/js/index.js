@@ -1011,21 +1011,100 @@ const bytesOf = (...parts) => {
 };
 const sha256 = async (...parts) => new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytesOf(...parts)));
 
-// base64 decodes standard, padded base64 of at most max characters; null
-// when s is not that.
+// base64 decodes canonical standard base64 of at most max characters, as
+// Go's encoding/base64.StdEncoding reads it: padded, no whitespace, the
+// unused bits of the last character zero. null when s is not that.
 function base64(s, max) {
   if (typeof s !== "string" || s.length > max || s.length % 4 || !/^[A-Za-z0-9+/]*={0,2}$/.test(s)) return null;
-  try { return Uint8Array.from(atob(s), c => c.charCodeAt(0)); } catch { return null; }
+  let bin;
+  try { bin = atob(s); } catch { return null; }
+  if (btoa(bin) !== s) return null; // "AB==": bits atob drops, which Go refuses
+  return Uint8Array.from(bin, c => c.charCodeAt(0));
+}
+
+// The fields each JSON object of a check has, by exact name: Go decodes
+// a receipt and a proof with no unknown fields (receipt.Decode,
+// receipt.DecodeProof), and so is this. A field whose value is
+// undefined is one JSON leaves out.
+const RECEIPT_FIELDS = ["poll", "vote_id", "stamp", "leaf", "sig"];
+const PROOF_FIELDS = ["leaf", "index", "path", "record", "vote", "disposition", "counted", "tree_head"];
+const VOTE_FIELDS = ["vote_id", "voter", "option", "stamp"];
+const HEAD_FIELDS = ["poll", "size", "root", "digest", "by", "sig"];
+
+// onlyFields refuses an object with a field not in fields.
+function onlyFields(x, fields, what) {
+  for (const k in x) {
+    if (Object.hasOwn(x, k) && x[k] !== undefined && !fields.includes(k)) refuse("malformed", `${what} has an unknown field ${JSON.stringify(k.slice(0, 64))}`);
+  }
+}
+
+// absent: a field JSON left out, or wrote null (Go leaves it zero).
+const absent = x => x === undefined || x === null;
+
+// shapeProof is what Go's decoding of a proof refuses (DecodeProof): an
+// unknown field in it, its vote, its tree head or its counted proof; a
+// field of another type than Go's (a vote, a tree head or a counted proof
+// that is no object, a string field that is no string, a path hash that
+// is no string); a record or tree head signature that is not canonical
+// base64. The rest is checked where Verify checks it, with its step.
+function shapeProof(p, what, depth = 0) {
+  if (!isObject(p)) refuse("malformed", `${what} is not an object`);
+  onlyFields(p, PROOF_FIELDS, what);
+  if (!absent(p.path) && Array.isArray(p.path) && !p.path.every(h => typeof h === "string")) refuse("malformed", `${what}'s path holds something other than strings`);
+  if (!absent(p.record) && !base64(p.record, 4096)) refuse("malformed", `${what}'s record is not canonical standard base64 of at most 3 KiB`);
+  if (!absent(p.vote)) {
+    if (!isObject(p.vote)) refuse("malformed", `${what}'s vote is not an object`);
+    onlyFields(p.vote, VOTE_FIELDS, `${what}'s vote`);
+    if (!VOTE_FIELDS.every(k => absent(p.vote[k]) || typeof p.vote[k] === "string")) refuse("malformed", `${what}'s vote has a field that is not a string`);
+  }
+  const h = p.tree_head;
+  if (!absent(h)) {
+    if (!isObject(h)) refuse("malformed", `${what}'s tree_head is not an object`);
+    onlyFields(h, HEAD_FIELDS, `${what}'s tree_head`);
+    if (!["poll", "root", "digest", "by"].every(k => absent(h[k]) || typeof h[k] === "string") ||
+      !(absent(h.size) || Number.isSafeInteger(h.size) && h.size >= 0)) refuse("malformed", `${what}'s tree_head has a field of another type`);
+    if (!absent(h.sig) && !base64(h.sig, 88)) refuse("malformed", `${what}'s tree_head sig is not canonical standard base64`);
+  }
+  if (!absent(p.counted)) {
+    if (!isObject(p.counted)) refuse("malformed", `${what}'s counted is not an object`);
+    if (depth < 2) shapeProof(p.counted, `${what}'s counted proof`, depth + 1); // deeper, Verify refuses the nesting
+  }
+}
+
+// keyring reads the replicas' keys (GET /v1/cluster/keys's body, its
+// list, or {replica: base64 key}) as Go's tally receipt verify does:
+// every key 32 bytes of canonical standard base64, no replica twice, or
+// the whole list is refused. null is no keys.
+function keyring(list) {
+  const ring = new Map();
+  if (list === null) return ring;
+  if (isObject(list) && Object.hasOwn(list, "keys") && (list.keys === null || Array.isArray(list.keys))) list = list.keys ?? [];
+  const add = (replica, key) => {
+    if (typeof replica !== "string") refuse("malformed", "the keys name a replica with something other than a string");
+    const name = JSON.stringify(replica.slice(0, 64));
+    if (ring.has(replica)) refuse("malformed", `the keys list replica ${name} twice`);
+    const raw = base64(key, 44);
+    if (!raw || raw.length !== 32) refuse("malformed", `the keys' key of replica ${name} is not 32 bytes of canonical standard base64`);
+    ring.set(replica, raw);
+  };
+  if (Array.isArray(list)) {
+    for (const k of list) {
+      if (!isObject(k)) refuse("malformed", "the keys' list holds something other than {replica, public_key}");
+      add(k.replica, k.public_key);
+    }
+  } else if (isObject(list)) {
+    for (const [replica, key] of Object.entries(list)) add(replica, key);
+  } else refuse("malformed", "the keys are not GET /v1/cluster/keys's body, its list, or {replica: key}");
+  return ring;
 }
 
 // decimal reports whether s is a number from min to max written plainly.
 const decimal = (s, min, max) => typeof s === "string" && /^(0|[1-9]\d{0,19})$/.test(s) && BigInt(s) >= min && BigInt(s) <= max;
 const U32 = 2n ** 32n - 1n, I64 = 2n ** 63n - 1n, U64 = 2n ** 64n - 1n;
 
-// signed checks an Ed25519 signature by a base64 public key (false when
-// the key is unknown or no key).
-async function signed(key, message, sig) {
-  const raw = base64(key, 44);
+// signed checks an Ed25519 signature by a public key's 32 bytes (false
+// when the key is unknown).
+async function signed(raw, message, sig) {
   if (!raw || raw.length !== 32) return false;
   try {
     const k = await globalThis.crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
@@ -1039,6 +1118,7 @@ async function signed(key, message, sig) {
 // checkReceipt is receipt.Receipt.Check: the fields, and the signature's size.
 function checkReceipt(r) {
   if (!isObject(r)) refuse("malformed", "the receipt is not an object");
+  onlyFields(r, RECEIPT_FIELDS, "the receipt");
   const [replica, seq, more] = typeof r.vote_id === "string" ? r.vote_id.split("/") : [];
   const [wall, logical, extra] = typeof r.stamp === "string" ? r.stamp.split(".") : [];
   const sig = base64(r.sig, 88);
@@ -1046,7 +1126,7 @@ function checkReceipt(r) {
   if (!ID.test(replica ?? "") || !decimal(seq, 1n, U64) || more !== undefined) refuse("malformed", "the receipt's vote_id is not REPLICA/SEQ");
   if (!decimal(wall, 1n, I64) || !decimal(logical, 0n, U32) || extra !== undefined) refuse("malformed", "the receipt's stamp is not WALL.LOGICAL");
   if (typeof r.leaf !== "string" || !HASH.test(r.leaf)) refuse("malformed", "the receipt's leaf is not 64 lowercase hex digits");
-  if (!sig || sig.length !== 64) refuse("malformed", "the receipt's sig is not 64 bytes of base64");
+  if (!sig || sig.length !== 64) refuse("malformed", "the receipt's sig is not 64 bytes of canonical standard base64");
   return { replica, sig };
 }
 
@@ -1120,25 +1200,52 @@ async function checkProof(p, head) {
   return rec;
 }
 
-// fetchJSON GETs url; 404 and 409 are the steps "unknown" and "pending",
-// no answer or another refusal is "network".
-async function fetchJSON(f, url, what) {
+// fetchJSON GETs url, a JSON body of at most max bytes; 404 and 409 are
+// the steps onStatus names ("unknown" and "pending" unless told), no
+// answer or another refusal is "network".
+async function fetchJSON(f, url, what, { max = MAX_PROOF, onStatus = { 404: "unknown", 409: "pending" } } = {}) {
   let res, text;
   try {
     res = await f(url, { headers: { Accept: "application/json" } });
     text = await res.text();
   } catch (err) { refuse("network", `${what}: no answer (${err?.message})`); }
   let body = null;
-  try { body = text.length <= MAX_PROOF ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  try { body = text.length <= max ? JSON.parse(text) : null; } catch { /* not JSON */ }
   const said = body?.error ? ` (${body.error.code}: ${body.error.message})` : ` (HTTP ${res.status})`;
-  if (res.status === 404) refuse("unknown", `${what}: the node has none${said}`);
-  if (res.status === 409) refuse("pending", `${what}: not until the poll is certified${said}`);
+  if (onStatus[res.status] === "unknown") refuse("unknown", `${what}: the node has none${said}`);
+  if (onStatus[res.status] === "pending") refuse("pending", `${what}: not until the poll is certified${said}`);
   if (!res.ok) refuse("network", `${what}: refused${said}`);
-  return body ?? refuse("malformed", `${what}: not JSON of at most ${MAX_PROOF} bytes`);
+  return body ?? refuse("malformed", `${what}: not JSON of at most ${max} bytes`);
+}
+
+// MAX_RESULT bounds a certified result read (a quiz question's lists its
+// answers): tally receipt verify's bound.
+const MAX_RESULT = 16 << 20;
+
+// sameHead checks that the certified result (an api.ResultView) is
+// reconciled and that its tree head is the proof's h, field by field: a
+// tree head signed by another key the node lists (an edge's), or of a
+// certificate since withdrawn, is not the result's.
+function sameHead(v, h) {
+  if (!isObject(v)) refuse("malformed", "the certified result is not an object");
+  if (v.status !== "reconciled") refuse("certificate", `the poll's result is not certified (status ${JSON.stringify(String(v.status).slice(0, 32))}): the proof's tree head is no certificate's`);
+  if (v.poll !== h.poll) refuse("certificate", `the certified result is poll ${String(v.poll).slice(0, 64)}'s, the tree head poll ${h.poll}'s`);
+  const t = isObject(v.detail) ? v.detail.tree : undefined;
+  if (!isObject(t)) refuse("certificate", "the certified result holds no tree head (certified before receipts)");
+  const differ = HEAD_FIELDS.filter(k => t[k] !== h[k]);
+  if (differ.length) {
+    const shown = differ.filter(k => k === "size" || k === "root" || k === "by")
+      .map(k => `; the result's ${k} ${String(t[k]).slice(0, 64)}, the proof's ${h[k]}`).join("");
+    refuse("certificate", `the proof's tree head is not the certified result's: ${differ.join(", ")} differ${differ.length === 1 ? "s" : ""}${shown}`);
+  }
+  if (v.digest !== h.digest) refuse("certificate", `the tree head names digest ${h.digest}, the certified result ${String(v.digest).slice(0, 64)}`);
 }
 
 /** proofPath is where a receipt's proof is served: /v1/polls/{poll}/proofs/{leaf}. */
 export const proofPath = (poll, leaf) => `/v1/polls/${encodeURIComponent(poll)}/proofs/${encodeURIComponent(leaf)}`;
+
+// resultPath is where a poll's certified result is served.
+const resultPath = poll => `/v1/polls/${encodeURIComponent(poll)}/result`;
 
 /**
  * verifyReceipt checks a vote's receipt against the certified result, step
@@ -1148,24 +1255,36 @@ export const proofPath = (poll, leaf) => `/v1/polls/${encodeURIComponent(poll)}/
  * the leaf (the record's hash and its disposition's byte) to the tree
  * head's root and, for a superseded vote (or a duplicate whose standing
  * copy is the voter's), the same for the voter's counted one, which is
- * another record (and, for a duplicate, not a duplicate itself).
+ * another record (and, for a duplicate, not a duplicate itself). Then,
+ * as tally receipt verify does, that the tree head is the certified
+ * result's (GET /v1/polls/{poll}/result, or opts.result): reconciled, its
+ * detail.tree the proof's tree_head field by field, and its digest the
+ * tree head's. With neither baseUrl nor result, that last check cannot
+ * be made: the verdict says certificate: "unchecked" ("checked" when
+ * made).
+ * The receipt, the proof and the keys are read as strictly as Go reads
+ * them: an unknown field, a field of another type, base64 that is not
+ * canonical, a replica listed twice or a key that is not 32 bytes is
+ * "malformed".
  * It resolves, never rejects on what it is given or fetched, with
- * {ok: true, disposition, vote, counted?, size, root, by}, or with
- * {ok: false, step, message}: step is the one that failed ("malformed",
- * "signature", "certificate", "record", "path", "root"), "pending" (not
- * certified yet: 409), "unknown" (no proof of that leaf: 404), "network"
- * (no answer) or "unsupported" (no WebCrypto Ed25519 here: a page over
- * plain HTTP off localhost has no crypto.subtle). It throws (rejects with)
- * a TypeError only when it has no baseUrl and keys or proof is left out
- * (undefined): a proof given as null, or anything else, is a result.
+ * {ok: true, disposition, vote, counted?, size, root, by, certificate},
+ * or with {ok: false, step, message}: step is the one that failed
+ * ("malformed", "signature", "certificate", "record", "path", "root"),
+ * "pending" (not certified yet: 409), "unknown" (no proof of that leaf:
+ * 404), "network" (no answer, or another refusal) or "unsupported" (no
+ * WebCrypto Ed25519 here: a page over plain HTTP off localhost has no
+ * crypto.subtle). It throws (rejects with) a TypeError only when it has
+ * no baseUrl and keys or proof is left out (undefined): a proof given as
+ * null, or anything else, is a result.
  * @param {object} receipt  a vote answer's receipt
  * @param {object} [opts]
- * @param {string} [opts.baseUrl] the node to fetch the keys and the proof from
+ * @param {string} [opts.baseUrl] the node to fetch the keys, the proof and the certified result from
  * @param {Function} [opts.fetch] default: globalThis.fetch
  * @param {Array|object} [opts.keys] GET /v1/cluster/keys's answer, its keys, or {replica: base64 key}
  * @param {object} [opts.proof] GET /v1/polls/{poll}/proofs/{leaf}'s answer
+ * @param {object} [opts.result] GET /v1/polls/{poll}/result's answer (an api.ResultView)
  */
-export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fetch, keys, proof } = {}) {
+export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fetch, keys, proof, result } = {}) {
   // Nowhere to fetch from is the caller's mistake; a keys or proof given
   // (even null) is checked for what it is.
   if (!baseUrl && (keys === undefined || proof === undefined)) throw new TypeError("verifyReceipt: baseUrl is required unless both keys and proof are given");
@@ -1174,22 +1293,19 @@ export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fe
   try {
     if (!globalThis.crypto?.subtle) refuse("unsupported", "this runtime has no WebCrypto (a page served over plain HTTP off localhost)");
     const { replica, sig } = checkReceipt(receipt);
-    let list = given(keys) ? keys : await fetchJSON(f, base + "/v1/cluster/keys", "the cluster's keys");
-    if (isObject(list) && Array.isArray(list.keys)) list = list.keys;
-    const keyOf = name => Array.isArray(list) ? list.find(k => isObject(k) && k.replica === name)?.public_key
-      : isObject(list) && Object.hasOwn(list, name) ? list[name] : undefined;
+    const ring = keyring(given(keys) ? keys : await fetchJSON(f, base + "/v1/cluster/keys", "the cluster's keys", { max: MAX_RESULT }));
     const r = receipt;
-    if (!await signed(keyOf(replica), `tally receipt v1\n${r.poll}\n${r.vote_id}\n${r.stamp}\n${r.leaf}\n`, sig)) {
+    if (!await signed(ring.get(replica), `tally receipt v1\n${r.poll}\n${r.vote_id}\n${r.stamp}\n${r.leaf}\n`, sig)) {
       refuse("signature", `the receipt is not signed by ${replica}'s key`);
     }
     const p = given(proof) ? proof : await fetchJSON(f, base + proofPath(r.poll, r.leaf), "the proof");
-    if (!isObject(p)) refuse("malformed", "the proof is not an object");
+    shapeProof(p, "the proof");
     const h = p.tree_head;
     if (!isObject(h)) refuse("certificate", "the proof carries no tree head");
     const hsig = base64(h.sig, 88);
     if (!ID.test(h.poll ?? "") || !ID.test(h.by ?? "") || !HASH.test(h.root ?? "") || !HASH.test(h.digest ?? "") ||
       !Number.isSafeInteger(h.size) || h.size < 0 || hsig?.length !== 64) refuse("certificate", "the tree head is malformed");
-    if (!await signed(keyOf(h.by), `tally tree head v1\n${h.poll}\n${h.size}\n${h.root}\n${h.digest}\n${h.by}\n`, hsig)) {
+    if (!await signed(ring.get(h.by), `tally tree head v1\n${h.poll}\n${h.size}\n${h.root}\n${h.digest}\n${h.by}\n`, hsig)) {
       refuse("certificate", `the tree head is not signed by ${h.by}'s key`);
     }
     if (h.poll !== r.poll) refuse("certificate", `the tree head is poll ${h.poll}'s, the receipt poll ${r.poll}'s`);
@@ -1197,13 +1313,21 @@ export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fe
     const rec = await checkProof(p, h);
     if (rec.vote.vote_id !== r.vote_id || rec.vote.stamp !== r.stamp) refuse("record", `the record is vote ${rec.vote.vote_id} stamped ${rec.vote.stamp}, the receipt's ${r.vote_id} stamped ${r.stamp}`);
     const verdict = { ok: true, disposition: p.disposition, vote: rec.vote, size: h.size, root: h.root, by: h.by };
+    // certified checks, once the proof holds, that its tree head is the
+    // certified result's, when there is one to ask or given.
+    const certified = async v => {
+      if (!baseUrl && result === undefined) return { ...v, certificate: "unchecked" };
+      sameHead(given(result) ? result : await fetchJSON(f, base + resultPath(r.poll), "the certified result",
+        { max: MAX_RESULT, onStatus: { 409: "pending" } }), h);
+      return { ...v, certificate: "checked" };
+    };
     const c = p.counted ?? null;
     switch (p.disposition) {
       case "counted": case "late": case "filtered":
         if (c) refuse("record", `a ${p.disposition} record points at another`);
-        return verdict;
+        return await certified(verdict);
       case "superseded": case "duplicate": {
-        if (!c) return p.disposition === "duplicate" ? verdict : refuse("record", "a superseded record without the voter's counted one");
+        if (!c) return p.disposition === "duplicate" ? await certified(verdict) : refuse("record", "a superseded record without the voter's counted one");
         if (!isObject(c) || c.counted != null || c.tree_head != null) refuse("record", "the counted record's proof nests further");
         if (c.leaf === p.leaf || c.index === p.index) refuse("record", "the record said to count instead is the record itself");
         let other;
@@ -1215,7 +1339,7 @@ export async function verifyReceipt(receipt, { baseUrl, fetch: f = globalThis.fe
         if (p.disposition === "duplicate" && (other.idem !== rec.idem || c.disposition === "duplicate")) {
           refuse("record", "the record said to stand for the key has another key, or does not stand");
         }
-        return { ...verdict, counted: { ...other.vote, disposition: c.disposition } };
+        return await certified({ ...verdict, counted: { ...other.vote, disposition: c.disposition } });
       }
       default: refuse("record", `unknown disposition ${String(p.disposition).slice(0, 32)}`);
     }

@@ -22,12 +22,32 @@ const STEPS = ["malformed", "signature", "certificate", "record", "path", "root"
 // verdict is what a case's "want" says of a result.
 const verdict = r => r.ok ? r.disposition : `error:${r.step}`;
 
+// HONEST is the fixture's certified tree head (eu-1's, the counted case's);
+// resultOf is GET /v1/polls/{poll}/result's answer (an api.ResultView) of
+// a certificate holding the tree head h.
+const HONEST = byName.counted.proof.tree_head;
+const resultOf = (h, more = {}) => ({
+  poll: h.poll, status: "reconciled", coordinator: "node-" + h.by, certified_by: h.by, decided_at: 1796040100000,
+  totals: { blue: 2, green: 1 }, total: 3, digest: h.digest,
+  detail: { coordinator: "node-" + h.by, closes_at: 1796040050000, tree: copy(h) }, ...more,
+});
+const RESULT_PATH = `/v1/polls/${HONEST.poll}/result`;
+
 test("every fixture case gives its verdict, or fails at its step", async () => {
   assert.ok(fixture.cases.length >= 20, "the fixture holds its cases");
   for (const c of fixture.cases) {
-    const r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: c.proof });
+    // Without a result, the tree head is not compared with the certificate's (certificate "unchecked"); with the
+    // certified result of the fixture's poll (its honest tree head, or the case's own result if it gives one), the
+    // same verdict, "checked".
+    const unchecked = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: c.proof });
+    const result = c.result ?? resultOf(HONEST);
+    const r = await verifyReceipt(c.receipt, { keys: fixture.keys, proof: c.proof, result });
+    if (!c.result) assert.equal(verdict(unchecked), c.want, `${c.name} (${c.about}), no result: ${unchecked.message ?? ""}`);
     assert.equal(verdict(r), c.want, `${c.name} (${c.about}): ${r.message ?? ""}`);
     if (r.ok) {
+      assert.equal(unchecked.certificate, "unchecked", c.name);
+      assert.equal(r.certificate, "checked", c.name);
+      assert.deepEqual(c.proof.tree_head, HONEST, `${c.name}: an honest case's tree head is the certified one`);
       assert.deepEqual(r.vote, c.proof.vote, c.name);
       assert.equal(r.size, c.proof.tree_head.size);
       assert.equal(r.root, c.proof.tree_head.root);
@@ -103,9 +123,11 @@ test("the keys and the proof are fetched from baseUrl; 404 is unknown, 409 pendi
   const c = byName.counted;
   const path = proofPath(c.receipt.poll, c.receipt.leaf);
   assert.equal(path, `/v1/polls/fixture-poll/proofs/${c.receipt.leaf}`);
-  const ok = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof] });
-  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test/", fetch: ok.f })), "counted");
-  assert.deepEqual(ok.asked, ["http://node.test/v1/cluster/keys", "http://node.test" + path]);
+  const ok = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof], [RESULT_PATH]: [200, resultOf(HONEST)] });
+  const got = await verifyReceipt(c.receipt, { baseUrl: "http://node.test/", fetch: ok.f });
+  assert.equal(verdict(got), "counted");
+  assert.equal(got.certificate, "checked");
+  assert.deepEqual(ok.asked, ["http://node.test/v1/cluster/keys", "http://node.test" + path, "http://node.test" + RESULT_PATH]);
 
   const cases = [
     [[409, { error: { code: "poll_not_certified", message: "not certified yet" } }], "pending", /not certified yet/],
@@ -117,7 +139,7 @@ test("the keys and the proof are fetched from baseUrl; 404 is unknown, 409 pendi
     [[200, " ".repeat(70 << 10) + "{}"], "malformed", /not JSON/],
   ];
   for (const [answer, step, message] of cases) {
-    const s = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: answer });
+    const s = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: answer, [RESULT_PATH]: [200, resultOf(HONEST)] });
     const r = await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: s.f });
     assert.equal(r.ok, false);
     assert.equal(r.step, step, `${answer[0]}: ${r.message}`);
@@ -136,9 +158,255 @@ test("the keys and the proof are fetched from baseUrl; 404 is unknown, 409 pendi
   await assert.rejects(verifyReceipt(c.receipt, { proof: c.proof }), TypeError);
   await assert.rejects(verifyReceipt(c.receipt), TypeError);
   // With a baseUrl, a proof or keys given as null is fetched.
-  const nulls = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof] });
-  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: nulls.f, keys: null, proof: null })), "counted");
-  assert.equal(nulls.asked.length, 2);
+  const nulls = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof], [RESULT_PATH]: [200, resultOf(HONEST)] });
+  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: nulls.f, keys: null, proof: null, result: null })), "counted");
+  assert.equal(nulls.asked.length, 3);
+});
+
+// edgeKit is a key of a replica the keys list too (an edge's, say), and
+// a one-record tree it signs for the fixture's poll: the late case's
+// record said "counted", in a tree of its own, validly signed, the
+// proof of which holds in every step but the certificate's.
+async function edgeKit() {
+  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]);
+  const pub = b64(new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey)));
+  const keys = { keys: [...fixture.keys.keys, { replica: "edge-1", public_key: pub }] };
+  const sign = async msg => b64(new Uint8Array(await crypto.subtle.sign({ name: "Ed25519" }, pair.privateKey, enc.encode(msg))));
+  const signHead = async h => ({ ...h, sig: await sign(`tally tree head v1\n${h.poll}\n${h.size}\n${h.root}\n${h.digest}\n${h.by}\n`) });
+  const late = byName.late;
+  const root = hexOf(await sha([0], Buffer.from(late.proof.leaf, "hex"), [CODE.counted]));
+  const head = await signHead({ poll: HONEST.poll, size: 1, root, digest: HONEST.digest, by: "edge-1" });
+  const forged = { ...copy(late.proof), index: 0, path: [], disposition: "counted", tree_head: head };
+  // The honest tree, its head signed again by the edge: every field the same but by and sig.
+  const resigned = { ...copy(byName.counted.proof), tree_head: await signHead({ ...HONEST, by: "edge-1" }) };
+  return { keys, late, forged, resigned, signHead };
+}
+
+test("a tree head validly signed by another listed key is not the certified result's: certificate", async () => {
+  const { keys, late, forged, resigned } = await edgeKit();
+  const counted = byName.counted;
+  // Without a result to compare with, the forgery holds: the check says so.
+  const blind = await verifyReceipt(late.receipt, { keys, proof: forged });
+  assert.equal(verdict(blind), "counted", blind.message);
+  assert.equal(blind.certificate, "unchecked");
+  assert.equal(blind.by, "edge-1");
+  // With the certified result, given or fetched, it fails at "certificate", naming what differs.
+  let r = await verifyReceipt(late.receipt, { keys, proof: forged, result: resultOf(HONEST) });
+  assert.equal(verdict(r), "error:certificate", r.message);
+  assert.match(r.message, /size, root, by, sig differ/);
+  assert.match(r.message, new RegExp(`the result's root ${HONEST.root}, the proof's ${forged.tree_head.root}`));
+  const path = proofPath(late.receipt.poll, late.receipt.leaf);
+  const s = server({ "/v1/cluster/keys": [200, keys], [path]: [200, forged], [RESULT_PATH]: [200, resultOf(HONEST)] });
+  r = await verifyReceipt(late.receipt, { baseUrl: "http://node.test", fetch: s.f });
+  assert.equal(verdict(r), "error:certificate", r.message);
+  assert.deepEqual(s.asked.map(u => new URL(u).pathname), ["/v1/cluster/keys", path, RESULT_PATH]);
+  // The honest tree's head signed by the edge instead of the certifier.
+  assert.equal(verdict(await verifyReceipt(counted.receipt, { keys, proof: resigned })), "counted");
+  r = await verifyReceipt(counted.receipt, { keys, proof: resigned, result: resultOf(HONEST) });
+  assert.equal(verdict(r), "error:certificate", r.message);
+  assert.match(r.message, /by, sig differ; the result's by eu-1, the proof's edge-1/);
+  // The same tree head in the result: it holds.
+  r = await verifyReceipt(counted.receipt, { keys, proof: resigned, result: resultOf(resigned.tree_head) });
+  assert.equal(verdict(r), "counted", r.message);
+  assert.equal(r.certificate, "checked");
+});
+
+test("the certified result: reconciled, its tree head the proof's field by field, its digest the tree head's", async () => {
+  const { keys, signHead } = await edgeKit();
+  const c = byName.superseded;
+  const check = async result => verifyReceipt(c.receipt, { keys, proof: c.proof, result });
+  let r = await check(resultOf(HONEST));
+  assert.equal(verdict(r), "superseded", r.message);
+  assert.equal(r.certificate, "checked");
+  assert.equal(r.counted.option, "blue");
+  // Not reconciled: pending (the certificate withdrawn, or not yet made), or any other word.
+  for (const status of ["pending", "Reconciled", "", undefined, null, 1]) {
+    r = await check(resultOf(HONEST, { status }));
+    assert.equal(verdict(r), "error:certificate", `status ${status}: ${r.message}`);
+    assert.match(r.message, /not certified/);
+  }
+  // A pending result as the node writes it: no detail.
+  r = await check({ poll: HONEST.poll, status: "pending", reason: "the poll is not closed", coordinator: "node-eu-1" });
+  assert.equal(verdict(r), "error:certificate");
+  // No tree head in it (a certificate from before receipts), or one that is no object.
+  for (const detail of [undefined, null, {}, { tree: null }, { tree: "x" }, "x"]) {
+    r = await check(resultOf(HONEST, { detail }));
+    assert.equal(verdict(r), "error:certificate", `detail ${JSON.stringify(detail)}: ${r.message}`);
+    assert.match(r.message, /no tree head/);
+  }
+  // Each field of its tree head changed: certificate, naming it.
+  const other = await signHead({ ...HONEST, by: "edge-1" });
+  const changed = { poll: "other-poll", size: HONEST.size + 1, root: "ab".repeat(32), digest: "cd".repeat(32), by: "us-1", sig: other.sig };
+  for (const [k, v] of Object.entries(changed)) {
+    const result = resultOf(HONEST);
+    result.detail.tree[k] = v;
+    r = await check(result);
+    assert.equal(verdict(r), "error:certificate", `tree.${k}: ${r.message}`);
+    assert.match(r.message, new RegExp(`: ${k} differs`), `tree.${k}`);
+  }
+  // The size as a string, or the sig written otherwise: not the same.
+  for (const [k, v] of [["size", String(HONEST.size)], ["sig", HONEST.sig.replace(/=+$/, "")]]) {
+    const result = resultOf(HONEST);
+    result.detail.tree[k] = v;
+    assert.equal(verdict(await check(result)), "error:certificate", `tree.${k} ${v}`);
+  }
+  // Another poll's result, or another digest than the tree head's.
+  assert.equal(verdict(await check(resultOf(HONEST, { poll: "other-poll" }))), "error:certificate");
+  r = await check(resultOf(HONEST, { digest: "cd".repeat(32) }));
+  assert.equal(verdict(r), "error:certificate");
+  assert.match(r.message, /digest/);
+  // Not an object at all: malformed, as a proof that is none is.
+  for (const result of [null, "x", 1, [resultOf(HONEST)]]) {
+    r = await check(result);
+    assert.equal(verdict(r), "error:malformed", `${JSON.stringify(result)}: ${r.message}`);
+  }
+  // A check that fails before it is not made, nor the result asked for.
+  const nowhere = async () => { throw new Error("fetched"); };
+  r = await verifyReceipt(c.receipt, { keys, proof: { ...copy(c.proof), disposition: "counted" }, baseUrl: "http://node.test", fetch: nowhere });
+  assert.equal(verdict(r), "error:root");
+});
+
+test("the certified result fetched: 409 pending, 404 or 5xx or no answer network, not JSON malformed", async () => {
+  const c = byName.duplicate;
+  const path = proofPath(c.receipt.poll, c.receipt.leaf);
+  const cases = [
+    [[200, resultOf(HONEST)], "duplicate"],
+    [[409, { error: { code: "poll_not_certified", message: "not certified yet" } }], "error:pending", /not certified yet/],
+    [[404, { error: { code: "poll_not_found", message: "no poll" } }], "error:network", /no poll/],
+    [[403, { error: { code: "result_hidden", message: "not revealed" } }], "error:network", /not revealed/],
+    [[500, { error: { code: "internal", message: "oops" } }], "error:network", /oops/],
+    [[503, "busy"], "error:network", /HTTP 503/],
+    [[0, null], "error:network", /no answer/],
+    [[200, "not json"], "error:malformed", /not JSON/],
+    [[200, resultOf(HONEST, { status: "pending" })], "error:certificate", /not certified/],
+    // A result of a large quiz question is read whole.
+    [[200, resultOf(HONEST, { padding: "x".repeat(1 << 20) })], "duplicate"],
+  ];
+  for (const [answer, want, message] of cases) {
+    const s = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof], [RESULT_PATH]: answer });
+    const r = await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: s.f });
+    assert.equal(verdict(r), want, `${answer[0]}: ${r.message}`);
+    if (message) assert.match(r.message, message);
+    else assert.equal(r.certificate, "checked");
+    assert.equal(s.asked.at(-1), "http://node.test" + RESULT_PATH);
+  }
+  // A result given is not fetched, with a baseUrl too; null is.
+  const s = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof], [RESULT_PATH]: [500, "no"] });
+  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: s.f, result: resultOf(HONEST) })), "duplicate");
+  assert.equal(verdict(await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: s.f, result: null })), "error:network");
+  // The client's verifyReceipt asks its node.
+  const t = server({ "/v1/cluster/keys": [200, fixture.keys], [path]: [200, c.proof], [RESULT_PATH]: [200, resultOf(HONEST)] });
+  const r = await new Tally({ url: "http://node.test", fetch: t.f }).verifyReceipt(c.receipt);
+  assert.equal(r.certificate, "checked");
+  assert.equal(t.asked.length, 3);
+});
+
+// nonCanonical is base64 s with the unused bits of its last character
+// set: atob reads the same bytes, Go refuses it.
+const nonCanonical = s => {
+  const ALPHA = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const at = s.replace(/=+$/, "").length - 1;
+  assert.ok(s.endsWith("="), "padding leaves bits unused");
+  return s.slice(0, at) + ALPHA[ALPHA.indexOf(s[at]) ^ 1] + s.slice(at + 1);
+};
+
+test("as strict as Go: unknown fields, counted of another type, keys twice or not 32 bytes, base64 not canonical", async () => {
+  const c = byName.superseded;
+  const keys = fixture.keys;
+  const r = () => copy(c.receipt), p = () => copy(c.proof);
+  const step = async (receipt, proof, k = keys) => {
+    const got = await verifyReceipt(receipt, { keys: k, proof, result: resultOf(HONEST) });
+    return [verdict(got), got.message];
+  };
+  const malformed = async (what, receipt, proof, k) => {
+    const [got, message] = await step(receipt, proof, k);
+    assert.equal(got, "error:malformed", `${what}: ${message}`);
+  };
+  assert.deepEqual((await step(r(), p()))[0], "superseded");
+  // Unknown fields, anywhere; names are exact.
+  await malformed("receipt extra", { ...r(), extra: 1 }, p());
+  await malformed("receipt extra null", { ...r(), extra: null }, p());
+  await malformed("receipt Poll", (({ poll, ...rest }) => ({ ...rest, Poll: poll }))(r()), p());
+  await malformed("receipt __proto__", JSON.parse(JSON.stringify(r()).replace("{", '{"__proto__":{},')), p());
+  await malformed("proof extra", r(), { ...p(), extra: "x" });
+  await malformed("proof Leaf", r(), { ...p(), Leaf: p().leaf });
+  await malformed("proof vote extra", r(), { ...p(), vote: { ...p().vote, extra: 0 } });
+  await malformed("proof tree_head extra", r(), { ...p(), tree_head: { ...p().tree_head, extra: [] } });
+  await malformed("proof tree_head Sig", r(), { ...p(), tree_head: { ...p().tree_head, Sig: p().tree_head.sig } });
+  await malformed("counted extra", r(), { ...p(), counted: { ...p().counted, extra: {} } });
+  await malformed("counted vote extra", r(), { ...p(), counted: { ...p().counted, vote: { ...p().counted.vote, extra: "" } } });
+  await malformed("proof __proto__", r(), JSON.parse(JSON.stringify(p()).replace("{", '{"__proto__":null,')));
+  // A field left out (undefined, as JSON would not write it) is no unknown one.
+  assert.equal((await step({ ...r(), extra: undefined }, { ...p(), extra: undefined }))[0], "superseded");
+  // Fields of another type than Go's.
+  await malformed("vote a string", r(), { ...p(), vote: "x" });
+  await malformed("vote option a number", r(), { ...p(), vote: { ...p().vote, option: 1 } });
+  await malformed("tree_head a string", r(), { ...p(), tree_head: "x" });
+  await malformed("tree_head size a string", r(), { ...p(), tree_head: { ...p().tree_head, size: "7" } });
+  await malformed("path of numbers", r(), { ...p(), path: [1, 2, 3] });
+  // counted: an object, absent or null; nothing else.
+  for (const counted of [false, true, 0, 1, "", "x", []]) {
+    await malformed(`counted ${JSON.stringify(counted)}`, r(), { ...p(), counted });
+    await malformed(`counted's counted ${JSON.stringify(counted)}`, r(), { ...p(), counted: { ...p().counted, counted } });
+  }
+  const cc = byName.counted;
+  for (const counted of [null, undefined]) {
+    assert.equal(verdict(await verifyReceipt(cc.receipt, { keys, proof: { ...copy(cc.proof), counted } })), "counted", `counted ${counted}`);
+  }
+  assert.equal(verdict(await verifyReceipt(cc.receipt, { keys, proof: { ...copy(cc.proof), counted: false } })), "error:malformed");
+  // The keys: a replica twice (with its key or another), or any replica's key not 32 bytes of canonical base64,
+  // refuses the whole list, whichever replica the receipt names.
+  const list = keys.keys;
+  const other = list.find(k => k.replica === "us-1");
+  const badKeys = {
+    "us-1 twice": [...list, copy(other)],
+    "us-1 twice, another key": [...list, { replica: "us-1", public_key: list[0].public_key }],
+    "a key of 31 bytes": [...list, { replica: "zz-1", public_key: b64(new Uint8Array(31)) }],
+    "a key of 33 bytes": [...list, { replica: "zz-1", public_key: b64(new Uint8Array(33)) }],
+    "a key not base64": [...list, { replica: "zz-1", public_key: "not base64!" }],
+    "a key left out": [...list, { replica: "zz-1" }],
+    "a key a number": [...list, { replica: "zz-1", public_key: 7 }],
+    "a replica a number": [...list, { replica: 7, public_key: other.public_key }],
+    "an entry a string": [...list, "us-1"],
+    "us-1's key with a newline": list.map(k => k === other ? { ...k, public_key: k.public_key.slice(0, 20) + "\n" + k.public_key.slice(20) } : k),
+    "us-1's key unpadded": list.map(k => k === other ? { ...k, public_key: k.public_key.replace(/=+$/, "") } : k),
+    "us-1's key not canonical": list.map(k => k === other ? { ...k, public_key: nonCanonical(k.public_key) } : k),
+  };
+  for (const [what, bad] of Object.entries(badKeys)) {
+    for (const form of [{ keys: bad }, bad]) await malformed(`keys: ${what}`, r(), p(), form);
+  }
+  await malformed("keys map: a key of 31 bytes", r(), p(), { ...Object.fromEntries(list.map(k => [k.replica, k.public_key])), "zz-1": b64(new Uint8Array(31)) });
+  for (const k of [7, "keys", true]) await malformed(`keys ${JSON.stringify(k)}`, r(), p(), k);
+  // Fetched, the same.
+  const path = proofPath(c.receipt.poll, c.receipt.leaf);
+  const s = server({ "/v1/cluster/keys": [200, { keys: badKeys["us-1 twice"] }], [path]: [200, c.proof], [RESULT_PATH]: [200, resultOf(HONEST)] });
+  const got = await verifyReceipt(c.receipt, { baseUrl: "http://node.test", fetch: s.f });
+  assert.equal(verdict(got), "error:malformed");
+  assert.match(got.message, /us-1.*twice/);
+  assert.deepEqual(s.asked, ["http://node.test/v1/cluster/keys"]);
+  // {keys: null} is no keys (Go's decoding of it): the receipt's key is not there.
+  assert.equal((await step(r(), p(), { keys: null }))[0], "error:signature");
+  // Base64 that is not canonical standard base64: whitespace, a newline, no padding, bits atob drops, URL-safe.
+  const edits = {
+    "with a newline": s => s.slice(0, 40) + "\n" + s.slice(40),
+    "with a trailing newline": s => s + "\n",
+    "with a space": s => s.slice(0, 40) + " " + s.slice(40),
+    "unpadded": s => s.replace(/=+$/, ""),
+    "URL-safe": s => s.replace(/\+/g, "-").replace(/\//g, "_"),
+  };
+  for (const [name, edit] of Object.entries(edits)) {
+    const sig = r().sig, hsig = p().tree_head.sig, record = p().record, crecord = p().counted.record;
+    if (edit(sig) !== sig) await malformed(`receipt sig ${name}`, { ...r(), sig: edit(sig) }, p());
+    if (edit(hsig) !== hsig) await malformed(`tree_head sig ${name}`, r(), { ...p(), tree_head: { ...p().tree_head, sig: edit(hsig) } });
+    if (edit(record) !== record) await malformed(`record ${name}`, r(), { ...p(), record: edit(record) });
+    if (edit(crecord) !== crecord) await malformed(`counted record ${name}`, r(), { ...p(), counted: { ...p().counted, record: edit(crecord) } });
+  }
+  await malformed("receipt sig not canonical", { ...r(), sig: nonCanonical(r().sig) }, p());
+  await malformed("tree_head sig not canonical", r(), { ...p(), tree_head: { ...p().tree_head, sig: nonCanonical(p().tree_head.sig) } });
+  if (p().record.endsWith("=")) await malformed("record not canonical", r(), { ...p(), record: nonCanonical(p().record) });
+  if (p().counted.record.endsWith("=")) await malformed("counted record not canonical", r(), { ...p(), counted: { ...p().counted, record: nonCanonical(p().counted.record) } });
+  // A tree head sig of canonical base64 but not 64 bytes: the tree head's fault, as Go's Check says.
+  assert.equal((await step(r(), { ...p(), tree_head: { ...p().tree_head, sig: b64(new Uint8Array(63)) } }))[0], "error:certificate");
 });
 
 test("a proof or keys given as null, with no baseUrl, is a result, not a throw", async () => {
@@ -441,7 +709,7 @@ test("a one-record poll: its proof's path is null in Go's JSON, and proves", asy
     assert.equal(got.root, root);
     assert.equal(verdict(await verifyReceipt(receipt, { keys, proof: { ...JSON.parse(text), path: [] } })), disposition);
     // Fetched from a node, too.
-    const s = server({ "/v1/cluster/keys": [200, keys], [proofPath("one", receipt.leaf)]: [200, text] });
+    const s = server({ "/v1/cluster/keys": [200, keys], [proofPath("one", receipt.leaf)]: [200, text], "/v1/polls/one/result": [200, resultOf(head)] });
     assert.equal(verdict(await verifyReceipt(receipt, { baseUrl: "http://node.test", fetch: s.f })), disposition);
     // A hash too many, or another disposition, does not prove.
     assert.equal((await verifyReceipt(receipt, { keys, proof: { ...JSON.parse(text), path: [root] } })).step, "path");
