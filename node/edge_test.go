@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,6 +195,29 @@ func (et *edgeTier) waitLinks(t *testing.T) {
 			ok = ok && n.LeafNodes == 1 && n.Routes == 0 && len(n.Gateways) == 0 && n.Connected
 		}
 		return ok && leaves == len(et.edges)
+	})
+	// And every edge relays to both of its region's full nodes: a voter's
+	// votes then go to the one their voter ranks first through either
+	// edge (a retry through the other edge, heard one full node short,
+	// would go to the other node before the first vote's ballot did).
+	want := []string{et.replicaOf(t, 0), et.replicaOf(t, 1)}
+	testwait.For(t, 30*time.Second, "every edge relaying to both of its region's full nodes", func() bool {
+		for _, e := range et.edges {
+			var v api.ClusterView
+			if getJSON(e.url+"/v1/cluster", &v) != 200 {
+				return false
+			}
+			heard := 0
+			for _, to := range v.RelaysTo {
+				if slices.Contains(want, to.Replica) {
+					heard++
+				}
+			}
+			if heard != len(want) {
+				return false
+			}
+		}
+		return true
 	})
 }
 

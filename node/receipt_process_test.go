@@ -36,6 +36,7 @@ type cast struct {
 // last votes are counted for the option voted, the changed minds
 // superseded and pointing at the voter's counted vote.
 func TestReceiptsOnThreeRegionsWithEdges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs six node processes")
 	}
@@ -364,6 +365,7 @@ func clusterKeys(t *testing.T, url string) receipt.Keys {
 // A node answers every accepted vote with its receipt, signed by its
 // replica's key; with --no-receipts, without.
 func TestNoReceiptsTurnsThemOff(t *testing.T) {
+	t.Parallel()
 	for _, off := range []bool{false, true} {
 		tn := startNode(t, t.TempDir(), func(c *Config) { c.NoReceipts = off })
 		tn.createPoll(t, "p")
