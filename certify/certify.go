@@ -132,6 +132,7 @@ type Certifier struct {
 
 	copies         *copies                // the replicas' chains of the polls that run (copies.go)
 	proofs         *proofs                // certified polls' trees, for voters' proofs (proofs.go)
+	proofsM        *prometheus.CounterVec // proofs asked, by outcome
 	merges         *prometheus.CounterVec // by how: incremental, whole
 	prefetchErrors prometheus.Counter
 	budgetLogged   atomic.Bool // the prefetch budget's warning is written once
@@ -189,12 +190,20 @@ func New(cfg Config) (*Certifier, error) {
 		Name: "tally_certify_merges_total",
 		Help: "Exact merges certification made, by how: incremental (the copies' merge kept while the poll ran, finished at close) or whole (every collected record merged at close: no prefetch, a copy read again, a replica excluded).",
 	}, []string{"how"})
+	c.proofsM = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_proofs_total",
+		Help: "Voters' proofs asked of this node (GET /v1/polls/{poll}/proofs/{leaf}, at a full node or relayed by an edge), by outcome: proved; leaf_not_found; not_certified; invalid (a malformed leaf); unavailable (the certified records not indexed: being read, not reading back as certified, or two other polls' indexes kept); refused (no such poll, or hidden).",
+	}, []string{"outcome"})
+	c.proofs.built = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_proof_index_builds_total",
+		Help: "Indexes of certified polls' records built for voters' proofs, by outcome: built, failed (the records could not be read back, or did not make the certified counts and root: see the log).",
+	}, []string{"outcome"})
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tally_certify_prefetched_records",
 		Help: "Records this node holds copied from every replica's chain of the polls that run or wait to be certified, so that certification at close reads only the tail (at most --certify-prefetch while the polls run).",
 	}, func() float64 { return float64(c.copies.size()) })
 	if cfg.Registerer != nil {
-		for _, m := range []prometheus.Collector{c.attempts, c.seconds, c.prefetchErrors, c.merges, held} {
+		for _, m := range []prometheus.Collector{c.attempts, c.seconds, c.prefetchErrors, c.merges, held, c.proofsM, c.proofs.built} {
 			if err := cfg.Registerer.Register(m); err != nil {
 				return nil, fmt.Errorf("certify: cannot register metrics: %w", err)
 			}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"tally/api"
 	"tally/hlc"
 	"tally/ledger"
@@ -48,8 +50,9 @@ type proofIndex struct {
 // proofs keeps the indexes, and builds each once however many voters
 // ask at the same time.
 type proofs struct {
-	now    func() time.Time // monotonic
-	ctx    context.Context  // ended by stop: reads of chains for an index end
+	now    func() time.Time       // monotonic
+	built  *prometheus.CounterVec // builds by outcome; nil: none counted
+	ctx    context.Context        // ended by stop: reads of chains for an index end
 	cancel context.CancelFunc
 	builds sync.WaitGroup // the builds under way, waited for by stop
 
@@ -262,6 +265,9 @@ func (ps *proofs) start(poll string, cert state.Certificate, head receipt.TreeHe
 			b.err = err
 		}
 		ps.finish(poll, b)
+		if ps.built != nil {
+			ps.built.WithLabelValues(map[bool]string{true: "built", false: "failed"}[b.err == nil]).Inc()
+		}
 	})
 	return b
 }
@@ -461,7 +467,12 @@ func answerOf(p *receipt.Proof, err error) (status int, retry time.Duration, bod
 
 // proofOf is the proof of the record whose hash is leaf, in the poll's
 // certified tree; errors are *api.Error.
-func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) (*receipt.Proof, error) {
+func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) (p *receipt.Proof, err error) {
+	defer func() {
+		if c.proofsM != nil {
+			c.proofsM.WithLabelValues(proofOutcome(err)).Inc()
+		}
+	}()
 	var want merkle.Hash
 	if len(leaf) != 2*len(want) || strings.ToLower(leaf) != leaf {
 		return nil, api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, "a leaf is 64 lowercase hex digits: the receipt's \"leaf\"")
@@ -513,6 +524,26 @@ func (c *Certifier) proofOf(ctx context.Context, poll, leaf string, admin bool) 
 	}
 	c.proofs.hit(poll)
 	return idx.proof(int(i), true)
+}
+
+// proofOutcome is a proof's outcome as tally_proofs_total counts it.
+func proofOutcome(err error) string {
+	var e *api.Error
+	switch {
+	case err == nil:
+		return "proved"
+	case !errors.As(err, &e):
+		return "unavailable"
+	case e.Code == api.CodeLeafNotFound:
+		return "leaf_not_found"
+	case e.Code == api.CodeNotCertified:
+		return "not_certified"
+	case e.Code == api.CodeInvalidRequest:
+		return "invalid"
+	case e.Status == http.StatusServiceUnavailable:
+		return "unavailable"
+	}
+	return "refused"
 }
 
 // treeHeadOf is a reconciled certificate's tree head; a certificate of a

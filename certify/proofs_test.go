@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"tally/api"
 	"tally/ledger"
 	"tally/receipt"
@@ -205,6 +207,15 @@ func TestProofRefusals(t *testing.T) {
 	r.ledgers["us-1"] = forged
 	if status, _, e := r.ask(r.receipts["ann/ann-2"].Leaf); status != http.StatusOK {
 		t.Fatalf("once the chain is whole again: %d %+v", status, e)
+	}
+
+	for outcome, want := range map[string]float64{"invalid": 7, "leaf_not_found": 1, "refused": 1, "unavailable": 1, "proved": 1} {
+		if got := testutil.ToFloat64(r.c.proofsM.WithLabelValues(outcome)); got != want {
+			t.Errorf("tally_proofs_total{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(r.c.proofs.built.WithLabelValues("failed")); got != 1 {
+		t.Errorf("failed index builds: %v, want 1", got)
 	}
 
 	cert, _ := r.st.Defs.Certificate("p")
