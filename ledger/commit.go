@@ -212,7 +212,9 @@ func (l *Ledger) stageAppend(c *commit, req *request, local map[string]VoteID, t
 		r.summed = false // its place changed: its hash is computed anew
 		buf.val = r.AppendBinary(buf.val[:0])
 		enc := buf.val
-		l.heads[chain] = head{seq: r.Seq, hash: sha256.Sum256(enc)}
+		sum := sha256.Sum256(enc)
+		l.heads[chain] = head{seq: r.Seq, hash: sum}
+		r.sum, r.summed = sum, true // the caller's receipt reads it (Record.Hash) without encoding the record again
 		touched[chain] = struct{}{}
 		id := r.ID()
 		buf.key = recordKey(buf.key[:0], r.Poll, r.Replica, r.Seq)

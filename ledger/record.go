@@ -78,8 +78,9 @@ type Record struct {
 	Answer *Answer
 
 	// sum is the record's hash when a reader already computed it from the
-	// canonical bytes it decoded (ReadStream): the chain check then does
-	// not encode and hash the record again. Set by nothing else; cleared
+	// canonical bytes it decoded (ReadStream), or the ledger from the
+	// bytes it stored (Append): the chain check, and a vote's receipt, then
+	// do not encode and hash the record again. Cleared, then set anew,
 	// when the ledger assigns a record's place in a chain.
 	sum    Hash
 	summed bool

@@ -63,3 +63,17 @@ func BenchmarkAnswerJSON(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(buf)), "bytes")
 }
+
+// BenchmarkSignFloor is the floor of a receipt's cost at the full node:
+// a bare ed25519.Sign of a receipt's signing bytes, in the same run as
+// BenchmarkAnswerJSON (bench/receipts.sh puts ingest's VoteBatch votes
+// and receipts beside it).
+func BenchmarkSignFloor(b *testing.B) {
+	key := testKey("eu-1")
+	r := Receipt{Poll: "final-vote-2026", VoteID: "eu-west-3f9c2a10/123456", Stamp: "1796040005000.12",
+		Leaf: "9c1e6a3f0d5b7e2c4a8f1b3d5e7c9a0b2d4f6e8a1c3e5b7d9f0a2c4e6b8d0f1a"}
+	msg := r.SigningBytes()
+	for b.Loop() {
+		ed25519.Sign(key, msg)
+	}
+}
